@@ -1,0 +1,117 @@
+# syncguard: tgt backing store + libiscsi sync-write tester.
+#
+#   make deps      install build/test dependencies (apt-get, needs root)
+#   make           build bs_syncguard.so and tools/iscsi-syncbench
+#   make install   install the module where tgtd loads it
+#   make demo      the main job: every mode x sync discipline, one table
+#   make check     unit tests (ASan/UBSan) and protocol tests (real tgtd)
+#
+# The module is compiled against the source of exactly the installed tgt
+# (its plugin ABI is tgt's internal structs).  By default that source is
+# fetched with a private apt configuration into build/tgt-src; set
+# TGT_SRC=/path/to/tgt for a tgt built from source.
+
+CC       ?= cc
+CFLAGS   ?= -O2 -g
+WARN     := -Wall -Wextra
+BASE     := -std=gnu11 -D_GNU_SOURCE -Iinclude -Icore $(WARN)
+BUILD    := build
+TGT_SRC  ?= $(BUILD)/tgt-src
+BSDIR    ?= /usr/lib/tgt/backing-store
+DESTDIR  ?=
+SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer \
+	    -fno-sanitize-recover=undefined
+
+DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
+	gcc make util-linux iproute2 sdparm
+
+CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c \
+	     core/exec.c
+CORE_PIC  := $(CORE_SRCS:%.c=$(BUILD)/pic/%.o)
+CORE_SAN  := $(CORE_SRCS:%.c=$(BUILD)/san/%.o)
+HDRS      := include/syncguard.h core/internal.h
+
+UNIT_SRCS  := tests/unit/main.c tests/unit/check_opts.c \
+	      tests/unit/check_policy.c tests/unit/check_cdb.c \
+	      tests/unit/check_exec.c
+PROTO_SRCS := tests/proto/main.c tests/proto/fixture.c \
+	      tests/proto/check_modes.c tests/proto/check_bsopts.c \
+	      tests/proto/check_blockdev.c
+
+ISCSI_LIBS := $(shell pkg-config --libs libiscsi 2>/dev/null || echo -liscsi)
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
+
+.PHONY: all deps install uninstall demo check check-unit check-proto \
+	clean tgt-src FORCE
+
+all: bs_syncguard.so tools/iscsi-syncbench
+
+deps:
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y $(DEB_PACKAGES)
+
+# ---- tgt headers ----
+# The fetch script rewrites the version stamp only when the installed
+# tgt changed, so the module is rebuilt exactly then.
+ifeq ($(TGT_SRC),$(BUILD)/tgt-src)
+$(TGT_SRC)/.syncguard-tgt-version: FORCE
+	@scripts/fetch-tgt-src.sh $(TGT_SRC)
+else
+$(TGT_SRC)/.syncguard-tgt-version:
+	@test -f $(TGT_SRC)/usr/tgtd.h || \
+	  { echo "TGT_SRC=$(TGT_SRC) has no usr/tgtd.h" >&2; exit 1; }
+	@echo custom > $@
+endif
+tgt-src: $(TGT_SRC)/.syncguard-tgt-version
+
+# ---- the module ----
+$(BUILD)/pic/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(BUILD)/san/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -O1 -g $(SAN) -c $< -o $@
+
+bs_syncguard.so: bs_syncguard.c $(CORE_PIC) $(HDRS) \
+		 $(TGT_SRC)/.syncguard-tgt-version
+	$(CC) $(BASE) $(CFLAGS) -fPIC -shared -isystem $(TGT_SRC)/usr \
+	  -fvisibility=hidden \
+	  bs_syncguard.c $(CORE_PIC) -o $@ -lpthread
+
+install: bs_syncguard.so
+	install -D -m 0644 bs_syncguard.so $(DESTDIR)$(BSDIR)/bs_syncguard.so
+
+uninstall:
+	rm -f $(DESTDIR)$(BSDIR)/bs_syncguard.so
+
+# ---- the tester ----
+tools/iscsi-syncbench: tools/iscsi-syncbench.c tools/histogram.c \
+		       tools/histogram.h
+	$(CC) $(BASE) -Itools $(CFLAGS) tools/iscsi-syncbench.c \
+	  tools/histogram.c -o $@ $(ISCSI_LIBS) -lm
+
+# ---- tests ----
+$(BUILD)/unit-tests: $(UNIT_SRCS) $(CORE_SAN) $(HDRS) tests/unit/unit.h
+	$(CC) $(BASE) -O1 -g $(SAN) $(UNIT_SRCS) $(CORE_SAN) -o $@ \
+	  $(CHECK_LIBS) -lpthread
+
+$(BUILD)/proto-tests: $(PROTO_SRCS) tests/proto/proto.h
+	$(CC) $(BASE) -Itests/proto $(CFLAGS) $(PROTO_SRCS) -o $@ \
+	  $(ISCSI_LIBS) $(CHECK_LIBS) -lpthread
+
+check: check-unit check-proto
+
+check-unit: $(BUILD)/unit-tests
+	$(BUILD)/unit-tests
+
+check-proto: $(BUILD)/proto-tests bs_syncguard.so tools/iscsi-syncbench
+	SYNCGUARD_MODULE=$(CURDIR)/bs_syncguard.so \
+	SYNCGUARD_TOP=$(CURDIR) $(BUILD)/proto-tests
+
+demo: all install
+	scripts/demo.sh
+
+clean:
+	rm -rf $(BUILD)/pic $(BUILD)/san $(BUILD)/unit-tests \
+	  $(BUILD)/proto-tests bs_syncguard.so tools/iscsi-syncbench

@@ -1,0 +1,292 @@
+/*
+ * bs_syncguard: a tgt backing store that honours SYNCHRONIZE CACHE and
+ * FUA according to a per-LUN write-cache mode (write-through,
+ * write-back, plp).
+ *
+ * This file is only glue between tgt's internal API (struct scsi_lu,
+ * struct scsi_cmd, bs_thread workers) and the tgt-independent core in
+ * core/.  The durability policy is in core/policy.c, the error-to-sense
+ * table in core/sense.c.
+ *
+ * Load: tgtd dlopen()s every .so in its backing-store directory
+ * (/usr/lib/tgt/backing-store on Debian) and calls register_bs_module().
+ * Use: tgtadm --op new --mode logicalunit ... --bstype syncguard
+ *      --bsopts "mode=write-back"
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "list.h"
+#include "util.h"
+#include "tgtd.h"
+#include "scsi.h"
+#include "spc.h"
+#include "bs_thread.h"
+
+#include "syncguard.h"
+
+#define CACHING_PAGE	0x08
+#define WCE_BIT		0x04	/* byte 2 of the Caching page: mode_data[0] */
+
+/* Per-LUN private data, placed after tgt's struct bs_thread_info. */
+struct syncguard_bs {
+	struct syncguard_opts opts;
+	struct syncguard_lun lun;
+	bool open;
+	/* tgt's handlers we wrap in this LUN's copy of the device template */
+	int (*tgt_mode_select)(int host_no, struct scsi_cmd *cmd);
+	tgtadm_err (*tgt_lu_config)(struct scsi_lu *lu, char *params);
+};
+
+static struct syncguard_bs *SYNCGUARD_BS(struct scsi_lu *lu)
+{
+	return (struct syncguard_bs *)((char *)BS_THREAD_I(lu) +
+				       sizeof(struct bs_thread_info));
+}
+
+/* ---- the Caching mode page (SBC-3 6.4.5) ---- */
+
+static int page_wce(struct scsi_lu *lu)
+{
+	struct mode_pg *pg = find_mode_page(lu, CACHING_PAGE, 0);
+
+	return pg ? !!(pg->mode_data[0] & WCE_BIT) : -1;
+}
+
+static void page_set_wce(struct scsi_lu *lu, bool wce)
+{
+	struct mode_pg *pg = find_mode_page(lu, CACHING_PAGE, 0);
+
+	if (!pg)
+		return;
+	if (wce)
+		pg->mode_data[0] |= WCE_BIT;
+	else
+		pg->mode_data[0] &= ~WCE_BIT;
+}
+
+/* Make WCE changeable by MODE SELECT only where the mode allows it. */
+static void page_set_mask(struct scsi_lu *lu, enum syncguard_mode mode)
+{
+	struct mode_pg *pg = find_mode_page(lu, CACHING_PAGE, 0);
+	uint8_t mask[32] = { 0 };
+
+	if (!pg || pg->pcode_size > (int)sizeof(mask))
+		return;
+	mask[0] = syncguard_mode_wce_changeable(mode) ? WCE_BIT : 0;
+	set_mode_page_changeable_mask(lu, CACHING_PAGE, 0, mask);
+}
+
+/*
+ * The page's WCE may have just changed (MODE SELECT or tgtadm update):
+ * apply it.  write-back LUNs follow it (1 -> 0 flushes first); the other
+ * modes keep WCE=0.  Returns 0, -EPERM (change not allowed, page
+ * restored) or the flush's -errno (page restored to WCE=1).
+ */
+static int apply_page_wce(struct scsi_lu *lu)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	int wce = page_wce(lu);
+	int ret;
+
+	if (wce < 0 || wce == (int)syncguard_lun_wce(&bs->lun))
+		return 0;
+	if (!syncguard_mode_wce_changeable(bs->opts.mode)) {
+		page_set_wce(lu, syncguard_lun_wce(&bs->lun));
+		return -EPERM;
+	}
+	ret = syncguard_lun_set_wce(&bs->lun, wce);
+	if (ret)
+		page_set_wce(lu, syncguard_lun_wce(&bs->lun));
+	return ret;
+}
+
+/* MODE SELECT(6/10) wrapper: tgt's handler edits the page, we apply it. */
+static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
+{
+	struct scsi_lu *lu = cmd->dev;
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	int ret = bs->tgt_mode_select(host_no, cmd);
+	int err;
+
+	if (ret != SAM_STAT_GOOD)
+		return ret;
+	err = apply_page_wce(lu);
+	if (!err)
+		return SAM_STAT_GOOD;
+	eprintf("syncguard: lun %" PRIu64 ": WCE change refused: %s\n",
+		lu->lun, err == -EPERM ? "not allowed in this mode" :
+		strerror(-err));
+	if (err == -EPERM)
+		sense_data_build(cmd, ILLEGAL_REQUEST, ASC_INVALID_FIELD_IN_PARMS);
+	else
+		sense_data_build(cmd, MEDIUM_ERROR, ASC_WRITE_ERROR);
+	return SAM_STAT_CHECK_CONDITION;
+}
+
+/* tgtadm --op update --mode logicalunit wrapper (mode_page=, thin_provisioning=) */
+static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	tgtadm_err adm = bs->tgt_lu_config(lu, params);
+	int err = apply_page_wce(lu);
+
+	page_set_mask(lu, bs->opts.mode);	/* a new page has no mask */
+	bs->lun.thin = lu->attrs.thinprovisioning;
+	if (err) {
+		eprintf("syncguard: lun %" PRIu64 ": WCE change refused: %s\n",
+			lu->lun, err == -EPERM ? "mode=write-through and "
+			"mode=plp keep WCE=0" : strerror(-err));
+		return TGTADM_INVALID_REQUEST;
+	}
+	return adm;
+}
+
+static void wrap_template(struct scsi_lu *lu)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	struct device_type_operations *ops = lu->dev_type_template.ops;
+
+	bs->tgt_mode_select = ops[MODE_SELECT].cmd_perform;
+	ops[MODE_SELECT].cmd_perform = syncguard_mode_select;
+	ops[MODE_SELECT_10].cmd_perform = syncguard_mode_select;
+	bs->tgt_lu_config = lu->dev_type_template.lu_config;
+	lu->dev_type_template.lu_config = syncguard_lu_config;
+}
+
+/* ---- commands ---- */
+
+static void bs_syncguard_request(struct scsi_cmd *cmd)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+	struct syncguard_req req = {
+		.cdb = cmd->scb,
+		.cdb_len = (size_t)cmd->scb_len,
+		.out = scsi_get_out_buffer(cmd),
+		.out_len = scsi_get_out_length(cmd),
+		.in = scsi_get_in_buffer(cmd),
+		.in_len = scsi_get_in_length(cmd),
+	};
+	struct syncguard_result res;
+	struct syncguard_sense s;
+
+	syncguard_execute(&bs->lun, &req, &res);
+	s = syncguard_sense_of(res.reason);
+	scsi_set_result(cmd, s.status);
+	if (res.reason == SYNCGUARD_OK)
+		return;
+	if (res.info_valid)
+		sense_data_build_with_info(cmd, s.key, s.asc, res.info);
+	else
+		sense_data_build(cmd, s.key, s.asc);
+	if (req.in_len)
+		scsi_set_in_resid_by_actual(cmd, res.in_done);
+	eprintf("syncguard: lun %" PRIu64 ": opcode 0x%02x: sense %x/%04x\n",
+		cmd->dev->lun, cmd->scb[0], s.key, s.asc);
+}
+
+/* ---- backing-store hooks ---- */
+
+static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
+			     uint64_t *size)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	char err[512];
+	int ret;
+
+	ret = syncguard_lun_open(&bs->lun, path, lu->blk_shift, &bs->opts,
+				 err, sizeof(err));
+	if (ret) {
+		eprintf("syncguard: lun %" PRIu64 ": %s\n", lu->lun, err);
+		return ret;
+	}
+	bs->open = true;
+	syncguard_lun_set_wce(&bs->lun, syncguard_mode_wce(bs->opts.mode));
+	bs->lun.thin = lu->attrs.thinprovisioning;
+	if (!lu->attrs.no_auto_lbppbe && bs->lun.phys_block_size)
+		update_lbppbe(lu, (int)bs->lun.phys_block_size);
+	*fd = bs->lun.fd;
+	*size = bs->lun.size;
+	eprintf("syncguard: lun %" PRIu64 ": %s, mode=%s, %" PRIu64
+		" bytes, %u-byte blocks\n", lu->lun, path,
+		syncguard_mode_name(bs->opts.mode), bs->lun.size,
+		1u << lu->blk_shift);
+	return 0;
+}
+
+static void bs_syncguard_close(struct scsi_lu *lu)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	int ret;
+
+	if (!bs->open)
+		return;
+	ret = syncguard_lun_close(&bs->lun);
+	bs->open = false;
+	if (ret)
+		eprintf("syncguard: lun %" PRIu64 ": final flush failed: %s\n",
+			lu->lun, strerror(-ret));
+}
+
+static tgtadm_err bs_syncguard_init(struct scsi_lu *lu, char *bsopts)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	char err[256];
+
+	memset(bs, 0, sizeof(*bs));
+	bs->lun.fd = -1;
+	if (syncguard_opts_parse(bsopts, &bs->opts, err, sizeof(err))) {
+		eprintf("syncguard: lun %" PRIu64 ": %s\n", lu->lun, err);
+		return TGTADM_INVALID_REQUEST;
+	}
+	page_set_wce(lu, syncguard_mode_wce(bs->opts.mode));
+	page_set_mask(lu, bs->opts.mode);
+	wrap_template(lu);
+	return bs_thread_open(BS_THREAD_I(lu), bs_syncguard_request,
+			      nr_iothreads);
+}
+
+static void bs_syncguard_exit(struct scsi_lu *lu)
+{
+	bs_thread_close(BS_THREAD_I(lu));
+}
+
+static struct backingstore_template syncguard_bst = {
+	.bs_name = "syncguard",
+	.bs_datasize = sizeof(struct bs_thread_info) +
+		       sizeof(struct syncguard_bs),
+	.bs_open = bs_syncguard_open,
+	.bs_close = bs_syncguard_close,
+	.bs_init = bs_syncguard_init,
+	.bs_exit = bs_syncguard_exit,
+	.bs_cmd_submit = bs_thread_cmd_submit,
+	.bs_oflags_supported = 0,	/* the mode replaces O_SYNC/O_DIRECT */
+};
+
+/* The SBC commands tgt may hand to this store (others stay in tgt's core). */
+static unsigned char syncguard_opcodes[] = {
+	ALLOW_MEDIUM_REMOVAL, COMPARE_AND_WRITE, FORMAT_UNIT, INQUIRY,
+	MAINT_PROTOCOL_IN, MODE_SELECT, MODE_SELECT_10, MODE_SENSE,
+	MODE_SENSE_10, PERSISTENT_RESERVE_IN, PERSISTENT_RESERVE_OUT,
+	PRE_FETCH_10, PRE_FETCH_16, READ_10, READ_12, READ_16, READ_6,
+	READ_CAPACITY, RELEASE, REPORT_LUNS, REQUEST_SENSE, RESERVE,
+	SEND_DIAGNOSTIC, SERVICE_ACTION_IN, START_STOP, SYNCHRONIZE_CACHE,
+	SYNCHRONIZE_CACHE_16, TEST_UNIT_READY, UNMAP, VERIFY_10, VERIFY_12,
+	VERIFY_16, WRITE_10, WRITE_12, WRITE_16, WRITE_6, WRITE_SAME,
+	WRITE_SAME_16, WRITE_VERIFY, WRITE_VERIFY_12, WRITE_VERIFY_16,
+};
+
+/* Called by tgtd after dlopen(): register the "syncguard" bstype.  The
+ * only symbol the module exports (built with -fvisibility=hidden). */
+__attribute__((visibility("default"))) void register_bs_module(void);
+
+void register_bs_module(void)
+{
+	bs_create_opcode_map(&syncguard_bst, syncguard_opcodes,
+			     sizeof(syncguard_opcodes));
+	register_backingstore_template(&syncguard_bst);
+}

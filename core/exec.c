@@ -1,0 +1,415 @@
+/*
+ * Executing SBC-3 commands against a LUN.  One small function per
+ * command, chosen from a table by the decoded operation; each asks
+ * syncguard_policy() what durability it owes and never decides that
+ * itself.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "syncguard.h"
+#include "internal.h"
+
+typedef enum syncguard_reason exec_fn(struct syncguard_lun *lun,
+				      const struct syncguard_req *req,
+				      const struct syncguard_cdb *c,
+				      struct syncguard_result *res);
+
+#define CHUNK_BYTES (1u << 20)	/* bounce buffers: WRITE SAME, VERIFY */
+
+static uint64_t capacity(const struct syncguard_lun *lun)
+{
+	return lun->size >> lun->block_shift;
+}
+
+static uint64_t to_bytes(const struct syncguard_lun *lun, uint64_t blocks)
+{
+	return blocks << lun->block_shift;
+}
+
+/* SBC-3 4.5: [lba, lba+n) must lie inside the medium; n == 0 checks
+ * only that lba itself is addressable. */
+static enum syncguard_reason check_range(const struct syncguard_lun *lun,
+					 uint64_t lba, uint64_t n)
+{
+	uint64_t cap = capacity(lun);
+
+	if (lba > cap || n > cap - lba || (n == 0 && lba >= cap))
+		return SYNCGUARD_ERR_LBA_RANGE;
+	return SYNCGUARD_OK;
+}
+
+/* The policy for @class under the WCE the LUN honours now.  Writers call
+ * it holding write_lock, so a WCE change cannot slip between the
+ * decision and the write (syncguard_lun_set_wce takes it exclusively). */
+static struct syncguard_action policy(struct syncguard_lun *lun,
+				      enum syncguard_class class)
+{
+	return syncguard_policy(lun->opts.mode, syncguard_lun_wce(lun), class);
+}
+
+static enum syncguard_reason io_reason(int neg_errno, bool writing)
+{
+	return syncguard_reason_of_errno(-neg_errno, writing);
+}
+
+/* Compare @len bytes of the medium at @off with @expect (@stride bytes,
+ * repeated: one block for BYTCHK=3, else @len).  MISCOMPARE carries the
+ * byte offset of the first difference (SBC-3 5.3, 5.33). */
+static enum syncguard_reason compare_medium(struct syncguard_lun *lun,
+					    uint64_t off, const uint8_t *expect,
+					    uint64_t len, uint64_t stride,
+					    struct syncguard_result *res)
+{
+	uint8_t *buf = malloc(CHUNK_BYTES);
+	enum syncguard_reason r = SYNCGUARD_OK;
+
+	if (!buf)
+		return SYNCGUARD_ERR_INTERNAL;
+	for (uint64_t done = 0; done < len && r == SYNCGUARD_OK;) {
+		size_t n = len - done < CHUNK_BYTES ? len - done : CHUNK_BYTES;
+		int err = syncguard_lun_read(lun, buf, n, off + done);
+
+		if (err) {
+			r = io_reason(err, false);
+			break;
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (buf[i] != expect[(done + i) % stride]) {
+				res->info = done + i;
+				res->info_valid = true;
+				r = SYNCGUARD_ERR_MISCOMPARE;
+				break;
+			}
+		}
+		done += n;
+	}
+	free(buf);
+	return r;
+}
+
+static enum syncguard_reason exec_read(struct syncguard_lun *lun,
+				       const struct syncguard_req *req,
+				       const struct syncguard_cdb *c,
+				       struct syncguard_result *res)
+{
+	struct syncguard_action a = policy(lun, c->fua ?
+		SYNCGUARD_CLASS_READ_FUA : SYNCGUARD_CLASS_READ);
+	enum syncguard_reason r = check_range(lun, c->lba, c->nblocks);
+	uint64_t len = to_bytes(lun, c->nblocks);
+	int err = 0;
+
+	if (r)
+		return r;
+	if (len > req->in_len)	/* tgt reports the residual */
+		len = to_bytes(lun, req->in_len >> lun->block_shift);
+	if (a.flush_before)
+		err = syncguard_lun_flush(lun);
+	if (!err)
+		err = syncguard_lun_read(lun, req->in, len, to_bytes(lun, c->lba));
+	if (err)
+		return io_reason(err, false);
+	res->in_done = (uint32_t)len;
+	return SYNCGUARD_OK;
+}
+
+/* WRITE(6/10/12/16) and WRITE AND VERIFY(10/12/16) */
+static enum syncguard_reason exec_write(struct syncguard_lun *lun,
+					const struct syncguard_req *req,
+					const struct syncguard_cdb *c,
+					struct syncguard_result *res)
+{
+	bool verify = c->op == SYNCGUARD_OP_WRITE_VERIFY;
+	bool fua = c->fua || verify;	/* see policy.c on WRITE AND VERIFY */
+	struct syncguard_action a;
+	enum syncguard_reason r = check_range(lun, c->lba, c->nblocks);
+	uint64_t len = to_bytes(lun, c->nblocks), off = to_bytes(lun, c->lba);
+	int err;
+
+	syncguard_count(fua ? &lun->count.fua_writes : &lun->count.writes);
+	if (r)
+		return r;
+	if (len > req->out_len)	/* short Data-Out: whole blocks only */
+		len = to_bytes(lun, req->out_len >> lun->block_shift);
+	pthread_rwlock_rdlock(&lun->write_lock);
+	a = policy(lun, fua ? SYNCGUARD_CLASS_WRITE_FUA : SYNCGUARD_CLASS_WRITE);
+	err = syncguard_lun_write(lun, req->out, len, off, a.persist);
+	pthread_rwlock_unlock(&lun->write_lock);
+	if (err)
+		return io_reason(err, true);
+	if (verify && c->bytchk)
+		return compare_medium(lun, off, req->out, len, len ? len : 1,
+				      res);
+	return SYNCGUARD_OK;
+}
+
+static enum syncguard_reason exec_sync_cache(struct syncguard_lun *lun,
+					     const struct syncguard_req *req,
+					     const struct syncguard_cdb *c,
+					     struct syncguard_result *res)
+{
+	struct syncguard_action a = policy(lun, SYNCGUARD_CLASS_SYNC_CACHE);
+	enum syncguard_reason r = check_range(lun, c->lba, c->nblocks);
+	int err = syncguard_lun_latched(lun);
+
+	(void)req;
+	(void)res;
+	syncguard_count(&lun->count.sync_caches);
+	if (r)
+		return r;
+	/* A latched flush failure is reported in every mode: the data it
+	 * covered may be gone, whatever this mode would do now. */
+	if (err)
+		return io_reason(-err, true);
+	if (a.flush_before)
+		err = syncguard_lun_flush(lun);
+	return err ? io_reason(err, true) : SYNCGUARD_OK;
+}
+
+static enum syncguard_reason exec_verify(struct syncguard_lun *lun,
+					 const struct syncguard_req *req,
+					 const struct syncguard_cdb *c,
+					 struct syncguard_result *res)
+{
+	enum syncguard_reason r = check_range(lun, c->lba, c->nblocks);
+	uint64_t len = to_bytes(lun, c->nblocks);
+	uint64_t stride = c->bytchk == 3 ? to_bytes(lun, 1) : len;
+
+	if (r || c->bytchk == 0 || len == 0)
+		return r;
+	if (c->bytchk == 2)
+		return SYNCGUARD_ERR_INVALID_CDB;	/* reserved */
+	if (req->out_len < stride)
+		return SYNCGUARD_ERR_PARAM_LEN;
+	return compare_medium(lun, to_bytes(lun, c->lba), req->out, len,
+			      stride, res);
+}
+
+/* Fill @buf (@n blocks) with copies of the WRITE SAME block for LBAs
+ * starting at @lba; LBDATA puts each LBA's low 32 bits first (SBC-3). */
+static void fill_same(const struct syncguard_lun *lun, uint8_t *buf,
+		      const uint8_t *block, uint64_t n, uint64_t lba,
+		      bool lbdata)
+{
+	size_t bs = (size_t)to_bytes(lun, 1);
+
+	for (uint64_t i = 0; i < n; i++) {
+		uint8_t *b = buf + i * bs;
+		uint32_t l = (uint32_t)(lba + i);
+
+		memcpy(b, block, bs);
+		if (lbdata) {
+			b[0] = l >> 24;
+			b[1] = l >> 16;
+			b[2] = l >> 8;
+			b[3] = l;
+		}
+	}
+}
+
+static enum syncguard_reason write_same_data(struct syncguard_lun *lun,
+					     const struct syncguard_req *req,
+					     const struct syncguard_cdb *c,
+					     uint64_t nblocks)
+{
+	uint64_t per = CHUNK_BYTES >> lun->block_shift;
+	uint8_t *buf = malloc(CHUNK_BYTES);
+	struct syncguard_action a;
+	int err = 0;
+
+	if (!buf)
+		return SYNCGUARD_ERR_INTERNAL;
+	if (per > nblocks)
+		per = nblocks;
+	fill_same(lun, buf, req->out, per, c->lba, c->lbdata);
+	pthread_rwlock_rdlock(&lun->write_lock);
+	a = policy(lun, SYNCGUARD_CLASS_WRITE);
+	for (uint64_t done = 0; !err && done < nblocks; done += per) {
+		uint64_t n = nblocks - done < per ? nblocks - done : per;
+
+		if (c->lbdata)
+			fill_same(lun, buf, req->out, n, c->lba + done, true);
+		err = syncguard_lun_write(lun, buf, to_bytes(lun, n),
+					  to_bytes(lun, c->lba + done),
+					  SYNCGUARD_PERSIST_CACHED);
+	}
+	if (!err)
+		err = syncguard_lun_persist_range(lun, to_bytes(lun, c->lba),
+						  to_bytes(lun, nblocks),
+						  a.persist);
+	pthread_rwlock_unlock(&lun->write_lock);
+	free(buf);
+	return err ? io_reason(err, true) : SYNCGUARD_OK;
+}
+
+static uint64_t be(const uint8_t *p, int bytes)
+{
+	uint64_t v = 0;
+
+	while (bytes--)
+		v = v << 8 | *p++;
+	return v;
+}
+
+static void put_be(uint8_t *p, uint64_t v, int bytes)
+{
+	while (bytes--) {
+		p[bytes] = (uint8_t)v;
+		v >>= 8;
+	}
+}
+
+/* UNMAP block descriptor i (SBC-3 5.28.2): LBA, then number of blocks */
+#define DESC_LBA(d, i) be((d) + 16 * (i), 8)
+#define DESC_LEN(d, i) be((d) + 16 * (i) + 8, 4)
+
+/* Deallocate the @n validated block descriptors at @desc and persist
+ * the new allocation as the UNMAP policy says. */
+static enum syncguard_reason unmap_ranges(struct syncguard_lun *lun,
+					  const uint8_t *desc, uint64_t n)
+{
+	struct syncguard_action a;
+	int err = 0;
+
+	pthread_rwlock_rdlock(&lun->write_lock);
+	a = policy(lun, SYNCGUARD_CLASS_UNMAP);
+	for (uint64_t i = 0; !err && i < n; i++)
+		if (DESC_LEN(desc, i))
+			err = syncguard_lun_punch(lun,
+				to_bytes(lun, DESC_LBA(desc, i)),
+				to_bytes(lun, DESC_LEN(desc, i)));
+	if (!err)
+		err = syncguard_lun_persist_range(lun, 0, lun->size, a.persist);
+	pthread_rwlock_unlock(&lun->write_lock);
+	return err ? io_reason(err, true) : SYNCGUARD_OK;
+}
+
+static enum syncguard_reason exec_write_same(struct syncguard_lun *lun,
+					     const struct syncguard_req *req,
+					     const struct syncguard_cdb *c,
+					     struct syncguard_result *res)
+{
+	uint64_t n = c->nblocks;
+	enum syncguard_reason r;
+
+	(void)res;
+	if ((c->unmap && !lun->thin) || c->pbdata)
+		return SYNCGUARD_ERR_INVALID_CDB;
+	if (req->out_len < to_bytes(lun, 1))
+		return SYNCGUARD_ERR_PARAM_LEN;
+	if (n == 0 && c->lba < capacity(lun))	/* 0: to the end (SBC-3) */
+		n = capacity(lun) - c->lba;
+	r = check_range(lun, c->lba, n);
+	if (r)
+		return r;
+	if (c->unmap) {
+		uint8_t desc[16] = { 0 };
+
+		put_be(desc, c->lba, 8);
+		put_be(desc + 8, n, 4);
+		return unmap_ranges(lun, desc, 1);
+	}
+	return write_same_data(lun, req, c, n);
+}
+
+/* UNMAP (SBC-3 5.28): 8-byte parameter list header, then descriptors */
+static enum syncguard_reason exec_unmap(struct syncguard_lun *lun,
+					const struct syncguard_req *req,
+					const struct syncguard_cdb *c,
+					struct syncguard_result *res)
+{
+	const uint8_t *desc = req->out + 8;
+	enum syncguard_reason r = SYNCGUARD_OK;
+	uint64_t n;
+
+	(void)res;
+	(void)c;
+	if (!lun->thin)
+		return SYNCGUARD_ERR_INVALID_OPCODE;
+	if (req->cdb[1] & 0x01)		/* ANCHOR: not supported */
+		return SYNCGUARD_ERR_INVALID_CDB;
+	if (req->out_len == 0)
+		return SYNCGUARD_OK;
+	if (req->out_len < 8)
+		return SYNCGUARD_ERR_PARAM_LEN;
+	n = be(req->out + 2, 2) / 16;
+	if (n > (req->out_len - 8) / 16)
+		n = (req->out_len - 8) / 16;
+	for (uint64_t i = 0; i < n && !r; i++)	/* validate all first */
+		r = check_range(lun, DESC_LBA(desc, i), DESC_LEN(desc, i));
+	return r || !n ? r : unmap_ranges(lun, desc, n);
+}
+
+static enum syncguard_reason exec_compare_and_write(
+	struct syncguard_lun *lun, const struct syncguard_req *req,
+	const struct syncguard_cdb *c, struct syncguard_result *res)
+{
+	enum syncguard_reason r = check_range(lun, c->lba, c->nblocks);
+	uint64_t len = to_bytes(lun, c->nblocks), off = to_bytes(lun, c->lba);
+	struct syncguard_action a;
+	int err;
+
+	if (r || len == 0)
+		return r;
+	if (req->out_len != 2 * len)
+		return SYNCGUARD_ERR_INVALID_CDB;
+	pthread_rwlock_wrlock(&lun->write_lock);	/* atomic vs. all writes */
+	a = policy(lun, c->fua ? SYNCGUARD_CLASS_WRITE_FUA :
+		   SYNCGUARD_CLASS_WRITE);
+	r = compare_medium(lun, off, req->out, len, len, res);
+	if (r == SYNCGUARD_OK) {
+		err = syncguard_lun_write(lun, req->out + len, len, off,
+					  a.persist);
+		r = err ? io_reason(err, true) : SYNCGUARD_OK;
+	}
+	pthread_rwlock_unlock(&lun->write_lock);
+	return r;
+}
+
+static enum syncguard_reason exec_pre_fetch(struct syncguard_lun *lun,
+					    const struct syncguard_req *req,
+					    const struct syncguard_cdb *c,
+					    struct syncguard_result *res)
+{
+	enum syncguard_reason r = check_range(lun, c->lba, c->nblocks);
+
+	(void)req;
+	(void)res;
+	if (!r)		/* a hint: its failure is no error */
+		(void)posix_fadvise(lun->fd, (off_t)to_bytes(lun, c->lba),
+				    (off_t)to_bytes(lun, c->nblocks),
+				    POSIX_FADV_WILLNEED);
+	return r;
+}
+
+static exec_fn *const handlers[SYNCGUARD_OP_COUNT] = {
+	[SYNCGUARD_OP_READ] = exec_read,
+	[SYNCGUARD_OP_WRITE] = exec_write,
+	[SYNCGUARD_OP_WRITE_VERIFY] = exec_write,
+	[SYNCGUARD_OP_VERIFY] = exec_verify,
+	[SYNCGUARD_OP_SYNC_CACHE] = exec_sync_cache,
+	[SYNCGUARD_OP_WRITE_SAME] = exec_write_same,
+	[SYNCGUARD_OP_UNMAP] = exec_unmap,
+	[SYNCGUARD_OP_COMPARE_AND_WRITE] = exec_compare_and_write,
+	[SYNCGUARD_OP_PRE_FETCH] = exec_pre_fetch,
+};
+
+void syncguard_execute(struct syncguard_lun *lun,
+		       const struct syncguard_req *req,
+		       struct syncguard_result *res)
+{
+	struct syncguard_cdb c;
+	int ret = syncguard_cdb_decode(req->cdb, req->cdb_len, &c);
+
+	memset(res, 0, sizeof(*res));
+	if (ret == -ENOTSUP || (!ret && !handlers[c.op]))
+		res->reason = SYNCGUARD_ERR_INVALID_OPCODE;
+	else if (ret)
+		res->reason = SYNCGUARD_ERR_INVALID_CDB;
+	else
+		res->reason = handlers[c.op](lun, req, &c, res);
+	if (res->reason != SYNCGUARD_OK)
+		syncguard_count(&lun->count.errors);
+}

@@ -1,0 +1,44 @@
+/*
+ * Core-internal helpers shared by the core sources (not part of the module's or
+ * the tests' API, though unit tests may call them).
+ */
+#ifndef SYNCGUARD_INTERNAL_H
+#define SYNCGUARD_INTERNAL_H
+
+#include "syncguard.h"
+
+/* printf into @err (@errlen bytes) when @err is not NULL */
+void syncguard_seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Count one event; counters are read concurrently (relaxed is enough). */
+static inline void syncguard_count(uint64_t *counter)
+{
+	__atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
+}
+
+/* errno latched by a failed flush, 0 if none (see latch() in lun.c) */
+int syncguard_lun_latched(struct syncguard_lun *lun);
+
+/*
+ * Write @len bytes of @buf at byte offset @off and take them as far as
+ * @persist says before returning (policy.c decides which).  Retries
+ * EINTR and short writes.  A failure on the way to durability latches.
+ * Returns 0 or -errno.
+ */
+int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
+			size_t len, uint64_t off, enum syncguard_persist persist);
+
+/* Take already-written bytes [off, off+len) as far as @persist says
+ * (DURABLE flushes the whole device).  Returns 0 or -errno. */
+int syncguard_lun_persist_range(struct syncguard_lun *lun, uint64_t off,
+				uint64_t len, enum syncguard_persist persist);
+
+/* Read exactly @len bytes at byte offset @off.  0 or -errno (-EIO at EOF). */
+int syncguard_lun_read(struct syncguard_lun *lun, uint8_t *buf, size_t len,
+		       uint64_t off);
+
+/* Deallocate bytes [off, off+len) so they read back as zeroes. 0 or -errno. */
+int syncguard_lun_punch(struct syncguard_lun *lun, uint64_t off, uint64_t len);
+
+#endif

@@ -1,0 +1,455 @@
+/*
+ * A LUN's backing file or block device: open-time checks, and the few
+ * I/O primitives the executor builds on.  Every system call goes through
+ * syncguard_sys so tests can inject faults and count syncs.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+
+#include "syncguard.h"
+#include "internal.h"
+
+static ssize_t sys_pwritev2(int fd, const struct iovec *iov, int cnt,
+			    off_t off, int flags)
+{
+	return pwritev2(fd, iov, cnt, off, flags);
+}
+
+struct syncguard_sysops syncguard_sys = {
+	.pwritev2 = sys_pwritev2,
+	.pread = pread,
+	.fdatasync = fdatasync,
+	.sync_file_range = sync_file_range,
+	.fallocate = fallocate,
+};
+
+void syncguard_seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- open-time checks ---- */
+
+/* File systems on which plp cannot hold for a regular file: copy-on-write
+ * or log-structured ones allocate new blocks (metadata) on overwrite, and
+ * RAM-backed ones are never durable. */
+static const struct {
+	unsigned long magic;
+	const char *name;
+} plp_unsafe_fs[] = {
+	{ 0x9123683e, "btrfs (copy-on-write)" },
+	{ 0x2fc12fc1, "zfs (copy-on-write; export a zvol instead)" },
+	{ 0xca451a4e, "bcachefs (copy-on-write)" },
+	{ 0xf2f52010, "f2fs (log-structured)" },
+	{ 0x3434, "nilfs2 (log-structured)" },
+};
+
+/* RAM-backed: nothing written there survives a power cut. */
+static const unsigned long ram_fs[] = { 0x01021994 /* tmpfs */,
+					0x858458f6 /* ramfs */ };
+
+static int check_fs(int fd, const char *path, bool plp, char *err,
+		    size_t errlen)
+{
+	struct statfs sfs;
+
+	if (fstatfs(fd, &sfs))
+		return 0;	/* cannot tell: do not refuse */
+	for (size_t i = 0; i < sizeof(ram_fs) / sizeof(ram_fs[0]); i++) {
+		if ((unsigned long)sfs.f_type == ram_fs[i]) {
+			syncguard_seterr(err, errlen,
+				"%s: file is on a RAM file system (tmpfs/ramfs): "
+				"nothing on it survives a power cut; put the "
+				"LUN on a disk-backed file system", path);
+			return -EINVAL;
+		}
+	}
+	for (size_t i = 0; plp && i < sizeof(plp_unsafe_fs) /
+					sizeof(plp_unsafe_fs[0]); i++) {
+		if ((unsigned long)sfs.f_type == plp_unsafe_fs[i].magic) {
+			syncguard_seterr(err, errlen,
+				"%s: mode=plp needs overwrite-in-place, but the "
+				"file is on %s; use write-back or write-through",
+				path, plp_unsafe_fs[i].name);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+#define FIEMAP_BAD_FLAGS (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC | \
+			  FIEMAP_EXTENT_UNWRITTEN | FIEMAP_EXTENT_SHARED | \
+			  FIEMAP_EXTENT_ENCODED | FIEMAP_EXTENT_DATA_INLINE | \
+			  FIEMAP_EXTENT_NOT_ALIGNED)
+#define FIEMAP_BATCH 64
+
+/*
+ * plp on a regular file: every byte in [0, size) must sit in an
+ * allocated, written, unshared extent, so that overwriting it changes no
+ * metadata.  Returns 0, -EINVAL (not so, reason in @err), or -EOPNOTSUPP.
+ */
+static int check_allocated(int fd, uint64_t size, const char *path,
+			   char *err, size_t errlen)
+{
+	size_t sz = sizeof(struct fiemap) +
+		    FIEMAP_BATCH * sizeof(struct fiemap_extent);
+	struct fiemap *fm = calloc(1, sz);
+	uint64_t covered = 0;
+	int ret = 0;
+
+	if (!fm)
+		return -ENOMEM;
+	while (!ret && covered < size) {
+		memset(fm, 0, sz);
+		fm->fm_start = covered;
+		fm->fm_length = size - covered;
+		fm->fm_flags = FIEMAP_FLAG_SYNC;
+		fm->fm_extent_count = FIEMAP_BATCH;
+		if (ioctl(fd, FS_IOC_FIEMAP, fm)) {
+			ret = -errno == -ENOTTY ? -EOPNOTSUPP : -errno;
+			break;
+		}
+		if (!fm->fm_mapped_extents)
+			break;
+		for (unsigned int i = 0; !ret && i < fm->fm_mapped_extents; i++) {
+			struct fiemap_extent *e = &fm->fm_extents[i];
+
+			if (e->fe_logical > covered || (e->fe_flags & FIEMAP_BAD_FLAGS))
+				ret = -EINVAL;
+			else if (e->fe_logical + e->fe_length > covered)
+				covered = e->fe_logical + e->fe_length;
+		}
+	}
+	free(fm);
+	if (ret == -EINVAL || (!ret && covered < size))
+		syncguard_seterr(err, errlen,
+			"%s: mode=plp needs every block allocated and written, "
+			"but the file has a hole, unwritten or shared extent "
+			"near byte %llu; write the whole file once (dd "
+			"if=/dev/zero of=FILE bs=1M count=N conv=notrunc) and "
+			"sync, or use write-back", path,
+			(unsigned long long)covered);
+	if (ret == -EOPNOTSUPP)
+		syncguard_seterr(err, errlen,
+			"%s: mode=plp cannot check the file's allocation (no "
+			"FIEMAP on this file system); write the whole file "
+			"once, sync, and set alloc_check=no", path);
+	return ret ? ret : covered < size ? -EINVAL : 0;
+}
+
+static int get_size(struct syncguard_lun *lun, const struct stat *st,
+		    const char *path, char *err, size_t errlen)
+{
+	uint64_t bs = 1ULL << lun->block_shift;
+
+	if (lun->blockdev) {
+		unsigned int pbs = 0;
+
+		if (ioctl(lun->fd, BLKGETSIZE64, &lun->size)) {
+			syncguard_seterr(err, errlen, "%s: BLKGETSIZE64: %s",
+					 path, strerror(errno));
+			return -errno;
+		}
+		if (!ioctl(lun->fd, BLKPBSZGET, &pbs))
+			lun->phys_block_size = pbs;
+	} else {
+		lun->size = (uint64_t)st->st_size;
+		lun->phys_block_size = (unsigned int)st->st_blksize;
+	}
+	if (lun->size == 0 || lun->size % bs) {
+		syncguard_seterr(err, errlen,
+			"%s: size %llu bytes is not a positive multiple of the "
+			"%llu-byte logical block size", path,
+			(unsigned long long)lun->size, (unsigned long long)bs);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int open_path(struct syncguard_lun *lun, const char *path,
+		     struct stat *st, char *err, size_t errlen)
+{
+	if (stat(path, st)) {
+		syncguard_seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (S_ISDIR(st->st_mode)) {
+		syncguard_seterr(err, errlen, "%s: is a directory", path);
+		return -EISDIR;
+	}
+	if (!S_ISREG(st->st_mode) && !S_ISBLK(st->st_mode)) {
+		syncguard_seterr(err, errlen,
+			"%s: not a regular file or block device", path);
+		return -EINVAL;
+	}
+	lun->blockdev = S_ISBLK(st->st_mode);
+	lun->fd = open(path, O_RDWR | O_CLOEXEC);
+	if (lun->fd < 0) {
+		syncguard_seterr(err, errlen, "%s: cannot open read-write: %s",
+				 path, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* plp: the file's allocation must be durable and complete at open. */
+static int check_plp(struct syncguard_lun *lun, const char *path,
+		     char *err, size_t errlen)
+{
+	int ret;
+
+	if (lun->blockdev)
+		return 0;
+	if (fsync(lun->fd)) {
+		syncguard_seterr(err, errlen, "%s: fsync: %s", path,
+				 strerror(errno));
+		return -errno;
+	}
+	if (!lun->opts.alloc_check)
+		return 0;
+	ret = check_allocated(lun->fd, lun->size, path, err, errlen);
+	return ret;
+}
+
+int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
+		       unsigned int block_shift,
+		       const struct syncguard_opts *opts,
+		       char *err, size_t errlen)
+{
+	bool plp = opts->mode == SYNCGUARD_MODE_PLP;
+	struct stat st;
+	int ret;
+
+	memset(lun, 0, sizeof(*lun));
+	lun->fd = -1;
+	lun->block_shift = block_shift;
+	lun->opts = *opts;
+	ret = open_path(lun, path, &st, err, errlen);
+	if (ret)
+		return ret;
+	ret = get_size(lun, &st, path, err, errlen);
+	if (!ret && !lun->blockdev)
+		ret = check_fs(lun->fd, path, plp, err, errlen);
+	if (!ret && plp)
+		ret = check_plp(lun, path, err, errlen);
+	if (!ret)
+		ret = -pthread_rwlock_init(&lun->write_lock, NULL);
+	if (ret) {
+		close(lun->fd);
+		lun->fd = -1;
+	}
+	return ret;
+}
+
+int syncguard_lun_close(struct syncguard_lun *lun)
+{
+	int ret = 0;
+
+	if (lun->fd < 0)
+		return 0;
+	if (lun->opts.mode == SYNCGUARD_MODE_WRITE_BACK)
+		ret = syncguard_lun_flush(lun);
+	close(lun->fd);
+	lun->fd = -1;
+	pthread_rwlock_destroy(&lun->write_lock);
+	return ret;
+}
+
+bool syncguard_lun_wce(struct syncguard_lun *lun)
+{
+	return __atomic_load_n(&lun->wce, __ATOMIC_SEQ_CST);
+}
+
+int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
+{
+	bool was;
+
+	pthread_rwlock_wrlock(&lun->write_lock);
+	was = lun->wce;
+	__atomic_store_n(&lun->wce, wce, __ATOMIC_SEQ_CST);
+	pthread_rwlock_unlock(&lun->write_lock);
+	if (was && !wce) {
+		int ret = syncguard_lun_flush(lun);
+
+		if (ret) {
+			__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/* ---- durability primitives ---- */
+
+/*
+ * The latch.  After a failed flush the kernel may already have dropped
+ * the dirty pages it could not write, and Linux reports a writeback
+ * error to a file description only once: a later fdatasync can succeed
+ * although the data is gone.  So the first failure of anything that
+ * makes data durable is remembered, and every later command that would
+ * promise durability fails with it.  It clears only when the LUN is
+ * re-created (delete and add it, or restart tgtd) after the
+ * administrator has checked the device.
+ */
+static void latch(struct syncguard_lun *lun, int err)
+{
+	int expected = 0;
+
+	__atomic_compare_exchange_n(&lun->flush_error, &expected, err, false,
+				    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+int syncguard_lun_latched(struct syncguard_lun *lun)
+{
+	return __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
+}
+
+int syncguard_lun_flush(struct syncguard_lun *lun)
+{
+	int err = syncguard_lun_latched(lun);
+
+	if (err)
+		return -err;
+	syncguard_count(&lun->count.device_flushes);
+	while (syncguard_sys.fdatasync(lun->fd)) {
+		if (errno == EINTR)
+			continue;
+		err = errno;
+		latch(lun, err);
+		return -err;
+	}
+	return 0;
+}
+
+/* Write all of @len bytes at @off, retrying EINTR and short writes.
+ * @flags: pwritev2 flags (RWF_DSYNC or 0). */
+static int write_all(struct syncguard_lun *lun, const uint8_t *buf,
+		     size_t len, uint64_t off, int flags)
+{
+	while (len) {
+		struct iovec iov = { (void *)buf, len };
+		ssize_t n = syncguard_sys.pwritev2(lun->fd, &iov, 1,
+						   (off_t)off, flags);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;	/* no progress: never loop forever */
+		buf += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Write out [off, off+len) to the device and wait, no cache flush. */
+static int writeout(struct syncguard_lun *lun, uint64_t off, uint64_t len)
+{
+	unsigned int how = SYNC_FILE_RANGE_WAIT_BEFORE |
+			   SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+
+	syncguard_count(&lun->count.writeouts);
+	while (syncguard_sys.sync_file_range(lun->fd, (off_t)off, (off_t)len,
+					     how)) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
+int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
+			size_t len, uint64_t off, enum syncguard_persist persist)
+{
+	int err = 0;
+
+	if (persist != SYNCGUARD_PERSIST_CACHED && syncguard_lun_latched(lun))
+		return -syncguard_lun_latched(lun);
+	switch (persist) {
+	case SYNCGUARD_PERSIST_CACHED:
+		return write_all(lun, buf, len, off, 0);
+	case SYNCGUARD_PERSIST_DURABLE:
+		syncguard_count(&lun->count.dsync_writes);
+		err = write_all(lun, buf, len, off, RWF_DSYNC);
+		break;
+	case SYNCGUARD_PERSIST_WRITTEN:
+		err = write_all(lun, buf, len, off, 0);
+		if (!err)
+			err = writeout(lun, off, len);
+		break;
+	}
+	if (err && err != -ENOSPC && err != -EDQUOT)
+		latch(lun, -err);
+	return err;
+}
+
+int syncguard_lun_persist_range(struct syncguard_lun *lun, uint64_t off,
+				uint64_t len, enum syncguard_persist persist)
+{
+	int err;
+
+	switch (persist) {
+	case SYNCGUARD_PERSIST_CACHED:
+		return 0;
+	case SYNCGUARD_PERSIST_WRITTEN:
+		err = syncguard_lun_latched(lun);
+		if (err)
+			return -err;
+		err = writeout(lun, off, len);
+		if (err)
+			latch(lun, -err);
+		return err;
+	case SYNCGUARD_PERSIST_DURABLE:
+		break;
+	}
+	return syncguard_lun_flush(lun);
+}
+
+int syncguard_lun_read(struct syncguard_lun *lun, uint8_t *buf, size_t len,
+		       uint64_t off)
+{
+	while (len) {
+		ssize_t n = syncguard_sys.pread(lun->fd, buf, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;	/* the file shrank under us */
+		buf += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int syncguard_lun_punch(struct syncguard_lun *lun, uint64_t off, uint64_t len)
+{
+	/* On a block device this is blkdev_fallocate: zeroes the range and
+	 * discards where the device can, so reads return zeroes (LBPRZ). */
+	while (syncguard_sys.fallocate(lun->fd, FALLOC_FL_PUNCH_HOLE |
+				       FALLOC_FL_KEEP_SIZE, (off_t)off,
+				       (off_t)len)) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}

@@ -1,0 +1,180 @@
+/*
+ * bsopts parsing: "mode=write-back;alloc_check=no".
+ *
+ * Options live in one table (name, parser, help), as fio's engines keep
+ * theirs; an unknown key is an error that lists the known ones, never
+ * silently ignored.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "syncguard.h"
+
+static const char *const mode_names[] = {
+	[SYNCGUARD_MODE_WRITE_THROUGH] = "write-through",
+	[SYNCGUARD_MODE_WRITE_BACK] = "write-back",
+	[SYNCGUARD_MODE_PLP] = "plp",
+};
+
+const char *syncguard_mode_name(enum syncguard_mode mode)
+{
+	if ((unsigned int)mode >= sizeof(mode_names) / sizeof(mode_names[0]))
+		return "?";
+	return mode_names[mode];
+}
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int parse_mode(const char *val, struct syncguard_opts *opts)
+{
+	for (size_t i = 0; i < sizeof(mode_names) / sizeof(mode_names[0]); i++) {
+		if (!strcmp(val, mode_names[i])) {
+			opts->mode = (enum syncguard_mode)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int parse_bool(const char *val, bool *out)
+{
+	static const char *const yes[] = { "1", "yes", "on", "true" };
+	static const char *const no[] = { "0", "no", "off", "false" };
+
+	for (size_t i = 0; i < 4; i++) {
+		if (!strcmp(val, yes[i])) {
+			*out = true;
+			return 0;
+		}
+		if (!strcmp(val, no[i])) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int parse_alloc_check(const char *val, struct syncguard_opts *opts)
+{
+	return parse_bool(val, &opts->alloc_check);
+}
+
+struct opt_def {
+	const char *name;
+	int (*parse)(const char *val, struct syncguard_opts *opts);
+	const char *values;	/* accepted values, shown when one is bad */
+	const char *help;
+};
+
+static const struct opt_def opt_table[] = {
+	{ "mode", parse_mode, "write-through, write-back or plp",
+	  "write-cache mode (default write-back); see the README's mode "
+	  "contract" },
+	{ "alloc_check", parse_alloc_check, "yes or no",
+	  "plp on a regular file: check at open that every block is "
+	  "allocated and written (default yes)" },
+};
+
+#define NR_OPTS (sizeof(opt_table) / sizeof(opt_table[0]))
+
+size_t syncguard_opts_help(char *buf, size_t len)
+{
+	size_t used = 0;
+
+	for (size_t i = 0; i < NR_OPTS; i++) {
+		int n = snprintf(buf + used, used < len ? len - used : 0,
+				 "  %s=<%s>: %s\n", opt_table[i].name,
+				 opt_table[i].values, opt_table[i].help);
+		if (n > 0)
+			used += (size_t)n;
+	}
+	return used;
+}
+
+static const struct opt_def *find_opt(const char *name)
+{
+	for (size_t i = 0; i < NR_OPTS; i++)
+		if (!strcmp(opt_table[i].name, name))
+			return &opt_table[i];
+	return NULL;
+}
+
+static void unknown_key(const char *key, char *err, size_t errlen)
+{
+	char known[128] = "";
+
+	for (size_t i = 0; i < NR_OPTS; i++) {
+		strncat(known, i ? ", " : "", sizeof(known) - strlen(known) - 1);
+		strncat(known, opt_table[i].name,
+			sizeof(known) - strlen(known) - 1);
+	}
+	seterr(err, errlen, "bsopts: unknown key '%s' (known: %s)", key, known);
+}
+
+/* Apply one "key=value" item; @item is modified in place. */
+static int parse_item(char *item, struct syncguard_opts *opts,
+		      char *err, size_t errlen)
+{
+	char *eq = strchr(item, '=');
+	const struct opt_def *def;
+
+	if (!eq) {
+		seterr(err, errlen, "bsopts: '%s' is not key=value", item);
+		return -EINVAL;
+	}
+	*eq = '\0';
+	def = find_opt(item);
+	if (!def) {
+		unknown_key(item, err, errlen);
+		return -EINVAL;
+	}
+	if (def->parse(eq + 1, opts)) {
+		seterr(err, errlen, "bsopts: bad value '%s' for %s (use %s)",
+		       eq + 1, def->name, def->values);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int syncguard_opts_parse(const char *bsopts, struct syncguard_opts *opts,
+			 char *err, size_t errlen)
+{
+	char *copy, *cur, *item;
+	int ret = 0;
+
+	opts->mode = SYNCGUARD_MODE_WRITE_BACK;
+	opts->alloc_check = true;
+	if (err && errlen)
+		err[0] = '\0';
+	if (!bsopts || !*bsopts)
+		return 0;
+
+	copy = strdup(bsopts);
+	if (!copy) {
+		seterr(err, errlen, "bsopts: out of memory");
+		return -ENOMEM;
+	}
+	cur = copy;
+	while (!ret && (item = strsep(&cur, ";")) != NULL) {
+		if (!*item)
+			continue;	/* "a=b;" and ";;" are harmless */
+		ret = parse_item(item, opts, err, errlen);
+	}
+	free(copy);
+	return ret;
+}

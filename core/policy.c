@@ -1,0 +1,150 @@
+/*
+ * The durability policy: the one place syncguard decides what each
+ * command must make durable before it may answer GOOD.
+ *
+ * "Durable" means it survives a power cut of the target host and of the
+ * backing device's volatile cache.  The initiator learns what to expect
+ * from the Caching mode page (SBC-3 6.4.5): WCE=1 tells it completed
+ * writes may sit in a volatile cache until SYNCHRONIZE CACHE (SBC-3
+ * 5.22/5.23) or FUA; WCE=0 tells it every completed write is already
+ * durable, so it will never send a flush.  Reporting WCE=0 while a
+ * completed write is still volatile is how iSCSI setups lose
+ * acknowledged data; every choice below exists to prevent that.
+ *
+ * write-through (WCE=0).
+ *   Every write is PERSIST_DURABLE before GOOD (RWF_DSYNC: this write's
+ *   data, the metadata needed to read it, and a device cache flush).
+ *   Nothing volatile remains after any GOOD, so SYNCHRONIZE CACHE has
+ *   nothing to do and answers GOOD without touching the device.
+ *
+ * write-back (WCE=1, the default).
+ *   A plain write completes once it is in the host page cache: the
+ *   initiator was told the cache is volatile.  A FUA write makes only
+ *   itself durable (RWF_DSYNC on that write): SBC-3 asks nothing about
+ *   other writes, and a whole-device flush would make FUA cost as much
+ *   as SYNCHRONIZE CACHE.  SYNCHRONIZE CACHE makes every write completed
+ *   before it durable (fdatasync).  SBC-3 lets a device flush only the
+ *   LBA range named in the CDB, but it may always flush more; a whole
+ *   fdatasync is both correct and what the device can do in one go.
+ *   A READ with FUA=1 must return data from the medium (SBC-3 5.8), so
+ *   dirty data is flushed before the read.
+ *   If an initiator or administrator clears WCE (MODE SELECT, tgtadm),
+ *   the LUN behaves exactly as write-through from then on: the page now
+ *   promises that, and the switch itself flushes what was dirty
+ *   (bs_syncguard.c calls syncguard_lun_flush() before the new page
+ *   takes effect).
+ *
+ * plp (WCE=0).
+ *   The device's own cache is power-loss protected, so data in the
+ *   device is durable and a device cache flush is pure cost.  The host
+ *   page cache is not protected, so every write is PERSIST_WRITTEN
+ *   before GOOD: written to the device and waited for
+ *   (sync_file_range), without a flush.  That is only true if no
+ *   metadata must change to find the data again; core/lun.c therefore
+ *   refuses plp on a regular file that is not fully allocated and
+ *   written, and on copy-on-write file systems.  SYNCHRONIZE CACHE has
+ *   nothing volatile to flush and answers GOOD at once.
+ *   WCE set to 1 on a plp LUN changes nothing: writes stay
+ *   PERSIST_WRITTEN, which is more than WCE=1 promises.
+ *
+ * UNMAP and WRITE SAME with UNMAP change file metadata (punched holes),
+ * which only a flush makes durable.  Where plain writes must be durable
+ * or written (write-through, plp, write-back with WCE=0) the unmap is
+ * followed by a flush: unmaps are rare and correctness wins over cost.
+ *
+ * WRITE AND VERIFY is classed as a FUA write by the caller: SBC-3 says
+ * it writes to the medium and then verifies the medium, which a page
+ * cache copy cannot honour.
+ */
+#include "syncguard.h"
+
+static const struct syncguard_action NOTHING = {
+	.flush_before = false, .persist = SYNCGUARD_PERSIST_CACHED,
+};
+
+/* write-through, and write-back while WCE=0 */
+static struct syncguard_action policy_durable(enum syncguard_class class)
+{
+	struct syncguard_action a = NOTHING;
+
+	switch (class) {
+	case SYNCGUARD_CLASS_WRITE:
+	case SYNCGUARD_CLASS_WRITE_FUA:
+	case SYNCGUARD_CLASS_UNMAP:
+		a.persist = SYNCGUARD_PERSIST_DURABLE;
+		break;
+	case SYNCGUARD_CLASS_SYNC_CACHE:	/* nothing is volatile */
+	case SYNCGUARD_CLASS_READ:
+	case SYNCGUARD_CLASS_READ_FUA:		/* the medium is current */
+		break;
+	}
+	return a;
+}
+
+static struct syncguard_action policy_write_back(enum syncguard_class class)
+{
+	struct syncguard_action a = NOTHING;
+
+	switch (class) {
+	case SYNCGUARD_CLASS_WRITE:
+	case SYNCGUARD_CLASS_UNMAP:
+	case SYNCGUARD_CLASS_READ:
+		break;
+	case SYNCGUARD_CLASS_WRITE_FUA:
+		a.persist = SYNCGUARD_PERSIST_DURABLE;
+		break;
+	case SYNCGUARD_CLASS_SYNC_CACHE:
+	case SYNCGUARD_CLASS_READ_FUA:
+		a.flush_before = true;
+		break;
+	}
+	return a;
+}
+
+static struct syncguard_action policy_plp(enum syncguard_class class)
+{
+	struct syncguard_action a = NOTHING;
+
+	switch (class) {
+	case SYNCGUARD_CLASS_WRITE:
+	case SYNCGUARD_CLASS_WRITE_FUA:
+		a.persist = SYNCGUARD_PERSIST_WRITTEN;
+		break;
+	case SYNCGUARD_CLASS_UNMAP:		/* metadata: needs a flush */
+		a.persist = SYNCGUARD_PERSIST_DURABLE;
+		break;
+	case SYNCGUARD_CLASS_SYNC_CACHE:	/* nothing is volatile */
+	case SYNCGUARD_CLASS_READ:
+	case SYNCGUARD_CLASS_READ_FUA:
+		break;
+	}
+	return a;
+}
+
+struct syncguard_action syncguard_policy(enum syncguard_mode mode, bool wce,
+					 enum syncguard_class class)
+{
+	switch (mode) {
+	case SYNCGUARD_MODE_WRITE_BACK:
+		return wce ? policy_write_back(class) : policy_durable(class);
+	case SYNCGUARD_MODE_PLP:
+		return policy_plp(class);
+	case SYNCGUARD_MODE_WRITE_THROUGH:
+		break;
+	}
+	/* write-through, and any unknown mode: the safe answer */
+	return policy_durable(class);
+}
+
+bool syncguard_mode_wce(enum syncguard_mode mode)
+{
+	return mode == SYNCGUARD_MODE_WRITE_BACK;
+}
+
+bool syncguard_mode_wce_changeable(enum syncguard_mode mode)
+{
+	/* Only write-back has a volatile cache an initiator may turn off;
+	 * letting it turn WCE on for write-through or plp would make
+	 * initiators send flushes that cost and buy nothing. */
+	return mode == SYNCGUARD_MODE_WRITE_BACK;
+}

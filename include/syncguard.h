@@ -1,0 +1,289 @@
+/*
+ * syncguard core: the tgt-independent half of bs_syncguard.
+ *
+ * Everything here works on a plain file descriptor and a CDB, so it is
+ * unit-tested without tgtd (tests/unit).  bs_syncguard.c only translates
+ * between tgt's struct scsi_cmd and these types.
+ *
+ * Units: "bytes" and "blocks" (logical blocks of the LUN) are named in
+ * every field; times are microseconds.  Functions return 0 or -errno
+ * unless their comment says otherwise.
+ */
+#ifndef SYNCGUARD_H
+#define SYNCGUARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <pthread.h>
+
+/* ---- write-cache modes and bsopts (core/opts.c) ---- */
+
+enum syncguard_mode {
+	SYNCGUARD_MODE_WRITE_THROUGH,
+	SYNCGUARD_MODE_WRITE_BACK,
+	SYNCGUARD_MODE_PLP,
+};
+
+struct syncguard_opts {
+	enum syncguard_mode mode;
+	/* plp on a regular file: verify at open that every block is
+	 * allocated and written (FIEMAP).  false only when the user vouches
+	 * for it on a file system without FIEMAP. */
+	bool alloc_check;
+};
+
+/* Short name of @mode as used in bsopts ("write-back", ...). */
+const char *syncguard_mode_name(enum syncguard_mode mode);
+
+/*
+ * Parse a tgt --bsopts string: "key=value" pairs separated by ';'
+ * (tgt splits its own --params on ',', so ',' never reaches us).
+ * @bsopts may be NULL or empty: defaults (mode=write-back).
+ * Returns 0, or -EINVAL with a one-line reason in @err (NUL-terminated,
+ * at most @errlen bytes) naming the offending key or value.
+ */
+int syncguard_opts_parse(const char *bsopts, struct syncguard_opts *opts,
+			 char *err, size_t errlen);
+
+/*
+ * Describe every bsopts key, one line each, into @buf (@len bytes,
+ * NUL-terminated when @len > 0).  Returns the bytes the full text needs,
+ * excluding the NUL, as snprintf does.
+ */
+size_t syncguard_opts_help(char *buf, size_t len);
+
+/* ---- durability policy (core/policy.c: the one place it is decided) ---- */
+
+/* How far a write's own data must have gone before GOOD. */
+enum syncguard_persist {
+	SYNCGUARD_PERSIST_CACHED,	/* host page cache (volatile) */
+	SYNCGUARD_PERSIST_WRITTEN,	/* in the device, host holds nothing
+					 * volatile; no device cache flush */
+	SYNCGUARD_PERSIST_DURABLE,	/* data + metadata on stable media:
+					 * device cache flushed for it */
+};
+
+/* Command classes the policy distinguishes. */
+enum syncguard_class {
+	SYNCGUARD_CLASS_WRITE,		/* WRITE, WRITE SAME, FUA=0 */
+	SYNCGUARD_CLASS_WRITE_FUA,	/* FUA=1, WRITE AND VERIFY */
+	SYNCGUARD_CLASS_SYNC_CACHE,	/* SYNCHRONIZE CACHE(10/16) */
+	SYNCGUARD_CLASS_READ,
+	SYNCGUARD_CLASS_READ_FUA,
+	SYNCGUARD_CLASS_UNMAP,		/* UNMAP, WRITE SAME with UNMAP */
+};
+
+struct syncguard_action {
+	/* make every write completed before this command durable first
+	 * (a device cache flush) */
+	bool flush_before;
+	/* the command's own data (writes, unmaps) */
+	enum syncguard_persist persist;
+};
+
+/*
+ * What @class needs in @mode while the Caching mode page reports @wce.
+ * Pure function; see the comment in core/policy.c for the argument.
+ */
+struct syncguard_action syncguard_policy(enum syncguard_mode mode, bool wce,
+					 enum syncguard_class class);
+
+/* WCE bit a LUN in @mode reports in the Caching mode page (SBC-3 6.4.5). */
+bool syncguard_mode_wce(enum syncguard_mode mode);
+
+/* May an initiator or administrator change WCE of a LUN in @mode? */
+bool syncguard_mode_wce_changeable(enum syncguard_mode mode);
+
+/* ---- CDB decoding (core/cdb.c) ---- */
+
+enum syncguard_op {
+	SYNCGUARD_OP_UNSUPPORTED = 0,
+	SYNCGUARD_OP_READ,
+	SYNCGUARD_OP_WRITE,
+	SYNCGUARD_OP_WRITE_VERIFY,
+	SYNCGUARD_OP_VERIFY,
+	SYNCGUARD_OP_SYNC_CACHE,
+	SYNCGUARD_OP_WRITE_SAME,
+	SYNCGUARD_OP_UNMAP,
+	SYNCGUARD_OP_COMPARE_AND_WRITE,
+	SYNCGUARD_OP_PRE_FETCH,
+	SYNCGUARD_OP_COUNT,
+};
+
+/* The fields of a CDB the backing store acts on, decoded. */
+struct syncguard_cdb {
+	enum syncguard_op op;
+	uint8_t opcode;
+	uint64_t lba;		/* logical blocks */
+	uint32_t nblocks;	/* logical blocks; 0 keeps the SBC meaning
+				 * of the command (e.g. "to the end" for
+				 * SYNCHRONIZE CACHE and WRITE SAME) */
+	bool fua;		/* force unit access (SBC-3 5.x WRITE) */
+	bool dpo;		/* disable page out: a cache hint only */
+	bool immed;		/* SYNCHRONIZE CACHE: GOOD before the flush */
+	uint8_t bytchk;		/* VERIFY / WRITE AND VERIFY BYTCHK field */
+	bool unmap;		/* WRITE SAME: UNMAP bit */
+	bool lbdata, pbdata;	/* WRITE SAME: LBDATA / PBDATA */
+};
+
+/*
+ * Decode @cdb (@len bytes).  Returns 0; -ENOTSUP for an opcode the
+ * backing store does not handle; -EINVAL when @len is shorter than the
+ * command's CDB length.  Field validity (reserved bits) is the
+ * executor's business, not the decoder's.
+ */
+int syncguard_cdb_decode(const uint8_t *cdb, size_t len,
+			 struct syncguard_cdb *out);
+
+/* ---- errors and sense (core/sense.c: the one table) ---- */
+
+enum syncguard_reason {
+	SYNCGUARD_OK = 0,
+	SYNCGUARD_ERR_WRITE,		/* MEDIUM ERROR, WRITE ERROR */
+	SYNCGUARD_ERR_READ,		/* MEDIUM ERROR, UNRECOVERED READ ERROR */
+	SYNCGUARD_ERR_NOSPACE,		/* DATA PROTECT, SPACE ALLOCATION FAILED
+					 * WRITE PROTECT */
+	SYNCGUARD_ERR_LBA_RANGE,	/* ILLEGAL REQUEST, LBA OUT OF RANGE */
+	SYNCGUARD_ERR_INVALID_CDB,	/* ILLEGAL REQUEST, INVALID FIELD IN CDB */
+	SYNCGUARD_ERR_INVALID_OPCODE,	/* ILLEGAL REQUEST, INVALID COMMAND
+					 * OPERATION CODE */
+	SYNCGUARD_ERR_PARAM_LEN,	/* ILLEGAL REQUEST, PARAMETER LIST
+					 * LENGTH ERROR */
+	SYNCGUARD_ERR_INVALID_PARAM,	/* ILLEGAL REQUEST, INVALID FIELD IN
+					 * PARAMETER LIST */
+	SYNCGUARD_ERR_MISCOMPARE,	/* MISCOMPARE, MISCOMPARE DURING
+					 * VERIFY OPERATION */
+	SYNCGUARD_ERR_INTERNAL,		/* HARDWARE ERROR, INTERNAL TARGET
+					 * FAILURE (out of memory) */
+	SYNCGUARD_REASON_COUNT,
+};
+
+struct syncguard_sense {
+	uint8_t status;		/* SAM status: 0x00 GOOD, 0x02 CHECK
+				 * CONDITION */
+	uint8_t key;		/* sense key (SPC-4 4.5.6) */
+	uint16_t asc;		/* ASC << 8 | ASCQ */
+};
+
+/* Status and sense data for @reason (SPC-4 / SBC-3 tables). */
+struct syncguard_sense syncguard_sense_of(enum syncguard_reason reason);
+
+/* Reason for a failed I/O system call with errno @err (positive);
+ * @writing: the call wrote or flushed (WRITE ERROR) or read. */
+enum syncguard_reason syncguard_reason_of_errno(int err, bool writing);
+
+/* ---- the system calls the core makes, swappable by tests ---- */
+
+struct syncguard_sysops {
+	ssize_t (*pwritev2)(int fd, const struct iovec *iov, int cnt,
+			    off_t off, int flags);
+	ssize_t (*pread)(int fd, void *buf, size_t len, off_t off);
+	int (*fdatasync)(int fd);
+	int (*sync_file_range)(int fd, off_t off, off_t len,
+			       unsigned int flags);
+	int (*fallocate)(int fd, int mode, off_t off, off_t len);
+	int (*discard)(int fd, uint64_t off, uint64_t len);
+};
+
+/* The table the core calls through; tests replace entries to inject
+ * faults (EIO, ENOSPC, EINTR, short writes) and count syncs. */
+extern struct syncguard_sysops syncguard_sys;
+
+/* ---- a LUN (core/lun.c) ---- */
+
+/* Counters, in commands or calls; atomically updated, read any time. */
+struct syncguard_counters {
+	uint64_t writes;		/* write commands, FUA=0 */
+	uint64_t fua_writes;		/* write commands needing durability */
+	uint64_t sync_caches;		/* SYNCHRONIZE CACHE commands */
+	uint64_t device_flushes;	/* fdatasync calls */
+	uint64_t dsync_writes;		/* RWF_DSYNC writes */
+	uint64_t writeouts;		/* sync_file_range writeouts (plp) */
+	uint64_t errors;		/* commands answered with an error */
+};
+
+struct syncguard_lun {
+	int fd;
+	uint64_t size;			/* bytes, multiple of the block size */
+	unsigned int block_shift;	/* log2(logical block size in bytes) */
+	unsigned int phys_block_size;	/* bytes; 0 if unknown */
+	bool blockdev;
+	bool thin;			/* UNMAP allowed (tgt's
+					 * thin_provisioning attribute) */
+	struct syncguard_opts opts;
+	bool wce;			/* Caching page WCE the LUN honours;
+					 * read/written atomically */
+	pthread_rwlock_t write_lock;	/* writes share it; COMPARE AND WRITE
+					 * and WCE changes take it alone */
+	int flush_error;		/* first failed flush's errno, latched */
+	struct syncguard_counters count;
+};
+
+/*
+ * Open @path (regular file or block device) read-write for @lun, whose
+ * logical block is 1 << @block_shift bytes, and check it can honour
+ * @opts.  Fills fd, size, phys_block_size, blockdev.  Returns 0 or
+ * -errno with a one-line reason in @err.
+ */
+int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
+		       unsigned int block_shift,
+		       const struct syncguard_opts *opts,
+		       char *err, size_t errlen);
+
+/*
+ * Close @lun.  A write-back LUN is flushed first, so a clean shutdown
+ * leaves nothing volatile.  Returns 0 or the flush's -errno.
+ */
+int syncguard_lun_close(struct syncguard_lun *lun);
+
+/*
+ * Make every write completed so far durable (fdatasync: data, the
+ * metadata needed to read it, device cache flush).  A failure is
+ * latched in lun->flush_error (see core/lun.c).  Returns 0 or -errno.
+ */
+int syncguard_lun_flush(struct syncguard_lun *lun);
+
+/* WCE the LUN currently honours (Caching mode page, SBC-3 6.4.5). */
+bool syncguard_lun_wce(struct syncguard_lun *lun);
+
+/*
+ * Switch the WCE the LUN honours.  Waits for writes in flight; on 1 -> 0
+ * flushes, so no write completed before the change stays volatile once
+ * the initiator is told WCE=0.  Returns 0 or the flush's -errno (WCE
+ * then stays 1).  Whether the mode allows the change is the caller's
+ * check (syncguard_mode_wce_changeable).
+ */
+int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce);
+
+/* ---- executing a command (core/exec.c) ---- */
+
+struct syncguard_req {
+	const uint8_t *cdb;
+	size_t cdb_len;
+	const uint8_t *out;	/* Data-Out buffer (initiator to target) */
+	uint32_t out_len;	/* bytes */
+	uint8_t *in;		/* Data-In buffer */
+	uint32_t in_len;	/* bytes */
+};
+
+struct syncguard_result {
+	enum syncguard_reason reason;
+	uint32_t in_done;	/* bytes of Data-In filled */
+	uint64_t info;		/* MISCOMPARE: byte offset of the difference */
+	bool info_valid;
+};
+
+/*
+ * Execute one SBC command against @lun: decode, validate (LBA range,
+ * reserved fields this store cares about), move data, and make it as
+ * durable as syncguard_policy() demands before returning.  Thread-safe:
+ * tgt's worker threads call it concurrently for one LUN.
+ */
+void syncguard_execute(struct syncguard_lun *lun,
+		       const struct syncguard_req *req,
+		       struct syncguard_result *res);
+
+#endif

@@ -1,0 +1,84 @@
+#include <string.h>
+
+#include "histogram.h"
+
+void hist_init(struct histogram *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->min_ns = UINT64_MAX;
+}
+
+static unsigned int bucket_of(uint64_t v)
+{
+	unsigned int e;
+
+	if (v < HIST_SUB)
+		return (unsigned int)v;
+	e = 63u - (unsigned int)__builtin_clzll(v);	/* >= HIST_SUB_BITS */
+	return (e - HIST_SUB_BITS + 1) * HIST_SUB +
+	       (unsigned int)((v >> (e - HIST_SUB_BITS)) - HIST_SUB);
+}
+
+/* Middle of bucket @i's value range. */
+static uint64_t bucket_mid(unsigned int i)
+{
+	unsigned int e;
+	uint64_t lo, width;
+
+	if (i < HIST_SUB)
+		return i;
+	e = i / HIST_SUB + HIST_SUB_BITS - 1;
+	width = 1ull << (e - HIST_SUB_BITS);
+	lo = (uint64_t)(HIST_SUB + i % HIST_SUB) << (e - HIST_SUB_BITS);
+	return lo + width / 2;
+}
+
+void hist_add(struct histogram *h, uint64_t ns)
+{
+	h->bucket[bucket_of(ns)]++;
+	h->count++;
+	h->sum_ns += ns;
+	if (ns < h->min_ns)
+		h->min_ns = ns;
+	if (ns > h->max_ns)
+		h->max_ns = ns;
+}
+
+void hist_merge(struct histogram *to, const struct histogram *from)
+{
+	for (unsigned int i = 0; i < HIST_BUCKETS; i++)
+		to->bucket[i] += from->bucket[i];
+	to->count += from->count;
+	to->sum_ns += from->sum_ns;
+	if (from->min_ns < to->min_ns)
+		to->min_ns = from->min_ns;
+	if (from->max_ns > to->max_ns)
+		to->max_ns = from->max_ns;
+}
+
+uint64_t hist_percentile(const struct histogram *h, double pct)
+{
+	uint64_t want, seen = 0;
+
+	if (!h->count)
+		return 0;
+	want = (uint64_t)(pct / 100.0 * (double)h->count + 0.999999);
+	if (want < 1)
+		want = 1;
+	for (unsigned int i = 0; i < HIST_BUCKETS; i++) {
+		seen += h->bucket[i];
+		if (seen >= want) {
+			uint64_t v = bucket_mid(i);
+
+			/* never report beyond what was seen */
+			return v > h->max_ns ? h->max_ns :
+			       v < h->min_ns ? h->min_ns : v;
+		}
+	}
+	return h->max_ns;
+}
+
+double hist_mean(const struct histogram *h)
+{
+	return h->count ? (double)h->sum_ns / (double)h->count : 0.0;
+}
