@@ -1,0 +1,110 @@
+#!/bin/bash
+# demo.sh: the main job.  A private tgtd exports one syncguard LUN per
+# write-cache mode (files in a temporary directory); iscsi-syncbench
+# measures every mode x sync discipline at queue depth 1 and 16 with
+# 4 KiB random writes; one table compares them.
+#
+# Environment: DEMO_SECONDS (per run, default 3), DEMO_MB (LUN size,
+# default 128), DEMO_DIR (parent of the temporary directory, default
+# /var/tmp: the LUN files must not be on tmpfs), DEMO_CSV (where the
+# results go, default build/demo-results.csv).
+set -u
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+secs=${DEMO_SECONDS:-3}
+mb=${DEMO_MB:-128}
+csv=${DEMO_CSV:-$top/build/demo-results.csv}
+iqn=iqn.2026-11.org.syncguard:demo
+bench=$top/tools/iscsi-syncbench
+tgtd_private=$top/scripts/tgtd-private
+modes="write-through write-back plp"
+
+parent=${DEMO_DIR:-/var/tmp}
+case $(stat -f -c %T "$parent" 2>/dev/null) in
+tmpfs|ramfs) parent=$top/build ;;	# syncguard refuses RAM file systems
+esac
+mkdir -p "$parent" "$(dirname "$csv")"
+work=$(mktemp -d "$parent/syncguard-demo.XXXXXX") || exit 1
+
+cleanup() {
+	trap - EXIT INT TERM
+	"$tgtd_private" stop "$work/tgtd"
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'echo "demo: interrupted" >&2; exit 130' INT TERM
+
+say() { printf 'demo: %s\n' "$*" >&2; }
+
+[ -x "$bench" ] || { say "$bench missing: run make"; exit 1; }
+say "private tgtd, LUN files in $work"
+"$tgtd_private" start "$work/tgtd" || exit 1
+"$tgtd_private" target "$work/tgtd" 1 "$iqn" || exit 1
+
+lun=0
+for mode in $modes; do
+	lun=$((lun + 1))
+	# fully written, so mode=plp's allocation check passes
+	dd if=/dev/zero of="$work/$mode.img" bs=1M count="$mb" conv=fsync \
+		status=none || exit 1
+	if ! "$tgtd_private" lun "$work/tgtd" 1 "$lun" "$work/$mode.img" \
+		"mode=$mode"; then
+		say "cannot create the $mode LUN; tgtd said:"
+		tail -n 3 "$work/tgtd/tgtd.log" >&2
+		exit 1
+	fi
+done
+
+runs=$(( $(echo $modes | wc -w) * 2 * 3 ))
+say "$runs runs of ${secs}s: 4 KiB random writes, sync none/fua/flush, QD 1 and 16"
+echo "mode,lun,sync,block_size,queue_depth,pattern,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us" >"$csv"
+n=0 failed=0
+eol='\n'; [ -t 2 ] && eol='\r'
+lun=0
+for mode in $modes; do
+	lun=$((lun + 1))
+	url=$("$tgtd_private" url "$work/tgtd" "$iqn" "$lun")
+	for qd in 1 16; do
+		for sync in none fua flush; do
+			n=$((n + 1))
+			printf 'demo: [%2d/%d] %-13s QD %-2s sync=%-5s%s' \
+				"$n" "$runs" "$mode" "$qd" "$sync" "$eol" >&2
+			row=$("$bench" --csv --no-header --no-progress -t "$secs" \
+				-q "$qd" -s "$sync" -b 4k "$url") || failed=$((failed + 1))
+			[ -n "$row" ] && echo "$mode,$lun,$row" >>"$csv"
+		done
+	done
+done
+printf '\n' >&2
+
+awk -F, '
+NR == 1 { next }
+{
+	key = $1 "," $5 "," $3; iops[key] = $12
+	if (!($1 in seen)) { order[++n] = $1; seen[$1] = 1 }
+	rows[++r] = sprintf("%-13s %3s  %-5s  %3s %10.0f %8.1f %9.0f %9.0f %9.0f %6s",
+		$1, $5, $3, $7, $12, $13, $14, $16, $17, $11)
+}
+END {
+	printf "%-13s %3s  %-5s  %3s %10s %8s %9s %9s %9s %6s\n", "mode", "QD",
+		"sync", "WCE", "IOPS", "MB/s", "mean us", "p99 us", "p99.9 us", "errors"
+	for (i = 1; i <= r; i++) print rows[i]
+	print ""
+	for (q = 1; q <= 16; q += 15) {
+		wt = "write-through," q
+		wb = "write-back," q
+		pl = "plp," q
+		if (iops[wt ",fua"] > 0)
+			printf "QD %-2d write-through: none/fua  = %.2f (every write is already durable)\n", q, iops[wt ",none"] / iops[wt ",fua"]
+		if (iops[wb ",flush"] > 0)
+			printf "QD %-2d write-back:    none/flush = %.2f (what durability costs with a volatile cache)\n", q, iops[wb ",none"] / iops[wb ",flush"]
+		if (iops[pl ",flush"] > 0)
+			printf "QD %-2d plp:           none/flush = %.2f (no device flush is ever sent)\n", q, iops[pl ",none"] / iops[pl ",flush"]
+	}
+}' "$csv"
+echo
+say "results: $csv"
+if [ "$failed" -gt 0 ]; then
+	say "$failed run(s) reported errors"
+	exit 1
+fi

@@ -1,0 +1,169 @@
+/*
+ * Block-device LUNs on loop devices with 512- and 4096-byte logical
+ * blocks: capacity and block size as READ CAPACITY(16) reports them,
+ * data round trips, FUA and SYNCHRONIZE CACHE, and the data reaching
+ * the device for the modes that promise it.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proto.h"
+
+#define DEV_BYTES (32u << 20)
+
+static struct {
+	int lun;
+	unsigned int bs;
+	const char *bsopts;
+	char file[700];
+	char dev[64];
+} devs[] = {
+	{ 1, 512, "mode=write-back", "", "" },
+	{ 2, 4096, "mode=write-through", "", "" },
+	{ 3, 4096, "mode=plp", "", "" },
+};
+#define NDEVS (int)(sizeof(devs) / sizeof(devs[0]))
+
+static int attach(const char *file, unsigned int bs, char *dev, size_t len)
+{
+	char cmd[900];
+	FILE *p;
+	int ok;
+
+	snprintf(cmd, sizeof(cmd), "losetup --find --show --sector-size %u "
+		 "'%s' 2>/dev/null", bs, file);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	ok = fgets(dev, (int)len, p) != NULL;
+	pclose(p);
+	dev[strcspn(dev, "\n")] = '\0';
+	return ok && dev[0] == '/' ? 0 : -1;
+}
+
+static void teardown(void)
+{
+	for (int i = 0; i < NDEVS; i++) {
+		if (devs[i].dev[0]) {
+			proto_del_lun(devs[i].lun);
+			proto_sh("losetup -d '%s'", devs[i].dev);
+			devs[i].dev[0] = '\0';
+		}
+	}
+	proto_tgtd_stop();
+}
+
+static void setup(void)
+{
+	proto_tgtd_start();
+	for (int i = 0; i < NDEVS; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "loop%d.img", i);
+		snprintf(devs[i].file, sizeof(devs[i].file), "%s",
+			 proto_file(name, DEV_BYTES, false));
+		if (attach(devs[i].file, devs[i].bs, devs[i].dev,
+			   sizeof(devs[i].dev)) ||
+		    proto_add_lun(devs[i].lun, devs[i].dev, devs[i].bsopts,
+				  devs[i].bs)) {
+			fprintf(stderr, "blockdev: cannot set up LUN %d\n",
+				devs[i].lun);
+			teardown();
+			exit(EXIT_FAILURE);
+		}
+	}
+}
+
+START_TEST(test_blockdev_capacity)
+{
+	struct iscsi_context *iscsi = proto_connect(devs[_i].lun);
+	struct scsi_task *t = iscsi_readcapacity16_sync(iscsi, devs[_i].lun);
+	struct scsi_readcapacity16 *rc;
+
+	proto_assert_good(t, "READ CAPACITY(16)", true);
+	rc = scsi_datain_unmarshall(t);
+	ck_assert_ptr_nonnull(rc);
+	ck_assert_uint_eq(rc->block_length, devs[_i].bs);
+	ck_assert_uint_eq(rc->returned_lba + 1, DEV_BYTES / devs[_i].bs);
+	scsi_free_scsi_task(t);
+	iscsi_destroy_context(iscsi);
+}
+END_TEST
+
+static void assert_on_device(int i, uint64_t lba, const unsigned char *buf,
+			     size_t len)
+{
+	unsigned char got[16384];
+	int fd = open(devs[i].dev, O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, got, len, (off_t)(lba * devs[i].bs)),
+			 (ssize_t)len);
+	close(fd);
+	ck_assert_mem_eq(got, buf, len);
+}
+
+START_TEST(test_blockdev_round_trip)
+{
+	int lun = devs[_i].lun;
+	unsigned int bs = devs[_i].bs;
+	struct iscsi_context *iscsi = proto_connect(lun);
+	unsigned char out[16384];
+	struct scsi_task *t;
+
+	for (size_t k = 0; k < sizeof(out); k++)
+		out[k] = (unsigned char)(k * 13 + (unsigned int)_i);
+	proto_assert_good(iscsi_write16_sync(iscsi, lun, 3, out, sizeof(out),
+		(int)bs, 0, 0, 0, 0, 0), "WRITE(16)", false);
+	proto_assert_good(iscsi_write16_sync(iscsi, lun, 100, out, bs,
+		(int)bs, 0, 0, 1, 0, 0), "WRITE(16) FUA", false);
+	t = iscsi_read16_sync(iscsi, lun, 3, sizeof(out), (int)bs, 0, 0, 0, 0, 0);
+	proto_assert_good(t, "READ(16)", true);
+	ck_assert_mem_eq(t->datain.data, out, sizeof(out));
+	scsi_free_scsi_task(t);
+	proto_assert_good(iscsi_synchronizecache16_sync(iscsi, lun, 0, 0, 0, 0),
+			  "SYNCHRONIZE CACHE(16)", false);
+	/* after SYNCHRONIZE CACHE every mode has put it on the device */
+	assert_on_device(_i, 3, out, sizeof(out));
+	assert_on_device(_i, 100, out, bs);
+	iscsi_destroy_context(iscsi);
+}
+END_TEST
+
+/* Can this machine attach a loop device with 4096-byte sectors? */
+static bool loop_available(void)
+{
+	const char *probe = "build/.loop-probe";
+	char dev[64];
+	bool ok;
+
+	if (proto_sh("truncate -s 1M %s", probe))
+		return false;
+	ok = attach(probe, 4096, dev, sizeof(dev)) == 0;
+	if (ok)
+		proto_sh("losetup -d '%s'", dev);
+	unlink(probe);
+	return ok;
+}
+
+Suite *blockdev_suite(void)
+{
+	Suite *s = suite_create("blockdev");
+	TCase *tc = tcase_create("loop");
+
+	if (!loop_available()) {
+		fprintf(stderr, "blockdev: left out: cannot attach a loop "
+			"device with 4096-byte sectors (needs root and "
+			"/dev/loop-control)\n");
+		return s;
+	}
+	tcase_add_unchecked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_blockdev_capacity, 0, NDEVS);
+	tcase_add_loop_test(tc, test_blockdev_round_trip, 0, NDEVS);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,147 @@
+/*
+ * Bad input at LUN creation: tgtadm fails, tgtd logs one line naming
+ * the problem, keeps running, and the LUN that was already there keeps
+ * serving I/O.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+#define GOOD_LUN 1
+#define BS 512u
+
+enum path_kind { P_GOOD, P_SPARSE, P_DIR, P_MISSING, P_ODD_SIZE, P_CHARDEV,
+		 P_IMMUTABLE };
+
+static const struct {
+	const char *bsopts;
+	enum path_kind path;
+	const char *log;	/* the line tgtd must log */
+} bad[] = {
+	{ "mode=writeback", P_GOOD,
+	  "bsopts: bad value 'writeback' for mode (use write-through, "
+	  "write-back or plp)" },
+	{ "mode=write-back;cache=off", P_GOOD,
+	  "bsopts: unknown key 'cache' (known: mode, alloc_check)" },
+	{ "write-back", P_GOOD, "bsopts: 'write-back' is not key=value" },
+	{ "alloc_check=perhaps", P_GOOD,
+	  "bad value 'perhaps' for alloc_check" },
+	{ "mode=write-back", P_DIR, ": is a directory" },
+	{ "mode=write-back", P_MISSING, "missing.img: No such file or directory" },
+	{ "mode=write-back", P_ODD_SIZE,
+	  "size 1000 bytes is not a positive multiple of the 512-byte" },
+	{ "mode=write-through", P_CHARDEV,
+	  "/dev/null: not a regular file or block device" },
+	{ "mode=plp", P_SPARSE, "mode=plp needs every block allocated" },
+	{ "mode=write-back", P_IMMUTABLE, "cannot open read-write" },
+};
+#define NBAD (int)(sizeof(bad) / sizeof(bad[0]))
+
+static void setup(void)
+{
+	proto_tgtd_start();
+	if (proto_add_lun(GOOD_LUN, proto_file("good.img", 4 << 20, false),
+			  "mode=write-back", 0)) {
+		proto_tgtd_stop();
+		exit(EXIT_FAILURE);
+	}
+}
+
+static void teardown(void)
+{
+	proto_tgtd_stop();
+}
+
+static const char *make_path(enum path_kind kind)
+{
+	const char *p;
+
+	switch (kind) {
+	case P_GOOD: return proto_file("other.img", 4 << 20, false);
+	case P_SPARSE: return proto_file("sparse.img", 4 << 20, true);
+	case P_DIR: return proto_dir();
+	case P_MISSING: return "/nonexistent/missing.img";
+	case P_ODD_SIZE: return proto_file("odd.img", 1000, false);
+	case P_CHARDEV: return "/dev/null";
+	case P_IMMUTABLE:
+		p = proto_file("immutable.img", 4 << 20, false);
+		return proto_sh("chattr +i '%s' 2>/dev/null", p) ? NULL : p;
+	}
+	return NULL;
+}
+
+static void assert_good_lun_serves(void)
+{
+	struct iscsi_context *iscsi = proto_connect(GOOD_LUN);
+	unsigned char out[BS];
+	struct scsi_task *t;
+
+	memset(out, 0x3c, sizeof(out));
+	proto_assert_good(iscsi_write10_sync(iscsi, GOOD_LUN, 7, out, BS, BS,
+					     0, 0, 1, 0, 0), "WRITE(10)", false);
+	t = iscsi_read10_sync(iscsi, GOOD_LUN, 7, BS, BS, 0, 0, 0, 0, 0);
+	proto_assert_good(t, "READ(10)", true);
+	ck_assert_mem_eq(t->datain.data, out, BS);
+	scsi_free_scsi_task(t);
+	iscsi_destroy_context(iscsi);
+}
+
+START_TEST(test_bsopts_bad_input_rejected)
+{
+	const char *path = make_path(bad[_i].path);
+	int lun = 10 + _i;
+
+	ck_assert_msg(path != NULL, "case %d: cannot make its path", _i);
+	ck_assert_msg(proto_add_lun(lun, path, bad[_i].bsopts, 0) != 0,
+		      "LUN %d (%s on %s) was created", lun, bad[_i].bsopts,
+		      path);
+	if (bad[_i].path == P_IMMUTABLE)
+		proto_sh("chattr -i '%s'", path);
+	ck_assert_msg(proto_log_has(bad[_i].log), "tgtd.log lacks \"%s\"",
+		      bad[_i].log);
+	ck_assert(proto_tgtd_alive());
+	assert_good_lun_serves();
+}
+END_TEST
+
+START_TEST(test_bsopts_good_after_bad)
+{
+	/* the same LUN number works once the input is right */
+	ck_assert_int_eq(proto_add_lun(10, proto_file("fine.img", 4 << 20,
+				       false), "mode=write-through", 0), 0);
+	ck_assert_int_eq(proto_del_lun(10), 0);
+}
+END_TEST
+
+/* An unwritable file for root needs chattr +i (ext2/3/4, xfs, btrfs). */
+static bool can_make_immutable(void)
+{
+	const char *probe = "build/.chattr-probe";
+	bool ok;
+
+	if (proto_sh("touch %s && chattr +i %s 2>/dev/null", probe, probe))
+		return false;
+	ok = proto_sh("chattr -i %s && rm -f %s", probe, probe) == 0;
+	return ok;
+}
+
+Suite *bsopts_suite(void)
+{
+	Suite *s = suite_create("bsopts");
+	TCase *tc = tcase_create("bad-input");
+	int nbad = NBAD;
+
+	if (!can_make_immutable()) {
+		fprintf(stderr, "bsopts: the unwritable-file case is left out: "
+			"chattr +i does not work on build/'s file system\n");
+		nbad--;		/* P_IMMUTABLE is the last case */
+	}
+	tcase_add_unchecked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_bsopts_bad_input_rejected, 0, nbad);
+	tcase_add_test(tc, test_bsopts_good_after_bad);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,215 @@
+/*
+ * One LUN per write-cache mode in one tgtd: what each reports (WCE,
+ * DPOFUA), that data written reads back (over iSCSI and in the backing
+ * file), that SYNCHRONIZE CACHE(10/16) and FUA writes succeed, and that
+ * WCE changes by MODE SELECT follow the mode.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proto.h"
+
+#define LUN_BYTES (16u << 20)
+#define BS 512u
+
+static const struct {
+	int lun;
+	const char *bsopts;
+	int wce;
+} modes[] = {
+	{ 1, "mode=write-through", 0 },
+	{ 2, "mode=write-back", 1 },
+	{ 3, "mode=plp", 0 },
+	{ 4, NULL, 1 },		/* no bsopts: write-back */
+};
+#define NMODES (int)(sizeof(modes) / sizeof(modes[0]))
+
+static char files[NMODES][700];
+
+static void setup(void)
+{
+	proto_tgtd_start();
+	for (int i = 0; i < NMODES; i++) {
+		char name[32];
+		const char *p;
+
+		snprintf(name, sizeof(name), "mode%d.img", i);
+		p = proto_file(name, LUN_BYTES, false);
+		if (!p || proto_add_lun(modes[i].lun, p, modes[i].bsopts, 0)) {
+			fprintf(stderr, "modes: cannot create LUN %d (%s)\n",
+				modes[i].lun, modes[i].bsopts);
+			proto_tgtd_stop();
+			exit(EXIT_FAILURE);
+		}
+		snprintf(files[i], sizeof(files[i]), "%s", p);
+	}
+}
+
+static void teardown(void)
+{
+	proto_tgtd_stop();
+}
+
+static void fill(unsigned char *buf, size_t len, unsigned int seed)
+{
+	srand(seed);
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (unsigned char)rand();
+}
+
+/* The backing file holds @len bytes equal to @buf at block @lba. */
+static void assert_in_file(int i, uint64_t lba, const unsigned char *buf,
+			   size_t len)
+{
+	unsigned char got[8192];
+	int fd = open(files[i], O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, got, len, (off_t)(lba * BS)), (ssize_t)len);
+	close(fd);
+	ck_assert_mem_eq(got, buf, len);
+}
+
+START_TEST(test_modes_wce_and_dpofua)
+{
+	struct iscsi_context *iscsi = proto_connect(modes[_i].lun);
+	int wce, dpofua;
+
+	proto_caching(iscsi, modes[_i].lun, &wce, &dpofua);
+	ck_assert_int_eq(wce, modes[_i].wce);
+	ck_assert_int_eq(dpofua, 1);
+	iscsi_destroy_context(iscsi);
+}
+END_TEST
+
+START_TEST(test_modes_write_read_back)
+{
+	int lun = modes[_i].lun;
+	struct iscsi_context *iscsi = proto_connect(lun);
+	unsigned char out[8192];
+	struct scsi_task *t;
+
+	for (int fua = 0; fua <= 1; fua++) {
+		uint64_t lba = 1000 + 100 * (unsigned int)fua;
+
+		fill(out, sizeof(out), (unsigned int)(_i * 2 + fua + 1));
+		t = fua ? iscsi_write16_sync(iscsi, lun, lba, out, sizeof(out),
+					     BS, 0, 0, 1, 0, 0) :
+			  iscsi_write10_sync(iscsi, lun, (uint32_t)lba, out,
+					     sizeof(out), BS, 0, 0, 0, 0, 0);
+		proto_assert_good(t, fua ? "WRITE(16) FUA" : "WRITE(10)", false);
+		t = iscsi_read16_sync(iscsi, lun, lba, sizeof(out), BS, 0, 0,
+				      fua, 0, 0);
+		proto_assert_good(t, "READ(16)", true);
+		ck_assert_uint_eq(t->datain.size, sizeof(out));
+		ck_assert_mem_eq(t->datain.data, out, sizeof(out));
+		scsi_free_scsi_task(t);
+		proto_assert_good(iscsi_synchronizecache10_sync(iscsi, lun, 0, 0,
+			0, 0), "SYNCHRONIZE CACHE(10)", false);
+		assert_in_file(_i, lba, out, sizeof(out));
+	}
+	iscsi_destroy_context(iscsi);
+}
+END_TEST
+
+START_TEST(test_modes_sync_cache_ranges)
+{
+	int lun = modes[_i].lun;
+	struct iscsi_context *iscsi = proto_connect(lun);
+	uint64_t cap = LUN_BYTES / BS;
+
+	proto_assert_good(iscsi_synchronizecache10_sync(iscsi, lun, 8, 16, 0, 0),
+			  "SYNCHRONIZE CACHE(10) range", false);
+	proto_assert_good(iscsi_synchronizecache16_sync(iscsi, lun, 0, 0, 0, 0),
+			  "SYNCHRONIZE CACHE(16)", false);
+	proto_assert_good(iscsi_synchronizecache16_sync(iscsi, lun, cap - 1, 1,
+		0, 0), "SYNCHRONIZE CACHE(16) last block", false);
+	proto_assert_sense(iscsi_synchronizecache16_sync(iscsi, lun, cap - 1, 2,
+		0, 0), SCSI_SENSE_ILLEGAL_REQUEST, 0x2100,
+		"SYNCHRONIZE CACHE(16) past the end");
+	proto_assert_sense(iscsi_synchronizecache16_sync(iscsi, lun, cap, 0,
+		0, 0), SCSI_SENSE_ILLEGAL_REQUEST, 0x2100,
+		"SYNCHRONIZE CACHE(16) at capacity");
+	iscsi_destroy_context(iscsi);
+}
+END_TEST
+
+/* MODE SELECT(6) of the Caching page with WCE = @wce. */
+static struct scsi_task *select_wce(struct iscsi_context *iscsi, int lun,
+				    int wce)
+{
+	struct scsi_task *t = iscsi_modesense6_sync(iscsi, lun, 1,
+		SCSI_MODESENSE_PC_CURRENT, SCSI_MODEPAGE_CACHING, 0, 255);
+	struct scsi_mode_sense *ms;
+	struct scsi_mode_page *pg;
+	struct scsi_task *sel;
+
+	proto_assert_good(t, "MODE SENSE(6)", true);
+	ms = scsi_datain_unmarshall(t);
+	ck_assert_ptr_nonnull(ms);
+	pg = scsi_modesense_get_page(ms, SCSI_MODEPAGE_CACHING, 0);
+	ck_assert_ptr_nonnull(pg);
+	pg->caching.wce = wce;
+	pg->ps = 0;
+	sel = iscsi_modeselect6_sync(iscsi, lun, 1, 0, pg);
+	scsi_free_scsi_task(t);
+	return sel;
+}
+
+START_TEST(test_modes_mode_select_wce)
+{
+	int lun = modes[_i].lun, wce, dpofua;
+	struct iscsi_context *iscsi = proto_connect(lun);
+
+	if (modes[_i].wce) {	/* write-back: the initiator may turn it off */
+		proto_assert_good(select_wce(iscsi, lun, 0), "MODE SELECT WCE=0",
+				  false);
+		proto_caching(iscsi, lun, &wce, &dpofua);
+		ck_assert_int_eq(wce, 0);
+		proto_assert_good(select_wce(iscsi, lun, 1), "MODE SELECT WCE=1",
+				  false);
+		proto_caching(iscsi, lun, &wce, &dpofua);
+		ck_assert_int_eq(wce, 1);
+	} else {		/* write-through, plp: WCE stays 0 */
+		proto_assert_sense(select_wce(iscsi, lun, 1),
+				   SCSI_SENSE_ILLEGAL_REQUEST, 0x2600,
+				   "MODE SELECT WCE=1");
+		proto_caching(iscsi, lun, &wce, &dpofua);
+		ck_assert_int_eq(wce, 0);
+	}
+	iscsi_destroy_context(iscsi);
+}
+END_TEST
+
+START_TEST(test_modes_write_beyond_capacity)
+{
+	int lun = modes[_i].lun;
+	struct iscsi_context *iscsi = proto_connect(lun);
+	unsigned char out[BS * 2] = { 0 };
+
+	proto_assert_sense(iscsi_write16_sync(iscsi, lun, LUN_BYTES / BS - 1,
+		out, sizeof(out), BS, 0, 0, 1, 0, 0),
+		SCSI_SENSE_ILLEGAL_REQUEST, 0x2100, "WRITE(16) past the end");
+	iscsi_destroy_context(iscsi);
+}
+END_TEST
+
+Suite *modes_suite(void)
+{
+	Suite *s = suite_create("modes");
+	TCase *tc = tcase_create("per-mode");
+
+	tcase_add_unchecked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_modes_wce_and_dpofua, 0, NMODES);
+	tcase_add_loop_test(tc, test_modes_write_read_back, 0, NMODES);
+	tcase_add_loop_test(tc, test_modes_sync_cache_ranges, 0, NMODES);
+	tcase_add_loop_test(tc, test_modes_write_beyond_capacity, 0, NMODES);
+	/* last: it changes WCE */
+	tcase_add_loop_test(tc, test_modes_mode_select_wce, 0, NMODES);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,223 @@
+/* The private tgtd and the helpers every protocol test uses. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "proto.h"
+
+static char top[256] = ".";
+static char module[512];
+static char scratch[400];
+static char state[512];		/* tgtd-private's state directory */
+static bool running;
+static pid_t owner;		/* the process that started tgtd */
+
+int proto_sh(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void on_signal(int sig)
+{
+	proto_tgtd_stop();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void find_paths(void)
+{
+	const char *t = getenv("SYNCGUARD_TOP");
+	const char *m = getenv("SYNCGUARD_MODULE");
+
+	if (t)
+		snprintf(top, sizeof(top), "%s", t);
+	snprintf(module, sizeof(module), "%s", m ? m : "");
+	if (!m)
+		snprintf(module, sizeof(module), "%s/bs_syncguard.so", top);
+}
+
+void proto_tgtd_start(void)
+{
+	find_paths();
+	snprintf(scratch, sizeof(scratch), "%s/build/proto.XXXXXX", top);
+	if (!mkdtemp(scratch)) {
+		perror("mkdtemp");
+		exit(EXIT_FAILURE);
+	}
+	snprintf(state, sizeof(state), "%s/tgtd", scratch);
+	owner = getpid();
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	atexit(proto_tgtd_stop);
+	if (proto_sh("'%s/scripts/tgtd-private' start '%s' '%s'", top, state,
+		     module) ||
+	    proto_sh("'%s/scripts/tgtd-private' target '%s' %d %s", top, state,
+		     PROTO_TID, PROTO_IQN)) {
+		fprintf(stderr, "proto: cannot start a private tgtd\n");
+		proto_tgtd_stop();
+		exit(EXIT_FAILURE);
+	}
+	running = true;
+}
+
+void proto_tgtd_stop(void)
+{
+	if (!state[0] || getpid() != owner)
+		return;		/* forked test children never stop it */
+	proto_sh("'%s/scripts/tgtd-private' stop '%s'", top, state);
+	running = false;
+	if (scratch[0])
+		proto_sh("rm -rf '%s'", scratch);
+	state[0] = scratch[0] = '\0';
+}
+
+bool proto_tgtd_alive(void)
+{
+	return proto_sh("kill -0 $(cat '%s/pid') 2>/dev/null", state) == 0;
+}
+
+bool proto_log_has(const char *needle)
+{
+	char path[700], line[1024];
+	FILE *f;
+	bool found = false;
+
+	snprintf(path, sizeof(path), "%s/tgtd.log", state);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+int proto_add_lun(int lun, const char *path, const char *bsopts,
+		  unsigned int blocksize)
+{
+	char bsz[16] = "";
+
+	if (blocksize)
+		snprintf(bsz, sizeof(bsz), "%u", blocksize);
+	return proto_sh("'%s/scripts/tgtd-private' lun '%s' %d %d '%s' '%s' "
+			"'%s' 2>/dev/null", top, state, PROTO_TID, lun, path,
+			bsopts ? bsopts : "", bsz);
+}
+
+int proto_del_lun(int lun)
+{
+	return proto_sh("'%s/scripts/tgtd-private' adm '%s' --lld iscsi --op "
+			"delete --mode logicalunit --tid %d --lun %d", top,
+			state, PROTO_TID, lun);
+}
+
+const char *proto_dir(void)
+{
+	return scratch;
+}
+
+const char *proto_file(const char *name, uint64_t bytes, bool sparse)
+{
+	static char paths[16][700];
+	static int next;
+	char *p = paths[next++ % 16];
+	static char zero[1 << 16];
+	int fd;
+
+	snprintf(p, 700, "%s/%s", scratch, name);
+	fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || ftruncate(fd, (off_t)bytes))
+		return NULL;
+	for (uint64_t off = 0; !sparse && off < bytes; off += sizeof(zero))
+		if (pwrite(fd, zero, bytes - off < sizeof(zero) ?
+			   bytes - off : sizeof(zero), (off_t)off) < 0)
+			break;
+	fsync(fd);
+	close(fd);
+	return p;
+}
+
+struct iscsi_context *proto_connect(int lun)
+{
+	char url[256], port[32] = "", path[600];
+	FILE *f;
+	struct iscsi_context *iscsi;
+	struct iscsi_url *u;
+
+	snprintf(path, sizeof(path), "%s/port", state);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(port, sizeof(port), f));
+	fclose(f);
+	port[strcspn(port, "\n")] = '\0';
+	snprintf(url, sizeof(url), "iscsi://127.0.0.1:%s/%s/%d", port,
+		 PROTO_IQN, lun);
+	iscsi = iscsi_create_context("iqn.2026-11.org.syncguard:proto-init");
+	ck_assert_ptr_nonnull(iscsi);
+	u = iscsi_parse_full_url(iscsi, url);
+	ck_assert_ptr_nonnull(u);
+	iscsi_set_targetname(iscsi, u->target);
+	iscsi_set_session_type(iscsi, ISCSI_SESSION_NORMAL);
+	ck_assert_msg(iscsi_full_connect_sync(iscsi, u->portal, u->lun) == 0,
+		      "login to %s: %s", url, iscsi_get_error(iscsi));
+	iscsi_destroy_url(u);
+	return iscsi;
+}
+
+void proto_assert_sense(struct scsi_task *t, int key, int ascq,
+			const char *what)
+{
+	ck_assert_msg(t != NULL, "%s: no task", what);
+	ck_assert_msg(t->status == SCSI_STATUS_CHECK_CONDITION,
+		      "%s: status 0x%x, expected CHECK CONDITION", what,
+		      t->status);
+	ck_assert_msg((int)t->sense.key == key && t->sense.ascq == ascq,
+		      "%s: sense %s 0x%04x, expected 0x%x 0x%04x", what,
+		      scsi_sense_key_str(t->sense.key), t->sense.ascq, key,
+		      ascq);
+	scsi_free_scsi_task(t);
+}
+
+void proto_assert_good(struct scsi_task *t, const char *what, bool keep)
+{
+	ck_assert_msg(t != NULL, "%s: no task", what);
+	ck_assert_msg(t->status == SCSI_STATUS_GOOD,
+		      "%s: status 0x%x sense %s 0x%04x", what, t->status,
+		      scsi_sense_key_str(t->sense.key), t->sense.ascq);
+	if (!keep)
+		scsi_free_scsi_task(t);
+}
+
+void proto_caching(struct iscsi_context *iscsi, int lun, int *wce,
+		   int *dpofua)
+{
+	struct scsi_task *t = iscsi_modesense10_sync(iscsi, lun, 0, 1,
+		SCSI_MODESENSE_PC_CURRENT, SCSI_MODEPAGE_CACHING, 0, 255);
+	struct scsi_mode_sense *ms;
+	struct scsi_mode_page *pg;
+
+	*wce = *dpofua = -1;
+	proto_assert_good(t, "MODE SENSE(10)", true);
+	ms = scsi_datain_unmarshall(t);
+	ck_assert_ptr_nonnull(ms);
+	*dpofua = !!(ms->device_specific_parameter & 0x10);
+	pg = scsi_modesense_get_page(ms, SCSI_MODEPAGE_CACHING, 0);
+	if (pg)
+		*wce = pg->caching.wce;
+	scsi_free_scsi_task(t);
+}

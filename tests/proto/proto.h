@@ -1,0 +1,69 @@
+/*
+ * Protocol tests: a private tgtd with the freshly built module, talked to
+ * over loopback with libiscsi.  One Suite per file; every TCase starts
+ * its own tgtd (unchecked fixture, in the parent) and stops it, also
+ * when a test fails or the run is interrupted.
+ */
+#ifndef SYNCGUARD_PROTO_H
+#define SYNCGUARD_PROTO_H
+
+#include <check.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <iscsi/iscsi.h>
+#include <iscsi/scsi-lowlevel.h>
+
+#define PROTO_IQN "iqn.2026-11.org.syncguard:proto"
+#define PROTO_TID 1
+
+Suite *modes_suite(void);
+Suite *bsopts_suite(void);
+Suite *blockdev_suite(void);
+
+/* Start a private tgtd with target PROTO_TID; aborts the run on failure. */
+void proto_tgtd_start(void);
+
+/* Stop it (offline, delete targets, delete system; SIGKILL at last). */
+void proto_tgtd_stop(void);
+
+/* Is the private tgtd still running? */
+bool proto_tgtd_alive(void);
+
+/* Does tgtd's log contain @needle on one line? */
+bool proto_log_has(const char *needle);
+
+/* Add LUN @lun on @path; @bsopts and @blocksize (bytes) may be NULL/0.
+ * Returns tgtadm's exit status (0 = created). */
+int proto_add_lun(int lun, const char *path, const char *bsopts,
+		  unsigned int blocksize);
+
+/* Delete LUN @lun; returns tgtadm's exit status. */
+int proto_del_lun(int lun);
+
+/* A file of @bytes in the test's scratch directory, fully written
+ * (zeroes) unless @sparse; returns its path (static storage per name). */
+const char *proto_file(const char *name, uint64_t bytes, bool sparse);
+
+/* The scratch directory (under build/, never tmpfs). */
+const char *proto_dir(void);
+
+/* Log in to LUN @lun; fails the test if that is not possible. */
+struct iscsi_context *proto_connect(int lun);
+
+/* Run a shell command; returns its exit status (-1 if it died). */
+int proto_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Assert @t completed with CHECK CONDITION, sense @key and @ascq
+ * (ASC << 8 | ASCQ); frees @t. */
+void proto_assert_sense(struct scsi_task *t, int key, int ascq,
+			const char *what);
+
+/* Assert @t completed GOOD; frees @t unless @keep. */
+void proto_assert_good(struct scsi_task *t, const char *what, bool keep);
+
+/* WCE from MODE SENSE(10) Caching page and DPOFUA; -1 if unreadable. */
+void proto_caching(struct iscsi_context *iscsi, int lun, int *wce,
+		   int *dpofua);
+
+#endif

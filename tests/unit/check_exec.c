@@ -1,0 +1,479 @@
+/*
+ * The executor against a real file, with the system calls counted and
+ * faults injected through syncguard_sys: each test proves what one
+ * command costs (e.g. "a FUA write in write-back makes exactly one data
+ * sync and no device flush") and what the initiator hears when the
+ * device fails.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "syncguard.h"
+#include "unit.h"
+
+#define BS 512u
+#define LUN_BYTES (1u << 20)
+#define CAP_BLOCKS (LUN_BYTES / BS)
+
+/* ---- fault injection and counting ---- */
+
+static struct {
+	int pwrite_errno, pwrite_eintr, fdatasync_errno, pread_errno;
+	bool pwrite_short;
+	int pwrites, dsyncs, fdatasyncs, writeouts;
+} fx;
+
+static ssize_t fx_pwritev2(int fd, const struct iovec *iov, int cnt,
+			   off_t off, int flags)
+{
+	struct iovec half;
+
+	fx.pwrites++;
+	if (flags & RWF_DSYNC)
+		fx.dsyncs++;
+	if (fx.pwrite_eintr) {
+		fx.pwrite_eintr--;
+		errno = EINTR;
+		return -1;
+	}
+	if (fx.pwrite_errno) {
+		errno = fx.pwrite_errno;
+		return -1;
+	}
+	if (fx.pwrite_short && iov[0].iov_len > 1) {
+		fx.pwrite_short = false;
+		half = (struct iovec){ iov[0].iov_base, iov[0].iov_len / 2 };
+		return pwritev2(fd, &half, 1, off, flags);
+	}
+	return pwritev2(fd, iov, cnt, off, flags);
+}
+
+static int fx_fdatasync(int fd)
+{
+	fx.fdatasyncs++;
+	if (fx.fdatasync_errno) {
+		errno = fx.fdatasync_errno;
+		return -1;
+	}
+	return fdatasync(fd);
+}
+
+static ssize_t fx_pread(int fd, void *buf, size_t len, off_t off)
+{
+	if (fx.pread_errno) {
+		errno = fx.pread_errno;
+		return -1;
+	}
+	return pread(fd, buf, len, off);
+}
+
+static int fx_sync_file_range(int fd, off_t off, off_t len, unsigned int f)
+{
+	fx.writeouts++;
+	return sync_file_range(fd, off, len, f);
+}
+
+/* ---- a LUN on a file in build/ (not /tmp: it may be tmpfs) ---- */
+
+static struct syncguard_lun lun;
+static char dir[] = "build/unit.XXXXXX";
+static char path[64];
+
+static void make_file(const char *p, size_t size, bool written)
+{
+	int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	static uint8_t zero[65536];
+
+	ck_assert_int_ge(fd, 0);
+	for (size_t off = 0; written && off < size; off += sizeof(zero)) {
+		size_t n = size - off < sizeof(zero) ? size - off : sizeof(zero);
+
+		ck_assert_int_eq(pwrite(fd, zero, n, (off_t)off), (ssize_t)n);
+	}
+	if (!written)
+		ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+	close(fd);
+}
+
+static void open_lun(enum syncguard_mode mode)
+{
+	struct syncguard_opts o = { .mode = mode, .alloc_check = true };
+	char err[256];
+
+	make_file(path, LUN_BYTES, true);
+	ck_assert_msg(syncguard_lun_open(&lun, path, 9, &o, err,
+					 sizeof(err)) == 0, "%s", err);
+	syncguard_lun_set_wce(&lun, syncguard_mode_wce(mode));
+	memset(&fx, 0, sizeof(fx));
+}
+
+static void setup(void)
+{
+	lun.fd = -1;
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/lun.img", dir);
+	syncguard_sys.pwritev2 = fx_pwritev2;
+	syncguard_sys.fdatasync = fx_fdatasync;
+	syncguard_sys.pread = fx_pread;
+	syncguard_sys.sync_file_range = fx_sync_file_range;
+}
+
+static void teardown(void)
+{
+	if (lun.fd >= 0)
+		syncguard_lun_close(&lun);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* ---- commands ---- */
+
+static uint8_t data[64 * BS], back[64 * BS];
+
+static struct syncguard_result run(const uint8_t *cdb, size_t len,
+				   const uint8_t *out, uint32_t out_len,
+				   uint8_t *in, uint32_t in_len)
+{
+	struct syncguard_req req = { cdb, len, out, out_len, in, in_len };
+	struct syncguard_result res;
+
+	syncguard_execute(&lun, &req, &res);
+	return res;
+}
+
+static enum syncguard_reason write16(uint64_t lba, uint32_t n, bool fua)
+{
+	uint8_t cdb[16] = { 0x8a, fua ? 0x08 : 0 };
+
+	for (int i = 0; i < 8; i++)
+		cdb[2 + i] = (uint8_t)(lba >> (56 - 8 * i));
+	cdb[12] = (uint8_t)(n >> 8);
+	cdb[13] = (uint8_t)n;
+	return run(cdb, 16, data, n * BS, NULL, 0).reason;
+}
+
+static enum syncguard_reason read10(uint32_t lba, uint16_t n, bool fua)
+{
+	uint8_t cdb[10] = { 0x28, fua ? 0x08 : 0, lba >> 24, lba >> 16,
+			    lba >> 8, lba, 0, n >> 8, n, 0 };
+
+	return run(cdb, 10, NULL, 0, back, n * BS).reason;
+}
+
+static enum syncguard_reason sync_cache10(uint32_t lba, uint16_t n)
+{
+	uint8_t cdb[10] = { 0x35, 0, lba >> 24, lba >> 16, lba >> 8, lba, 0,
+			    n >> 8, n, 0 };
+
+	return run(cdb, 10, NULL, 0, NULL, 0).reason;
+}
+
+static void fill(uint8_t seed)
+{
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(seed + i * 7);
+}
+
+static void assert_sense(enum syncguard_reason r, uint8_t key, uint16_t asc)
+{
+	struct syncguard_sense s = syncguard_sense_of(r);
+
+	ck_assert_uint_eq(s.status, 0x02);
+	ck_assert_uint_eq(s.key, key);
+	ck_assert_uint_eq(s.asc, asc);
+}
+
+/* ---- cost of each command per mode ---- */
+
+START_TEST(test_exec_write_back_costs)
+{
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.dsyncs + fx.fdatasyncs + fx.writeouts, 0);
+	ck_assert_int_eq(write16(8, 8, true), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.dsyncs, 1);		/* that write only */
+	ck_assert_int_eq(fx.fdatasyncs, 0);	/* no whole-device flush */
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 1);
+	ck_assert_int_eq(read10(0, 8, true), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 2);	/* FUA read: medium current */
+	ck_assert_int_eq(read10(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 2);
+}
+END_TEST
+
+START_TEST(test_exec_write_through_costs)
+{
+	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.dsyncs, 1);
+	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.dsyncs, 2);
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 0);	/* nothing is volatile */
+}
+END_TEST
+
+START_TEST(test_exec_plp_costs)
+{
+	open_lun(SYNCGUARD_MODE_PLP);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(write16(8, 8, true), SYNCGUARD_OK);
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.writeouts, 2);	/* each write reached the device */
+	ck_assert_int_eq(fx.dsyncs, 0);		/* and no device flush at all */
+	ck_assert_int_eq(fx.fdatasyncs, 0);
+}
+END_TEST
+
+START_TEST(test_exec_wce_off_flushes_then_writes_through)
+{
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(syncguard_lun_set_wce(&lun, false), 0);
+	ck_assert_int_eq(fx.fdatasyncs, 1);	/* dirty data made durable */
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.dsyncs, 1);
+	ck_assert_int_eq(syncguard_lun_set_wce(&lun, true), 0);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.dsyncs, 1);
+	ck_assert_int_eq(fx.fdatasyncs, 1);
+}
+END_TEST
+
+/* ---- data ---- */
+
+START_TEST(test_exec_data_round_trip)
+{
+	for (int m = 0; m < 3; m++) {
+		open_lun((enum syncguard_mode)m);
+		fill((uint8_t)(m + 1));
+		ck_assert_int_eq(write16(100, 16, m == 1), SYNCGUARD_OK);
+		memset(back, 0, sizeof(back));
+		ck_assert_int_eq(read10(100, 16, false), SYNCGUARD_OK);
+		ck_assert_mem_eq(back, data, 16 * BS);
+		syncguard_lun_close(&lun);
+	}
+}
+END_TEST
+
+START_TEST(test_exec_write_same_lbdata)
+{
+	uint8_t cdb[10] = { 0x41, 0x02, 0, 0, 0, 10, 0, 0, 4, 0 };
+
+	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
+	fill(9);
+	ck_assert_int_eq(run(cdb, 10, data, BS, NULL, 0).reason, SYNCGUARD_OK);
+	ck_assert_int_eq(read10(10, 4, false), SYNCGUARD_OK);
+	for (uint32_t i = 0; i < 4; i++) {
+		uint8_t *b = back + i * BS;
+
+		ck_assert_uint_eq(b[3], 10 + i);	/* LBDATA */
+		ck_assert_mem_eq(b + 4, data + 4, BS - 4);
+	}
+	ck_assert_int_eq(fx.fdatasyncs, 1);	/* write-through: durable */
+	/* Data-Out shorter than a block */
+	ck_assert_int_eq(run(cdb, 10, data, 100, NULL, 0).reason,
+			 SYNCGUARD_ERR_PARAM_LEN);
+}
+END_TEST
+
+START_TEST(test_exec_compare_and_write)
+{
+	uint8_t cdb[16] = { 0x89, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 1, 0, 0 };
+	uint8_t buf[2 * BS];
+	struct syncguard_result r;
+
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	fill(3);
+	ck_assert_int_eq(write16(5, 1, false), SYNCGUARD_OK);
+	memcpy(buf, data, BS);
+	memset(buf + BS, 0x5a, BS);
+	buf[17] ^= 1;					/* wrong expectation */
+	r = run(cdb, 16, buf, sizeof(buf), NULL, 0);
+	ck_assert_int_eq(r.reason, SYNCGUARD_ERR_MISCOMPARE);
+	ck_assert(r.info_valid);
+	ck_assert_uint_eq(r.info, 17);
+	buf[17] ^= 1;
+	ck_assert_int_eq(run(cdb, 16, buf, sizeof(buf), NULL, 0).reason,
+			 SYNCGUARD_OK);
+	ck_assert_int_eq(read10(5, 1, false), SYNCGUARD_OK);
+	ck_assert_uint_eq(back[0], 0x5a);
+}
+END_TEST
+
+/* ---- bad CDBs ---- */
+
+START_TEST(test_exec_lba_out_of_range)
+{
+	uint8_t inq[6] = { 0x12, 0, 0, 0, 36, 0 };
+
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	ck_assert_int_eq(write16(CAP_BLOCKS - 1, 2, false),
+			 SYNCGUARD_ERR_LBA_RANGE);
+	ck_assert_int_eq(write16(UINT64_MAX, 1, false), SYNCGUARD_ERR_LBA_RANGE);
+	ck_assert_int_eq(write16(CAP_BLOCKS - 1, 1, false), SYNCGUARD_OK);
+	ck_assert_int_eq(read10(CAP_BLOCKS, 0, false), SYNCGUARD_ERR_LBA_RANGE);
+	ck_assert_int_eq(sync_cache10(CAP_BLOCKS - 4, 8),
+			 SYNCGUARD_ERR_LBA_RANGE);
+	ck_assert_int_eq(sync_cache10(CAP_BLOCKS - 4, 4), SYNCGUARD_OK);
+	assert_sense(SYNCGUARD_ERR_LBA_RANGE, 0x05, 0x2100);
+	ck_assert_int_eq(run(inq, 6, NULL, 0, NULL, 0).reason,
+			 SYNCGUARD_ERR_INVALID_OPCODE);
+	ck_assert_uint_eq(lun.count.errors, 5);
+}
+END_TEST
+
+/* ---- faults: never GOOD for a failed write or flush ---- */
+
+START_TEST(test_exec_write_eio)
+{
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	fx.pwrite_errno = EIO;
+	assert_sense(write16(0, 8, false), 0x03, 0x0c00);
+	assert_sense(write16(0, 8, true), 0x03, 0x0c00);
+}
+END_TEST
+
+START_TEST(test_exec_read_eio)
+{
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	fx.pread_errno = EIO;
+	assert_sense(read10(0, 8, false), 0x03, 0x1100);
+}
+END_TEST
+
+START_TEST(test_exec_enospc)
+{
+	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
+	fx.pwrite_errno = ENOSPC;
+	assert_sense(write16(0, 8, false), 0x07, 0x2707);
+	fx.pwrite_errno = 0;	/* space is back: no latch for ENOSPC */
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+}
+END_TEST
+
+START_TEST(test_exec_flush_error_latches)
+{
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	fx.fdatasync_errno = EIO;
+	assert_sense(sync_cache10(0, 0), 0x03, 0x0c00);
+	fx.fdatasync_errno = 0;		/* the kernel would now say "fine" */
+	assert_sense(sync_cache10(0, 0), 0x03, 0x0c00);
+	assert_sense(write16(0, 8, true), 0x03, 0x0c00);
+	ck_assert_int_eq(fx.fdatasyncs, 1);	/* never asked again */
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);	/* promises
+								 * nothing */
+	ck_assert_int_eq(read10(0, 8, false), SYNCGUARD_OK);
+}
+END_TEST
+
+START_TEST(test_exec_dsync_failure_latches_all_modes)
+{
+	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
+	fx.pwrite_errno = EIO;
+	assert_sense(write16(0, 8, false), 0x03, 0x0c00);
+	fx.pwrite_errno = 0;
+	assert_sense(write16(0, 8, false), 0x03, 0x0c00);
+	assert_sense(sync_cache10(0, 0), 0x03, 0x0c00);
+}
+END_TEST
+
+START_TEST(test_exec_eintr_and_short_writes_complete)
+{
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	fill(5);
+	fx.pwrite_eintr = 2;
+	ck_assert_int_eq(write16(0, 16, true), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.pwrites, 3);
+	fill(6);
+	fx.pwrite_short = true;
+	ck_assert_int_eq(write16(0, 16, false), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.pwrites, 5);	/* half, then the rest */
+	ck_assert_int_eq(read10(0, 16, false), SYNCGUARD_OK);
+	ck_assert_mem_eq(back, data, 16 * BS);
+}
+END_TEST
+
+/* ---- open-time checks ---- */
+
+static int try_open(const char *p, const char *bsopts, char *err)
+{
+	struct syncguard_opts o;
+
+	ck_assert_int_eq(syncguard_opts_parse(bsopts, &o, err, 256), 0);
+	return syncguard_lun_open(&lun, p, 9, &o, err, 256);
+}
+
+START_TEST(test_open_rejects)
+{
+	char err[256], p2[80];
+
+	ck_assert_int_eq(try_open(dir, "", err), -EISDIR);
+	ck_assert_ptr_nonnull(strstr(err, "is a directory"));
+	snprintf(p2, sizeof(p2), "%s/missing", dir);
+	ck_assert_int_eq(try_open(p2, "", err), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(err, "No such file"));
+	make_file(path, 1000, true);
+	ck_assert_int_eq(try_open(path, "", err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "not a positive multiple"));
+	ck_assert_int_eq(try_open("/dev/null", "", err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "not a regular file or block"));
+}
+END_TEST
+
+START_TEST(test_open_plp_needs_allocated_file)
+{
+	char err[256];
+	int ret;
+
+	make_file(path, LUN_BYTES, false);		/* sparse */
+	ret = try_open(path, "mode=plp", err);
+	ck_assert_msg(ret == -EINVAL, "plp on a sparse file: %d %s", ret, err);
+	ck_assert_ptr_nonnull(strstr(err, "allocated and written"));
+	ck_assert_int_eq(try_open(path, "mode=plp;alloc_check=no", err), 0);
+	syncguard_lun_close(&lun);
+	ck_assert_int_eq(try_open(path, "mode=write-back", err), 0);
+	syncguard_lun_close(&lun);
+	make_file(path, LUN_BYTES, true);
+	ck_assert_msg(try_open(path, "mode=plp", err) == 0, "%s", err);
+}
+END_TEST
+
+Suite *exec_suite(void)
+{
+	Suite *s = suite_create("exec");
+	TCase *cost = tcase_create("cost");
+	TCase *data = tcase_create("data");
+	TCase *faults = tcase_create("faults");
+	TCase *open = tcase_create("open");
+	TCase *all[] = { cost, data, faults, open };
+
+	for (int i = 0; i < 4; i++) {
+		tcase_add_checked_fixture(all[i], setup, teardown);
+		suite_add_tcase(s, all[i]);
+	}
+	tcase_add_test(cost, test_exec_write_back_costs);
+	tcase_add_test(cost, test_exec_write_through_costs);
+	tcase_add_test(cost, test_exec_plp_costs);
+	tcase_add_test(cost, test_exec_wce_off_flushes_then_writes_through);
+	tcase_add_test(data, test_exec_data_round_trip);
+	tcase_add_test(data, test_exec_write_same_lbdata);
+	tcase_add_test(data, test_exec_compare_and_write);
+	tcase_add_test(data, test_exec_lba_out_of_range);
+	tcase_add_test(faults, test_exec_write_eio);
+	tcase_add_test(faults, test_exec_read_eio);
+	tcase_add_test(faults, test_exec_enospc);
+	tcase_add_test(faults, test_exec_flush_error_latches);
+	tcase_add_test(faults, test_exec_dsync_failure_latches_all_modes);
+	tcase_add_test(faults, test_exec_eintr_and_short_writes_complete);
+	tcase_add_test(open, test_open_rejects);
+	tcase_add_test(open, test_open_plp_needs_allocated_file);
+	return s;
+}

@@ -1,0 +1,117 @@
+/* bsopts parsing: every key, every bad input, the messages users see. */
+#include <errno.h>
+#include <string.h>
+
+#include "syncguard.h"
+#include "unit.h"
+
+static struct syncguard_opts opts;
+static char err[256];
+
+static int parse(const char *s)
+{
+	memset(&opts, 0xa5, sizeof(opts));	/* defaults must be set */
+	return syncguard_opts_parse(s, &opts, err, sizeof(err));
+}
+
+START_TEST(test_opts_defaults)
+{
+	ck_assert_int_eq(parse(NULL), 0);
+	ck_assert_int_eq(opts.mode, SYNCGUARD_MODE_WRITE_BACK);
+	ck_assert(opts.alloc_check);
+	ck_assert_int_eq(parse(""), 0);
+	ck_assert_int_eq(opts.mode, SYNCGUARD_MODE_WRITE_BACK);
+	ck_assert_int_eq(parse(";;"), 0);
+}
+END_TEST
+
+START_TEST(test_opts_modes)
+{
+	static const struct {
+		const char *s;
+		enum syncguard_mode m;
+	} t[] = {
+		{ "mode=write-through", SYNCGUARD_MODE_WRITE_THROUGH },
+		{ "mode=write-back", SYNCGUARD_MODE_WRITE_BACK },
+		{ "mode=plp", SYNCGUARD_MODE_PLP },
+		{ "mode=plp;", SYNCGUARD_MODE_PLP },
+		{ "mode=plp;mode=write-through", SYNCGUARD_MODE_WRITE_THROUGH },
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		ck_assert_msg(parse(t[i].s) == 0, "%s: %s", t[i].s, err);
+		ck_assert_int_eq(opts.mode, t[i].m);
+	}
+	ck_assert_str_eq(syncguard_mode_name(SYNCGUARD_MODE_PLP), "plp");
+	ck_assert_str_eq(syncguard_mode_name(SYNCGUARD_MODE_WRITE_THROUGH),
+			 "write-through");
+}
+END_TEST
+
+START_TEST(test_opts_alloc_check)
+{
+	ck_assert_int_eq(parse("mode=plp;alloc_check=no"), 0);
+	ck_assert(!opts.alloc_check);
+	ck_assert_int_eq(parse("alloc_check=yes"), 0);
+	ck_assert(opts.alloc_check);
+	ck_assert_int_eq(parse("alloc_check=maybe"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "maybe"));
+	ck_assert_ptr_nonnull(strstr(err, "yes or no"));
+}
+END_TEST
+
+START_TEST(test_opts_unknown_key)
+{
+	ck_assert_int_eq(parse("mode=plp;cache=off"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "unknown key 'cache'"));
+	ck_assert_ptr_nonnull(strstr(err, "mode, alloc_check"));
+}
+END_TEST
+
+START_TEST(test_opts_bad_value)
+{
+	ck_assert_int_eq(parse("mode=writeback"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "'writeback'"));
+	ck_assert_ptr_nonnull(strstr(err, "write-through, write-back or plp"));
+	ck_assert_int_eq(parse("mode="), -EINVAL);
+	ck_assert_int_eq(parse("mode=WRITE-BACK"), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_opts_not_key_value)
+{
+	ck_assert_int_eq(parse("write-back"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "not key=value"));
+	ck_assert_int_eq(parse("=plp"), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_opts_help_lists_every_key)
+{
+	char buf[1024];
+	size_t need = syncguard_opts_help(buf, sizeof(buf));
+
+	ck_assert_uint_lt(need, sizeof(buf));
+	ck_assert_ptr_nonnull(strstr(buf, "mode=<write-through, write-back or plp>"));
+	ck_assert_ptr_nonnull(strstr(buf, "alloc_check=<yes or no>"));
+	/* a short buffer is truncated, not overrun */
+	ck_assert_uint_eq(syncguard_opts_help(buf, 8), need);
+	ck_assert_uint_eq(strlen(buf), 7);
+}
+END_TEST
+
+Suite *opts_suite(void)
+{
+	Suite *s = suite_create("opts");
+	TCase *tc = tcase_create("parse");
+
+	tcase_add_test(tc, test_opts_defaults);
+	tcase_add_test(tc, test_opts_modes);
+	tcase_add_test(tc, test_opts_alloc_check);
+	tcase_add_test(tc, test_opts_unknown_key);
+	tcase_add_test(tc, test_opts_bad_value);
+	tcase_add_test(tc, test_opts_not_key_value);
+	tcase_add_test(tc, test_opts_help_lists_every_key);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,12 @@
+/* Unit tests of the tgt-independent core: one Suite per file. */
+#ifndef SYNCGUARD_UNIT_H
+#define SYNCGUARD_UNIT_H
+
+#include <check.h>
+
+Suite *opts_suite(void);
+Suite *policy_suite(void);
+Suite *cdb_suite(void);
+Suite *exec_suite(void);
+
+#endif
