@@ -67,7 +67,7 @@ for mode in $modes; do
 	for qd in 1 16; do
 		for sync in none fua flush; do
 			n=$((n + 1))
-			printf 'demo: [%2d/%d] %-13s QD %-2s sync=%-5s%s' \
+			printf 'demo: [%2d/%d] %-13s QD %-2s sync=%-5s%b' \
 				"$n" "$runs" "$mode" "$qd" "$sync" "$eol" >&2
 			row=$("$bench" --csv --no-header --no-progress -t "$secs" \
 				-q "$qd" -s "$sync" -b 4k "$url") || failed=$((failed + 1))
