@@ -23,7 +23,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer \
 	    -fno-sanitize-recover=undefined
 
 DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
-	gcc make util-linux iproute2 sdparm
+	gcc make util-linux iproute2 e2fsprogs sdparm libfuse3-dev fuse3
 
 CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c \
 	     core/exec.c
@@ -39,12 +39,16 @@ PROTO_SRCS := tests/proto/main.c tests/proto/fixture.c \
 	      tests/proto/check_blockdev.c
 
 ISCSI_LIBS := $(shell pkg-config --libs libiscsi 2>/dev/null || echo -liscsi)
+FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null || echo -I/usr/include/fuse3)
+FUSE_LIBS  := $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3 -lpthread)
+TOOLS      := tools/iscsi-syncbench tools/iscsi-crashtest tools/syncguard-devmodel
+CUTS       ?= 1000
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
 .PHONY: all deps install uninstall demo check check-unit check-proto \
-	clean tgt-src FORCE
+	check-crash crashtest clean tgt-src FORCE
 
-all: bs_syncguard.so tools/iscsi-syncbench
+all: bs_syncguard.so $(TOOLS)
 
 deps:
 	apt-get update
@@ -91,6 +95,12 @@ tools/iscsi-syncbench: tools/iscsi-syncbench.c tools/histogram.c \
 	$(CC) $(BASE) -Itools $(CFLAGS) tools/iscsi-syncbench.c \
 	  tools/histogram.c -o $@ $(ISCSI_LIBS) -lm
 
+tools/iscsi-crashtest: tools/iscsi-crashtest.c
+	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
+
+tools/syncguard-devmodel: tools/syncguard-devmodel.c
+	$(CC) $(BASE) $(FUSE_CFLAGS) $(CFLAGS) $< -o $@ $(FUSE_LIBS)
+
 # ---- tests ----
 $(BUILD)/unit-tests: $(UNIT_SRCS) $(CORE_SAN) $(HDRS) tests/unit/unit.h
 	$(CC) $(BASE) -O1 -g $(SAN) $(UNIT_SRCS) $(CORE_SAN) -o $@ \
@@ -100,18 +110,25 @@ $(BUILD)/proto-tests: $(PROTO_SRCS) tests/proto/proto.h
 	$(CC) $(BASE) -Itests/proto $(CFLAGS) $(PROTO_SRCS) -o $@ \
 	  $(ISCSI_LIBS) $(CHECK_LIBS) -lpthread
 
-check: check-unit check-proto
+check: check-unit check-proto check-crash
 
 check-unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests
 
-check-proto: $(BUILD)/proto-tests bs_syncguard.so tools/iscsi-syncbench
+check-proto: $(BUILD)/proto-tests bs_syncguard.so $(TOOLS)
 	SYNCGUARD_MODULE=$(CURDIR)/bs_syncguard.so \
 	SYNCGUARD_TOP=$(CURDIR) $(BUILD)/proto-tests
+
+# short power-cut run (make crashtest: CUTS per configuration, default 1000)
+check-crash: bs_syncguard.so $(TOOLS)
+	scripts/crashtest.sh --cuts 20
+
+crashtest: bs_syncguard.so $(TOOLS)
+	scripts/crashtest.sh --cuts $(CUTS)
 
 demo: all install
 	scripts/demo.sh
 
 clean:
 	rm -rf $(BUILD)/pic $(BUILD)/san $(BUILD)/unit-tests \
-	  $(BUILD)/proto-tests bs_syncguard.so tools/iscsi-syncbench
+	  $(BUILD)/proto-tests bs_syncguard.so $(TOOLS)

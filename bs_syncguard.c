@@ -185,8 +185,9 @@ static void bs_syncguard_request(struct scsi_cmd *cmd)
 		sense_data_build(cmd, s.key, s.asc);
 	if (req.in_len)
 		scsi_set_in_resid_by_actual(cmd, res.in_done);
-	eprintf("syncguard: lun %" PRIu64 ": opcode 0x%02x: sense %x/%04x\n",
-		cmd->dev->lun, cmd->scb[0], s.key, s.asc);
+	eprintf("syncguard: lun %" PRIu64 ": opcode 0x%02x: sense %x/%04x%s%s\n",
+		cmd->dev->lun, cmd->scb[0], s.key, s.asc, res.err ? ": " : "",
+		res.err ? strerror(res.err) : "");
 }
 
 /* ---- backing-store hooks ---- */

@@ -50,8 +50,12 @@ static struct syncguard_action policy(struct syncguard_lun *lun,
 	return syncguard_policy(lun->opts.mode, syncguard_lun_wce(lun), class);
 }
 
+/* The errno behind the last I/O error of this thread's command. */
+static __thread int last_errno;
+
 static enum syncguard_reason io_reason(int neg_errno, bool writing)
 {
+	last_errno = -neg_errno;
 	return syncguard_reason_of_errno(-neg_errno, writing);
 }
 
@@ -404,12 +408,15 @@ void syncguard_execute(struct syncguard_lun *lun,
 	int ret = syncguard_cdb_decode(req->cdb, req->cdb_len, &c);
 
 	memset(res, 0, sizeof(*res));
+	last_errno = 0;
 	if (ret == -ENOTSUP || (!ret && !handlers[c.op]))
 		res->reason = SYNCGUARD_ERR_INVALID_OPCODE;
 	else if (ret)
 		res->reason = SYNCGUARD_ERR_INVALID_CDB;
 	else
 		res->reason = handlers[c.op](lun, req, &c, res);
-	if (res->reason != SYNCGUARD_OK)
+	if (res->reason != SYNCGUARD_OK) {
 		syncguard_count(&lun->count.errors);
+		res->err = last_errno;
+	}
 }

@@ -250,6 +250,10 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		ret = check_plp(lun, path, err, errlen);
 	if (!ret)
 		ret = -pthread_rwlock_init(&lun->write_lock, NULL);
+	if (!ret)
+		ret = -pthread_mutex_init(&lun->pool_lock, NULL);
+	if (!ret && !(lun->path = strdup(path)))
+		ret = -ENOMEM;
 	if (ret) {
 		close(lun->fd);
 		lun->fd = -1;
@@ -267,7 +271,14 @@ int syncguard_lun_close(struct syncguard_lun *lun)
 		ret = syncguard_lun_flush(lun);
 	close(lun->fd);
 	lun->fd = -1;
+	while (lun->npool)
+		close(lun->pool[--lun->npool]);
+	free(lun->pool);
+	free(lun->path);
+	lun->pool = NULL;
+	lun->path = NULL;
 	pthread_rwlock_destroy(&lun->write_lock);
+	pthread_mutex_destroy(&lun->pool_lock);
 	return ret;
 }
 
@@ -298,6 +309,60 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 /* ---- durability primitives ---- */
 
 /*
+ * Sync descriptors.  Linux reports a writeback error once per open file
+ * description (errseq): when two threads flush through one descriptor
+ * and both flushes covered pages that failed, one sees EIO and the other
+ * gets 0, and would answer GOOD for data that never reached the device.
+ * So every call that makes data durable (RWF_DSYNC write, fdatasync,
+ * sync_file_range) runs on a descriptor that no other call uses at the
+ * same time, opened separately (dup() would share the description).
+ * Each descriptor then sees every error since it last reported one; a
+ * new one also sees errors nobody has seen yet.  The power-cut test
+ * (scripts/crashtest.sh) loses acknowledged plp writes without this.
+ */
+static int sync_fd_get(struct syncguard_lun *lun)
+{
+	int fd = -1;
+
+	pthread_mutex_lock(&lun->pool_lock);
+	if (lun->npool)
+		fd = lun->pool[--lun->npool];
+	pthread_mutex_unlock(&lun->pool_lock);
+	if (fd < 0)
+		fd = open(lun->path, O_RDWR | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static void sync_fd_put(struct syncguard_lun *lun, int fd)
+{
+	pthread_mutex_lock(&lun->pool_lock);
+	if (lun->npool == lun->pool_cap) {
+		unsigned int cap = lun->pool_cap ? lun->pool_cap * 2 : 16;
+		int *p = realloc(lun->pool, cap * sizeof(*p));
+
+		if (p) {
+			lun->pool = p;
+			lun->pool_cap = cap;
+		}
+	}
+	if (lun->npool < lun->pool_cap) {
+		lun->pool[lun->npool++] = fd;
+		fd = -1;
+	}
+	pthread_mutex_unlock(&lun->pool_lock);
+	if (fd >= 0)
+		close(fd);
+}
+
+static int datasync(int fd)
+{
+	while (syncguard_sys.fdatasync(fd))
+		if (errno != EINTR)
+			return -errno;
+	return 0;
+}
+
+/*
  * The latch.  After a failed flush the kernel may already have dropped
  * the dirty pages it could not write, and Linux reports a writeback
  * error to a file description only once: a later fdatasync can succeed
@@ -323,29 +388,30 @@ int syncguard_lun_latched(struct syncguard_lun *lun)
 int syncguard_lun_flush(struct syncguard_lun *lun)
 {
 	int err = syncguard_lun_latched(lun);
+	int fd;
 
 	if (err)
 		return -err;
+	fd = sync_fd_get(lun);
+	if (fd < 0)
+		return fd;
 	syncguard_count(&lun->count.device_flushes);
-	while (syncguard_sys.fdatasync(lun->fd)) {
-		if (errno == EINTR)
-			continue;
-		err = errno;
-		latch(lun, err);
-		return -err;
-	}
-	return 0;
+	err = datasync(fd);
+	sync_fd_put(lun, fd);
+	if (err)
+		latch(lun, -err);
+	return err;
 }
 
-/* Write all of @len bytes at @off, retrying EINTR and short writes.
- * @flags: pwritev2 flags (RWF_DSYNC or 0). */
-static int write_all(struct syncguard_lun *lun, const uint8_t *buf,
-		     size_t len, uint64_t off, int flags)
+/* Write all of @len bytes at @off through @fd, retrying EINTR and short
+ * writes.  @flags: pwritev2 flags (RWF_DSYNC or 0). */
+static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t off,
+		     int flags)
 {
 	while (len) {
 		struct iovec iov = { (void *)buf, len };
-		ssize_t n = syncguard_sys.pwritev2(lun->fd, &iov, 1,
-						   (off_t)off, flags);
+		ssize_t n = syncguard_sys.pwritev2(fd, &iov, 1, (off_t)off,
+						   flags);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -365,14 +431,43 @@ static int writeout(struct syncguard_lun *lun, uint64_t off, uint64_t len)
 {
 	unsigned int how = SYNC_FILE_RANGE_WAIT_BEFORE |
 			   SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+	int fd = sync_fd_get(lun), err = 0;
 
+	if (fd < 0)
+		return fd;
 	syncguard_count(&lun->count.writeouts);
-	while (syncguard_sys.sync_file_range(lun->fd, (off_t)off, (off_t)len,
-					     how)) {
-		if (errno != EINTR)
-			return -errno;
+	while (syncguard_sys.sync_file_range(fd, (off_t)off, (off_t)len, how))
+		if (errno != EINTR) {
+			err = -errno;
+			break;
+		}
+	sync_fd_put(lun, fd);
+	return err;
+}
+
+/*
+ * This write's data, its metadata and the device cache, before return:
+ * RWF_DSYNC, or where the file system refuses it (FUSE does), the same
+ * write followed by fdatasync on the same descriptor.
+ */
+static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
+			 size_t len, uint64_t off)
+{
+	int fd = sync_fd_get(lun), err = -EOPNOTSUPP;
+
+	if (fd < 0)
+		return fd;
+	syncguard_count(&lun->count.dsync_writes);
+	if (!__atomic_load_n(&lun->no_rwf_dsync, __ATOMIC_RELAXED))
+		err = write_all(fd, buf, len, off, RWF_DSYNC);
+	if (err == -EOPNOTSUPP) {
+		__atomic_store_n(&lun->no_rwf_dsync, true, __ATOMIC_RELAXED);
+		err = write_all(fd, buf, len, off, 0);
+		if (!err)
+			err = datasync(fd);
 	}
-	return 0;
+	sync_fd_put(lun, fd);
+	return err;
 }
 
 int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
@@ -384,13 +479,12 @@ int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
 		return -syncguard_lun_latched(lun);
 	switch (persist) {
 	case SYNCGUARD_PERSIST_CACHED:
-		return write_all(lun, buf, len, off, 0);
+		return write_all(lun->fd, buf, len, off, 0);
 	case SYNCGUARD_PERSIST_DURABLE:
-		syncguard_count(&lun->count.dsync_writes);
-		err = write_all(lun, buf, len, off, RWF_DSYNC);
+		err = write_durable(lun, buf, len, off);
 		break;
 	case SYNCGUARD_PERSIST_WRITTEN:
-		err = write_all(lun, buf, len, off, 0);
+		err = write_all(lun->fd, buf, len, off, 0);
 		if (!err)
 			err = writeout(lun, off, len);
 		break;

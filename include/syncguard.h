@@ -219,6 +219,14 @@ struct syncguard_lun {
 	pthread_rwlock_t write_lock;	/* writes share it; COMPARE AND WRITE
 					 * and WCE changes take it alone */
 	int flush_error;		/* first failed flush's errno, latched */
+	bool no_rwf_dsync;		/* the file system refused RWF_DSYNC:
+					 * write, then fdatasync */
+	/* Descriptors for durability calls, one per call in flight (see
+	 * "sync descriptors" in core/lun.c). */
+	char *path;
+	pthread_mutex_t pool_lock;
+	int *pool;
+	unsigned int npool, pool_cap;
 	struct syncguard_counters count;
 };
 
@@ -274,6 +282,7 @@ struct syncguard_result {
 	uint32_t in_done;	/* bytes of Data-In filled */
 	uint64_t info;		/* MISCOMPARE: byte offset of the difference */
 	bool info_valid;
+	int err;		/* errno behind an I/O error (for the log), 0 */
 };
 
 /*

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "syncguard.h"
+#include "internal.h"
 #include "unit.h"
 
 #define BS 512u
@@ -24,6 +25,7 @@
 
 static struct {
 	int pwrite_errno, pwrite_eintr, fdatasync_errno, pread_errno;
+	int dsync_errno;	/* only RWF_DSYNC writes fail (FUSE: EOPNOTSUPP) */
 	bool pwrite_short;
 	int pwrites, dsyncs, fdatasyncs, writeouts;
 } fx;
@@ -41,8 +43,8 @@ static ssize_t fx_pwritev2(int fd, const struct iovec *iov, int cnt,
 		errno = EINTR;
 		return -1;
 	}
-	if (fx.pwrite_errno) {
-		errno = fx.pwrite_errno;
+	if (fx.pwrite_errno || (fx.dsync_errno && (flags & RWF_DSYNC))) {
+		errno = fx.pwrite_errno ? fx.pwrite_errno : fx.dsync_errno;
 		return -1;
 	}
 	if (fx.pwrite_short && iov[0].iov_len > 1) {
@@ -401,6 +403,22 @@ START_TEST(test_exec_eintr_and_short_writes_complete)
 }
 END_TEST
 
+START_TEST(test_exec_no_rwf_dsync_falls_back)
+{
+	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
+	fill(8);
+	fx.dsync_errno = EOPNOTSUPP;
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 1);	/* write, then fdatasync */
+	ck_assert_int_eq(write16(8, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.dsyncs, 1);		/* not tried again */
+	ck_assert_int_eq(fx.fdatasyncs, 2);
+	ck_assert_int_eq(read10(8, 8, false), SYNCGUARD_OK);
+	ck_assert_mem_eq(back, data, 8 * BS);
+	ck_assert_int_eq(syncguard_lun_latched(&lun), 0);
+}
+END_TEST
+
 /* ---- open-time checks ---- */
 
 static int try_open(const char *p, const char *bsopts, char *err)
@@ -473,6 +491,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_exec_flush_error_latches);
 	tcase_add_test(faults, test_exec_dsync_failure_latches_all_modes);
 	tcase_add_test(faults, test_exec_eintr_and_short_writes_complete);
+	tcase_add_test(faults, test_exec_no_rwf_dsync_falls_back);
 	tcase_add_test(open, test_open_rejects);
 	tcase_add_test(open, test_open_plp_needs_allocated_file);
 	return s;

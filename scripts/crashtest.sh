@@ -1,0 +1,179 @@
+#!/bin/bash
+# crashtest.sh: power-cut simulation.  For each configuration, CUTS times:
+#   1. a fresh zeroed image behind syncguard-devmodel (FUSE; volatile
+#      write cache, or power-loss protected for plp);
+#   2. a private tgtd exports it; iscsi-crashtest runs a mixed workload
+#      (plain writes, FUA writes, SYNCHRONIZE CACHE; several sessions,
+#      queue depth > 1) and journals every command;
+#   3. at a random instant the power goes: the model cuts (a random
+#      subset of its cache survives, nothing after it reaches the image)
+#      and tgtd gets SIGKILL;
+#   4. a second tgtd exports the surviving image and iscsi-crashtest
+#      check reads every block back against the journal.
+# Configurations: the three syncguard modes, which must lose nothing,
+# and tgt's own aio store, which answers SYNCHRONIZE CACHE without
+# flushing: the oracle must catch it losing data, or the test itself is
+# broken.
+#
+# usage: crashtest.sh [--cuts N] [--configs "write-through write-back plp aio"]
+#                     [--json FILE] [--seed N] [--keep]
+# --keep leaves the work directory (journals, logs, last image) in build/.
+set -u
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cuts=20
+configs="write-through write-back plp aio"
+json=$top/build/crashtest.json
+seed0=1
+keep=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--keep) keep=1; shift ;;
+	--cuts) cuts=$2; shift 2 ;;
+	--configs) configs=$2; shift 2 ;;
+	--json) json=$2; shift 2 ;;
+	--seed) seed0=$2; shift 2 ;;
+	*) echo "usage: crashtest.sh [--cuts N] [--configs LIST] [--json FILE] [--seed N] [--keep]" >&2
+	   exit 2 ;;
+	esac
+done
+
+module=$top/bs_syncguard.so
+model=$top/tools/syncguard-devmodel
+crash=$top/tools/iscsi-crashtest
+tp=$top/scripts/tgtd-private
+iqn=iqn.2026-11.org.syncguard:crash
+for f in "$module" "$model" "$crash"; do
+	[ -x "$f" ] || [ -f "$f" ] || { echo "crashtest: $f missing: run make" >&2; exit 1; }
+done
+mkdir -p "$top/build"
+work=$(mktemp -d "$top/build/crash.XXXXXX") || exit 1
+mnt=$work/mnt
+mpid=
+
+unmount_model() {
+	mountpoint -q "$mnt" 2>/dev/null && fusermount3 -u -z "$mnt" 2>/dev/null
+	if [ -n "$mpid" ]; then
+		kill "$mpid" 2>/dev/null
+		wait "$mpid" 2>/dev/null
+		mpid=
+	fi
+}
+
+cleanup() {
+	trap - EXIT INT TERM
+	"$tp" kill "$work/victim" 2>/dev/null
+	unmount_model
+	"$tp" stop "$work/check"
+	if [ -n "$keep" ]; then say "kept $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+trap 'echo "crashtest: interrupted" >&2; exit 130' INT TERM
+
+say() { printf 'crashtest: %s\n' "$*" >&2; }
+
+# bsopts and bstype per configuration; the device model is plp only for plp
+lun_args() {
+	case $1 in
+	aio) echo "|aio" ;;
+	plp) echo "mode=plp;alloc_check=no|syncguard" ;;	# FUSE: no FIEMAP
+	*) echo "mode=$1|syncguard" ;;
+	esac
+}
+
+start_model() {
+	local plp=$1 seed=$2
+	mkdir -p "$mnt"
+	rm -f "$work/stable.img"
+	truncate -s 8M "$work/stable.img"
+	"$model" --image "$work/stable.img" --block 4096 $plp --seed "$seed" \
+		"$mnt" -f >>"$work/model.log" 2>&1 &
+	mpid=$!
+	for _ in $(seq 100); do
+		[ -e "$mnt/disk.img" ] && return 0
+		sleep 0.02
+	done
+	say "device model did not start:"; tail -n 3 "$work/model.log" >&2
+	return 1
+}
+
+# one cut; prints the checker's line "writes W durable D lost L bad_blocks B"
+one_cut() {
+	local config=$1 seed=$2 args bsopts bstype plp= url wpid ms
+	args=$(lun_args "$config"); bsopts=${args%|*}; bstype=${args#*|}
+	[ "$config" = plp ] && plp=--plp
+	start_model "$plp" "$seed" || return 1
+	"$tp" start "$work/victim" "$module" >/dev/null || return 1
+	"$tp" target "$work/victim" 1 "$iqn" &&
+	"$tp" lun "$work/victim" 1 1 "$mnt/disk.img" "$bsopts" "" "$bstype" || {
+		say "cannot create the $config LUN:"; tail -n 3 "$work/victim/tgtd.log" >&2
+		return 1
+	}
+	url=$("$tp" url "$work/victim" "$iqn" 1)
+	"$crash" run --journal "$work/journal" --seed "$seed" --time 60 "$url" \
+		2>>"$work/run.log" &
+	wpid=$!
+	ms=$((100 + (seed * 7919) % 600))
+	sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
+	echo cut >"$mnt/.ctl"		# the power goes: device first ...
+	"$tp" kill "$work/victim"	# ... and the host with it
+	wait "$wpid"
+	unmount_model
+	"$tp" lun "$work/check" 1 1 "$work/stable.img" "mode=write-back" || return 1
+	"$crash" check --journal "$work/journal" \
+		"$("$tp" url "$work/check" "$iqn" 1)" 2>>"$work/check.log"
+	"$tp" adm "$work/check" --lld iscsi --op delete --mode logicalunit \
+		--tid 1 --lun 1
+	return 0
+}
+
+"$tp" start "$work/check" "$module" >/dev/null && "$tp" target "$work/check" 1 "$iqn" || exit 1
+
+declare -A W D L B N
+eol='\n'; [ -t 2 ] && eol='\r'   # one progress line per cut
+status=0
+for config in $configs; do
+	W[$config]=0 D[$config]=0 L[$config]=0 B[$config]=0 N[$config]=0
+	for i in $(seq "$cuts"); do
+		seed=$((seed0 * 100000 + i))
+		line=$(one_cut "$config" "$seed") || { say "$config cut $i failed"; status=1; break; }
+		read -r _ w _ d _ l _ b <<<"$line"
+		[ -n "${b:-}" ] || { say "$config cut $i: no verdict"; status=1; break; }
+		N[$config]=$((N[$config] + 1)); W[$config]=$((W[$config] + w))
+		D[$config]=$((D[$config] + d)); L[$config]=$((L[$config] + l))
+		B[$config]=$((B[$config] + b))
+		printf 'crashtest: %-13s cut %4d/%d: %s%b' "$config" "$i" "$cuts" \
+			"$line" "$eol" >&2
+	done
+	[ -t 2 ] && echo >&2
+done
+
+printf '%-13s %6s %9s %9s %6s %10s  %s\n' config cuts writes durable lost bad_blocks verdict
+{
+	echo "{\"cuts_per_config\":$cuts,\"results\":["
+	sep=
+	for config in $configs; do
+		if [ "$config" = aio ]; then
+			verdict="control: must lose data"
+			[ "${L[$config]}" -gt 0 ] && verdict="$verdict - it did (oracle works)" ||
+				{ verdict="$verdict - it did NOT: the oracle is blind"; status=1; }
+		else
+			verdict=ok
+			[ $((L[$config] + B[$config])) -eq 0 ] || { verdict="CONTRACT BROKEN"; status=1; }
+		fi
+		# a run whose writes mostly failed proves nothing
+		[ $((D[$config] * 4)) -ge "${W[$config]}" ] ||
+			{ verdict="$verdict; too few durable writes: workload failed"; status=1; }
+		[ "${N[$config]}" -eq "$cuts" ] || { verdict="$verdict (incomplete)"; status=1; }
+		printf '%-13s %6d %9d %9d %6d %10d  %s\n' "$config" "${N[$config]}" \
+			"${W[$config]}" "${D[$config]}" "${L[$config]}" "${B[$config]}" "$verdict" >&3
+		printf '%s{"config":"%s","cuts":%d,"writes":%d,"durable_checked":%d,"lost":%d,"bad_blocks":%d}' \
+			"$sep" "$config" "${N[$config]}" "${W[$config]}" "${D[$config]}" \
+			"${L[$config]}" "${B[$config]}"
+		sep=,
+	done
+	echo "]}"
+} 3>&1 >"$json"
+say "results: $json"
+[ "$status" -eq 0 ] || { say "details: $work is kept"; trap - EXIT; "$tp" stop "$work/check"; unmount_model; }
+exit "$status"
