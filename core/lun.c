@@ -489,7 +489,10 @@ int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
 			err = writeout(lun, off, len);
 		break;
 	}
-	if (err && err != -ENOSPC && err != -EDQUOT)
+	/* Any failure on the way to durability latches, ENOSPC included:
+	 * an RWF_DSYNC write cannot tell a refused write (nothing lost)
+	 * from a failed writeback (data lost). */
+	if (err)
 		latch(lun, -err);
 	return err;
 }

@@ -78,6 +78,8 @@ dpkg-source --no-check -x "$dsc" "$dest.tmp" >"$work/extract.log" 2>&1 || {
 	tail -n 5 "$work/extract.log" >&2
 	exit 1
 }
+# dpkg-source -x leaves a copy of the orig tarball beside the output
+rm -f "$(dirname "$dest")"/tgt_*.orig.tar.* "$(dirname "$dest")"/tgt_*.debian.tar.*
 rm -rf "$dest"
 mv "$dest.tmp" "$dest"
 echo "$ver" > "$dest/.syncguard-tgt-version"

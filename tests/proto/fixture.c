@@ -51,14 +51,21 @@ static void find_paths(void)
 		snprintf(module, sizeof(module), "%s/bs_syncguard.so", top);
 }
 
-void proto_tgtd_start(void)
+void proto_prepare(void)
 {
+	if (scratch[0])
+		return;
 	find_paths();
 	snprintf(scratch, sizeof(scratch), "%s/build/proto.XXXXXX", top);
 	if (!mkdtemp(scratch)) {
 		perror("mkdtemp");
 		exit(EXIT_FAILURE);
 	}
+}
+
+void proto_tgtd_start(void)
+{
+	proto_prepare();
 	snprintf(state, sizeof(state), "%s/tgtd", scratch);
 	owner = getpid();
 	signal(SIGINT, on_signal);

@@ -20,6 +20,11 @@
 Suite *modes_suite(void);
 Suite *bsopts_suite(void);
 Suite *blockdev_suite(void);
+Suite *faults_suite(void);
+
+/* Create the scratch directory (proto_dir) before tgtd starts: mounts
+ * made there later are invisible in tgtd's private mount namespace. */
+void proto_prepare(void);
 
 /* Start a private tgtd with target PROTO_TID; aborts the run on failure. */
 void proto_tgtd_start(void);

@@ -352,11 +352,16 @@ END_TEST
 
 START_TEST(test_exec_enospc)
 {
-	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
 	fx.pwrite_errno = ENOSPC;
 	assert_sense(write16(0, 8, false), 0x07, 0x2707);
-	fx.pwrite_errno = 0;	/* space is back: no latch for ENOSPC */
-	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	fx.pwrite_errno = 0;	/* a refused plain write lost nothing */
+	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
+	fx.pwrite_errno = ENOSPC;	/* but a durable one may have */
+	assert_sense(write16(0, 8, true), 0x07, 0x2707);
+	fx.pwrite_errno = 0;	/* latched, reported as what it was */
+	assert_sense(write16(0, 8, true), 0x07, 0x2707);
+	assert_sense(sync_cache10(0, 0), 0x07, 0x2707);
 }
 END_TEST
 

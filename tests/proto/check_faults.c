@@ -1,0 +1,169 @@
+/*
+ * Device faults seen from the initiator, injected in syncguard-devmodel
+ * (a FUSE disk with a volatile cache): a failed flush is never answered
+ * GOOD, and its error is latched so that no later SYNCHRONIZE CACHE or
+ * FUA write claims the lost data is safe; re-creating the LUN clears it
+ * (the documented procedure); a full device gets DATA PROTECT / SPACE
+ * ALLOCATION FAILED WRITE PROTECT.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proto.h"
+
+#define BS 512u
+
+static char mnt[700], img[700], ctl[720], pidfile[720], disk[720];
+
+static int model_start(const char *image, const char *mountpoint)
+{
+	const char *top = getenv("SYNCGUARD_TOP");
+
+	proto_sh("mkdir -p '%s'", mountpoint);
+	return proto_sh("setsid '%s/tools/syncguard-devmodel' --image '%s' '%s' "
+			"-f >'%s.log' 2>&1 </dev/null & echo $! >'%s'; for i in "
+			"$(seq 100); do [ -e '%s/disk.img' ] && exit 0; sleep 0.02; "
+			"done; exit 1", top ? top : ".", image, mountpoint,
+			mountpoint, pidfile, mountpoint);
+}
+
+static void model_stop(void)
+{
+	proto_sh("fusermount3 -u -z '%s' 2>/dev/null; kill $(cat '%s' "
+		 "2>/dev/null) 2>/dev/null; true", mnt, pidfile);
+}
+
+static void model_ctl(const char *cmd)
+{
+	ck_assert_int_eq(proto_sh("echo '%s' >'%s'", cmd, ctl), 0);
+}
+
+static void setup(void)
+{
+	proto_prepare();
+	snprintf(mnt, sizeof(mnt), "%s/mnt", proto_dir());
+	snprintf(img, sizeof(img), "%s", proto_file("model.img", 8 << 20, false));
+	snprintf(ctl, sizeof(ctl), "%s/.ctl", mnt);
+	snprintf(disk, sizeof(disk), "%s/disk.img", mnt);
+	snprintf(pidfile, sizeof(pidfile), "%s/model.pid", proto_dir());
+	if (model_start(img, mnt)) {
+		fprintf(stderr, "faults: the device model did not start\n");
+		model_stop();
+		exit(EXIT_FAILURE);
+	}
+	proto_tgtd_start();	/* after the mount: see proto_prepare() */
+}
+
+static void teardown(void)
+{
+	model_stop();		/* lazy: tgtd's open LUNs just fail */
+	proto_tgtd_stop();
+}
+
+static struct scsi_task *write_lba(struct iscsi_context *iscsi, int lun,
+				   uint32_t lba, int fua)
+{
+	static unsigned char out[BS * 8];
+
+	memset(out, (int)lba, sizeof(out));
+	return iscsi_write10_sync(iscsi, lun, lba, out, sizeof(out), BS, 0, 0,
+				  fua, 0, 0);
+}
+
+START_TEST(test_faults_failed_flush_latches)
+{
+	struct iscsi_context *iscsi;
+
+	ck_assert_int_eq(proto_add_lun(1, disk, "mode=write-back", 0), 0);
+	iscsi = proto_connect(1);
+	proto_assert_good(write_lba(iscsi, 1, 0, 0), "WRITE(10)", false);
+	model_ctl("fail-fsync EIO 1");		/* the next flush fails once */
+	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 1, 0, 0, 0, 0),
+			   SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "SYNCHRONIZE CACHE(10) on a failing flush");
+	/* the device would flush fine now, but what it dropped is gone */
+	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 1, 0, 0, 0, 0),
+			   SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "SYNCHRONIZE CACHE(10) after a failed flush");
+	proto_assert_sense(write_lba(iscsi, 1, 8, 1), SCSI_SENSE_MEDIUM_ERROR,
+			   0x0c00, "FUA WRITE(10) after a failed flush");
+	proto_assert_good(write_lba(iscsi, 1, 16, 0), "plain WRITE(10)", false);
+	proto_assert_good(iscsi_read10_sync(iscsi, 1, 16, BS, BS, 0, 0, 0, 0, 0),
+			  "READ(10)", false);
+	iscsi_destroy_context(iscsi);
+	ck_assert(proto_log_has("opcode 0x35: sense 3/0c00: Input/output error"));
+	/* the documented way out: re-create the LUN */
+	ck_assert_int_eq(proto_del_lun(1), 0);
+	ck_assert_int_eq(proto_add_lun(1, disk, "mode=write-back", 0), 0);
+	iscsi = proto_connect(1);
+	proto_assert_good(iscsi_synchronizecache10_sync(iscsi, 1, 0, 0, 0, 0),
+			  "SYNCHRONIZE CACHE(10) on the re-created LUN", false);
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(1), 0);
+}
+END_TEST
+
+START_TEST(test_faults_write_through_eio)
+{
+	struct iscsi_context *iscsi;
+
+	ck_assert_int_eq(proto_add_lun(2, disk, "mode=write-through", 0), 0);
+	iscsi = proto_connect(2);
+	proto_assert_good(write_lba(iscsi, 2, 0, 0), "WRITE(10)", false);
+	model_ctl("fail-write EIO 1");
+	proto_assert_sense(write_lba(iscsi, 2, 8, 0), SCSI_SENSE_MEDIUM_ERROR,
+			   0x0c00, "WRITE(10) on a failing device");
+	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 2, 0, 0, 0, 0),
+			   SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "SYNCHRONIZE CACHE(10) after a failed write");
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(2), 0);
+	model_ctl("clear");
+}
+END_TEST
+
+START_TEST(test_faults_device_full)
+{
+	struct iscsi_context *iscsi;
+
+	ck_assert_int_eq(proto_add_lun(3, disk, "mode=write-through", 0), 0);
+	iscsi = proto_connect(3);
+	model_ctl("fail-write ENOSPC 1");
+	proto_assert_sense(write_lba(iscsi, 3, 0, 0), SCSI_SENSE_DATA_PROTECTION,
+			   0x2707, "WRITE(10) on a full device");
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(3), 0);
+}
+END_TEST
+
+/* FUSE needs /dev/fuse and fusermount3; the model must be built. */
+static bool fuse_available(void)
+{
+	const char *top = getenv("SYNCGUARD_TOP");
+
+	return access("/dev/fuse", R_OK | W_OK) == 0 &&
+	       proto_sh("command -v fusermount3 >/dev/null") == 0 &&
+	       proto_sh("test -x '%s/tools/syncguard-devmodel'",
+			top ? top : ".") == 0;
+}
+
+Suite *faults_suite(void)
+{
+	Suite *s = suite_create("faults");
+	TCase *tc = tcase_create("device-model");
+
+	if (!fuse_available()) {
+		fprintf(stderr, "faults: left out: needs /dev/fuse, fusermount3 "
+			"and tools/syncguard-devmodel\n");
+		return s;
+	}
+	tcase_add_unchecked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_faults_failed_flush_latches);
+	tcase_add_test(tc, test_faults_write_through_eio);
+	tcase_add_test(tc, test_faults_device_full);
+	suite_add_tcase(s, tc);
+	return s;
+}
