@@ -29,6 +29,7 @@ CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c \
 	     core/exec.c
 CORE_PIC  := $(CORE_SRCS:%.c=$(BUILD)/pic/%.o)
 CORE_SAN  := $(CORE_SRCS:%.c=$(BUILD)/san/%.o)
+CORE_SANPIC := $(CORE_SRCS:%.c=$(BUILD)/sanpic/%.o)
 HDRS      := include/syncguard.h core/internal.h
 
 UNIT_SRCS  := tests/unit/main.c tests/unit/check_opts.c \
@@ -41,12 +42,14 @@ PROTO_SRCS := tests/proto/main.c tests/proto/fixture.c \
 ISCSI_LIBS := $(shell pkg-config --libs libiscsi 2>/dev/null || echo -liscsi)
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null || echo -I/usr/include/fuse3)
 FUSE_LIBS  := $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3 -lpthread)
-TOOLS      := tools/iscsi-syncbench tools/iscsi-crashtest tools/syncguard-devmodel
+TOOLS      := tools/iscsi-syncbench tools/iscsi-crashtest \
+	      tools/syncguard-devmodel tools/iscsi-cdbfuzz
+FUZZ_COUNT ?= 1000000
 CUTS       ?= 1000
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
 .PHONY: all deps install uninstall demo check check-unit check-proto \
-	check-crash crashtest clean tgt-src FORCE
+	check-crash crashtest check-fuzz fuzz clean tgt-src FORCE
 
 all: bs_syncguard.so $(TOOLS)
 
@@ -77,11 +80,22 @@ $(BUILD)/san/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -O1 -g $(SAN) -c $< -o $@
 
+$(BUILD)/sanpic/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -O1 -g $(SAN) -fPIC -fvisibility=hidden -c $< -o $@
+
 bs_syncguard.so: bs_syncguard.c $(CORE_PIC) $(HDRS) \
 		 $(TGT_SRC)/.syncguard-tgt-version
 	$(CC) $(BASE) $(CFLAGS) -fPIC -shared -isystem $(TGT_SRC)/usr \
 	  -fvisibility=hidden \
 	  bs_syncguard.c $(CORE_PIC) -o $@ -lpthread
+
+# the same module under AddressSanitizer and UndefinedBehaviorSanitizer,
+# for the fuzz tests (tgtd runs with libasan preloaded)
+$(BUILD)/san/bs_syncguard.so: bs_syncguard.c $(CORE_SANPIC) $(HDRS) \
+			      $(TGT_SRC)/.syncguard-tgt-version
+	$(CC) $(BASE) -O1 -g $(SAN) -fPIC -shared -isystem $(TGT_SRC)/usr \
+	  -fvisibility=hidden bs_syncguard.c $(CORE_SANPIC) -o $@ -lpthread
 
 install: bs_syncguard.so
 	install -D -m 0644 bs_syncguard.so $(DESTDIR)$(BSDIR)/bs_syncguard.so
@@ -98,6 +112,9 @@ tools/iscsi-syncbench: tools/iscsi-syncbench.c tools/histogram.c \
 tools/iscsi-crashtest: tools/iscsi-crashtest.c
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
 
+tools/iscsi-cdbfuzz: tools/iscsi-cdbfuzz.c
+	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
+
 tools/syncguard-devmodel: tools/syncguard-devmodel.c
 	$(CC) $(BASE) $(FUSE_CFLAGS) $(CFLAGS) $< -o $@ $(FUSE_LIBS)
 
@@ -110,7 +127,7 @@ $(BUILD)/proto-tests: $(PROTO_SRCS) tests/proto/proto.h
 	$(CC) $(BASE) -Itests/proto $(CFLAGS) $(PROTO_SRCS) -o $@ \
 	  $(ISCSI_LIBS) $(CHECK_LIBS) -lpthread
 
-check: check-unit check-proto check-crash
+check: check-unit check-proto check-fuzz check-crash
 
 check-unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests
@@ -126,9 +143,16 @@ check-crash: bs_syncguard.so $(TOOLS)
 crashtest: bs_syncguard.so $(TOOLS)
 	scripts/crashtest.sh --cuts $(CUTS)
 
+# CDB fuzzing against the sanitizer build (make fuzz: FUZZ_COUNT per mode)
+check-fuzz: $(BUILD)/san/bs_syncguard.so $(TOOLS)
+	scripts/fuzz.sh --count 20000
+
+fuzz: $(BUILD)/san/bs_syncguard.so $(TOOLS)
+	scripts/fuzz.sh --count $(FUZZ_COUNT)
+
 demo: all install
 	scripts/demo.sh
 
 clean:
-	rm -rf $(BUILD)/pic $(BUILD)/san $(BUILD)/unit-tests \
+	rm -rf $(BUILD)/pic $(BUILD)/san $(BUILD)/sanpic $(BUILD)/unit-tests \
 	  $(BUILD)/proto-tests bs_syncguard.so $(TOOLS)

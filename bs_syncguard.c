@@ -39,6 +39,7 @@ struct syncguard_bs {
 	bool open;
 	/* tgt's handlers we wrap in this LUN's copy of the device template */
 	int (*tgt_mode_select)(int host_no, struct scsi_cmd *cmd);
+	int (*tgt_verify)(int host_no, struct scsi_cmd *cmd);
 	tgtadm_err (*tgt_lu_config)(struct scsi_lu *lu, char *params);
 };
 
@@ -128,6 +129,47 @@ static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 	return SAM_STAT_CHECK_CONDITION;
 }
 
+/*
+ * VERIFY(10/12/16) wrapper: tgt's handler answers GOOD for BYTCHK=0
+ * before it checks the LBA range; SBC-3 5.33 wants LOGICAL BLOCK ADDRESS
+ * OUT OF RANGE for a range beyond the capacity whatever BYTCHK says.
+ */
+static int syncguard_verify(int host_no, struct scsi_cmd *cmd)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+	struct syncguard_cdb c;
+
+	if (bs->open &&
+	    syncguard_cdb_decode(cmd->scb, (size_t)cmd->scb_len, &c) == 0 &&
+	    syncguard_check_range(&bs->lun, c.lba, c.nblocks)) {
+		scsi_set_in_resid_by_actual(cmd, 0);
+		sense_data_build(cmd, ILLEGAL_REQUEST, ASC_LBA_OUT_OF_RANGE);
+		return SAM_STAT_CHECK_CONDITION;
+	}
+	return bs->tgt_verify(host_no, cmd);
+}
+
+/*
+ * Thin provisioning punches holes; a write into a hole allocates blocks,
+ * which is metadata that mode=plp never flushes.  So a plp LUN on a
+ * regular file stays fully allocated: thin_provisioning is refused.
+ */
+static int check_thin(struct scsi_lu *lu)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+
+	if (lu->attrs.thinprovisioning && bs->opts.mode == SYNCGUARD_MODE_PLP &&
+	    !bs->lun.blockdev) {
+		lu->attrs.thinprovisioning = 0;
+		eprintf("syncguard: lun %" PRIu64 ": thin_provisioning refused: "
+			"mode=plp on a regular file must stay fully allocated\n",
+			lu->lun);
+		return -EPERM;
+	}
+	bs->lun.thin = lu->attrs.thinprovisioning;
+	return 0;
+}
+
 /* tgtadm --op update --mode logicalunit wrapper (mode_page=, thin_provisioning=) */
 static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 {
@@ -136,7 +178,8 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	int err = apply_page_wce(lu);
 
 	page_set_mask(lu, bs->opts.mode);	/* a new page has no mask */
-	bs->lun.thin = lu->attrs.thinprovisioning;
+	if (check_thin(lu))
+		return TGTADM_INVALID_REQUEST;
 	if (err) {
 		eprintf("syncguard: lun %" PRIu64 ": WCE change refused: %s\n",
 			lu->lun, err == -EPERM ? "mode=write-through and "
@@ -154,6 +197,10 @@ static void wrap_template(struct scsi_lu *lu)
 	bs->tgt_mode_select = ops[MODE_SELECT].cmd_perform;
 	ops[MODE_SELECT].cmd_perform = syncguard_mode_select;
 	ops[MODE_SELECT_10].cmd_perform = syncguard_mode_select;
+	bs->tgt_verify = ops[VERIFY_10].cmd_perform;
+	ops[VERIFY_10].cmd_perform = syncguard_verify;
+	ops[VERIFY_12].cmd_perform = syncguard_verify;
+	ops[VERIFY_16].cmd_perform = syncguard_verify;
 	bs->tgt_lu_config = lu->dev_type_template.lu_config;
 	lu->dev_type_template.lu_config = syncguard_lu_config;
 }
@@ -207,7 +254,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	}
 	bs->open = true;
 	syncguard_lun_set_wce(&bs->lun, syncguard_mode_wce(bs->opts.mode));
-	bs->lun.thin = lu->attrs.thinprovisioning;
+	check_thin(lu);
 	if (!lu->attrs.no_auto_lbppbe && bs->lun.phys_block_size)
 		update_lbppbe(lu, (int)bs->lun.phys_block_size);
 	*fd = bs->lun.fd;

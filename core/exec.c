@@ -29,10 +29,8 @@ static uint64_t to_bytes(const struct syncguard_lun *lun, uint64_t blocks)
 	return blocks << lun->block_shift;
 }
 
-/* SBC-3 4.5: [lba, lba+n) must lie inside the medium; n == 0 checks
- * only that lba itself is addressable. */
-static enum syncguard_reason check_range(const struct syncguard_lun *lun,
-					 uint64_t lba, uint64_t n)
+enum syncguard_reason syncguard_check_range(const struct syncguard_lun *lun,
+					    uint64_t lba, uint64_t n)
 {
 	uint64_t cap = capacity(lun);
 
@@ -101,7 +99,7 @@ static enum syncguard_reason exec_read(struct syncguard_lun *lun,
 {
 	struct syncguard_action a = policy(lun, c->fua ?
 		SYNCGUARD_CLASS_READ_FUA : SYNCGUARD_CLASS_READ);
-	enum syncguard_reason r = check_range(lun, c->lba, c->nblocks);
+	enum syncguard_reason r = syncguard_check_range(lun, c->lba, c->nblocks);
 	uint64_t len = to_bytes(lun, c->nblocks);
 	int err = 0;
 
@@ -128,7 +126,7 @@ static enum syncguard_reason exec_write(struct syncguard_lun *lun,
 	bool verify = c->op == SYNCGUARD_OP_WRITE_VERIFY;
 	bool fua = c->fua || verify;	/* see policy.c on WRITE AND VERIFY */
 	struct syncguard_action a;
-	enum syncguard_reason r = check_range(lun, c->lba, c->nblocks);
+	enum syncguard_reason r = syncguard_check_range(lun, c->lba, c->nblocks);
 	uint64_t len = to_bytes(lun, c->nblocks), off = to_bytes(lun, c->lba);
 	int err;
 
@@ -155,7 +153,7 @@ static enum syncguard_reason exec_sync_cache(struct syncguard_lun *lun,
 					     struct syncguard_result *res)
 {
 	struct syncguard_action a = policy(lun, SYNCGUARD_CLASS_SYNC_CACHE);
-	enum syncguard_reason r = check_range(lun, c->lba, c->nblocks);
+	enum syncguard_reason r = syncguard_check_range(lun, c->lba, c->nblocks);
 	int err = syncguard_lun_latched(lun);
 
 	(void)req;
@@ -177,7 +175,7 @@ static enum syncguard_reason exec_verify(struct syncguard_lun *lun,
 					 const struct syncguard_cdb *c,
 					 struct syncguard_result *res)
 {
-	enum syncguard_reason r = check_range(lun, c->lba, c->nblocks);
+	enum syncguard_reason r = syncguard_check_range(lun, c->lba, c->nblocks);
 	uint64_t len = to_bytes(lun, c->nblocks);
 	uint64_t stride = c->bytchk == 3 ? to_bytes(lun, 1) : len;
 
@@ -305,7 +303,7 @@ static enum syncguard_reason exec_write_same(struct syncguard_lun *lun,
 		return SYNCGUARD_ERR_PARAM_LEN;
 	if (n == 0 && c->lba < capacity(lun))	/* 0: to the end (SBC-3) */
 		n = capacity(lun) - c->lba;
-	r = check_range(lun, c->lba, n);
+	r = syncguard_check_range(lun, c->lba, n);
 	if (r)
 		return r;
 	if (c->unmap) {
@@ -342,7 +340,7 @@ static enum syncguard_reason exec_unmap(struct syncguard_lun *lun,
 	if (n > (req->out_len - 8) / 16)
 		n = (req->out_len - 8) / 16;
 	for (uint64_t i = 0; i < n && !r; i++)	/* validate all first */
-		r = check_range(lun, DESC_LBA(desc, i), DESC_LEN(desc, i));
+		r = syncguard_check_range(lun, DESC_LBA(desc, i), DESC_LEN(desc, i));
 	return r || !n ? r : unmap_ranges(lun, desc, n);
 }
 
@@ -350,7 +348,7 @@ static enum syncguard_reason exec_compare_and_write(
 	struct syncguard_lun *lun, const struct syncguard_req *req,
 	const struct syncguard_cdb *c, struct syncguard_result *res)
 {
-	enum syncguard_reason r = check_range(lun, c->lba, c->nblocks);
+	enum syncguard_reason r = syncguard_check_range(lun, c->lba, c->nblocks);
 	uint64_t len = to_bytes(lun, c->nblocks), off = to_bytes(lun, c->lba);
 	struct syncguard_action a;
 	int err;
@@ -377,7 +375,7 @@ static enum syncguard_reason exec_pre_fetch(struct syncguard_lun *lun,
 					    const struct syncguard_cdb *c,
 					    struct syncguard_result *res)
 {
-	enum syncguard_reason r = check_range(lun, c->lba, c->nblocks);
+	enum syncguard_reason r = syncguard_check_range(lun, c->lba, c->nblocks);
 
 	(void)req;
 	(void)res;

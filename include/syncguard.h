@@ -268,6 +268,14 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce);
 
 /* ---- executing a command (core/exec.c) ---- */
 
+/*
+ * SBC-3 4.5: does [lba, lba + nblocks) lie inside @lun's medium?
+ * nblocks == 0 checks only that @lba is addressable.  Returns
+ * SYNCGUARD_OK or SYNCGUARD_ERR_LBA_RANGE.
+ */
+enum syncguard_reason syncguard_check_range(const struct syncguard_lun *lun,
+					    uint64_t lba, uint64_t nblocks);
+
 struct syncguard_req {
 	const uint8_t *cdb;
 	size_t cdb_len;

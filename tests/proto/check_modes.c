@@ -197,6 +197,42 @@ START_TEST(test_modes_write_beyond_capacity)
 }
 END_TEST
 
+/* Found by the fuzzer (tests/corpus): tgt's core answered GOOD here. */
+START_TEST(test_modes_verify_beyond_capacity)
+{
+	int lun = modes[_i].lun;
+	struct iscsi_context *iscsi = proto_connect(lun);
+	uint32_t cap = LUN_BYTES / BS;
+	unsigned char v10[10] = { 0x2f, 0, cap >> 24, cap >> 16, cap >> 8, cap,
+				  0, 0, 1, 0 };
+	struct scsi_task *t = scsi_create_task(10, v10, SCSI_XFER_NONE, 0);
+
+	proto_assert_sense(iscsi_scsi_command_sync(iscsi, lun, t, NULL),
+			   SCSI_SENSE_ILLEGAL_REQUEST, 0x2100,
+			   "VERIFY(10) BYTCHK=0 past the end");
+	proto_assert_good(iscsi_verify10_sync(iscsi, lun, NULL, 0, cap - 1, 0,
+					      0, 0, BS), "VERIFY(10) last block",
+			  false);
+	iscsi_destroy_context(iscsi);
+}
+END_TEST
+
+START_TEST(test_modes_thin_provisioning)
+{
+	int lun = modes[_i].lun;
+	bool plp = modes[_i].bsopts && !strcmp(modes[_i].bsopts, "mode=plp");
+	int ret = proto_sh("'%s/scripts/tgtd-private' adm '%s/tgtd' --lld iscsi "
+		"--op update --mode logicalunit --tid %d --lun %d --params "
+		"thin_provisioning=1 2>/dev/null", getenv("SYNCGUARD_TOP"),
+		proto_dir(), PROTO_TID, lun);
+
+	/* a plp file LUN must stay fully allocated: refused */
+	ck_assert_int_eq(ret != 0, plp);
+	if (plp)
+		ck_assert(proto_log_has("thin_provisioning refused: mode=plp"));
+}
+END_TEST
+
 Suite *modes_suite(void)
 {
 	Suite *s = suite_create("modes");
@@ -208,6 +244,8 @@ Suite *modes_suite(void)
 	tcase_add_loop_test(tc, test_modes_write_read_back, 0, NMODES);
 	tcase_add_loop_test(tc, test_modes_sync_cache_ranges, 0, NMODES);
 	tcase_add_loop_test(tc, test_modes_write_beyond_capacity, 0, NMODES);
+	tcase_add_loop_test(tc, test_modes_verify_beyond_capacity, 0, NMODES);
+	tcase_add_loop_test(tc, test_modes_thin_provisioning, 0, NMODES);
 	/* last: it changes WCE */
 	tcase_add_loop_test(tc, test_modes_mode_select_wce, 0, NMODES);
 	suite_add_tcase(s, tc);
