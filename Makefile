@@ -49,7 +49,8 @@ CUTS       ?= 1000
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
 .PHONY: all deps install uninstall demo check check-unit check-proto \
-	check-crash crashtest check-fuzz fuzz clean tgt-src FORCE
+	check-crash crashtest check-fuzz fuzz check-lifecycle soak clean \
+	tgt-src FORCE
 
 all: bs_syncguard.so $(TOOLS)
 
@@ -127,7 +128,7 @@ $(BUILD)/proto-tests: $(PROTO_SRCS) tests/proto/proto.h
 	$(CC) $(BASE) -Itests/proto $(CFLAGS) $(PROTO_SRCS) -o $@ \
 	  $(ISCSI_LIBS) $(CHECK_LIBS) -lpthread
 
-check: check-unit check-proto check-fuzz check-crash
+check: check-unit check-proto check-fuzz check-lifecycle check-crash
 
 check-unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests
@@ -142,6 +143,14 @@ check-crash: bs_syncguard.so $(TOOLS)
 
 crashtest: bs_syncguard.so $(TOOLS)
 	scripts/crashtest.sh --cuts $(CUTS)
+
+# LUNs deleted, targets offlined, tgtd killed and restarted under load,
+# 64 sessions, sanitizers and LeakSanitizer on (make soak: 30 minutes)
+check-lifecycle: $(BUILD)/san/bs_syncguard.so $(TOOLS)
+	scripts/lifecycle.sh --seconds 6
+
+soak: bs_syncguard.so $(TOOLS)
+	scripts/lifecycle.sh --soak 1800
 
 # CDB fuzzing against the sanitizer build (make fuzz: FUZZ_COUNT per mode)
 check-fuzz: $(BUILD)/san/bs_syncguard.so $(TOOLS)

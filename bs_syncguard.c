@@ -40,6 +40,7 @@ struct syncguard_bs {
 	/* tgt's handlers we wrap in this LUN's copy of the device template */
 	int (*tgt_mode_select)(int host_no, struct scsi_cmd *cmd);
 	int (*tgt_verify)(int host_no, struct scsi_cmd *cmd);
+	int (*tgt_mode_sense)(int host_no, struct scsi_cmd *cmd);
 	tgtadm_err (*tgt_lu_config)(struct scsi_lu *lu, char *params);
 };
 
@@ -49,18 +50,32 @@ static struct syncguard_bs *SYNCGUARD_BS(struct scsi_lu *lu)
 				       sizeof(struct bs_thread_info));
 }
 
-/* ---- the Caching mode page (SBC-3 6.4.5) ---- */
+/* ---- the Caching mode page (SBC-3 6.4.5) ----
+ *
+ * The WCE the LUN honours lives in the core (syncguard_lun_wce); tgt's
+ * Caching page is how initiators see it.  MODE SENSE refreshes the page
+ * from the core first, so it never shows a WCE the LUN does not honour,
+ * not even while a switch to WCE=0 waits for its flush.
+ */
+#define CACHING_PAGE_LEN 18	/* bytes after the page header (SBC-3) */
+
+static struct mode_pg *caching_page(struct scsi_lu *lu)
+{
+	struct mode_pg *pg = find_mode_page(lu, CACHING_PAGE, 0);
+
+	return pg && pg->pcode_size >= 1 ? pg : NULL;
+}
 
 static int page_wce(struct scsi_lu *lu)
 {
-	struct mode_pg *pg = find_mode_page(lu, CACHING_PAGE, 0);
+	struct mode_pg *pg = caching_page(lu);
 
 	return pg ? !!(pg->mode_data[0] & WCE_BIT) : -1;
 }
 
 static void page_set_wce(struct scsi_lu *lu, bool wce)
 {
-	struct mode_pg *pg = find_mode_page(lu, CACHING_PAGE, 0);
+	struct mode_pg *pg = caching_page(lu);
 
 	if (!pg)
 		return;
@@ -73,60 +88,103 @@ static void page_set_wce(struct scsi_lu *lu, bool wce)
 /* Make WCE changeable by MODE SELECT only where the mode allows it. */
 static void page_set_mask(struct scsi_lu *lu, enum syncguard_mode mode)
 {
-	struct mode_pg *pg = find_mode_page(lu, CACHING_PAGE, 0);
-	uint8_t mask[32] = { 0 };
+	struct mode_pg *pg = caching_page(lu);
+	uint8_t mask[CACHING_PAGE_LEN] = { 0 };
 
-	if (!pg || pg->pcode_size > (int)sizeof(mask))
+	if (!pg || pg->pcode_size != CACHING_PAGE_LEN)
 		return;
 	mask[0] = syncguard_mode_wce_changeable(mode) ? WCE_BIT : 0;
 	set_mode_page_changeable_mask(lu, CACHING_PAGE, 0, mask);
 }
 
-/*
- * The page's WCE may have just changed (MODE SELECT or tgtadm update):
- * apply it.  write-back LUNs follow it (1 -> 0 flushes first); the other
- * modes keep WCE=0.  Returns 0, -EPERM (change not allowed, page
- * restored) or the flush's -errno (page restored to WCE=1).
- */
-static int apply_page_wce(struct scsi_lu *lu)
-{
-	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
-	int wce = page_wce(lu);
-	int ret;
+/* A copy of the Caching page, to undo a refused tgtadm update. */
+struct page_copy {
+	bool valid;
+	uint8_t data[CACHING_PAGE_LEN];
+};
 
-	if (wce < 0 || wce == (int)syncguard_lun_wce(&bs->lun))
-		return 0;
-	if (!syncguard_mode_wce_changeable(bs->opts.mode)) {
-		page_set_wce(lu, syncguard_lun_wce(&bs->lun));
-		return -EPERM;
-	}
-	ret = syncguard_lun_set_wce(&bs->lun, wce);
-	if (ret)
-		page_set_wce(lu, syncguard_lun_wce(&bs->lun));
-	return ret;
+static void page_save(struct scsi_lu *lu, struct page_copy *c)
+{
+	struct mode_pg *pg = caching_page(lu);
+
+	c->valid = pg && pg->pcode_size == CACHING_PAGE_LEN;
+	if (c->valid)
+		memcpy(c->data, pg->mode_data, CACHING_PAGE_LEN);
 }
 
-/* MODE SELECT(6/10) wrapper: tgt's handler edits the page, we apply it. */
+static void page_restore(struct scsi_lu *lu, const struct page_copy *c,
+			 enum syncguard_mode mode)
+{
+	char spec[16 + CACHING_PAGE_LEN * 5];
+	int n;
+
+	if (!c->valid)
+		return;
+	n = snprintf(spec, sizeof(spec), "%d:0:%d", CACHING_PAGE,
+		     CACHING_PAGE_LEN);
+	for (int i = 0; i < CACHING_PAGE_LEN; i++)
+		n += snprintf(spec + n, sizeof(spec) - (size_t)n, ":%u",
+			      c->data[i]);
+	add_mode_page(lu, spec);	/* replaces the page */
+	page_set_mask(lu, mode);
+}
+
+/* MODE SENSE(6/10) wrapper: show the WCE the LUN honours. */
+static int syncguard_mode_sense(int host_no, struct scsi_cmd *cmd)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+
+	if (bs->open)
+		page_set_wce(cmd->dev, syncguard_lun_wce(&bs->lun));
+	return bs->tgt_mode_sense(host_no, cmd);
+}
+
+/*
+ * MODE SELECT(6/10) wrapper.  tgt's handler edits the page (the
+ * changeable mask already refuses WCE=1 for write-through and plp).
+ * WCE 0 -> 1 takes effect at once.  WCE 1 -> 0 waits for writes in
+ * flight and flushes everything dirty, which can take long: a worker
+ * thread does it (wce_off_request), so tgtd's event loop, and with it
+ * every other LUN and session, goes on meanwhile.  Until it is done the
+ * LUN keeps honouring and reporting WCE=1.
+ */
 static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 {
-	struct scsi_lu *lu = cmd->dev;
-	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+	bool was = bs->open && syncguard_lun_wce(&bs->lun);
 	int ret = bs->tgt_mode_select(host_no, cmd);
-	int err;
+	int wce = page_wce(cmd->dev);
 
-	if (ret != SAM_STAT_GOOD)
+	if (ret != SAM_STAT_GOOD || !bs->open || wce < 0 || wce == (int)was)
 		return ret;
-	err = apply_page_wce(lu);
-	if (!err)
-		return SAM_STAT_GOOD;
-	eprintf("syncguard: lun %" PRIu64 ": WCE change refused: %s\n",
-		lu->lun, err == -EPERM ? "not allowed in this mode" :
-		strerror(-err));
-	if (err == -EPERM)
+	if (!syncguard_mode_wce_changeable(bs->opts.mode)) {
+		page_set_wce(cmd->dev, was);
 		sense_data_build(cmd, ILLEGAL_REQUEST, ASC_INVALID_FIELD_IN_PARMS);
-	else
-		sense_data_build(cmd, MEDIUM_ERROR, ASC_WRITE_ERROR);
-	return SAM_STAT_CHECK_CONDITION;
+		return SAM_STAT_CHECK_CONDITION;
+	}
+	if (wce) {
+		syncguard_lun_set_wce(&bs->lun, true);	/* no flush needed */
+		return SAM_STAT_GOOD;
+	}
+	page_set_wce(cmd->dev, true);		/* until the flush is done */
+	bs_thread_cmd_submit(cmd);		/* -> wce_off_request() */
+	return SAM_STAT_GOOD;
+}
+
+/* In a worker: the second half of MODE SELECT with WCE 1 -> 0. */
+static void wce_off_request(struct scsi_cmd *cmd)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+	int err = syncguard_lun_set_wce(&bs->lun, false);
+
+	if (!err) {
+		scsi_set_result(cmd, SAM_STAT_GOOD);
+		return;
+	}
+	eprintf("syncguard: lun %" PRIu64 ": WCE=0 refused: flush failed: %s\n",
+		cmd->dev->lun, strerror(-err));
+	scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
+	sense_data_build(cmd, MEDIUM_ERROR, ASC_WRITE_ERROR);
 }
 
 /*
@@ -170,23 +228,44 @@ static int check_thin(struct scsi_lu *lu)
 	return 0;
 }
 
-/* tgtadm --op update --mode logicalunit wrapper (mode_page=, thin_provisioning=) */
+/*
+ * tgtadm --op update --mode logicalunit wrapper (mode_page=,
+ * thin_provisioning=, ...).  A Caching page that is not 18 bytes, or a
+ * WCE change the mode does not allow, is undone and refused.  A switch
+ * to WCE=0 flushes before tgtadm gets its answer (tgtd waits for it:
+ * an administrator's command, done rarely).
+ */
 static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
-	tgtadm_err adm = bs->tgt_lu_config(lu, params);
-	int err = apply_page_wce(lu);
+	bool was = bs->open && syncguard_lun_wce(&bs->lun);
+	struct page_copy before;
+	tgtadm_err adm;
+	int wce, err = 0;
 
-	page_set_mask(lu, bs->opts.mode);	/* a new page has no mask */
-	if (check_thin(lu))
+	page_save(lu, &before);
+	adm = bs->tgt_lu_config(lu, params);
+	if (!caching_page(lu) || caching_page(lu)->pcode_size != CACHING_PAGE_LEN) {
+		page_restore(lu, &before, bs->opts.mode);
+		eprintf("syncguard: lun %" PRIu64 ": refused: the Caching mode "
+			"page must keep its %d bytes\n", lu->lun, CACHING_PAGE_LEN);
 		return TGTADM_INVALID_REQUEST;
+	}
+	page_set_mask(lu, bs->opts.mode);	/* a new page has no mask */
+	wce = page_wce(lu);
+	if (bs->open && wce != (int)was) {
+		err = syncguard_mode_wce_changeable(bs->opts.mode) ?
+		      syncguard_lun_set_wce(&bs->lun, wce) : -EPERM;
+		if (err)
+			page_restore(lu, &before, bs->opts.mode);
+	}
 	if (err) {
 		eprintf("syncguard: lun %" PRIu64 ": WCE change refused: %s\n",
 			lu->lun, err == -EPERM ? "mode=write-through and "
 			"mode=plp keep WCE=0" : strerror(-err));
 		return TGTADM_INVALID_REQUEST;
 	}
-	return adm;
+	return check_thin(lu) ? TGTADM_INVALID_REQUEST : adm;
 }
 
 static void wrap_template(struct scsi_lu *lu)
@@ -197,6 +276,9 @@ static void wrap_template(struct scsi_lu *lu)
 	bs->tgt_mode_select = ops[MODE_SELECT].cmd_perform;
 	ops[MODE_SELECT].cmd_perform = syncguard_mode_select;
 	ops[MODE_SELECT_10].cmd_perform = syncguard_mode_select;
+	bs->tgt_mode_sense = ops[MODE_SENSE].cmd_perform;
+	ops[MODE_SENSE].cmd_perform = syncguard_mode_sense;
+	ops[MODE_SENSE_10].cmd_perform = syncguard_mode_sense;
 	bs->tgt_verify = ops[VERIFY_10].cmd_perform;
 	ops[VERIFY_10].cmd_perform = syncguard_verify;
 	ops[VERIFY_12].cmd_perform = syncguard_verify;
@@ -221,6 +303,10 @@ static void bs_syncguard_request(struct scsi_cmd *cmd)
 	struct syncguard_result res;
 	struct syncguard_sense s;
 
+	if (cmd->scb[0] == MODE_SELECT || cmd->scb[0] == MODE_SELECT_10) {
+		wce_off_request(cmd);
+		return;
+	}
 	syncguard_execute(&bs->lun, &req, &res);
 	s = syncguard_sense_of(res.reason);
 	scsi_set_result(cmd, s.status);

@@ -105,8 +105,10 @@ static enum syncguard_reason exec_read(struct syncguard_lun *lun,
 
 	if (r)
 		return r;
-	if (len > req->in_len)	/* tgt reports the residual */
-		len = to_bytes(lun, req->in_len >> lun->block_shift);
+	/* Data-In shorter than the transfer: fill exactly what goes out
+	 * (tgt reports the residual); never leave stale buffer bytes */
+	if (len > req->in_len)
+		len = req->in_len;
 	if (a.flush_before)
 		err = syncguard_lun_flush(lun);
 	if (!err)
@@ -133,8 +135,10 @@ static enum syncguard_reason exec_write(struct syncguard_lun *lun,
 	syncguard_count(fua ? &lun->count.fua_writes : &lun->count.writes);
 	if (r)
 		return r;
-	if (len > req->out_len)	/* short Data-Out: whole blocks only */
-		len = to_bytes(lun, req->out_len >> lun->block_shift);
+	/* Data-Out shorter than the transfer (iSCSI EDTL underflow): write
+	 * what was sent, as tgt's rdwr does; tgt reports the residual */
+	if (len > req->out_len)
+		len = req->out_len;
 	pthread_rwlock_rdlock(&lun->write_lock);
 	a = policy(lun, fua ? SYNCGUARD_CLASS_WRITE_FUA : SYNCGUARD_CLASS_WRITE);
 	err = syncguard_lun_write(lun, req->out, len, off, a.persist);
@@ -255,21 +259,16 @@ static uint64_t be(const uint8_t *p, int bytes)
 	return v;
 }
 
-static void put_be(uint8_t *p, uint64_t v, int bytes)
-{
-	while (bytes--) {
-		p[bytes] = (uint8_t)v;
-		v >>= 8;
-	}
-}
-
 /* UNMAP block descriptor i (SBC-3 5.28.2): LBA, then number of blocks */
 #define DESC_LBA(d, i) be((d) + 16 * (i), 8)
 #define DESC_LEN(d, i) be((d) + 16 * (i) + 8, 4)
 
-/* Deallocate the @n validated block descriptors at @desc and persist
- * the new allocation as the UNMAP policy says. */
+/* Deallocate @n validated ranges, @lba[i] for @len[i] blocks (or the
+ * @n block descriptors at @desc when @lba is NULL), then persist the new
+ * allocation as the UNMAP policy says. */
 static enum syncguard_reason unmap_ranges(struct syncguard_lun *lun,
+					  const uint64_t *lba,
+					  const uint64_t *len,
 					  const uint8_t *desc, uint64_t n)
 {
 	struct syncguard_action a;
@@ -277,11 +276,14 @@ static enum syncguard_reason unmap_ranges(struct syncguard_lun *lun,
 
 	pthread_rwlock_rdlock(&lun->write_lock);
 	a = policy(lun, SYNCGUARD_CLASS_UNMAP);
-	for (uint64_t i = 0; !err && i < n; i++)
-		if (DESC_LEN(desc, i))
-			err = syncguard_lun_punch(lun,
-				to_bytes(lun, DESC_LBA(desc, i)),
-				to_bytes(lun, DESC_LEN(desc, i)));
+	for (uint64_t i = 0; !err && i < n; i++) {
+		uint64_t at = lba ? lba[i] : DESC_LBA(desc, i);
+		uint64_t count = lba ? len[i] : DESC_LEN(desc, i);
+
+		if (count)
+			err = syncguard_lun_punch(lun, to_bytes(lun, at),
+						  to_bytes(lun, count));
+	}
 	if (!err)
 		err = syncguard_lun_persist_range(lun, 0, lun->size, a.persist);
 	pthread_rwlock_unlock(&lun->write_lock);
@@ -299,20 +301,16 @@ static enum syncguard_reason exec_write_same(struct syncguard_lun *lun,
 	(void)res;
 	if ((c->unmap && !lun->thin) || c->pbdata)
 		return SYNCGUARD_ERR_INVALID_CDB;
-	if (req->out_len < to_bytes(lun, 1))
+	/* with UNMAP the block is not needed (tgt accepts none) */
+	if (!c->unmap && req->out_len < to_bytes(lun, 1))
 		return SYNCGUARD_ERR_PARAM_LEN;
 	if (n == 0 && c->lba < capacity(lun))	/* 0: to the end (SBC-3) */
 		n = capacity(lun) - c->lba;
 	r = syncguard_check_range(lun, c->lba, n);
 	if (r)
 		return r;
-	if (c->unmap) {
-		uint8_t desc[16] = { 0 };
-
-		put_be(desc, c->lba, 8);
-		put_be(desc + 8, n, 4);
-		return unmap_ranges(lun, desc, 1);
-	}
+	if (c->unmap)
+		return unmap_ranges(lun, &c->lba, &n, NULL, 1);
 	return write_same_data(lun, req, c, n);
 }
 
@@ -341,7 +339,7 @@ static enum syncguard_reason exec_unmap(struct syncguard_lun *lun,
 		n = (req->out_len - 8) / 16;
 	for (uint64_t i = 0; i < n && !r; i++)	/* validate all first */
 		r = syncguard_check_range(lun, DESC_LBA(desc, i), DESC_LEN(desc, i));
-	return r || !n ? r : unmap_ranges(lun, desc, n);
+	return r || !n ? r : unmap_ranges(lun, NULL, NULL, desc, n);
 }
 
 static enum syncguard_reason exec_compare_and_write(

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -142,8 +143,8 @@ static int check_allocated(int fd, uint64_t size, const char *path,
 			"%s: mode=plp needs every block allocated and written, "
 			"but the file has a hole, unwritten or shared extent "
 			"near byte %llu; write the whole file once (dd "
-			"if=/dev/zero of=FILE bs=1M count=N conv=notrunc) and "
-			"sync, or use write-back", path,
+			"if=/dev/zero of=FILE bs=1M count=N conv=fsync), or use "
+			"write-back", path,
 			(unsigned long long)covered);
 	if (ret == -EOPNOTSUPP)
 		syncguard_seterr(err, errlen,
@@ -204,6 +205,15 @@ static int open_path(struct syncguard_lun *lun, const char *path,
 		syncguard_seterr(err, errlen, "%s: cannot open read-write: %s",
 				 path, strerror(errno));
 		return -errno;
+	}
+	/* Two LUNs on one file would keep two caches and two policies
+	 * for the same blocks: the second is refused. */
+	if (flock(lun->fd, LOCK_EX | LOCK_NB) && errno == EWOULDBLOCK) {
+		syncguard_seterr(err, errlen, "%s: already exported by another "
+				 "syncguard LUN", path);
+		close(lun->fd);
+		lun->fd = -1;
+		return -EBUSY;
 	}
 	return 0;
 }

@@ -114,6 +114,18 @@ static const struct opt_def *find_opt(const char *name)
 	return NULL;
 }
 
+/* Copy @s for a log message: control characters (a newline would split
+ * tgtd's log line) become '?', and long input is cut. */
+static const char *printable(const char *s, char *buf, size_t len)
+{
+	size_t i;
+
+	for (i = 0; s[i] && i + 1 < len; i++)
+		buf[i] = (s[i] > 0 && s[i] < 0x20) || s[i] == 0x7f ? '?' : s[i];
+	buf[i] = '\0';
+	return buf;
+}
+
 static void unknown_key(const char *key, char *err, size_t errlen)
 {
 	char known[128] = "";
@@ -123,18 +135,25 @@ static void unknown_key(const char *key, char *err, size_t errlen)
 		strncat(known, opt_table[i].name,
 			sizeof(known) - strlen(known) - 1);
 	}
-	seterr(err, errlen, "bsopts: unknown key '%s' (known: %s)", key, known);
+	char k[64];
+
+	seterr(err, errlen, "bsopts: unknown key '%s' (known: %s)",
+	       printable(key, k, sizeof(k)), known);
 }
 
-/* Apply one "key=value" item; @item is modified in place. */
+/* Apply one "key=value" item; @item is modified in place.  @seen: a
+ * bit per table entry, so a key given twice is an error, not a silent
+ * "last one wins". */
 static int parse_item(char *item, struct syncguard_opts *opts,
-		      char *err, size_t errlen)
+		      unsigned int *seen, char *err, size_t errlen)
 {
 	char *eq = strchr(item, '=');
 	const struct opt_def *def;
+	char v[64];
 
 	if (!eq) {
-		seterr(err, errlen, "bsopts: '%s' is not key=value", item);
+		seterr(err, errlen, "bsopts: '%s' is not key=value",
+		       printable(item, v, sizeof(v)));
 		return -EINVAL;
 	}
 	*eq = '\0';
@@ -143,9 +162,14 @@ static int parse_item(char *item, struct syncguard_opts *opts,
 		unknown_key(item, err, errlen);
 		return -EINVAL;
 	}
+	if (*seen & (1u << (def - opt_table))) {
+		seterr(err, errlen, "bsopts: %s given twice", def->name);
+		return -EINVAL;
+	}
+	*seen |= 1u << (def - opt_table);
 	if (def->parse(eq + 1, opts)) {
 		seterr(err, errlen, "bsopts: bad value '%s' for %s (use %s)",
-		       eq + 1, def->name, def->values);
+		       printable(eq + 1, v, sizeof(v)), def->name, def->values);
 		return -EINVAL;
 	}
 	return 0;
@@ -155,6 +179,7 @@ int syncguard_opts_parse(const char *bsopts, struct syncguard_opts *opts,
 			 char *err, size_t errlen)
 {
 	char *copy, *cur, *item;
+	unsigned int seen = 0;
 	int ret = 0;
 
 	opts->mode = SYNCGUARD_MODE_WRITE_BACK;
@@ -173,7 +198,7 @@ int syncguard_opts_parse(const char *bsopts, struct syncguard_opts *opts,
 	while (!ret && (item = strsep(&cur, ";")) != NULL) {
 		if (!*item)
 			continue;	/* "a=b;" and ";;" are harmless */
-		ret = parse_item(item, opts, err, errlen);
+		ret = parse_item(item, opts, &seen, err, errlen);
 	}
 	free(copy);
 	return ret;

@@ -137,7 +137,7 @@ for config in $configs; do
 	for i in $(seq "$cuts"); do
 		seed=$((seed0 * 100000 + i))
 		line=$(one_cut "$config" "$seed") || { say "$config cut $i failed"; status=1; break; }
-		read -r _ w _ d _ l _ b <<<"$line"
+		read -r _ w _ d _ l _ b _ <<<"$line"
 		[ -n "${b:-}" ] || { say "$config cut $i: no verdict"; status=1; break; }
 		N[$config]=$((N[$config] + 1)); W[$config]=$((W[$config] + w))
 		D[$config]=$((D[$config] + d)); L[$config]=$((L[$config] + l))

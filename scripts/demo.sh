@@ -57,6 +57,8 @@ done
 
 runs=$(( $(echo $modes | wc -w) * 2 * 3 ))
 say "$runs runs of ${secs}s: 4 KiB random writes, sync none/fua/flush, QD 1 and 16"
+final_csv=$csv
+csv=$work/results.csv	# moved into place only when the run completes
 echo "mode,lun,sync,block_size,queue_depth,pattern,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us" >"$csv"
 n=0 failed=0
 eol='\n'; [ -t 2 ] && eol='\r'
@@ -103,6 +105,7 @@ END {
 	}
 }' "$csv"
 echo
+mv "$csv" "$final_csv" && csv=$final_csv
 say "results: $csv"
 if [ "$failed" -gt 0 ]; then
 	say "$failed run(s) reported errors"

@@ -42,9 +42,11 @@
 #define PROG "iscsi-crashtest"
 #define MAX_SESSIONS 64
 #define MAGIC 0x3154534852434753ull	/* "SGCRSHT1" */
+#define ID_BITS 40			/* write id; run id above it */
 
 struct cfg {
 	const char *url, *journal;
+	bool all_acked;		/* check: no power was lost */
 	unsigned int sessions, qd, max_blocks, fua_pct, sync_pct;
 	double seconds;
 	uint64_t seed;
@@ -79,6 +81,8 @@ struct run {
 	size_t nrecs, cap;
 	uint64_t clock, rng;
 	uint64_t deadline_ns;
+	uint32_t run_id;	/* 24 bits, in every block: tells this run's
+				 * writes from an earlier run's on the LUN */
 };
 
 struct pending {
@@ -292,7 +296,8 @@ static int submit_write(struct run *r, unsigned int si, struct pending *p)
 	x->n = n;
 	x->fua = rnd(r) % 100 < r->cfg.fua_pct;
 	for (uint32_t k = 0; k < n; k++)
-		make_block(p->buf + (size_t)k * r->bs, r->bs, x->lba + k, x->id);
+		make_block(p->buf + (size_t)k * r->bs, r->bs, x->lba + k,
+			   (uint64_t)r->run_id << ID_BITS | x->id);
 	memset(r->busy + x->lba, 1, n);
 	p->rec = r->nrecs - 1;
 	return iscsi_write16_task(s->iscsi, s->lun, x->lba, p->buf, n * r->bs,
@@ -345,6 +350,10 @@ static int poll_sessions(struct run *r)
 	}
 	if (!alive)
 		return 0;
+	/* commands a target dropped (e.g. while offline) never come back:
+	 * give up on them 10 s after the run's end */
+	if (now_ns() > r->deadline_ns + 10000000000ull)
+		return 0;
 	if (poll(pfd, r->cfg.sessions, 100) < 0 && errno != EINTR)
 		return -1;
 	for (unsigned int i = 0; i < r->cfg.sessions; i++)
@@ -363,7 +372,7 @@ static int write_journal(const struct run *r)
 		return -1;
 	}
 	fprintf(f, "# syncguard-crashtest 1 block_size %u blocks %" PRIu64
-		" wce %d\n", r->bs, r->blocks, r->wce);
+		" wce %d run %u\n", r->bs, r->blocks, r->wce, r->run_id);
 	for (size_t i = 0; i < r->nrecs; i++) {
 		const struct rec *x = &r->recs[i];
 
@@ -401,6 +410,7 @@ static int cmd_run(struct run *r)
 	signal(SIGINT, on_signal);
 	signal(SIGPIPE, SIG_IGN);
 	r->deadline_ns = now_ns() + (uint64_t)(r->cfg.seconds * 1e9);
+	r->run_id = (uint32_t)(mix(now_ns() ^ r->cfg.seed) % 0xffffff) + 1;
 	while (poll_sessions(r) > 0)
 		;
 	return write_journal(r) ? 1 : 0;
@@ -416,6 +426,8 @@ struct journal {
 	size_t nw;
 	uint64_t last_sync;	/* issue clock of the last GOOD SYNC CACHE */
 	uint64_t max_id;
+	bool all_acked;		/* every GOOD write must be there */
+	uint32_t run_id;
 };
 
 static int read_journal(const char *path, struct journal *j)
@@ -426,7 +438,8 @@ static int read_journal(const char *path, struct journal *j)
 	int fua;
 
 	if (!f || fscanf(f, "# syncguard-crashtest 1 block_size %u blocks %"
-			 SCNu64 " wce %d\n", &j->bs, &j->blocks, &j->wce) != 3) {
+			 SCNu64 " wce %d run %u\n", &j->bs, &j->blocks, &j->wce,
+			 &j->run_id) != 4) {
 		fprintf(stderr, PROG ": %s: not a crashtest journal\n", path);
 		return -1;
 	}
@@ -457,11 +470,11 @@ static bool durable(const struct journal *j, const struct rec *x)
 {
 	if (x->status != 0)
 		return false;
-	return j->wce == 0 || x->fua || j->last_sync > x->acked;
+	return j->all_acked || j->wce == 0 || x->fua || j->last_sync > x->acked;
 }
 
 struct verdict {
-	uint64_t durable_writes, lost_writes, bad_blocks;
+	uint64_t durable_writes, lost_writes, bad_blocks, failed_writes;
 };
 
 /* Per block: the ids of the writes to it, in order (writes to one block
@@ -494,6 +507,8 @@ static int index_writes(const struct journal *j, struct block_hist *h)
 	return 0;
 }
 
+/* @id: this run's write id the block holds, 0 for zeroes or an earlier
+ * run's data, UINT64_MAX for a block no write made. */
 static void judge_block(const struct block_hist *b, uint64_t lba,
 			uint64_t id, struct verdict *v, uint8_t *lost_seen,
 			const struct journal *j)
@@ -545,10 +560,16 @@ static int read_back(struct iscsi_context *iscsi, int lun,
 				lba, iscsi_get_error(iscsi));
 			return -1;
 		}
-		for (uint32_t k = 0; k < n; k++)
-			judge_block(&h[lba + k], lba + k,
-				    block_id(t->datain.data + (size_t)k * j->bs,
-					     j->bs, lba + k), v, lost_seen, j);
+		for (uint32_t k = 0; k < n; k++) {
+			uint64_t id = block_id(t->datain.data + (size_t)k * j->bs,
+					       j->bs, lba + k);
+
+			/* another run's block counts as older than this run */
+			if (id != UINT64_MAX)
+				id = id >> ID_BITS == j->run_id ?
+				     id & ((1ull << ID_BITS) - 1) : 0;
+			judge_block(&h[lba + k], lba + k, id, v, lost_seen, j);
+		}
 		scsi_free_scsi_task(t);
 	}
 	return 0;
@@ -565,6 +586,7 @@ static int cmd_check(const struct cfg *c)
 
 	if (read_journal(c->journal, &j))
 		return 1;
+	j.all_acked = c->all_acked;
 	h = calloc(j.blocks, sizeof(*h));
 	lost_seen = calloc(j.max_id + 1, 1);
 	iscsi = login(c->url, &lun);
@@ -572,13 +594,16 @@ static int cmd_check(const struct cfg *c)
 		return 1;
 	for (uint64_t b = 0; b < j.blocks; b++)
 		h[b].last_durable = -1;
-	for (size_t i = 0; i < j.nw; i++)
+	for (size_t i = 0; i < j.nw; i++) {
 		v.durable_writes += durable(&j, &j.w[i]);
+		v.failed_writes += j.w[i].status != 0;
+	}
 	if (index_writes(&j, h) == 0 &&
 	    read_back(iscsi, lun, &j, h, &v, lost_seen) == 0) {
 		printf("writes %zu durable %" PRIu64 " lost %" PRIu64
-		       " bad_blocks %" PRIu64 "\n", j.nw, v.durable_writes,
-		       v.lost_writes, v.bad_blocks);
+		       " bad_blocks %" PRIu64 " failed %" PRIu64 "\n", j.nw,
+		       v.durable_writes, v.lost_writes, v.bad_blocks,
+		       v.failed_writes);
 		ret = v.lost_writes || v.bad_blocks;
 	}
 	iscsi_logout_sync(iscsi);
@@ -592,7 +617,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: " PROG " run --journal FILE [options] URL\n"
-"       " PROG " check --journal FILE URL\n"
+"       " PROG " check --journal FILE [--all-acked] URL\n"
 "run options:\n"
 "  --sessions N     iSCSI sessions (1..%d, default 4)\n"
 "  --qd N           commands in flight per session (default 8)\n"
@@ -600,7 +625,10 @@ static void usage(FILE *f)
 "  --fua-pct P      share of writes with FUA=1 (default 20)\n"
 "  --sync-pct P     share of commands that are SYNCHRONIZE CACHE (default 15)\n"
 "  --time SECONDS   stop by then if the target is still up (default 30)\n"
-"  --seed N         (default 1)\n", MAX_SESSIONS);
+"  --seed N         (default 1)\n"
+"check options:\n"
+"  --all-acked      no power was lost (tgtd restarted, LUNs re-created):\n"
+"                   every write answered GOOD must be there\n", MAX_SESSIONS);
 }
 
 static unsigned int num(const char *s, unsigned int lo, unsigned int hi)
@@ -623,6 +651,7 @@ static void parse(int argc, char **argv, struct cfg *c)
 		{ "qd", 1, NULL, 'q' }, { "max-blocks", 1, NULL, 'm' },
 		{ "fua-pct", 1, NULL, 'f' }, { "sync-pct", 1, NULL, 'y' },
 		{ "time", 1, NULL, 't' }, { "seed", 1, NULL, 'r' },
+		{ "all-acked", 0, NULL, 'a' },
 		{ "help", 0, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	int opt;
@@ -640,6 +669,7 @@ static void parse(int argc, char **argv, struct cfg *c)
 		case 'y': c->sync_pct = num(optarg, 0, 100); break;
 		case 't': c->seconds = num(optarg, 1, 86400); break;
 		case 'r': c->seed = num(optarg, 0, ~0u); break;
+		case 'a': c->all_acked = true; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}

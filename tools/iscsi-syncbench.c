@@ -53,6 +53,7 @@ struct config {
 	int progress;		/* -1 auto (stderr is a terminal), 0, 1 */
 	const char *initiator;
 	uint64_t seed;
+	unsigned int timeout;	/* seconds a command may take; 0 = none */
 };
 
 struct target_info {
@@ -86,6 +87,7 @@ struct bench {
 	struct histogram hist;
 	uint64_t last_tick, ops_at_tick;
 	bool connection_lost;
+	uint64_t unanswered;	/* still in flight when we gave up */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -111,6 +113,9 @@ static void usage(FILE *f)
 "  -S, --span BYTES            use only the first BYTES of the LUN\n"
 "                              (default: all of it)\n"
 "      --seed N                random-offset seed (default 1)\n"
+"      --timeout SECONDS       a command unanswered this long fails, and\n"
+"                              the run ends at most this long after -t\n"
+"                              (default 30; 0 = wait for ever)\n"
 "  -i, --initiator-name IQN    (default iqn.2026-11.org.syncguard:syncbench)\n"
 "      --json                  results as one JSON object on stdout\n"
 "      --csv                   results as a CSV header and row on stdout\n"
@@ -118,7 +123,12 @@ static void usage(FILE *f)
 "      --progress, --no-progress\n"
 "                              a status line each second on stderr\n"
 "                              (default: when stderr is a terminal)\n"
-"  -h, --help                  this text\n", MAX_QD);
+"  -h, --help                  this text\n"
+"\n"
+"Ctrl-C stops the run and prints what was measured (exit 130).\n"
+"Exit status: 0 success; 1 a SCSI error, a command timed out or the\n"
+"connection failed; 2 a usage error (also one the LUN reveals, such as a\n"
+"block size that is not a multiple of its logical block).\n", MAX_QD);
 }
 
 static void usage_error(const char *fmt, const char *arg)
@@ -175,7 +185,7 @@ static enum sync_mode parse_sync(const char *s)
 }
 
 enum { OPT_JSON = 256, OPT_CSV, OPT_NO_HEADER, OPT_PROGRESS,
-       OPT_NO_PROGRESS, OPT_SEED };
+       OPT_NO_PROGRESS, OPT_SEED, OPT_TIMEOUT };
 
 static const struct option long_opts[] = {
 	{ "sync", required_argument, NULL, 's' },
@@ -186,6 +196,7 @@ static const struct option long_opts[] = {
 	{ "span", required_argument, NULL, 'S' },
 	{ "initiator-name", required_argument, NULL, 'i' },
 	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "csv", no_argument, NULL, OPT_CSV },
 	{ "no-header", no_argument, NULL, OPT_NO_HEADER },
@@ -231,8 +242,17 @@ static void parse_one(struct config *c, int opt, const char *arg)
 			usage_error("--seed: '%s' is not a number", arg);
 		c->seed = u;
 		break;
-	case OPT_JSON: c->format = OUT_JSON; break;
-	case OPT_CSV: c->format = OUT_CSV; break;
+	case OPT_TIMEOUT:
+		if (parse_uint(arg, 86400, &u))
+			usage_error("--timeout: '%s' is not in 0..86400 seconds", arg);
+		c->timeout = (unsigned int)u;
+		break;
+	case OPT_JSON:
+	case OPT_CSV:
+		if (c->format != OUT_TEXT)
+			usage_error("%s", "--json and --csv exclude each other");
+		c->format = opt == OPT_JSON ? OUT_JSON : OUT_CSV;
+		break;
 	case OPT_NO_HEADER: c->csv_header = false; break;
 	case OPT_PROGRESS: c->progress = 1; break;
 	case OPT_NO_PROGRESS: c->progress = 0; break;
@@ -249,6 +269,7 @@ static void parse_args(int argc, char **argv, struct config *c)
 		.sync = SYNC_NONE, .xfer = 4096, .qd = 1, .seconds = 10,
 		.random = true, .csv_header = true, .progress = -1,
 		.initiator = "iqn.2026-11.org.syncguard:syncbench", .seed = 1,
+		.timeout = 30,
 	};
 	while ((opt = getopt_long(argc, argv, "s:b:q:t:p:S:i:h", long_opts,
 				  NULL)) != -1)
@@ -259,6 +280,8 @@ static void parse_args(int argc, char **argv, struct config *c)
 	c->url = argv[optind];
 	if (strncmp(c->url, "iscsi://", 8))
 		usage_error("'%s' is not an iscsi:// URL", c->url);
+	if (!c->csv_header && c->format != OUT_CSV)
+		usage_error("%s", "--no-header goes with --csv");
 	if (c->progress < 0)
 		c->progress = isatty(STDERR_FILENO);
 }
@@ -289,6 +312,7 @@ static int connect_lun(struct bench *b)
 	iscsi_set_targetname(b->iscsi, b->url->target);
 	iscsi_set_session_type(b->iscsi, ISCSI_SESSION_NORMAL);
 	iscsi_set_header_digest(b->iscsi, ISCSI_HEADER_DIGEST_NONE_CRC32C);
+	iscsi_set_timeout(b->iscsi, (int)b->cfg.timeout);
 	if (iscsi_full_connect_sync(b->iscsi, b->url->portal, b->url->lun)) {
 		fprintf(stderr, PROG ": cannot log in to %s: %s\n", b->cfg.url,
 			iscsi_get_error(b->iscsi));
@@ -340,6 +364,7 @@ static void read_caching(struct bench *b)
 		scsi_free_scsi_task(t);
 }
 
+/* 0, -1 (the target failed us) or -2 (a usage error the LUN reveals) */
 static int setup(struct bench *b)
 {
 	uint64_t span;
@@ -351,7 +376,7 @@ static int setup(struct bench *b)
 		fprintf(stderr, PROG ": --block-size %" PRIu64 " is not a "
 			"multiple of the LUN's %u-byte logical block\n",
 			b->cfg.xfer, b->ti.block_size);
-		return -1;
+		return -2;
 	}
 	span = b->cfg.span ? b->cfg.span : b->ti.blocks * b->ti.block_size;
 	b->xfer_blocks = b->cfg.xfer / b->ti.block_size;
@@ -360,7 +385,7 @@ static int setup(struct bench *b)
 		fprintf(stderr, PROG ": --span must hold one write and fit the "
 			"LUN (%" PRIu64 " bytes)\n",
 			b->ti.blocks * b->ti.block_size);
-		return -1;
+		return -2;
 	}
 	return 0;
 }
@@ -476,6 +501,16 @@ static void progress(struct bench *b, uint64_t now)
 	b->ops_at_tick = b->ops;
 }
 
+/* Stop waiting for the last commands: @limit ns after the run's end (or
+ * 2 s after Ctrl-C).  0 = never. */
+static bool give_up(const struct bench *b, uint64_t now)
+{
+	uint64_t limit = interrupted ? 2000000000ull :
+			 b->cfg.timeout * 1000000000ull;
+
+	return limit && now > b->t_end && now - b->t_end > limit;
+}
+
 static int run(struct bench *b)
 {
 	b->t0 = b->last_tick = now_ns();
@@ -496,12 +531,22 @@ static int run(struct bench *b)
 		}
 		submit(b);
 		now = now_ns();
+		if (interrupted && now < b->t_end)
+			b->t_end = now;		/* the run ends here */
 		if (b->cfg.progress && now - b->last_tick >= 1000000000ull)
 			progress(b, now);
+		if (give_up(b, now)) {
+			fprintf(stderr, PROG ": %u command(s) still unanswered; "
+				"giving up\n", b->inflight);
+			b->unanswered = b->inflight;
+			b->errors += b->inflight;
+			break;
+		}
 	}
 	if (b->cfg.progress)
 		fputc('\n', stderr);
-	b->t_end = now_ns();
+	if (!b->unanswered)
+		b->t_end = now_ns();
 	return 0;
 }
 
@@ -555,14 +600,16 @@ static void print_json(const struct bench *b, const struct results *r)
 	       ",\"queue_depth\":%u,\"pattern\":\"%s\",\"span_bytes\":%" PRIu64
 	       ",\"lun_block_size\":%u,\"lun_blocks\":%" PRIu64
 	       ",\"wce\":%d,\"dpofua\":%d,\"seconds\":%.3f,\"ops\":%" PRIu64
-	       ",\"errors\":%" PRIu64 ",\"iops\":%.1f,\"mb_per_s\":%.3f,"
+	       ",\"errors\":%" PRIu64 ",\"unanswered\":%" PRIu64
+	       ",\"interrupted\":%s,\"iops\":%.1f,\"mb_per_s\":%.3f,"
 	       "\"latency_us\":{\"mean\":%.1f,\"p50\":%.1f,\"p99\":%.1f,"
 	       "\"p99_9\":%.1f,\"max\":%.1f}}\n", b->cfg.url,
 	       sync_names[b->cfg.sync], b->cfg.xfer, b->cfg.qd,
 	       b->cfg.random ? "rand" : "seq",
 	       b->span_blocks * b->ti.block_size, b->ti.block_size,
 	       b->ti.blocks, b->ti.wce, b->ti.dpofua, r->seconds, b->ops,
-	       b->errors, r->iops, r->mbps, r->mean_us, r->p50_us, r->p99_us,
+	       b->errors, b->unanswered, interrupted ? "true" : "false",
+	       r->iops, r->mbps, r->mean_us, r->p50_us, r->p99_us,
 	       r->p999_us, r->max_us);
 }
 
@@ -609,7 +656,7 @@ static int alloc_slots(struct bench *b)
 static void teardown(struct bench *b)
 {
 	if (b->iscsi) {
-		if (!b->connection_lost)
+		if (!b->connection_lost && !b->unanswered)
 			iscsi_logout_sync(b->iscsi);
 		iscsi_destroy_context(b->iscsi);
 	}
@@ -624,7 +671,7 @@ int main(int argc, char **argv)
 {
 	static struct bench b;	/* the histogram is large */
 	struct results r;
-	int ret = 1;
+	int ret;
 
 	parse_args(argc, argv, &b.cfg);
 	hist_init(&b.hist);
@@ -632,7 +679,13 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
-	if (alloc_slots(&b) == 0 && setup(&b) == 0 && run(&b) == 0) {
+	ret = alloc_slots(&b) ? -1 : setup(&b);
+	if (ret == -2) {
+		usage(stderr);
+		teardown(&b);
+		return 2;
+	}
+	if (ret == 0 && run(&b) == 0) {
 		r = summarize(&b);
 		if (b.cfg.format == OUT_JSON)
 			print_json(&b, &r);
@@ -640,7 +693,9 @@ int main(int argc, char **argv)
 			print_csv(&b, &r);
 		else
 			print_text(&b, &r);
-		ret = b.errors ? 1 : 0;
+		ret = interrupted ? 130 : b.errors ? 1 : 0;
+	} else {
+		ret = 1;
 	}
 	teardown(&b);
 	return ret;

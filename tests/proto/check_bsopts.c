@@ -13,7 +13,9 @@
 #define BS 512u
 
 enum path_kind { P_GOOD, P_SPARSE, P_DIR, P_MISSING, P_ODD_SIZE, P_CHARDEV,
-		 P_IMMUTABLE };
+		 P_IN_USE, P_IMMUTABLE };
+
+static char good_path[700];	/* the file behind GOOD_LUN */
 
 static const struct {
 	const char *bsopts;
@@ -35,6 +37,7 @@ static const struct {
 	{ "mode=write-through", P_CHARDEV,
 	  "/dev/null: not a regular file or block device" },
 	{ "mode=plp", P_SPARSE, "mode=plp needs every block allocated" },
+	{ "mode=write-through", P_IN_USE, "already exported by another syncguard LUN" },
 	{ "mode=write-back", P_IMMUTABLE, "cannot open read-write" },
 };
 #define NBAD (int)(sizeof(bad) / sizeof(bad[0]))
@@ -42,8 +45,9 @@ static const struct {
 static void setup(void)
 {
 	proto_tgtd_start();
-	if (proto_add_lun(GOOD_LUN, proto_file("good.img", 4 << 20, false),
-			  "mode=write-back", 0)) {
+	snprintf(good_path, sizeof(good_path), "%s",
+		 proto_file("good.img", 4 << 20, false));
+	if (proto_add_lun(GOOD_LUN, good_path, "mode=write-back", 0)) {
 		proto_tgtd_stop();
 		exit(EXIT_FAILURE);
 	}
@@ -65,6 +69,7 @@ static const char *make_path(enum path_kind kind)
 	case P_MISSING: return "/nonexistent/missing.img";
 	case P_ODD_SIZE: return proto_file("odd.img", 1000, false);
 	case P_CHARDEV: return "/dev/null";
+	case P_IN_USE: return good_path;
 	case P_IMMUTABLE:
 		p = proto_file("immutable.img", 4 << 20, false);
 		return proto_sh("chattr +i '%s' 2>/dev/null", p) ? NULL : p;

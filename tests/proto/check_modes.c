@@ -233,6 +233,24 @@ START_TEST(test_modes_thin_provisioning)
 }
 END_TEST
 
+/* A Caching page of the wrong size is refused and the old one stays. */
+START_TEST(test_modes_bad_caching_page)
+{
+	int lun = modes[_i].lun, wce, dpofua;
+	struct iscsi_context *iscsi;
+
+	ck_assert_int_ne(proto_sh("'%s/scripts/tgtd-private' adm '%s/tgtd' "
+		"--lld iscsi --op update --mode logicalunit --tid %d --lun %d "
+		"--params mode_page=8:0:0 2>/dev/null", getenv("SYNCGUARD_TOP"),
+		proto_dir(), PROTO_TID, lun), 0);
+	ck_assert(proto_log_has("the Caching mode page must keep its 18 bytes"));
+	iscsi = proto_connect(lun);
+	proto_caching(iscsi, lun, &wce, &dpofua);
+	ck_assert_int_eq(wce, modes[_i].wce);
+	iscsi_destroy_context(iscsi);
+}
+END_TEST
+
 Suite *modes_suite(void)
 {
 	Suite *s = suite_create("modes");
@@ -246,6 +264,7 @@ Suite *modes_suite(void)
 	tcase_add_loop_test(tc, test_modes_write_beyond_capacity, 0, NMODES);
 	tcase_add_loop_test(tc, test_modes_verify_beyond_capacity, 0, NMODES);
 	tcase_add_loop_test(tc, test_modes_thin_provisioning, 0, NMODES);
+	tcase_add_loop_test(tc, test_modes_bad_caching_page, 0, NMODES);
 	/* last: it changes WCE */
 	tcase_add_loop_test(tc, test_modes_mode_select_wce, 0, NMODES);
 	suite_add_tcase(s, tc);

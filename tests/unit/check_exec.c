@@ -309,6 +309,58 @@ START_TEST(test_exec_compare_and_write)
 }
 END_TEST
 
+START_TEST(test_exec_short_data_in_and_out)
+{
+	uint8_t r10[10] = { 0x28, 0, 0, 0, 0, 0, 0, 0, 2, 0 };
+	uint8_t w10[10] = { 0x2a, 0, 0, 0, 0, 0, 0, 0, 2, 0 };
+	struct syncguard_result r;
+
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	fill(4);
+	ck_assert_int_eq(write16(0, 2, false), SYNCGUARD_OK);
+	/* EDTL 1000 < 1024: every byte that goes out is the medium's */
+	memset(back, 0xee, sizeof(back));
+	r = run(r10, 10, NULL, 0, back, 1000);
+	ck_assert_int_eq(r.reason, SYNCGUARD_OK);
+	ck_assert_uint_eq(r.in_done, 1000);
+	ck_assert_mem_eq(back, data, 1000);
+	/* Data-Out 1000 < 1024: what was sent is written, as rdwr does */
+	fill(5);
+	ck_assert_int_eq(run(w10, 10, data, 1000, NULL, 0).reason, SYNCGUARD_OK);
+	ck_assert_int_eq(read10(0, 2, false), SYNCGUARD_OK);
+	ck_assert_mem_eq(back, data, 1000);
+}
+END_TEST
+
+/* WRITE SAME(16) UNMAP with NUMBER OF BLOCKS 0 on a LUN of more than
+ * 2^32 blocks unmaps to the very end (no 32-bit truncation). */
+START_TEST(test_exec_write_same_unmap_huge_lun)
+{
+	struct syncguard_opts o = { .mode = SYNCGUARD_MODE_WRITE_BACK };
+	uint64_t blocks = (1ull << 32) + 4096, far = (1ull << 32) + 100;
+	uint8_t ws16[16] = { 0x93, 0x08 };
+	char err[256];
+
+	make_file(path, 0, false);
+	ck_assert_int_eq(truncate(path, (off_t)(blocks * BS)), 0);
+	ck_assert_int_eq(syncguard_lun_open(&lun, path, 9, &o, err,
+					    sizeof(err)), 0);
+	lun.thin = true;
+	fill(7);
+	ck_assert_int_eq(write16(far, 1, false), SYNCGUARD_OK);
+	ck_assert_int_eq(run(ws16, 16, NULL, 0, NULL, 0).reason, SYNCGUARD_OK);
+	memset(back, 0xee, BS);
+	{
+		uint8_t r16[16] = { 0x88, 0, 0, 0, 0, 1, 0, 0, 0, 100, 0, 0, 0, 1 };
+		uint8_t zero[BS] = { 0 };
+
+		ck_assert_int_eq(run(r16, 16, NULL, 0, back, BS).reason,
+				 SYNCGUARD_OK);
+		ck_assert_mem_eq(back, zero, BS);
+	}
+}
+END_TEST
+
 /* ---- bad CDBs ---- */
 
 START_TEST(test_exec_lba_out_of_range)
@@ -451,6 +503,23 @@ START_TEST(test_open_rejects)
 }
 END_TEST
 
+START_TEST(test_open_one_lun_per_file)
+{
+	struct syncguard_lun other;
+	struct syncguard_opts o = { .mode = SYNCGUARD_MODE_WRITE_THROUGH };
+	char err[256];
+
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	ck_assert_int_eq(syncguard_lun_open(&other, path, 9, &o, err,
+					    sizeof(err)), -EBUSY);
+	ck_assert_ptr_nonnull(strstr(err, "already exported"));
+	syncguard_lun_close(&lun);
+	ck_assert_int_eq(syncguard_lun_open(&other, path, 9, &o, err,
+					    sizeof(err)), 0);
+	syncguard_lun_close(&other);
+}
+END_TEST
+
 START_TEST(test_open_plp_needs_allocated_file)
 {
 	char err[256];
@@ -490,6 +559,8 @@ Suite *exec_suite(void)
 	tcase_add_test(data, test_exec_write_same_lbdata);
 	tcase_add_test(data, test_exec_compare_and_write);
 	tcase_add_test(data, test_exec_lba_out_of_range);
+	tcase_add_test(data, test_exec_short_data_in_and_out);
+	tcase_add_test(data, test_exec_write_same_unmap_huge_lun);
 	tcase_add_test(faults, test_exec_write_eio);
 	tcase_add_test(faults, test_exec_read_eio);
 	tcase_add_test(faults, test_exec_enospc);
@@ -498,6 +569,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_exec_eintr_and_short_writes_complete);
 	tcase_add_test(faults, test_exec_no_rwf_dsync_falls_back);
 	tcase_add_test(open, test_open_rejects);
+	tcase_add_test(open, test_open_one_lun_per_file);
 	tcase_add_test(open, test_open_plp_needs_allocated_file);
 	return s;
 }

@@ -35,7 +35,7 @@ START_TEST(test_opts_modes)
 		{ "mode=write-back", SYNCGUARD_MODE_WRITE_BACK },
 		{ "mode=plp", SYNCGUARD_MODE_PLP },
 		{ "mode=plp;", SYNCGUARD_MODE_PLP },
-		{ "mode=plp;mode=write-through", SYNCGUARD_MODE_WRITE_THROUGH },
+		{ "alloc_check=no;mode=write-through", SYNCGUARD_MODE_WRITE_THROUGH },
 	};
 
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -78,6 +78,23 @@ START_TEST(test_opts_bad_value)
 }
 END_TEST
 
+START_TEST(test_opts_repeated_key)
+{
+	ck_assert_int_eq(parse("mode=plp;mode=write-through"), -EINVAL);
+	ck_assert_str_eq(err, "bsopts: mode given twice");
+}
+END_TEST
+
+START_TEST(test_opts_control_characters)
+{
+	ck_assert_int_eq(parse("mode=plp\nx"), -EINVAL);
+	ck_assert_ptr_null(strchr(err, '\n'));	/* one log line */
+	ck_assert_ptr_nonnull(strstr(err, "'plp?x'"));
+	ck_assert_int_eq(parse("bad\tkey=1"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "'bad?key'"));
+}
+END_TEST
+
 START_TEST(test_opts_not_key_value)
 {
 	ck_assert_int_eq(parse("write-back"), -EINVAL);
@@ -111,6 +128,8 @@ Suite *opts_suite(void)
 	tcase_add_test(tc, test_opts_unknown_key);
 	tcase_add_test(tc, test_opts_bad_value);
 	tcase_add_test(tc, test_opts_not_key_value);
+	tcase_add_test(tc, test_opts_repeated_key);
+	tcase_add_test(tc, test_opts_control_characters);
 	tcase_add_test(tc, test_opts_help_lists_every_key);
 	suite_add_tcase(s, tc);
 	return s;
