@@ -26,15 +26,15 @@ DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
 	gcc make util-linux iproute2 e2fsprogs sdparm libfuse3-dev fuse3
 
 CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c \
-	     core/exec.c
+	     core/exec.c core/flush.c core/stats.c
 CORE_PIC  := $(CORE_SRCS:%.c=$(BUILD)/pic/%.o)
 CORE_SAN  := $(CORE_SRCS:%.c=$(BUILD)/san/%.o)
 CORE_SANPIC := $(CORE_SRCS:%.c=$(BUILD)/sanpic/%.o)
-HDRS      := include/syncguard.h core/internal.h
+HDRS      := include/syncguard.h include/syncguard_stats.h core/internal.h
 
 UNIT_SRCS  := tests/unit/main.c tests/unit/check_opts.c \
 	      tests/unit/check_policy.c tests/unit/check_cdb.c \
-	      tests/unit/check_exec.c
+	      tests/unit/check_exec.c tests/unit/check_flush.c
 PROTO_SRCS := tests/proto/main.c tests/proto/fixture.c \
 	      tests/proto/check_modes.c tests/proto/check_bsopts.c \
 	      tests/proto/check_blockdev.c tests/proto/check_faults.c

@@ -26,6 +26,7 @@
 #include "scsi.h"
 #include "spc.h"
 #include "bs_thread.h"
+#include "target.h"
 
 #include "syncguard.h"
 
@@ -325,6 +326,23 @@ static void bs_syncguard_request(struct scsi_cmd *cmd)
 
 /* ---- backing-store hooks ---- */
 
+/* Counters in /run/syncguard/<target>/lun<N>.stats (syncguard_stats.h);
+ * without them the LUN works the same, so a failure is only logged. */
+static void publish_stats(struct scsi_lu *lu)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	char path[512];
+	int ret;
+
+	snprintf(path, sizeof(path), SYNCGUARD_STATS_DIR "/%s/lun%" PRIu64
+		 ".stats", lu->tgt && lu->tgt->name ? lu->tgt->name : "unknown",
+		 lu->lun);
+	ret = syncguard_stats_publish(&bs->lun, path);
+	if (ret)
+		eprintf("syncguard: lun %" PRIu64 ": no counters in %s: %s\n",
+			lu->lun, path, strerror(-ret));
+}
+
 static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 			     uint64_t *size)
 {
@@ -339,6 +357,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		return ret;
 	}
 	bs->open = true;
+	publish_stats(lu);
 	syncguard_lun_set_wce(&bs->lun, syncguard_mode_wce(bs->opts.mode));
 	check_thin(lu);
 	if (!lu->attrs.no_auto_lbppbe && bs->lun.phys_block_size)

@@ -103,6 +103,7 @@ static enum syncguard_reason exec_read(struct syncguard_lun *lun,
 	uint64_t len = to_bytes(lun, c->nblocks);
 	int err = 0;
 
+	syncguard_count(&lun->stats->reads);
 	if (r)
 		return r;
 	/* Data-In shorter than the transfer: fill exactly what goes out
@@ -110,7 +111,7 @@ static enum syncguard_reason exec_read(struct syncguard_lun *lun,
 	if (len > req->in_len)
 		len = req->in_len;
 	if (a.flush_before)
-		err = syncguard_lun_flush(lun);
+		err = syncguard_lun_flush(lun, true);
 	if (!err)
 		err = syncguard_lun_read(lun, req->in, len, to_bytes(lun, c->lba));
 	if (err)
@@ -132,7 +133,7 @@ static enum syncguard_reason exec_write(struct syncguard_lun *lun,
 	uint64_t len = to_bytes(lun, c->nblocks), off = to_bytes(lun, c->lba);
 	int err;
 
-	syncguard_count(fua ? &lun->count.fua_writes : &lun->count.writes);
+	syncguard_count(fua ? &lun->stats->fua_writes : &lun->stats->writes);
 	if (r)
 		return r;
 	/* Data-Out shorter than the transfer (iSCSI EDTL underflow): write
@@ -162,7 +163,7 @@ static enum syncguard_reason exec_sync_cache(struct syncguard_lun *lun,
 
 	(void)req;
 	(void)res;
-	syncguard_count(&lun->count.sync_caches);
+	syncguard_count(&lun->stats->sync_caches);
 	if (r)
 		return r;
 	/* A latched flush failure is reported in every mode: the data it
@@ -170,7 +171,7 @@ static enum syncguard_reason exec_sync_cache(struct syncguard_lun *lun,
 	if (err)
 		return io_reason(-err, true);
 	if (a.flush_before)
-		err = syncguard_lun_flush(lun);
+		err = syncguard_lun_flush(lun, true);
 	return err ? io_reason(err, true) : SYNCGUARD_OK;
 }
 
@@ -412,7 +413,7 @@ void syncguard_execute(struct syncguard_lun *lun,
 	else
 		res->reason = handlers[c.op](lun, req, &c, res);
 	if (res->reason != SYNCGUARD_OK) {
-		syncguard_count(&lun->count.errors);
+		syncguard_count(&lun->stats->errors);
 		res->err = last_errno;
 	}
 }

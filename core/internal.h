@@ -17,8 +17,34 @@ static inline void syncguard_count(uint64_t *counter)
 	__atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
 }
 
-/* errno latched by a failed flush, 0 if none (see latch() in lun.c) */
+/* errno latched by a failed flush, 0 if none (see syncguard_latch) */
 int syncguard_lun_latched(struct syncguard_lun *lun);
+
+/* Latch @err (positive errno) unless an error is latched already: from
+ * now on every command that would promise durability fails with it. */
+void syncguard_latch(struct syncguard_lun *lun, int err);
+
+/* A descriptor for one durability call, used by nobody else meanwhile
+ * (see "sync descriptors" in lun.c); >= 0, or -errno. */
+int syncguard_sync_fd_get(struct syncguard_lun *lun);
+void syncguard_sync_fd_put(struct syncguard_lun *lun, int fd);
+
+/* fdatasync, EINTR retried: 0 or -errno */
+int syncguard_datasync(int fd);
+
+/* Note that data or metadata just became volatile (flush.c elides
+ * flushes only while nothing did). */
+static inline void syncguard_mark_dirty(struct syncguard_lun *lun)
+{
+	__atomic_fetch_add(&lun->flusher.dirty, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Group commit state set-up and tear-down: 0 or -errno. */
+int syncguard_flusher_init(struct syncguard_flusher *f);
+void syncguard_flusher_destroy(struct syncguard_flusher *f);
+
+/* Undo syncguard_stats_publish: counters back to local, file removed. */
+void syncguard_stats_unpublish(struct syncguard_lun *lun);
 
 /*
  * Write @len bytes of @buf at byte offset @off and take them as far as

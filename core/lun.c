@@ -250,6 +250,10 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	lun->fd = -1;
 	lun->block_shift = block_shift;
 	lun->opts = *opts;
+	lun->stats = &lun->local_stats;
+	lun->local_stats.magic = SYNCGUARD_STATS_MAGIC;
+	lun->local_stats.version = SYNCGUARD_STATS_VERSION;
+	lun->local_stats.mode = (uint32_t)opts->mode;
 	ret = open_path(lun, path, &st, err, errlen);
 	if (ret)
 		return ret;
@@ -262,6 +266,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		ret = -pthread_rwlock_init(&lun->write_lock, NULL);
 	if (!ret)
 		ret = -pthread_mutex_init(&lun->pool_lock, NULL);
+	if (!ret)
+		ret = syncguard_flusher_init(&lun->flusher);
 	if (!ret && !(lun->path = strdup(path)))
 		ret = -ENOMEM;
 	if (ret) {
@@ -278,7 +284,8 @@ int syncguard_lun_close(struct syncguard_lun *lun)
 	if (lun->fd < 0)
 		return 0;
 	if (lun->opts.mode == SYNCGUARD_MODE_WRITE_BACK)
-		ret = syncguard_lun_flush(lun);
+		ret = syncguard_lun_flush(lun, true);
+	syncguard_stats_unpublish(lun);
 	close(lun->fd);
 	lun->fd = -1;
 	while (lun->npool)
@@ -289,6 +296,7 @@ int syncguard_lun_close(struct syncguard_lun *lun)
 	lun->path = NULL;
 	pthread_rwlock_destroy(&lun->write_lock);
 	pthread_mutex_destroy(&lun->pool_lock);
+	syncguard_flusher_destroy(&lun->flusher);
 	return ret;
 }
 
@@ -306,7 +314,7 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 	__atomic_store_n(&lun->wce, wce, __ATOMIC_SEQ_CST);
 	pthread_rwlock_unlock(&lun->write_lock);
 	if (was && !wce) {
-		int ret = syncguard_lun_flush(lun);
+		int ret = syncguard_lun_flush(lun, false);
 
 		if (ret) {
 			__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
@@ -330,7 +338,7 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
  * new one also sees errors nobody has seen yet.  The power-cut test
  * (scripts/crashtest.sh) loses acknowledged plp writes without this.
  */
-static int sync_fd_get(struct syncguard_lun *lun)
+int syncguard_sync_fd_get(struct syncguard_lun *lun)
 {
 	int fd = -1;
 
@@ -343,7 +351,7 @@ static int sync_fd_get(struct syncguard_lun *lun)
 	return fd < 0 ? -errno : fd;
 }
 
-static void sync_fd_put(struct syncguard_lun *lun, int fd)
+void syncguard_sync_fd_put(struct syncguard_lun *lun, int fd)
 {
 	pthread_mutex_lock(&lun->pool_lock);
 	if (lun->npool == lun->pool_cap) {
@@ -364,7 +372,7 @@ static void sync_fd_put(struct syncguard_lun *lun, int fd)
 		close(fd);
 }
 
-static int datasync(int fd)
+int syncguard_datasync(int fd)
 {
 	while (syncguard_sys.fdatasync(fd))
 		if (errno != EINTR)
@@ -382,7 +390,7 @@ static int datasync(int fd)
  * re-created (delete and add it, or restart tgtd) after the
  * administrator has checked the device.
  */
-static void latch(struct syncguard_lun *lun, int err)
+void syncguard_latch(struct syncguard_lun *lun, int err)
 {
 	int expected = 0;
 
@@ -393,24 +401,6 @@ static void latch(struct syncguard_lun *lun, int err)
 int syncguard_lun_latched(struct syncguard_lun *lun)
 {
 	return __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
-}
-
-int syncguard_lun_flush(struct syncguard_lun *lun)
-{
-	int err = syncguard_lun_latched(lun);
-	int fd;
-
-	if (err)
-		return -err;
-	fd = sync_fd_get(lun);
-	if (fd < 0)
-		return fd;
-	syncguard_count(&lun->count.device_flushes);
-	err = datasync(fd);
-	sync_fd_put(lun, fd);
-	if (err)
-		latch(lun, -err);
-	return err;
 }
 
 /* Write all of @len bytes at @off through @fd, retrying EINTR and short
@@ -441,17 +431,17 @@ static int writeout(struct syncguard_lun *lun, uint64_t off, uint64_t len)
 {
 	unsigned int how = SYNC_FILE_RANGE_WAIT_BEFORE |
 			   SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
-	int fd = sync_fd_get(lun), err = 0;
+	int fd = syncguard_sync_fd_get(lun), err = 0;
 
 	if (fd < 0)
 		return fd;
-	syncguard_count(&lun->count.writeouts);
+	syncguard_count(&lun->stats->writeouts);
 	while (syncguard_sys.sync_file_range(fd, (off_t)off, (off_t)len, how))
 		if (errno != EINTR) {
 			err = -errno;
 			break;
 		}
-	sync_fd_put(lun, fd);
+	syncguard_sync_fd_put(lun, fd);
 	return err;
 }
 
@@ -463,21 +453,50 @@ static int writeout(struct syncguard_lun *lun, uint64_t off, uint64_t len)
 static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 			 size_t len, uint64_t off)
 {
-	int fd = sync_fd_get(lun), err = -EOPNOTSUPP;
+	int fd = syncguard_sync_fd_get(lun), err = -EOPNOTSUPP;
 
 	if (fd < 0)
 		return fd;
-	syncguard_count(&lun->count.dsync_writes);
+	syncguard_count(&lun->stats->dsync_writes);
 	if (!__atomic_load_n(&lun->no_rwf_dsync, __ATOMIC_RELAXED))
 		err = write_all(fd, buf, len, off, RWF_DSYNC);
 	if (err == -EOPNOTSUPP) {
 		__atomic_store_n(&lun->no_rwf_dsync, true, __ATOMIC_RELAXED);
 		err = write_all(fd, buf, len, off, 0);
 		if (!err)
-			err = datasync(fd);
+			err = syncguard_datasync(fd);
 	}
-	sync_fd_put(lun, fd);
+	syncguard_sync_fd_put(lun, fd);
 	return err;
+}
+
+/* A write into the page cache: volatile until the next device flush. */
+static int write_cached(struct syncguard_lun *lun, const uint8_t *buf,
+			size_t len, uint64_t off)
+{
+	int err = write_all(lun->fd, buf, len, off, 0);
+
+	if (!err)
+		syncguard_mark_dirty(lun);
+	return err;
+}
+
+/*
+ * The two ways a write becomes durable (bsopts write_sync): RWF_DSYNC on
+ * that write alone, or a cached write plus a device flush shared with
+ * every concurrent command (group commit).  The file system may refuse
+ * RWF_DSYNC; then the group path serves.
+ */
+static int write_persist_durable(struct syncguard_lun *lun, const uint8_t *buf,
+				 size_t len, uint64_t off)
+{
+	int err;
+
+	if (lun->opts.write_sync == SYNCGUARD_WRITE_SYNC_DSYNC &&
+	    !__atomic_load_n(&lun->no_rwf_dsync, __ATOMIC_RELAXED))
+		return write_durable(lun, buf, len, off);
+	err = write_cached(lun, buf, len, off);
+	return err ? err : syncguard_lun_flush(lun, false);
 }
 
 int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
@@ -489,9 +508,9 @@ int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
 		return -syncguard_lun_latched(lun);
 	switch (persist) {
 	case SYNCGUARD_PERSIST_CACHED:
-		return write_all(lun->fd, buf, len, off, 0);
+		return write_cached(lun, buf, len, off);
 	case SYNCGUARD_PERSIST_DURABLE:
-		err = write_durable(lun, buf, len, off);
+		err = write_persist_durable(lun, buf, len, off);
 		break;
 	case SYNCGUARD_PERSIST_WRITTEN:
 		err = write_all(lun->fd, buf, len, off, 0);
@@ -503,7 +522,7 @@ int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
 	 * an RWF_DSYNC write cannot tell a refused write (nothing lost)
 	 * from a failed writeback (data lost). */
 	if (err)
-		latch(lun, -err);
+		syncguard_latch(lun, -err);
 	return err;
 }
 
@@ -521,12 +540,12 @@ int syncguard_lun_persist_range(struct syncguard_lun *lun, uint64_t off,
 			return -err;
 		err = writeout(lun, off, len);
 		if (err)
-			latch(lun, -err);
+			syncguard_latch(lun, -err);
 		return err;
 	case SYNCGUARD_PERSIST_DURABLE:
 		break;
 	}
-	return syncguard_lun_flush(lun);
+	return syncguard_lun_flush(lun, false);
 }
 
 int syncguard_lun_read(struct syncguard_lun *lun, uint8_t *buf, size_t len,
@@ -558,5 +577,6 @@ int syncguard_lun_punch(struct syncguard_lun *lun, uint64_t off, uint64_t len)
 		if (errno != EINTR)
 			return -errno;
 	}
+	syncguard_mark_dirty(lun);	/* new metadata, volatile */
 	return 0;
 }

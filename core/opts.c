@@ -74,6 +74,17 @@ static int parse_alloc_check(const char *val, struct syncguard_opts *opts)
 	return parse_bool(val, &opts->alloc_check);
 }
 
+static int parse_write_sync(const char *val, struct syncguard_opts *opts)
+{
+	if (!strcmp(val, "group"))
+		opts->write_sync = SYNCGUARD_WRITE_SYNC_GROUP;
+	else if (!strcmp(val, "dsync"))
+		opts->write_sync = SYNCGUARD_WRITE_SYNC_DSYNC;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 struct opt_def {
 	const char *name;
 	int (*parse)(const char *val, struct syncguard_opts *opts);
@@ -88,6 +99,10 @@ static const struct opt_def opt_table[] = {
 	{ "alloc_check", parse_alloc_check, "yes or no",
 	  "plp on a regular file: check at open that every block is "
 	  "allocated and written (default yes)" },
+	{ "write_sync", parse_write_sync, "group or dsync",
+	  "how a write that must be durable becomes durable: group = cached "
+	  "write, then a device flush shared with concurrent commands "
+	  "(default); dsync = RWF_DSYNC on that write alone" },
 };
 
 #define NR_OPTS (sizeof(opt_table) / sizeof(opt_table[0]))
@@ -184,6 +199,7 @@ int syncguard_opts_parse(const char *bsopts, struct syncguard_opts *opts,
 
 	opts->mode = SYNCGUARD_MODE_WRITE_BACK;
 	opts->alloc_check = true;
+	opts->write_sync = SYNCGUARD_WRITE_SYNC_GROUP;
 	if (err && errlen)
 		err[0] = '\0';
 	if (!bsopts || !*bsopts)

@@ -19,6 +19,8 @@
 #include <sys/uio.h>
 #include <pthread.h>
 
+#include "syncguard_stats.h"
+
 /* ---- write-cache modes and bsopts (core/opts.c) ---- */
 
 enum syncguard_mode {
@@ -27,8 +29,16 @@ enum syncguard_mode {
 	SYNCGUARD_MODE_PLP,
 };
 
+/* How a write that must be durable becomes durable (bsopts write_sync). */
+enum syncguard_write_sync {
+	SYNCGUARD_WRITE_SYNC_GROUP,	/* cached write, then a device flush
+					 * shared with concurrent commands */
+	SYNCGUARD_WRITE_SYNC_DSYNC,	/* RWF_DSYNC on that write alone */
+};
+
 struct syncguard_opts {
 	enum syncguard_mode mode;
+	enum syncguard_write_sync write_sync;
 	/* plp on a regular file: verify at open that every block is
 	 * allocated and written (FIEMAP).  false only when the user vouches
 	 * for it on a file system without FIEMAP. */
@@ -194,15 +204,16 @@ extern struct syncguard_sysops syncguard_sys;
 
 /* ---- a LUN (core/lun.c) ---- */
 
-/* Counters, in commands or calls; atomically updated, read any time. */
-struct syncguard_counters {
-	uint64_t writes;		/* write commands, FUA=0 */
-	uint64_t fua_writes;		/* write commands needing durability */
-	uint64_t sync_caches;		/* SYNCHRONIZE CACHE commands */
-	uint64_t device_flushes;	/* fdatasync calls */
-	uint64_t dsync_writes;		/* RWF_DSYNC writes */
-	uint64_t writeouts;		/* sync_file_range writeouts (plp) */
-	uint64_t errors;		/* commands answered with an error */
+/* Group commit state (core/flush.c). */
+struct syncguard_flusher {
+	pthread_mutex_t lock;
+	pthread_cond_t done;
+	uint64_t started, completed;	/* flush generations */
+	bool running;
+	uint64_t dirty;		/* bumped (atomically) by each write that
+				 * leaves data volatile */
+	uint64_t clean_at;	/* value of dirty the last completed flush
+				 * covered */
 };
 
 struct syncguard_lun {
@@ -227,7 +238,10 @@ struct syncguard_lun {
 	pthread_mutex_t pool_lock;
 	int *pool;
 	unsigned int npool, pool_cap;
-	struct syncguard_counters count;
+	struct syncguard_flusher flusher;
+	struct syncguard_stats *stats;	/* local_stats or a shared mapping */
+	char *stats_path;		/* the mapping's file, or NULL */
+	struct syncguard_stats local_stats;
 };
 
 /*
@@ -248,11 +262,21 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 int syncguard_lun_close(struct syncguard_lun *lun);
 
 /*
- * Make every write completed so far durable (fdatasync: data, the
- * metadata needed to read it, device cache flush).  A failure is
- * latched in lun->flush_error (see core/lun.c).  Returns 0 or -errno.
+ * Make every write completed before the call durable (data, the metadata
+ * needed to read it, device cache flush), sharing device flushes with
+ * concurrent callers (group commit, core/flush.c).  With @elide, costs no
+ * device flush when nothing was written since the last completed one
+ * (SYNCHRONIZE CACHE on a clean cache).  A failure is latched (see
+ * core/lun.c).  Returns 0 or -errno.
  */
-int syncguard_lun_flush(struct syncguard_lun *lun);
+int syncguard_lun_flush(struct syncguard_lun *lun, bool elide);
+
+/*
+ * Publish @lun's counters in the file @path (created, mode 0644, mapped
+ * shared; parent directories created).  Until then, and if this fails,
+ * they live in lun->local_stats.  Returns 0 or -errno.
+ */
+int syncguard_stats_publish(struct syncguard_lun *lun, const char *path);
 
 /* WCE the LUN currently honours (Caching mode page, SBC-3 6.4.5). */
 bool syncguard_lun_wce(struct syncguard_lun *lun);

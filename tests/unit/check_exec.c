@@ -102,9 +102,10 @@ static void make_file(const char *p, size_t size, bool written)
 	close(fd);
 }
 
-static void open_lun(enum syncguard_mode mode)
+static void open_lun_ws(enum syncguard_mode mode, enum syncguard_write_sync ws)
 {
-	struct syncguard_opts o = { .mode = mode, .alloc_check = true };
+	struct syncguard_opts o = { .mode = mode, .alloc_check = true,
+				    .write_sync = ws };
 	char err[256];
 
 	make_file(path, LUN_BYTES, true);
@@ -112,6 +113,11 @@ static void open_lun(enum syncguard_mode mode)
 					 sizeof(err)) == 0, "%s", err);
 	syncguard_lun_set_wce(&lun, syncguard_mode_wce(mode));
 	memset(&fx, 0, sizeof(fx));
+}
+
+static void open_lun(enum syncguard_mode mode)
+{
+	open_lun_ws(mode, SYNCGUARD_WRITE_SYNC_GROUP);
 }
 
 static void setup(void)
@@ -194,18 +200,37 @@ static void assert_sense(enum syncguard_reason r, uint8_t key, uint16_t asc)
 
 START_TEST(test_exec_write_back_costs)
 {
-	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);	/* write_sync=group */
 	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
 	ck_assert_int_eq(fx.dsyncs + fx.fdatasyncs + fx.writeouts, 0);
+	ck_assert_int_eq(write16(8, 8, true), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 1);	/* FUA: one group flush */
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 1);	/* clean: elided */
+	ck_assert_uint_eq(lun.stats->flushes_elided, 1);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 2);	/* dirty: flushed */
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(read10(0, 8, true), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 3);	/* FUA read: medium current */
+	ck_assert_int_eq(read10(0, 8, true), SYNCGUARD_OK);
+	ck_assert_int_eq(read10(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 3);	/* clean: nothing to do */
+	ck_assert_uint_eq(lun.stats->device_flushes, 3);
+	ck_assert_uint_eq(lun.stats->fua_writes, 1);
+	ck_assert_uint_eq(lun.stats->sync_caches, 2);
+}
+END_TEST
+
+START_TEST(test_exec_write_back_dsync_costs)
+{
+	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_DSYNC);
 	ck_assert_int_eq(write16(8, 8, true), SYNCGUARD_OK);
 	ck_assert_int_eq(fx.dsyncs, 1);		/* that write only */
 	ck_assert_int_eq(fx.fdatasyncs, 0);	/* no whole-device flush */
 	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.fdatasyncs, 1);
-	ck_assert_int_eq(read10(0, 8, true), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.fdatasyncs, 2);	/* FUA read: medium current */
-	ck_assert_int_eq(read10(0, 8, false), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.fdatasyncs, 2);
+	ck_assert_int_eq(fx.fdatasyncs, 0);	/* nothing volatile left */
 }
 END_TEST
 
@@ -213,11 +238,16 @@ START_TEST(test_exec_write_through_costs)
 {
 	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
 	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.dsyncs, 1);
+	ck_assert_int_eq(fx.fdatasyncs, 1);
 	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.dsyncs, 2);
+	ck_assert_int_eq(fx.fdatasyncs, 2);
 	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.fdatasyncs, 0);	/* nothing is volatile */
+	ck_assert_int_eq(fx.fdatasyncs, 2);	/* nothing is volatile */
+	syncguard_lun_close(&lun);
+	open_lun_ws(SYNCGUARD_MODE_WRITE_THROUGH, SYNCGUARD_WRITE_SYNC_DSYNC);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.dsyncs, 1);
+	ck_assert_int_eq(fx.fdatasyncs, 0);
 }
 END_TEST
 
@@ -240,11 +270,10 @@ START_TEST(test_exec_wce_off_flushes_then_writes_through)
 	ck_assert_int_eq(syncguard_lun_set_wce(&lun, false), 0);
 	ck_assert_int_eq(fx.fdatasyncs, 1);	/* dirty data made durable */
 	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.dsyncs, 1);
+	ck_assert_int_eq(fx.fdatasyncs, 2);	/* now write-through */
 	ck_assert_int_eq(syncguard_lun_set_wce(&lun, true), 0);
 	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.dsyncs, 1);
-	ck_assert_int_eq(fx.fdatasyncs, 1);
+	ck_assert_int_eq(fx.fdatasyncs, 2);
 }
 END_TEST
 
@@ -379,7 +408,7 @@ START_TEST(test_exec_lba_out_of_range)
 	assert_sense(SYNCGUARD_ERR_LBA_RANGE, 0x05, 0x2100);
 	ck_assert_int_eq(run(inq, 6, NULL, 0, NULL, 0).reason,
 			 SYNCGUARD_ERR_INVALID_OPCODE);
-	ck_assert_uint_eq(lun.count.errors, 5);
+	ck_assert_uint_eq(lun.stats->errors, 5);
 }
 END_TEST
 
@@ -435,7 +464,7 @@ END_TEST
 
 START_TEST(test_exec_dsync_failure_latches_all_modes)
 {
-	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
+	open_lun_ws(SYNCGUARD_MODE_WRITE_THROUGH, SYNCGUARD_WRITE_SYNC_DSYNC);
 	fx.pwrite_errno = EIO;
 	assert_sense(write16(0, 8, false), 0x03, 0x0c00);
 	fx.pwrite_errno = 0;
@@ -462,7 +491,7 @@ END_TEST
 
 START_TEST(test_exec_no_rwf_dsync_falls_back)
 {
-	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
+	open_lun_ws(SYNCGUARD_MODE_WRITE_THROUGH, SYNCGUARD_WRITE_SYNC_DSYNC);
 	fill(8);
 	fx.dsync_errno = EOPNOTSUPP;
 	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
@@ -552,6 +581,7 @@ Suite *exec_suite(void)
 		suite_add_tcase(s, all[i]);
 	}
 	tcase_add_test(cost, test_exec_write_back_costs);
+	tcase_add_test(cost, test_exec_write_back_dsync_costs);
 	tcase_add_test(cost, test_exec_write_through_costs);
 	tcase_add_test(cost, test_exec_plp_costs);
 	tcase_add_test(cost, test_exec_wce_off_flushes_then_writes_through);

@@ -8,5 +8,6 @@ Suite *opts_suite(void);
 Suite *policy_suite(void);
 Suite *cdb_suite(void);
 Suite *exec_suite(void);
+Suite *flush_suite(void);
 
 #endif

@@ -1,0 +1,131 @@
+/*
+ * The flush engine: group commit and clean-flush elision.
+ *
+ * A command that needs "every write completed before me is durable"
+ * (SYNCHRONIZE CACHE in write-back, a durable write under write_sync=group,
+ * a FUA read, a WCE switch) calls syncguard_lun_flush().  It waits for
+ * the first device flush that *starts* after the call, because only such
+ * a flush is sure to cover the caller's writes; if none is running it
+ * starts one itself.  Every command that arrives while a flush runs is
+ * answered by the single next flush: at queue depth N, N commands share
+ * one fdatasync instead of paying one each.  This is the block layer's
+ * own flush merging, done one level up where the commands are.
+ *
+ * Elision: every write that leaves data volatile bumps a counter
+ * (syncguard_mark_dirty) after the data is in the page cache.  A flush
+ * records the counter's value before it starts; once it succeeds,
+ * everything counted up to that value is durable.  A SYNCHRONIZE CACHE
+ * that finds the counter unchanged since has nothing to make durable and
+ * costs no device flush.
+ *
+ * Errors: a failed flush latches (lun.c); every waiter then fails, the
+ * ones that flushed and the ones that were only covered alike.
+ */
+#include <errno.h>
+#include <time.h>
+
+#include "syncguard.h"
+#include "internal.h"
+
+int syncguard_flusher_init(struct syncguard_flusher *f)
+{
+	int ret = pthread_mutex_init(&f->lock, NULL);
+
+	if (!ret && (ret = pthread_cond_init(&f->done, NULL)) != 0)
+		pthread_mutex_destroy(&f->lock);
+	return -ret;
+}
+
+void syncguard_flusher_destroy(struct syncguard_flusher *f)
+{
+	pthread_cond_destroy(&f->done);
+	pthread_mutex_destroy(&f->lock);
+}
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void record_latency(struct syncguard_stats *st, uint64_t us)
+{
+	unsigned int b = 0;
+
+	while (us >> (b + 1) && b + 1 < SYNCGUARD_FLUSH_BUCKETS)
+		b++;
+	syncguard_count(&st->flush_us[b]);
+	__atomic_fetch_add(&st->flush_us_total, us, __ATOMIC_RELAXED);
+}
+
+/* One device flush, timed, on a descriptor of its own; errors latch. */
+static int device_flush(struct syncguard_lun *lun)
+{
+	int fd = syncguard_sync_fd_get(lun), err;
+	uint64_t t0;
+
+	if (fd < 0) {
+		syncguard_latch(lun, -fd);
+		return fd;
+	}
+	syncguard_count(&lun->stats->device_flushes);
+	t0 = now_us();
+	err = syncguard_datasync(fd);
+	record_latency(lun->stats, now_us() - t0);
+	syncguard_sync_fd_put(lun, fd);
+	if (err)
+		syncguard_latch(lun, -err);
+	return err;
+}
+
+/* With f->lock held: run flush generation ++started; waiters wake. */
+static void lead_flush(struct syncguard_lun *lun)
+{
+	struct syncguard_flusher *f = &lun->flusher;
+	uint64_t gen = ++f->started;
+	uint64_t covers = __atomic_load_n(&f->dirty, __ATOMIC_SEQ_CST);
+	int err;
+
+	f->running = true;
+	pthread_mutex_unlock(&f->lock);
+	err = device_flush(lun);
+	pthread_mutex_lock(&f->lock);
+	f->running = false;
+	f->completed = gen;
+	if (!err && covers > f->clean_at)
+		f->clean_at = covers;
+	pthread_cond_broadcast(&f->done);
+}
+
+int syncguard_lun_flush(struct syncguard_lun *lun, bool elide)
+{
+	struct syncguard_flusher *f = &lun->flusher;
+	bool led = false;
+	uint64_t need;
+	int err = syncguard_lun_latched(lun);
+
+	if (err)
+		return -err;
+	pthread_mutex_lock(&f->lock);
+	if (elide && __atomic_load_n(&f->dirty, __ATOMIC_SEQ_CST) == f->clean_at) {
+		pthread_mutex_unlock(&f->lock);
+		syncguard_count(&lun->stats->flushes_elided);
+		return 0;
+	}
+	need = f->started + 1;		/* the first flush to start after now */
+	while (f->completed < need) {
+		if (f->running) {
+			pthread_cond_wait(&f->done, &f->lock);
+		} else {
+			lead_flush(lun);
+			led = true;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (!led)
+		syncguard_count(&lun->stats->flushes_coalesced);
+	err = syncguard_lun_latched(lun);
+	return err ? -err : 0;
+}

@@ -1,0 +1,44 @@
+/*
+ * Per-LUN counters, shared with tools while tgtd runs.
+ *
+ * bs_syncguard keeps each LUN's counters in a small file it maps shared:
+ * /run/syncguard/<target name>/lun<N>.stats.  Readers (tools/syncguard-stat,
+ * iscsi-syncbench) map or read the same file; every field is a 64-bit
+ * counter updated atomically, so a reader sees each one whole (fields
+ * are not a consistent snapshot of each other).
+ */
+#ifndef SYNCGUARD_STATS_H
+#define SYNCGUARD_STATS_H
+
+#include <stdint.h>
+
+#define SYNCGUARD_STATS_MAGIC	0x53544753u	/* "SGTS" */
+#define SYNCGUARD_STATS_VERSION	1
+#define SYNCGUARD_STATS_DIR	"/run/syncguard"
+#define SYNCGUARD_FLUSH_BUCKETS	32	/* log2 microseconds */
+
+struct syncguard_stats {
+	uint32_t magic, version;
+	uint32_t pid;			/* tgtd's */
+	uint32_t mode;			/* enum syncguard_mode */
+	/* commands */
+	uint64_t reads;
+	uint64_t writes;		/* writes that need no durability */
+	uint64_t fua_writes;		/* writes that must be durable (FUA,
+					 * WRITE AND VERIFY) */
+	uint64_t sync_caches;		/* SYNCHRONIZE CACHE(10/16) */
+	uint64_t errors;		/* commands answered with an error */
+	/* what they cost */
+	uint64_t device_flushes;	/* fdatasync calls: device cache flushes */
+	uint64_t dsync_writes;		/* RWF_DSYNC writes (a flush each) */
+	uint64_t writeouts;		/* sync_file_range writeouts (plp) */
+	uint64_t flushes_coalesced;	/* durability waits answered by a flush
+					 * another command started */
+	uint64_t flushes_elided;	/* SYNCHRONIZE CACHE with nothing dirty
+					 * since the last completed flush */
+	/* device flush latency: bucket i counts flushes of [2^i, 2^(i+1)) us */
+	uint64_t flush_us[SYNCGUARD_FLUSH_BUCKETS];
+	uint64_t flush_us_total;
+};
+
+#endif

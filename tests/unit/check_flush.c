@@ -1,0 +1,177 @@
+/*
+ * The flush engine under concurrency: group commit must never answer a
+ * caller with a flush that started before the call (it would not cover
+ * the caller's writes), must share flushes when callers overlap, and
+ * clean-flush elision must cost nothing only when nothing is dirty.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "syncguard.h"
+#include "internal.h"
+#include "unit.h"
+
+#define THREADS 16
+#define ROUNDS 20
+#define MAX_FLUSHES (THREADS * ROUNDS)
+
+static struct syncguard_lun lun;
+static char dir[] = "build/unit.XXXXXX";
+static char path[64];
+
+/* a logical clock, and the [start, end] ticks of every fdatasync */
+static uint64_t ticks;
+static uint64_t flush_start[MAX_FLUSHES], flush_end[MAX_FLUSHES];
+static unsigned int nflushes;
+
+static uint64_t tick(void)
+{
+	return __atomic_add_fetch(&ticks, 1, __ATOMIC_SEQ_CST);
+}
+
+static int slow_fdatasync(int fd)
+{
+	unsigned int i = __atomic_fetch_add(&nflushes, 1, __ATOMIC_SEQ_CST);
+	struct timespec ts = { 0, 2000000 };	/* a 2 ms device flush */
+
+	(void)fd;
+	if (i < MAX_FLUSHES)
+		flush_start[i] = tick();
+	nanosleep(&ts, NULL);
+	if (i < MAX_FLUSHES)
+		flush_end[i] = tick();
+	return 0;
+}
+
+static void setup(void)
+{
+	struct syncguard_opts o = { .mode = SYNCGUARD_MODE_WRITE_BACK };
+	char err[256];
+	int fd;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/lun.img", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_eq(ftruncate(fd, 1 << 20), 0);
+	close(fd);
+	ck_assert_int_eq(syncguard_lun_open(&lun, path, 9, &o, err,
+					    sizeof(err)), 0);
+	syncguard_sys.fdatasync = slow_fdatasync;
+	ticks = nflushes = 0;
+}
+
+static void teardown(void)
+{
+	syncguard_lun_close(&lun);
+	unlink(path);
+	rmdir(dir);
+}
+
+static pthread_barrier_t go;
+static int violations;
+
+/* Each round: mark data dirty, call, and check a flush started after
+ * the call and ended before the return. */
+static void *flusher(void *arg)
+{
+	(void)arg;
+	pthread_barrier_wait(&go);
+	for (int r = 0; r < ROUNDS; r++) {
+		uint64_t call, ret;
+		bool covered = false;
+
+		syncguard_mark_dirty(&lun);
+		call = tick();
+		ck_assert_int_eq(syncguard_lun_flush(&lun, false), 0);
+		ret = tick();
+		for (unsigned int i = 0; i < nflushes && i < MAX_FLUSHES; i++)
+			covered |= flush_start[i] > call && flush_end[i] &&
+				   flush_end[i] < ret;
+		if (!covered)
+			__atomic_fetch_add(&violations, 1, __ATOMIC_SEQ_CST);
+	}
+	return NULL;
+}
+
+START_TEST(test_flush_group_commit)
+{
+	pthread_t t[THREADS];
+	uint64_t calls = THREADS * ROUNDS;
+
+	pthread_barrier_init(&go, NULL, THREADS);
+	for (int i = 0; i < THREADS; i++)
+		pthread_create(&t[i], NULL, flusher, NULL);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	ck_assert_int_eq(violations, 0);	/* never an earlier flush */
+	/* callers overlap (2 ms flushes, 16 threads): they share flushes */
+	ck_assert_uint_lt(lun.stats->device_flushes, calls / 2);
+	ck_assert_uint_eq(lun.stats->device_flushes +
+			  lun.stats->flushes_coalesced, calls);
+	ck_assert_uint_eq(lun.stats->device_flushes, nflushes);
+}
+END_TEST
+
+START_TEST(test_flush_elision)
+{
+	ck_assert_int_eq(syncguard_lun_flush(&lun, true), 0);
+	ck_assert_uint_eq(nflushes, 0);		/* never written: clean */
+	syncguard_mark_dirty(&lun);
+	ck_assert_int_eq(syncguard_lun_flush(&lun, true), 0);
+	ck_assert_uint_eq(nflushes, 1);
+	ck_assert_int_eq(syncguard_lun_flush(&lun, true), 0);
+	ck_assert_uint_eq(nflushes, 1);
+	ck_assert_int_eq(syncguard_lun_flush(&lun, false), 0);	/* forced */
+	ck_assert_uint_eq(nflushes, 2);
+	ck_assert_uint_eq(lun.stats->flushes_elided, 2);
+	ck_assert_uint_eq(lun.stats->flush_us_total > 0, 1);
+}
+END_TEST
+
+START_TEST(test_flush_stats_published)
+{
+	char sp[128];
+	struct syncguard_stats seen;
+	int fd;
+
+	snprintf(sp, sizeof(sp), "%s/run/t:x/lun1.stats", dir);
+	ck_assert_int_eq(syncguard_stats_publish(&lun, sp), 0);
+	syncguard_mark_dirty(&lun);
+	ck_assert_int_eq(syncguard_lun_flush(&lun, true), 0);
+	fd = open(sp, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &seen, sizeof(seen), 0), sizeof(seen));
+	close(fd);
+	ck_assert_uint_eq(seen.magic, SYNCGUARD_STATS_MAGIC);
+	ck_assert_uint_eq(seen.pid, (uint32_t)getpid());
+	ck_assert_uint_eq(seen.device_flushes, 1);
+	syncguard_stats_unpublish(&lun);
+	ck_assert_int_ne(access(sp, F_OK), 0);	/* removed with the LUN */
+	ck_assert_uint_eq(lun.stats->device_flushes, 1);	/* kept */
+	snprintf(sp, sizeof(sp), "%s/run/t:x", dir);
+	rmdir(sp);
+	snprintf(sp, sizeof(sp), "%s/run", dir);
+	rmdir(sp);
+}
+END_TEST
+
+Suite *flush_suite(void)
+{
+	Suite *s = suite_create("flush");
+	TCase *tc = tcase_create("engine");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_flush_group_commit);
+	tcase_add_test(tc, test_flush_elision);
+	tcase_add_test(tc, test_flush_stats_published);
+	suite_add_tcase(s, tc);
+	return s;
+}
