@@ -43,7 +43,7 @@ ISCSI_LIBS := $(shell pkg-config --libs libiscsi 2>/dev/null || echo -liscsi)
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null || echo -I/usr/include/fuse3)
 FUSE_LIBS  := $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3 -lpthread)
 TOOLS      := tools/iscsi-syncbench tools/iscsi-crashtest \
-	      tools/syncguard-devmodel tools/iscsi-cdbfuzz
+	      tools/syncguard-devmodel tools/iscsi-cdbfuzz tools/syncguard-stat
 FUZZ_COUNT ?= 1000000
 CUTS       ?= 1000
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
@@ -106,12 +106,15 @@ uninstall:
 
 # ---- the tester ----
 tools/iscsi-syncbench: tools/iscsi-syncbench.c tools/histogram.c \
-		       tools/histogram.h
+		       tools/histogram.h include/syncguard_stats.h
 	$(CC) $(BASE) -Itools $(CFLAGS) tools/iscsi-syncbench.c \
 	  tools/histogram.c -o $@ $(ISCSI_LIBS) -lm
 
 tools/iscsi-crashtest: tools/iscsi-crashtest.c
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
+
+tools/syncguard-stat: tools/syncguard-stat.c include/syncguard_stats.h
+	$(CC) $(BASE) $(CFLAGS) $< -o $@
 
 tools/iscsi-cdbfuzz: tools/iscsi-cdbfuzz.c
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)

@@ -42,6 +42,7 @@ struct syncguard_bs {
 	int (*tgt_mode_select)(int host_no, struct scsi_cmd *cmd);
 	int (*tgt_verify)(int host_no, struct scsi_cmd *cmd);
 	int (*tgt_mode_sense)(int host_no, struct scsi_cmd *cmd);
+	int (*tgt_sync_cache)(int host_no, struct scsi_cmd *cmd);
 	tgtadm_err (*tgt_lu_config)(struct scsi_lu *lu, char *params);
 };
 
@@ -209,6 +210,31 @@ static int syncguard_verify(int host_no, struct scsi_cmd *cmd)
 }
 
 /*
+ * SYNCHRONIZE CACHE(10/16) wrapper: a command that needs no I/O (nothing
+ * dirty since the last flush, nothing volatile in this mode, a range or
+ * latched error) is answered here, in tgtd's event thread, without the
+ * round trip through a worker; the rest goes to tgt's handler, which
+ * checks reservations and hands it to a worker.
+ */
+static int syncguard_sync_cache(int host_no, struct scsi_cmd *cmd)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+	enum syncguard_reason r;
+	struct syncguard_sense s;
+
+	if (!bs->open || device_reserved(cmd) ||
+	    !syncguard_sync_cache_now(&bs->lun, cmd->scb, (size_t)cmd->scb_len,
+				      &r))
+		return bs->tgt_sync_cache(host_no, cmd);
+	scsi_set_in_resid_by_actual(cmd, 0);
+	if (r == SYNCGUARD_OK)
+		return SAM_STAT_GOOD;
+	s = syncguard_sense_of(r);
+	sense_data_build(cmd, s.key, s.asc);
+	return SAM_STAT_CHECK_CONDITION;
+}
+
+/*
  * Thin provisioning punches holes; a write into a hole allocates blocks,
  * which is metadata that mode=plp never flushes.  So a plp LUN on a
  * regular file stays fully allocated: thin_provisioning is refused.
@@ -284,6 +310,9 @@ static void wrap_template(struct scsi_lu *lu)
 	ops[VERIFY_10].cmd_perform = syncguard_verify;
 	ops[VERIFY_12].cmd_perform = syncguard_verify;
 	ops[VERIFY_16].cmd_perform = syncguard_verify;
+	bs->tgt_sync_cache = ops[SYNCHRONIZE_CACHE].cmd_perform;
+	ops[SYNCHRONIZE_CACHE].cmd_perform = syncguard_sync_cache;
+	ops[SYNCHRONIZE_CACHE_16].cmd_perform = syncguard_sync_cache;
 	bs->tgt_lu_config = lu->dev_type_template.lu_config;
 	lu->dev_type_template.lu_config = syncguard_lu_config;
 }

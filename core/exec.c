@@ -152,27 +152,64 @@ static enum syncguard_reason exec_write(struct syncguard_lun *lun,
 	return SYNCGUARD_OK;
 }
 
+/*
+ * The part of SYNCHRONIZE CACHE that needs no I/O: range check, a latched
+ * error (reported in every mode: the data it covered may be gone), a
+ * mode with nothing volatile, or nothing dirty since the last completed
+ * flush.  Returns true with *@r set when that answers the command.
+ */
+static bool sync_cache_quick(struct syncguard_lun *lun,
+			     const struct syncguard_cdb *c,
+			     enum syncguard_reason *r)
+{
+	struct syncguard_action a = policy(lun, SYNCGUARD_CLASS_SYNC_CACHE);
+	int err = syncguard_lun_latched(lun);
+
+	syncguard_count(&lun->stats->sync_caches);
+	*r = syncguard_check_range(lun, c->lba, c->nblocks);
+	if (*r)
+		return true;
+	if (err) {
+		*r = io_reason(-err, true);
+		return true;
+	}
+	if (!a.flush_before)
+		return true;
+	if (syncguard_lun_clean(lun)) {
+		syncguard_count(&lun->stats->flushes_elided);
+		return true;
+	}
+	return false;
+}
+
 static enum syncguard_reason exec_sync_cache(struct syncguard_lun *lun,
 					     const struct syncguard_req *req,
 					     const struct syncguard_cdb *c,
 					     struct syncguard_result *res)
 {
-	struct syncguard_action a = policy(lun, SYNCGUARD_CLASS_SYNC_CACHE);
-	enum syncguard_reason r = syncguard_check_range(lun, c->lba, c->nblocks);
-	int err = syncguard_lun_latched(lun);
+	enum syncguard_reason r;
+	int err;
 
 	(void)req;
 	(void)res;
-	syncguard_count(&lun->stats->sync_caches);
-	if (r)
+	if (sync_cache_quick(lun, c, &r))
 		return r;
-	/* A latched flush failure is reported in every mode: the data it
-	 * covered may be gone, whatever this mode would do now. */
-	if (err)
-		return io_reason(-err, true);
-	if (a.flush_before)
-		err = syncguard_lun_flush(lun, true);
+	err = syncguard_lun_flush(lun, true);
 	return err ? io_reason(err, true) : SYNCGUARD_OK;
+}
+
+bool syncguard_sync_cache_now(struct syncguard_lun *lun, const uint8_t *cdb,
+			      size_t len, enum syncguard_reason *reason)
+{
+	struct syncguard_cdb c;
+
+	if (syncguard_cdb_decode(cdb, len, &c) || c.op != SYNCGUARD_OP_SYNC_CACHE)
+		return false;
+	if (!sync_cache_quick(lun, &c, reason))
+		return false;
+	if (*reason != SYNCGUARD_OK)
+		syncguard_count(&lun->stats->errors);
+	return true;
 }
 
 static enum syncguard_reason exec_verify(struct syncguard_lun *lun,

@@ -95,8 +95,16 @@ static void lead_flush(struct syncguard_lun *lun)
 	f->running = false;
 	f->completed = gen;
 	if (!err && covers > f->clean_at)
-		f->clean_at = covers;
+		__atomic_store_n(&f->clean_at, covers, __ATOMIC_SEQ_CST);
 	pthread_cond_broadcast(&f->done);
+}
+
+bool syncguard_lun_clean(struct syncguard_lun *lun)
+{
+	struct syncguard_flusher *f = &lun->flusher;
+	uint64_t dirty = __atomic_load_n(&f->dirty, __ATOMIC_SEQ_CST);
+
+	return dirty == __atomic_load_n(&f->clean_at, __ATOMIC_SEQ_CST);
 }
 
 int syncguard_lun_flush(struct syncguard_lun *lun, bool elide)

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,31 @@ static int open_path(struct syncguard_lun *lun, const char *path,
 	return 0;
 }
 
+/*
+ * plp writes go straight to the device with O_DIRECT where they can: no
+ * copy into the page cache and no writeout to wait for.  The alignment
+ * O_DIRECT needs comes from statx (STATX_DIOALIGN), else the logical
+ * sector size of a block device; writes that do not meet it take the
+ * buffered path.  No O_DIRECT (the file system refuses it) is not an
+ * error: every write then takes the buffered path.
+ */
+static void open_direct(struct syncguard_lun *lun, const char *path)
+{
+	struct statx stx;
+	unsigned int sector = 0;
+
+	if (statx(AT_FDCWD, path, 0, STATX_DIOALIGN, &stx) == 0 &&
+	    (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align) {
+		lun->dio_align = stx.stx_dio_offset_align;
+		lun->dio_mem_align = stx.stx_dio_mem_align;
+	} else if (lun->blockdev && !ioctl(lun->fd, BLKSSZGET, &sector)) {
+		lun->dio_align = lun->dio_mem_align = sector;
+	} else {
+		lun->dio_align = lun->dio_mem_align = 4096;	/* safe */
+	}
+	lun->dfd = open(path, O_RDWR | O_CLOEXEC | O_DIRECT);
+}
+
 /* plp: the file's allocation must be durable and complete at open. */
 static int check_plp(struct syncguard_lun *lun, const char *path,
 		     char *err, size_t errlen)
@@ -248,6 +274,7 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 
 	memset(lun, 0, sizeof(*lun));
 	lun->fd = -1;
+	lun->dfd = -1;
 	lun->block_shift = block_shift;
 	lun->opts = *opts;
 	lun->stats = &lun->local_stats;
@@ -262,6 +289,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		ret = check_fs(lun->fd, path, plp, err, errlen);
 	if (!ret && plp)
 		ret = check_plp(lun, path, err, errlen);
+	if (!ret && plp)
+		open_direct(lun, path);
 	if (!ret)
 		ret = -pthread_rwlock_init(&lun->write_lock, NULL);
 	if (!ret)
@@ -288,6 +317,9 @@ int syncguard_lun_close(struct syncguard_lun *lun)
 	syncguard_stats_unpublish(lun);
 	close(lun->fd);
 	lun->fd = -1;
+	if (lun->dfd >= 0)
+		close(lun->dfd);
+	lun->dfd = -1;
 	while (lun->npool)
 		close(lun->pool[--lun->npool]);
 	free(lun->pool);
@@ -499,6 +531,32 @@ static int write_persist_durable(struct syncguard_lun *lun, const uint8_t *buf,
 	return err ? err : syncguard_lun_flush(lun, false);
 }
 
+/*
+ * plp: write to the device with O_DIRECT, bypassing the page cache.
+ * Returns -EAGAIN, having done nothing, when there is no O_DIRECT
+ * descriptor or the offset or length is not aligned for it; a buffer
+ * that is not goes through an aligned copy.
+ */
+static int write_direct(struct syncguard_lun *lun, const uint8_t *buf,
+			size_t len, uint64_t off)
+{
+	uint8_t *bounce = NULL;
+	int err;
+
+	if (lun->dfd < 0 || !len || off % lun->dio_align || len % lun->dio_align)
+		return -EAGAIN;
+	if ((uintptr_t)buf % lun->dio_mem_align) {
+		if (posix_memalign((void **)&bounce, 4096, len))
+			return -EAGAIN;
+		memcpy(bounce, buf, len);
+		buf = bounce;
+	}
+	syncguard_count(&lun->stats->direct_writes);
+	err = write_all(lun->dfd, buf, len, off, 0);
+	free(bounce);
+	return err;
+}
+
 int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
 			size_t len, uint64_t off, enum syncguard_persist persist)
 {
@@ -513,9 +571,12 @@ int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
 		err = write_persist_durable(lun, buf, len, off);
 		break;
 	case SYNCGUARD_PERSIST_WRITTEN:
-		err = write_all(lun->fd, buf, len, off, 0);
-		if (!err)
-			err = writeout(lun, off, len);
+		err = write_direct(lun, buf, len, off);
+		if (err == -EAGAIN) {	/* not for O_DIRECT: buffered */
+			err = write_all(lun->fd, buf, len, off, 0);
+			if (!err)
+				err = writeout(lun, off, len);
+		}
 		break;
 	}
 	/* Any failure on the way to durability latches, ENOSPC included:

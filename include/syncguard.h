@@ -232,6 +232,11 @@ struct syncguard_lun {
 	int flush_error;		/* first failed flush's errno, latched */
 	bool no_rwf_dsync;		/* the file system refused RWF_DSYNC:
 					 * write, then fdatasync */
+	/* plp: an O_DIRECT descriptor for aligned writes, which then reach
+	 * the device without a page-cache copy or a writeout; -1 if none */
+	int dfd;
+	unsigned int dio_align;		/* offset and length, bytes */
+	unsigned int dio_mem_align;	/* buffer address, bytes */
 	/* Descriptors for durability calls, one per call in flight (see
 	 * "sync descriptors" in core/lun.c). */
 	char *path;
@@ -270,6 +275,9 @@ int syncguard_lun_close(struct syncguard_lun *lun);
  * core/lun.c).  Returns 0 or -errno.
  */
 int syncguard_lun_flush(struct syncguard_lun *lun, bool elide);
+
+/* Nothing written (data or metadata) since the last completed flush? */
+bool syncguard_lun_clean(struct syncguard_lun *lun);
 
 /*
  * Publish @lun's counters in the file @path (created, mode 0644, mapped
@@ -316,6 +324,17 @@ struct syncguard_result {
 	bool info_valid;
 	int err;		/* errno behind an I/O error (for the log), 0 */
 };
+
+/*
+ * SYNCHRONIZE CACHE(10/16) (SBC-3 5.22, 5.23) without blocking, for
+ * tgtd's event thread: validates @cdb (@len bytes) and answers it when
+ * that needs no I/O -- an LBA range or latched error, a mode with nothing
+ * volatile, or nothing dirty since the last completed flush.  Returns
+ * true with *@reason set when answered; false when it needs a device
+ * flush (run it through syncguard_execute, on a worker).
+ */
+bool syncguard_sync_cache_now(struct syncguard_lun *lun, const uint8_t *cdb,
+			      size_t len, enum syncguard_reason *reason);
 
 /*
  * Execute one SBC command against @lun: decode, validate (LBA range,

@@ -32,6 +32,7 @@ struct syncguard_stats {
 	uint64_t device_flushes;	/* fdatasync calls: device cache flushes */
 	uint64_t dsync_writes;		/* RWF_DSYNC writes (a flush each) */
 	uint64_t writeouts;		/* sync_file_range writeouts (plp) */
+	uint64_t direct_writes;		/* O_DIRECT writes (plp) */
 	uint64_t flushes_coalesced;	/* durability waits answered by a flush
 					 * another command started */
 	uint64_t flushes_elided;	/* SYNCHRONIZE CACHE with nothing dirty

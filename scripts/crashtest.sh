@@ -72,12 +72,13 @@ trap 'echo "crashtest: interrupted" >&2; exit 130' INT TERM
 
 say() { printf 'crashtest: %s\n' "$*" >&2; }
 
-# bsopts and bstype per configuration; the device model is plp only for plp
+# bsopts|bstype|block size per configuration; the device model is plp
+# only for plp, whose 4 KiB blocks send its writes down the O_DIRECT path
 lun_args() {
 	case $1 in
-	aio) echo "|aio" ;;
-	plp) echo "mode=plp;alloc_check=no|syncguard" ;;	# FUSE: no FIEMAP
-	*) echo "mode=$1|syncguard" ;;
+	aio) echo "|aio|" ;;
+	plp) echo "mode=plp;alloc_check=no|syncguard|4096" ;;	# FUSE: no FIEMAP
+	*) echo "mode=$1|syncguard|" ;;
 	esac
 }
 
@@ -99,13 +100,13 @@ start_model() {
 
 # one cut; prints the checker's line "writes W durable D lost L bad_blocks B"
 one_cut() {
-	local config=$1 seed=$2 args bsopts bstype plp= url wpid ms
-	args=$(lun_args "$config"); bsopts=${args%|*}; bstype=${args#*|}
+	local config=$1 seed=$2 args bsopts bstype bsz plp= url wpid ms
+	IFS='|' read -r bsopts bstype bsz <<<"$(lun_args "$config")"
 	[ "$config" = plp ] && plp=--plp
 	start_model "$plp" "$seed" || return 1
 	"$tp" start "$work/victim" "$module" >/dev/null || return 1
 	"$tp" target "$work/victim" 1 "$iqn" &&
-	"$tp" lun "$work/victim" 1 1 "$mnt/disk.img" "$bsopts" "" "$bstype" || {
+	"$tp" lun "$work/victim" 1 1 "$mnt/disk.img" "$bsopts" "$bsz" "$bstype" || {
 		say "cannot create the $config LUN:"; tail -n 3 "$work/victim/tgtd.log" >&2
 		return 1
 	}
@@ -119,7 +120,7 @@ one_cut() {
 	"$tp" kill "$work/victim"	# ... and the host with it
 	wait "$wpid"
 	unmount_model
-	"$tp" lun "$work/check" 1 1 "$work/stable.img" "mode=write-back" || return 1
+	"$tp" lun "$work/check" 1 1 "$work/stable.img" "mode=write-back" "$bsz" || return 1
 	"$crash" check --journal "$work/journal" \
 		"$("$tp" url "$work/check" "$iqn" 1)" 2>>"$work/check.log"
 	"$tp" adm "$work/check" --lld iscsi --op delete --mode logicalunit \

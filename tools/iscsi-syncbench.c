@@ -9,6 +9,8 @@
  *   fua    WRITE(16), FUA=1
  *   flush  WRITE(16) then SYNCHRONIZE CACHE(16), acknowledged (and
  *          timed) as one operation
+ *   flush-only  SYNCHRONIZE CACHE(16) alone: what a flush costs when
+ *          nothing is dirty
  *
  * Exit status: 0 success, 1 connection failure or any SCSI error,
  * 2 usage error.
@@ -30,13 +32,15 @@
 #include <iscsi/scsi-lowlevel.h>
 
 #include "histogram.h"
+#include "syncguard_stats.h"
 
 #define PROG "iscsi-syncbench"
 #define MAX_QD 1024
 #define MAX_ERRORS_SHOWN 5
 
-enum sync_mode { SYNC_NONE, SYNC_FUA, SYNC_FLUSH };
-static const char *const sync_names[] = { "none", "fua", "flush" };
+enum sync_mode { SYNC_NONE, SYNC_FUA, SYNC_FLUSH, SYNC_FLUSH_ONLY };
+static const char *const sync_names[] = { "none", "fua", "flush",
+					  "flush-only" };
 
 enum out_format { OUT_TEXT, OUT_JSON, OUT_CSV };
 
@@ -61,6 +65,14 @@ struct target_info {
 	uint64_t blocks;	/* capacity in logical blocks */
 	int wce;		/* Caching page WCE, -1 unknown */
 	int dpofua;		/* MODE SENSE device-specific DPOFUA, -1 */
+};
+
+/* A syncguard LUN's counters (include/syncguard_stats.h), when the
+ * target runs on this machine. */
+struct lun_counters {
+	bool ok;
+	uint64_t flushes;	/* device_flushes + dsync_writes */
+	uint64_t elided, coalesced;
 };
 
 struct bench;
@@ -88,6 +100,7 @@ struct bench {
 	uint64_t last_tick, ops_at_tick;
 	bool connection_lost;
 	uint64_t unanswered;	/* still in flight when we gave up */
+	struct lun_counters before, after;
 };
 
 static volatile sig_atomic_t interrupted;
@@ -100,11 +113,12 @@ static void usage(FILE *f)
 "Keeps QD writes in flight against the LUN for a fixed time and reports\n"
 "IOPS, MB/s and latency (microseconds), and the WCE/DPOFUA bits it reports.\n"
 "\n"
-"  -s, --sync none|fua|flush   sync discipline (default none):\n"
+"  -s, --sync DISCIPLINE       none, fua, flush or flush-only (default none):\n"
 "                              none  WRITE(16) FUA=0\n"
 "                              fua   WRITE(16) FUA=1\n"
 "                              flush WRITE(16) + SYNCHRONIZE CACHE(16),\n"
 "                                    timed as one operation\n"
+"                              flush-only  SYNCHRONIZE CACHE(16) alone\n"
 "  -b, --block-size BYTES      bytes per write, a multiple of the LUN's\n"
 "                              logical block size (default 4k; k/m/g suffixes)\n"
 "  -q, --queue-depth N         writes in flight, 1..%d (default 1)\n"
@@ -177,10 +191,10 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *out)
 
 static enum sync_mode parse_sync(const char *s)
 {
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		if (!strcmp(s, sync_names[i]))
 			return (enum sync_mode)i;
-	usage_error("--sync: '%s' is not none, fua or flush", s);
+	usage_error("--sync: '%s' is not none, fua, flush or flush-only", s);
 	return SYNC_NONE;
 }
 
@@ -390,6 +404,29 @@ static int setup(struct bench *b)
 	return 0;
 }
 
+/* The LUN's counters, if it is a syncguard LUN of a tgtd on this host. */
+static void read_counters(const struct bench *b, struct lun_counters *c)
+{
+	char path[512];
+	struct syncguard_stats st;
+	FILE *f;
+
+	memset(c, 0, sizeof(*c));
+	snprintf(path, sizeof(path), SYNCGUARD_STATS_DIR "/%s/lun%d.stats",
+		 b->url->target, b->url->lun);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	c->ok = fread(&st, sizeof(st), 1, f) == 1 &&
+		st.magic == SYNCGUARD_STATS_MAGIC &&
+		st.version == SYNCGUARD_STATS_VERSION &&
+		kill((pid_t)st.pid, 0) == 0;
+	fclose(f);
+	c->flushes = st.device_flushes + st.dsync_writes;
+	c->elided = st.flushes_elided;
+	c->coalesced = st.flushes_coalesced;
+}
+
 /* ---- the I/O loop ---- */
 
 static uint64_t next_lba(struct bench *b)
@@ -424,8 +461,6 @@ static void report_error(struct bench *b, const char *what, uint64_t lba,
 	if (b->errors == MAX_ERRORS_SHOWN)
 		fprintf(stderr, PROG ": (further errors counted, not shown)\n");
 }
-
-static void submit(struct bench *b);
 
 static void op_done(struct op *op)
 {
@@ -467,19 +502,28 @@ static void write_cb(struct iscsi_context *iscsi, int status, void *data,
 	op_done(op);
 }
 
+/* Start @op: a write, or for flush-only a SYNCHRONIZE CACHE; 0 or -1 */
+static int start_op(struct bench *b, struct op *op)
+{
+	op->lba = next_lba(b);
+	op->start_ns = now_ns();
+	if (b->cfg.sync == SYNC_FLUSH_ONLY)
+		return iscsi_synchronizecache16_task(b->iscsi, b->url->lun, 0, 0,
+						     0, 0, flush_cb, op) ? 0 : -1;
+	return iscsi_write16_task(b->iscsi, b->url->lun, op->lba, b->buf,
+				  (uint32_t)b->cfg.xfer, (int)b->ti.block_size,
+				  0, 0, b->cfg.sync == SYNC_FUA, 0, 0, write_cb,
+				  op) ? 0 : -1;
+}
+
 /* Fill the queue up to QD while the run lasts. */
 static void submit(struct bench *b)
 {
 	while (!interrupted && b->nfree && now_ns() < b->t_end) {
 		struct op *op = b->free_slots[--b->nfree];
 
-		op->lba = next_lba(b);
-		op->start_ns = now_ns();
-		if (!iscsi_write16_task(b->iscsi, b->url->lun, op->lba, b->buf,
-					(uint32_t)b->cfg.xfer, (int)b->ti.block_size,
-					0, 0, b->cfg.sync == SYNC_FUA, 0, 0,
-					write_cb, op)) {
-			report_error(b, "WRITE(16) submit", op->lba, -1, NULL);
+		if (start_op(b, op)) {
+			report_error(b, "submit", op->lba, -1, NULL);
 			b->free_slots[b->nfree++] = op;
 			interrupted = 1;
 			return;
@@ -555,6 +599,7 @@ static int run(struct bench *b)
 struct results {
 	double seconds, iops, mbps;
 	double mean_us, p50_us, p99_us, p999_us, max_us;
+	double flushes_per_op;	/* device flushes per operation, -1 unknown */
 };
 
 static struct results summarize(const struct bench *b)
@@ -569,6 +614,10 @@ static struct results summarize(const struct bench *b)
 	r.p99_us = (double)hist_percentile(&b->hist, 99) / 1e3;
 	r.p999_us = (double)hist_percentile(&b->hist, 99.9) / 1e3;
 	r.max_us = (double)b->hist.max_ns / 1e3;
+	r.flushes_per_op = -1;
+	if (b->before.ok && b->after.ok && b->ops)
+		r.flushes_per_op = (double)(b->after.flushes - b->before.flushes) /
+				   (double)b->ops;
 	return r;
 }
 
@@ -592,6 +641,9 @@ static void print_text(const struct bench *b, const struct results *r)
 	printf("latency us: mean %.1f  p50 %.1f  p99 %.1f  p99.9 %.1f  "
 	       "max %.1f\n", r->mean_us, r->p50_us, r->p99_us, r->p999_us,
 	       r->max_us);
+	if (r->flushes_per_op >= 0)
+		printf("target:     %.3f device flushes per operation "
+		       "(syncguard counters)\n", r->flushes_per_op);
 }
 
 static void print_json(const struct bench *b, const struct results *r)
@@ -602,6 +654,7 @@ static void print_json(const struct bench *b, const struct results *r)
 	       ",\"wce\":%d,\"dpofua\":%d,\"seconds\":%.3f,\"ops\":%" PRIu64
 	       ",\"errors\":%" PRIu64 ",\"unanswered\":%" PRIu64
 	       ",\"interrupted\":%s,\"iops\":%.1f,\"mb_per_s\":%.3f,"
+	       "\"device_flushes_per_op\":%.4f,"
 	       "\"latency_us\":{\"mean\":%.1f,\"p50\":%.1f,\"p99\":%.1f,"
 	       "\"p99_9\":%.1f,\"max\":%.1f}}\n", b->cfg.url,
 	       sync_names[b->cfg.sync], b->cfg.xfer, b->cfg.qd,
@@ -609,8 +662,8 @@ static void print_json(const struct bench *b, const struct results *r)
 	       b->span_blocks * b->ti.block_size, b->ti.block_size,
 	       b->ti.blocks, b->ti.wce, b->ti.dpofua, r->seconds, b->ops,
 	       b->errors, b->unanswered, interrupted ? "true" : "false",
-	       r->iops, r->mbps, r->mean_us, r->p50_us, r->p99_us,
-	       r->p999_us, r->max_us);
+	       r->iops, r->mbps, r->flushes_per_op, r->mean_us, r->p50_us,
+	       r->p99_us, r->p999_us, r->max_us);
 }
 
 static void print_csv(const struct bench *b, const struct results *r)
@@ -618,13 +671,14 @@ static void print_csv(const struct bench *b, const struct results *r)
 	if (b->cfg.csv_header)
 		printf("sync,block_size,queue_depth,pattern,wce,dpofua,seconds,"
 		       "ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,"
-		       "lat_p99_us,lat_p99_9_us,lat_max_us\n");
+		       "lat_p99_us,lat_p99_9_us,lat_max_us,"
+		       "device_flushes_per_op\n");
 	printf("%s,%" PRIu64 ",%u,%s,%d,%d,%.3f,%" PRIu64 ",%" PRIu64
-	       ",%.1f,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f\n",
+	       ",%.1f,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%.4f\n",
 	       sync_names[b->cfg.sync], b->cfg.xfer, b->cfg.qd,
 	       b->cfg.random ? "rand" : "seq", b->ti.wce, b->ti.dpofua,
 	       r->seconds, b->ops, b->errors, r->iops, r->mbps, r->mean_us,
-	       r->p50_us, r->p99_us, r->p999_us, r->max_us);
+	       r->p50_us, r->p99_us, r->p999_us, r->max_us, r->flushes_per_op);
 }
 
 static void on_signal(int sig)
@@ -685,7 +739,10 @@ int main(int argc, char **argv)
 		teardown(&b);
 		return 2;
 	}
+	if (ret == 0)
+		read_counters(&b, &b.before);
 	if (ret == 0 && run(&b) == 0) {
+		read_counters(&b, &b.after);
 		r = summarize(&b);
 		if (b.cfg.format == OUT_JSON)
 			print_json(&b, &r);

@@ -15,7 +15,10 @@
  *     every request fails with EIO, so nothing after the cut reaches the
  *     image and no flush after it can succeed;
  *   - with --plp the cache is power-loss protected: writes are stable on
- *     arrival.
+ *     arrival;
+ *   - with --flush-ms MS a flush takes that long (a slow device cache
+ *     flush), and flushes that arrive while one runs are merged into the
+ *     next single one, as the Linux block layer merges pending flushes.
  * The atomic unit is --block bytes (default 4096): a block is never torn.
  * It sees every I/O the module does, whatever API it uses, because all of
  * it goes through the kernel's FUSE file.
@@ -25,10 +28,14 @@
  *   fail-fsync ERRNO [N]      the next N fsyncs fail (N omitted: all)
  *   fail-write ERRNO [N]      the next N writes fail (ERRNO: EIO, ENOSPC)
  *   clear                     stop injecting faults
- * Reading .ctl gives counters: writes, fsyncs, cached blocks.
+ * Reading .ctl gives counters: writes, fsyncs (requests), flushes (device
+ * flushes done), cached blocks.
  *
  * usage: syncguard-devmodel --image FILE [--block BYTES] [--plp]
- *                           [--seed N] MOUNTPOINT [fuse options]
+ *                           [--flush-ms MS] [--max-versions N] [--seed N]
+ *                           MOUNTPOINT [fuse options]
+ * --max-versions N keeps only the newest N versions of a cached block
+ * (a cache that merges overwrites; bounds memory in benchmarks).
  */
 #define FUSE_USE_VERSION 35
 #include <errno.h>
@@ -60,6 +67,7 @@ struct model {
 	int stable_fd;
 	uint64_t size, nblocks;
 	unsigned int block;
+	unsigned int max_versions;	/* per cached block; 0 = all */
 	bool plp, frozen;
 	uint64_t rng;
 	pthread_mutex_t lock;
@@ -68,10 +76,16 @@ struct model {
 	uint64_t ndirty;
 	struct fault fail_write, fail_fsync;
 	uint64_t writes, fsyncs, cut_kept, cut_dropped;
+	/* slow flushes, merged */
+	unsigned int flush_us;
+	pthread_cond_t flushed;
+	uint64_t started, completed, flushes;
+	bool flushing;
 };
 
 static struct model M = { .block = 4096, .rng = 1,
-			  .lock = PTHREAD_MUTEX_INITIALIZER };
+			  .lock = PTHREAD_MUTEX_INITIALIZER,
+			  .flushed = PTHREAD_COND_INITIALIZER };
 
 static uint64_t rnd(void)
 {
@@ -136,6 +150,18 @@ static int cache_block(uint64_t b, const uint8_t *data)
 	if (!M.cache[b])
 		M.dirty[M.ndirty++] = b;
 	M.cache[b] = v;
+	if (M.max_versions) {		/* a cache may merge overwrites */
+		unsigned int n = 1;
+
+		for (; v->older && n < M.max_versions; v = v->older)
+			n++;
+		while (v->older) {
+			struct version *o = v->older;
+
+			v->older = o->older;
+			free(o);
+		}
+	}
 	return 0;
 }
 
@@ -335,9 +361,10 @@ static int m_read(const char *path, char *buf, size_t len, off_t off,
 	if (!strcmp(path, CTL)) {
 		char text[256];
 		int n = snprintf(text, sizeof(text), "writes %" PRIu64 "\nfsyncs %"
-			PRIu64 "\ncached %" PRIu64 "\nkept %" PRIu64 "\ndropped %"
-			PRIu64 "\nfrozen %d\n", M.writes, M.fsyncs, M.ndirty,
-			M.cut_kept, M.cut_dropped, M.frozen);
+			PRIu64 "\nflushes %" PRIu64 "\ncached %" PRIu64 "\nkept %"
+			PRIu64 "\ndropped %" PRIu64 "\nfrozen %d\n", M.writes,
+			M.fsyncs, M.flushes, M.ndirty, M.cut_kept, M.cut_dropped,
+			M.frozen);
 
 		ret = off >= n ? 0 : (int)((size_t)(n - off) < len ?
 					   (size_t)(n - off) : len);
@@ -370,6 +397,37 @@ static int m_write(const char *path, const char *buf, size_t len, off_t off,
 	return ret;
 }
 
+/*
+ * A slow flush (with M.lock held): wait for the first flush that starts
+ * after now, or start it.  What is cached when it starts becomes stable;
+ * it then takes flush_us; requests that arrive meanwhile all wait for
+ * the single next one.
+ */
+static int slow_flush(void)
+{
+	uint64_t need = M.started + 1;
+	int ret = 0;
+
+	while (M.completed < need) {
+		if (M.flushing) {
+			pthread_cond_wait(&M.flushed, &M.lock);
+			continue;
+		}
+		uint64_t gen = ++M.started;
+
+		M.flushing = true;
+		ret = flush_all();
+		M.flushes++;
+		pthread_mutex_unlock(&M.lock);
+		usleep(M.flush_us);
+		pthread_mutex_lock(&M.lock);
+		M.flushing = false;
+		M.completed = gen;
+		pthread_cond_broadcast(&M.flushed);
+	}
+	return M.frozen ? -EIO : ret;	/* the power went meanwhile */
+}
+
 static int m_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
 	int ret = 0;
@@ -386,8 +444,12 @@ static int m_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 		ret = take_fault(&M.fail_fsync);
 	if (ret && !M.frozen)	/* a failed flush loses what it covered */
 		lose_cache();
-	if (!ret)
+	if (!ret && M.flush_us)
+		ret = slow_flush();
+	else if (!ret) {
 		ret = flush_all();
+		M.flushes++;
+	}
 	pthread_mutex_unlock(&M.lock);
 	return ret;
 }
@@ -452,7 +514,8 @@ static const struct fuse_operations ops = {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: syncguard-devmodel --image FILE [--block BYTES] "
-		"[--plp] [--seed N] MOUNTPOINT [fuse options]\n"
+		"[--plp] [--flush-ms MS] [--max-versions N] [--seed N] "
+		"MOUNTPOINT [fuse options]\n"
 		"Exports FILE as MOUNTPOINT/disk.img behind a volatile write "
 		"cache; see the source's header for .ctl commands.\n");
 }
@@ -471,6 +534,10 @@ static int parse_args(int *argc, char **argv, const char **image)
 			M.block = (unsigned int)strtoul(argv[++i], NULL, 0);
 		} else if (!strcmp(a, "--seed") && i + 1 < *argc) {
 			M.rng = strtoull(argv[++i], NULL, 0) * 2654435761u + 1;
+		} else if (!strcmp(a, "--max-versions") && i + 1 < *argc) {
+			M.max_versions = (unsigned int)strtoul(argv[++i], NULL, 0);
+		} else if (!strcmp(a, "--flush-ms") && i + 1 < *argc) {
+			M.flush_us = (unsigned int)(strtod(argv[++i], NULL) * 1000);
 		} else if (!strcmp(a, "--plp")) {
 			M.plp = true;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

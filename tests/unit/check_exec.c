@@ -253,13 +253,24 @@ END_TEST
 
 START_TEST(test_exec_plp_costs)
 {
+	uint8_t w10[10] = { 0x2a, 0, 0, 0, 0, 32, 0, 0, 2, 0 };
+
 	open_lun(SYNCGUARD_MODE_PLP);
+	ck_assert_int_ge(lun.dfd, 0);		/* O_DIRECT where it can */
 	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
 	ck_assert_int_eq(write16(8, 8, true), SYNCGUARD_OK);
 	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.writeouts, 2);	/* each write reached the device */
+	ck_assert_uint_eq(lun.stats->direct_writes, 2);	/* each reached the device */
+	ck_assert_int_eq(fx.writeouts, 0);	/* straight, no page cache */
 	ck_assert_int_eq(fx.dsyncs, 0);		/* and no device flush at all */
 	ck_assert_int_eq(fx.fdatasyncs, 0);
+	/* a length O_DIRECT cannot take: buffered, then written out */
+	fill(2);
+	ck_assert_int_eq(run(w10, 10, data, 1000, NULL, 0).reason, SYNCGUARD_OK);
+	ck_assert_int_eq(fx.writeouts, 1);
+	ck_assert_int_eq(fx.fdatasyncs, 0);
+	ck_assert_int_eq(read10(32, 2, false), SYNCGUARD_OK);
+	ck_assert_mem_eq(back, data, 1000);
 }
 END_TEST
 

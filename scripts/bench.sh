@@ -1,0 +1,359 @@
+#!/bin/bash
+# bench.sh: what a sync write costs through syncguard, next to tgt's own
+# backing stores, in one run, same files, same tester, interleaved.
+#
+# Devices: "disk" (files on the machine's own disk) and "slow" (the FUSE
+# device model with a volatile cache whose flush takes --flush-ms, 2 ms
+# by default, and which merges flushes that arrive while one runs, as
+# the block layer does).  Configurations: syncguard write-through,
+# write-back and plp; tgt's rdwr with WCE=1 and with WCE=0; tgt's aio
+# (which never flushes: the ceiling for anything that includes a flush).
+# Disciplines (iscsi-syncbench --sync): none, fua, flush, flush-only;
+# queue depths 1 and 32; 4 KiB and 64 KiB writes.  Every cell of one
+# (device, size, depth, discipline) is run back to back across the
+# configurations, so they share the machine's mood.
+#
+# Also: a "limit" line, 1 / (iSCSI round trip at QD1 + local O_DSYNC 4 KiB
+# write latency), and tgtd's resident memory with 8 syncguard LUNs vs 8
+# rdwr LUNs under load.  Writes build/bench.csv, build/bench.json and
+# build/bench.png.  It reports; it does not pass or fail (exit 1 only if
+# it could not run).
+#
+# usage: bench.sh [--seconds S] [--flush-ms MS] [--variants] [--quick]
+#   --variants  also syncguard write_sync=dsync (the group vs dsync choice)
+#   --quick     disk only, 4 KiB, QD 32 (a smoke run)
+set -u
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+secs=1.5
+flush_ms=2
+devices="disk slow"
+sizes="4k 64k"
+qds="1 32"
+discs="none fua flush flush-only"
+configs="sg-wt sg-wb sg-plp rdwr-wce1 rdwr-wce0 aio"
+while [ $# -gt 0 ]; do
+	case $1 in
+	--seconds) secs=$2; shift 2 ;;
+	--flush-ms) flush_ms=$2; shift 2 ;;
+	--variants) configs="$configs sg-wt-dsync sg-wb-dsync"; shift ;;
+	--quick) devices=disk sizes=4k qds=32; shift ;;
+	*) echo "usage: bench.sh [--seconds S] [--flush-ms MS] [--variants] [--quick]" >&2
+	   exit 2 ;;
+	esac
+done
+
+bench=$top/tools/iscsi-syncbench
+model=$top/tools/syncguard-devmodel
+tp=$top/scripts/tgtd-private
+module=$top/bs_syncguard.so
+out=$top/build
+csv=$out/bench.csv
+[ -x "$bench" ] && [ -x "$model" ] && [ -f "$module" ] || { echo "bench: run make first" >&2; exit 1; }
+work=$(mktemp -d "$top/build/bench.XXXXXX") || exit 1
+mounts=()
+cleanup() {
+	trap - EXIT INT TERM
+	for d in main mem-sg mem-rdwr; do "$tp" stop "$work/$d" 2>/dev/null; done
+	for m in "${mounts[@]}"; do fusermount3 -u -z "$m" 2>/dev/null; done
+	pkill -f "syncguard-devmodel --image $work" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'echo "bench: interrupted" >&2; exit 130' INT TERM
+say() { printf 'bench: %s\n' "$*" >&2; }
+
+# bstype, bsopts and WCE for a configuration
+lun_spec() {
+	case $1 in
+	sg-wt) echo "syncguard|mode=write-through" ;;
+	sg-wb) echo "syncguard|mode=write-back" ;;
+	sg-plp) echo "syncguard|mode=plp" ;;
+	sg-wt-dsync) echo "syncguard|mode=write-through;write_sync=dsync" ;;
+	sg-wb-dsync) echo "syncguard|mode=write-back;write_sync=dsync" ;;
+	rdwr-wce1|rdwr-wce0) echo "rdwr|" ;;
+	aio) echo "aio|" ;;
+	esac
+}
+
+# the backing file of (device, config); slow ones behind a FUSE model
+prepare_file() {
+	local dev=$1 config=$2 img
+	if [ "$dev" = disk ]; then
+		img=$work/disk-$config.img
+		dd if=/dev/zero of="$img" bs=1M count=128 conv=fsync status=none
+		echo "$img"
+		return
+	fi
+	mkdir -p "$work/slow-$config.mnt"
+	truncate -s 64M "$work/slow-$config.stable"
+	"$model" --image "$work/slow-$config.stable" --flush-ms "$flush_ms" \
+		--max-versions 1 "$work/slow-$config.mnt" -f \
+		>>"$work/model.log" 2>&1 &
+	mounts+=("$work/slow-$config.mnt")
+	for _ in $(seq 100); do
+		[ -e "$work/slow-$config.mnt/disk.img" ] && break
+		sleep 0.02
+	done
+	echo "$work/slow-$config.mnt/disk.img"
+}
+
+iqn_of() { echo "iqn.2026-11.org.syncguard:bench-$1"; }
+
+setup_luns() {
+	local tid=0 dev config lun spec bsopts
+	declare -gA URL
+	declare -A PATHS
+	for dev in $devices; do		# mount models before tgtd starts
+		for config in $configs; do
+			PATHS[$dev,$config]=$(prepare_file "$dev" "$config")
+		done
+	done
+	"$tp" start "$work/main" "$module" >/dev/null || return 1
+	for dev in $devices; do
+		tid=$((tid + 1)) lun=0
+		"$tp" target "$work/main" "$tid" "$(iqn_of "$dev")" || return 1
+		for config in $configs; do
+			lun=$((lun + 1))
+			spec=$(lun_spec "$config")
+			bsopts=${spec#*|}
+			[ "$dev" = slow ] && [ "$config" = sg-plp ] && bsopts="$bsopts;alloc_check=no"
+			"$tp" lun "$work/main" "$tid" "$lun" "${PATHS[$dev,$config]}" \
+				"$bsopts" "" "${spec%|*}" || { say "LUN $dev/$config failed"; return 1; }
+			[ "$config" = rdwr-wce0 ] && "$tp" adm "$work/main" --lld iscsi --op update \
+				--mode logicalunit --tid "$tid" --lun "$lun" --params \
+				mode_page=8:0:18:0x10:0:0xff:0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0
+			URL[$dev,$config]=$("$tp" url "$work/main" "$(iqn_of "$dev")" "$lun")
+		done
+	done
+	tid=$((tid + 1))
+	"$tp" target "$work/main" "$tid" "$(iqn_of null)" &&
+	"$tp" lun "$work/main" "$tid" 1 /dev/null "" "" null || return 1
+	URL[null]=$("$tp" url "$work/main" "$(iqn_of null)" 1)
+}
+
+# one cell: prints the syncbench CSV row (empty on failure)
+cell() {
+	"$bench" --csv --no-header --no-progress --timeout 10 -t "$secs" \
+		-q "$4" -b "$3" -s "$5" "${URL[$1,$2]}" 2>>"$work/bench.err"
+}
+
+run_cells() {
+	local n=0 total dev bs qd disc config row
+	total=$(( $(wc -w <<<"$devices") * $(wc -w <<<"$sizes") * $(wc -w <<<"$qds") *
+		  $(wc -w <<<"$discs") * $(wc -w <<<"$configs") ))
+	echo "device,config,sync,block_size,queue_depth,pattern,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op" >"$csv.tmp"
+	for dev in $devices; do for bs in $sizes; do for qd in $qds; do
+	for disc in $discs; do for config in $configs; do
+		n=$((n + 1))
+		printf 'bench: [%3d/%d] %-4s %-3s QD %-2s %-10s %-11s%b' "$n" "$total" \
+			"$dev" "$bs" "$qd" "$disc" "$config" "$eol" >&2
+		row=$(cell "$dev" "$config" "$bs" "$qd" "$disc")
+		[ -n "$row" ] && echo "$dev,$config,$row" >>"$csv.tmp"
+	done; done; done; done; done
+	[ -t 2 ] && echo >&2
+}
+
+# 1 / (iSCSI round trip at QD1 + local O_DSYNC 4 KiB write), per device
+limit_line() {
+	local rtt dev f us
+	rtt=$("$bench" --csv --no-header --no-progress -t 2 -q 1 -b 4k "${URL[null]}" |
+	      cut -d, -f12)
+	for dev in $devices; do
+		if [ "$dev" = disk ]; then f=$work/dsync.img
+		else f=$work/slow-rdwr-wce1.mnt/disk.img; fi
+		us=$( { /usr/bin/time -f %e dd if=/dev/zero of="$f" bs=4k count=500 \
+			oflag=dsync conv=notrunc status=none; } 2>&1 | tail -1)
+		us=$(awk -v s="$us" 'BEGIN { printf "%.1f", s * 1e6 / 500 }')
+		echo "$dev,$rtt,$us"
+	done
+}
+
+# tgtd's resident memory with 8 LUNs of one kind under load (KiB)
+memory_of() {
+	local kind=$1 dir=$work/mem-$1 pids=() i
+	"$tp" start "$dir" "$module" >/dev/null && "$tp" target "$dir" 1 "$(iqn_of mem)" || return 1
+	for i in 1 2 3 4 5 6 7 8; do
+		truncate -s 64M "$work/mem-$kind-$i.img"
+		if [ "$kind" = sg ]; then "$tp" lun "$dir" 1 "$i" "$work/mem-$kind-$i.img" mode=write-back
+		else "$tp" lun "$dir" 1 "$i" "$work/mem-$kind-$i.img" "" "" rdwr; fi
+	done
+	for i in 1 2 3 4 5 6 7 8; do
+		"$bench" --no-progress -t 5 -q 8 -s flush "$("$tp" url "$dir" "$(iqn_of mem)" "$i")" \
+			>/dev/null 2>&1 &
+		pids+=($!)
+	done
+	sleep 4
+	awk '/^VmRSS/ {print $2}' "/proc/$(cat "$dir/pid")/status"
+	wait "${pids[@]}"
+	"$tp" stop "$dir"
+}
+
+# the comparison table, from the CSV
+report_table() {
+	awk -F, -v configs="$configs" '
+	NR == 1 { next }
+	{
+		key = $1 " " $4 " " $5 " " $3
+		if (!(key in seen)) { seen[key] = 1; order[++n] = key }
+		iops[key, $2] = $12; p99[key, $2] = $16
+	}
+	function r(a, b) { return b > 0 ? sprintf("%6.2f", a / b) : "     -" }
+	END {
+		nc = split(configs, c, " ")
+		printf "%-4s %-4s %3s %-10s |", "dev", "size", "QD", "sync"
+		for (i = 1; i <= nc; i++) printf " %11s", c[i]
+		printf " | wt/r0  wb/r1  wb/aio plp/r1 | p99 us"
+		for (i = 1; i <= 3; i++) printf " %7s", c[i]
+		printf " %7s\n", "rdwr1"
+		for (k = 1; k <= n; k++) {
+			key = order[k]; split(key, f, " ")
+			printf "%-4s %-4s %3s %-10s |", f[1], f[2], f[3], f[4]
+			for (i = 1; i <= nc; i++) printf " %11.0f", iops[key, c[i]]
+			printf " | %s %s %s %s |       ",
+				r(iops[key, "sg-wt"], iops[key, "rdwr-wce0"]),
+				r(iops[key, "sg-wb"], iops[key, "rdwr-wce1"]),
+				r(iops[key, "sg-wb"], iops[key, "aio"]),
+				r(iops[key, "sg-plp"], iops[key, "rdwr-wce1"])
+			for (i = 1; i <= 3; i++) printf " %7.0f", p99[key, c[i]]
+			printf " %7.0f\n", p99[key, "rdwr-wce1"]
+		}
+	}' "$csv"
+}
+
+# the issue's targets, each: what was measured, met or missed
+report_targets() {
+	awk -F, -v limits="$1" -v mem_sg="$2" -v mem_rdwr="$3" -v jf="$4" '
+	NR == 1 { next }
+	{ iops[$1, $4, $5, $3, $2] = $12; fpo[$1, $4, $5, $3, $2] = $19 }
+	function v(d, b, q, s, c) { return iops[d, b, q, s, c] + 0 }
+	function say(what, got, ok) {
+		printf "%-66s %-24s %s\n", what, got, ok ? "met" : "MISSED"
+		verdicts = verdicts sprintf("{\"target\":\"%s\",\"measured\":\"%s\",\"met\":%s},", what, got, ok ? "true" : "false")
+	}
+	function ratio(a, b) { return b > 0 ? a / b : 0 }
+	BEGIN { worst = 99; nworst = 99 }
+	END {
+		x = ratio(v("disk","4096",32,"flush","sg-wb"), v("disk","4096",32,"flush","rdwr-wce1"))
+		y = ratio(v("disk","4096",32,"flush","sg-wb"), v("disk","4096",32,"flush","aio"))
+		say("write-back WRITE+SYNC CACHE QD32 4K disk: >=1.4x rdwr, >=0.85x aio",
+		    sprintf("%.2fx, %.2fx", x, y), x >= 1.4 && y >= 0.85)
+		x = ratio(v("disk","4096",32,"flush-only","sg-wb"), v("disk","4096",32,"flush-only","rdwr-wce1"))
+		y = ratio(v("disk","4096",32,"flush-only","sg-wb"), v("disk","4096",32,"flush-only","aio"))
+		say("SYNC CACHE on a clean cache QD32 4K disk: >=2x rdwr, >=0.9x aio",
+		    sprintf("%.2fx, %.2fx", x, y), x >= 2 && y >= 0.9)
+		x = ratio(v("disk","4096",32,"none","sg-wt"), v("disk","4096",32,"none","rdwr-wce0"))
+		say("write-through QD32 4K disk: >=1.5x rdwr WCE=0", sprintf("%.2fx", x), x >= 1.5)
+		worst = 99; wc = ""
+		for (k in iops) {
+			split(k, f, SUBSEP)
+			if (f[5] !~ /^sg-(wt|wb|plp)$/) continue
+			peer = f[5] == "sg-wt" ? "rdwr-wce0" : "rdwr-wce1"
+			q = ratio(iops[k], iops[f[1], f[2], f[3], f[4], peer])
+			if (f[3] == 1 && q < worst) { worst = q; wc = f[1] " " f[2] " " f[4] " " f[5] }
+			if (f[4] == "none" && q < nworst) { nworst = q; nc = f[1] " " f[2] " QD" f[3] " " f[5] }
+		}
+		say("no QD1 cell below 0.95x rdwr", sprintf("worst %.2fx (%s)", worst, wc), worst >= 0.95)
+		say("none discipline never below rdwr", sprintf("worst %.2fx (%s)", nworst, nc), nworst >= 1)
+		a = ratio(v("disk","4096",32,"fua","sg-plp"), v("disk","4096",32,"none","sg-plp"))
+		b = ratio(v("disk","4096",32,"flush","sg-plp"), v("disk","4096",32,"none","sg-plp"))
+		say("plp QD32 4K disk: fua and flush within 10% of none",
+		    sprintf("%.2f, %.2f of none", a, b), a >= 0.9 && b >= 0.9)
+		x = ratio(v("slow","4096",32,"flush","sg-wb"), v("slow","4096",32,"flush","rdwr-wce1"))
+		fl = fpo["slow","4096",32,"flush","sg-wb"]
+		say("slow-flush model, write-back WRITE+SYNC CACHE QD32: >=8x rdwr, <=0.1 flushes/op",
+		    sprintf("%.2fx, %.3f flushes/op", x, fl), x >= 8 && fl >= 0 && fl <= 0.1)
+		split(limits, L, ";")
+		for (i in L) { split(L[i], g, ","); if (g[1] == "disk") lim = 1e6 / (g[2] + g[3]) }
+		x = ratio(v("disk","4096",1,"fua","sg-wb"), lim)
+		say("QD1 FUA IOPS >= 90% of the limit line (disk)",
+		    sprintf("%.0f of %.0f = %.0f%%", v("disk","4096",1,"fua","sg-wb"), lim, 100 * x), x >= 0.9)
+		d = (mem_sg - mem_rdwr) / 1024
+		say("tgtd RSS with 8 syncguard LUNs within 16 MiB of 8 rdwr LUNs",
+		    sprintf("%+.1f MiB (%.1f vs %.1f)", d, mem_sg / 1024, mem_rdwr / 1024), d <= 16)
+		print "[" substr(verdicts, 1, length(verdicts) - 1) "]" > jf
+	}' "$csv"
+}
+
+csv_to_json() {		# the cells as a JSON array
+	awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[i] = $i; next }
+	{
+		printf "%s{", (NR > 2 ? "," : "")
+		for (i = 1; i <= NF; i++)
+			printf "%s\"%s\":%s", (i > 1 ? "," : ""), h[i],
+				($i ~ /^-?[0-9.]+$/ ? $i : "\"" $i "\"")
+		printf "}"
+	}' "$csv"
+}
+
+plot() {		# IOPS at QD32, 4 KiB: one panel per device
+	local dev data
+	command -v gnuplot >/dev/null || { say "gnuplot missing: no plot"; return; }
+	for dev in $devices; do
+		data=$work/plot-$dev.dat
+		awk -F, -v dev="$dev" -v configs="$configs" '
+		NR > 1 && $1 == dev && $4 == 4096 && $5 == 32 { v[$3, $2] = $12; s[$3] = 1 }
+		END {
+			nc = split(configs, c, " ")
+			printf "sync"; for (i = 1; i <= nc; i++) printf " %s", c[i]; print ""
+			ns = split("none fua flush flush-only", d, " ")
+			for (j = 1; j <= ns; j++) {
+				if (!(d[j] in s)) continue
+				printf "%s", d[j]
+				for (i = 1; i <= nc; i++) printf " %s", v[d[j], c[i]] + 0
+				print ""
+			}
+		}' "$csv" >"$data"
+	done
+	gnuplot <<GP 2>>"$work/gnuplot.err"
+set terminal pngcairo size 1200,$(( 420 * $(wc -w <<<"$devices") )) font ",10"
+set output "$out/bench.png"
+set multiplot layout $(wc -w <<<"$devices"),1
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set key outside right
+set ylabel "IOPS"
+set grid ytics
+$(for dev in $devices; do
+	echo "set title \"$dev: 4 KiB writes, queue depth 32 (flush = WRITE + SYNCHRONIZE CACHE)\""
+	echo "plot for [i=2:$(( $(wc -w <<<"$configs") + 1 ))] '$work/plot-$dev.dat' using i:xtic(1) title columnheader(i)"
+done)
+unset multiplot
+GP
+}
+
+eol='\n'; [ -t 2 ] && eol='\r'
+say "setting up: $(wc -w <<<"$configs") configurations on $(wc -w <<<"$devices") device(s)"
+setup_luns || { say "set-up failed"; exit 1; }
+say "$(wc -w <<<"$devices") devices x sizes ($sizes) x QD ($qds) x ($discs) x $(wc -w <<<"$configs") configurations, ${secs}s each"
+run_cells
+mv "$csv.tmp" "$csv"
+limits=$(limit_line | paste -sd';')
+say "memory: 8 syncguard LUNs, then 8 rdwr LUNs, under load"
+mem_sg=$(memory_of sg) mem_rdwr=$(memory_of rdwr)
+echo
+report_table
+echo
+for l in ${limits//;/ }; do
+	IFS=, read -r dev rtt us <<<"$l"
+	awk -v d="$dev" -v r="$rtt" -v u="$us" 'BEGIN {
+		printf "limit (%s): 1 / (iSCSI round trip %.0f us + local O_DSYNC 4 KiB write %.0f us) = %.0f IOPS\n", d, r, u, 1e6 / (r + u) }'
+done
+echo
+report_targets "$limits" "$mem_sg" "$mem_rdwr" "$work/targets.json"
+{
+	printf '{"seconds_per_cell":%s,"flush_ms":%s,"limit":[' "$secs" "$flush_ms"
+	sep=
+	for l in ${limits//;/ }; do
+		IFS=, read -r dev rtt us <<<"$l"
+		printf '%s{"device":"%s","iscsi_rtt_us":%s,"dsync_4k_us":%s}' "$sep" "$dev" "$rtt" "$us"
+		sep=,
+	done
+	printf '],"memory_kib":{"syncguard_8_luns":%s,"rdwr_8_luns":%s},"targets":%s,"cells":[' \
+		"${mem_sg:-0}" "${mem_rdwr:-0}" "$(cat "$work/targets.json")"
+	csv_to_json
+	echo "]}"
+} >"$out/bench.json"
+plot
+say "results: $csv, $out/bench.json, $out/bench.png"

@@ -1,0 +1,150 @@
+/*
+ * syncguard-stat: print the counters of syncguard LUNs while tgtd runs.
+ *
+ *   syncguard-stat [--json] [TARGET-IQN [LUN]]
+ *
+ * Reads /run/syncguard/<target>/lun<N>.stats (include/syncguard_stats.h);
+ * without arguments, every LUN of every target there.  Exit status 1
+ * when nothing matched, 2 on a usage error.
+ */
+#include <dirent.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "syncguard_stats.h"
+
+static const char *const modes[] = { "write-through", "write-back", "plp" };
+
+static bool load(const char *path, struct syncguard_stats *st)
+{
+	FILE *f = fopen(path, "r");
+	bool ok;
+
+	if (!f)
+		return false;
+	ok = fread(st, sizeof(*st), 1, f) == 1 &&
+	     st->magic == SYNCGUARD_STATS_MAGIC &&
+	     st->version == SYNCGUARD_STATS_VERSION;
+	fclose(f);
+	return ok;
+}
+
+/* Median device flush latency in microseconds (bucket lower bound). */
+static uint64_t flush_p50(const struct syncguard_stats *st)
+{
+	uint64_t n = 0, seen = 0;
+
+	for (int i = 0; i < SYNCGUARD_FLUSH_BUCKETS; i++)
+		n += st->flush_us[i];
+	for (int i = 0; i < SYNCGUARD_FLUSH_BUCKETS; i++) {
+		seen += st->flush_us[i];
+		if (n && seen * 2 >= n)
+			return 1ull << i;
+	}
+	return 0;
+}
+
+static void print(const char *target, const char *lun,
+		  const struct syncguard_stats *st, bool json, bool *first)
+{
+	const char *mode = st->mode < 3 ? modes[st->mode] : "?";
+	bool alive = kill((pid_t)st->pid, 0) == 0;
+
+	if (json) {
+		printf("%s{\"target\":\"%s\",\"lun\":%s,\"mode\":\"%s\","
+		       "\"tgtd_pid\":%u,\"tgtd_alive\":%s,\"reads\":%" PRIu64
+		       ",\"writes\":%" PRIu64 ",\"fua_writes\":%" PRIu64
+		       ",\"sync_caches\":%" PRIu64 ",\"errors\":%" PRIu64
+		       ",\"device_flushes\":%" PRIu64 ",\"dsync_writes\":%" PRIu64
+		       ",\"writeouts\":%" PRIu64 ",\"direct_writes\":%" PRIu64
+		       ",\"flushes_coalesced\":%" PRIu64 ",\"flushes_elided\":%"
+		       PRIu64 ",\"flush_us_total\":%" PRIu64 "}", *first ? "" : ",",
+		       target, lun, mode, st->pid, alive ? "true" : "false",
+		       st->reads, st->writes, st->fua_writes, st->sync_caches,
+		       st->errors, st->device_flushes, st->dsync_writes,
+		       st->writeouts, st->direct_writes, st->flushes_coalesced,
+		       st->flushes_elided, st->flush_us_total);
+	} else {
+		printf("%s lun %s: %s, tgtd %u%s\n"
+		       "  commands: %" PRIu64 " reads, %" PRIu64 " writes, %" PRIu64
+		       " durable writes, %" PRIu64 " SYNCHRONIZE CACHE, %" PRIu64
+		       " errors\n"
+		       "  device flushes %" PRIu64 " (median %" PRIu64 " us), "
+		       "RWF_DSYNC writes %" PRIu64 ", writeouts %" PRIu64
+		       ", O_DIRECT writes %" PRIu64 "\n"
+		       "  saved: %" PRIu64 " by coalescing, %" PRIu64
+		       " by elision\n", target, lun, mode, st->pid,
+		       alive ? "" : " (gone)", st->reads, st->writes,
+		       st->fua_writes, st->sync_caches, st->errors,
+		       st->device_flushes, flush_p50(st), st->dsync_writes,
+		       st->writeouts, st->direct_writes, st->flushes_coalesced,
+		       st->flushes_elided);
+	}
+	*first = false;
+}
+
+static int walk_target(const char *target, const char *want_lun, bool json,
+		       bool *first)
+{
+	char dir[512], path[1024], lun[32];
+	struct dirent *e;
+	DIR *d;
+	int n = 0;
+
+	snprintf(dir, sizeof(dir), SYNCGUARD_STATS_DIR "/%s", target);
+	d = opendir(dir);
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) != NULL) {
+		struct syncguard_stats st;
+
+		if (sscanf(e->d_name, "lun%31[0-9].stats", lun) != 1 ||
+		    (want_lun && strcmp(lun, want_lun)))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (load(path, &st)) {
+			print(target, lun, &st, json, first);
+			n++;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+int main(int argc, char **argv)
+{
+	bool json = false, first = true;
+	int i = 1, n = 0;
+	struct dirent *e;
+	DIR *d;
+
+	if (argc > 1 && !strcmp(argv[1], "--json")) {
+		json = true;
+		i++;
+	}
+	if (argc - i > 2 || (argc > i && argv[i][0] == '-')) {
+		fprintf(stderr, "usage: syncguard-stat [--json] [TARGET-IQN [LUN]]\n");
+		return 2;
+	}
+	if (json)
+		printf("[");
+	if (argc > i) {
+		n = walk_target(argv[i], argc > i + 1 ? argv[i + 1] : NULL, json,
+				&first);
+	} else if ((d = opendir(SYNCGUARD_STATS_DIR)) != NULL) {
+		while ((e = readdir(d)) != NULL)
+			if (e->d_name[0] != '.')
+				n += walk_target(e->d_name, NULL, json, &first);
+		closedir(d);
+	}
+	if (json)
+		printf("]\n");
+	if (!n)
+		fprintf(stderr, "syncguard-stat: no syncguard LUN counters found "
+			"in " SYNCGUARD_STATS_DIR "\n");
+	return n ? 0 : 1;
+}
