@@ -76,7 +76,9 @@ static int parse_alloc_check(const char *val, struct syncguard_opts *opts)
 
 static int parse_write_sync(const char *val, struct syncguard_opts *opts)
 {
-	if (!strcmp(val, "group"))
+	if (!strcmp(val, "auto"))
+		opts->write_sync = SYNCGUARD_WRITE_SYNC_AUTO;
+	else if (!strcmp(val, "group"))
 		opts->write_sync = SYNCGUARD_WRITE_SYNC_GROUP;
 	else if (!strcmp(val, "dsync"))
 		opts->write_sync = SYNCGUARD_WRITE_SYNC_DSYNC;
@@ -99,10 +101,11 @@ static const struct opt_def opt_table[] = {
 	{ "alloc_check", parse_alloc_check, "yes or no",
 	  "plp on a regular file: check at open that every block is "
 	  "allocated and written (default yes)" },
-	{ "write_sync", parse_write_sync, "group or dsync",
+	{ "write_sync", parse_write_sync, "auto, group or dsync",
 	  "how a write that must be durable becomes durable: group = cached "
-	  "write, then a device flush shared with concurrent commands "
-	  "(default); dsync = RWF_DSYNC on that write alone" },
+	  "write, then a device flush shared with concurrent commands; "
+	  "dsync = RWF_DSYNC on that write alone; auto (default) = dsync for "
+	  "a FUA write while WCE=1, group otherwise" },
 };
 
 #define NR_OPTS (sizeof(opt_table) / sizeof(opt_table[0]))
@@ -199,7 +202,7 @@ int syncguard_opts_parse(const char *bsopts, struct syncguard_opts *opts,
 
 	opts->mode = SYNCGUARD_MODE_WRITE_BACK;
 	opts->alloc_check = true;
-	opts->write_sync = SYNCGUARD_WRITE_SYNC_GROUP;
+	opts->write_sync = SYNCGUARD_WRITE_SYNC_AUTO;
 	if (err && errlen)
 		err[0] = '\0';
 	if (!bsopts || !*bsopts)

@@ -31,6 +31,8 @@ enum syncguard_mode {
 
 /* How a write that must be durable becomes durable (bsopts write_sync). */
 enum syncguard_write_sync {
+	SYNCGUARD_WRITE_SYNC_AUTO,	/* by measurement: DSYNC for a FUA write
+					 * while WCE=1, GROUP otherwise */
 	SYNCGUARD_WRITE_SYNC_GROUP,	/* cached write, then a device flush
 					 * shared with concurrent commands */
 	SYNCGUARD_WRITE_SYNC_DSYNC,	/* RWF_DSYNC on that write alone */

@@ -20,7 +20,8 @@
 # it could not run).
 #
 # usage: bench.sh [--seconds S] [--flush-ms MS] [--variants] [--quick]
-#   --variants  also syncguard write_sync=dsync (the group vs dsync choice)
+#   --variants  also syncguard write_sync=group and =dsync (the choice
+#               behind write_sync=auto)
 #   --quick     disk only, 4 KiB, QD 32 (a smoke run)
 set -u
 
@@ -36,7 +37,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--seconds) secs=$2; shift 2 ;;
 	--flush-ms) flush_ms=$2; shift 2 ;;
-	--variants) configs="$configs sg-wt-dsync sg-wb-dsync"; shift ;;
+	--variants) configs="$configs sg-wt-group sg-wb-group sg-wt-dsync sg-wb-dsync"; shift ;;
 	--quick) devices=disk sizes=4k qds=32; shift ;;
 	*) echo "usage: bench.sh [--seconds S] [--flush-ms MS] [--variants] [--quick]" >&2
 	   exit 2 ;;
@@ -71,6 +72,8 @@ lun_spec() {
 	sg-plp) echo "syncguard|mode=plp" ;;
 	sg-wt-dsync) echo "syncguard|mode=write-through;write_sync=dsync" ;;
 	sg-wb-dsync) echo "syncguard|mode=write-back;write_sync=dsync" ;;
+	sg-wt-group) echo "syncguard|mode=write-through;write_sync=group" ;;
+	sg-wb-group) echo "syncguard|mode=write-back;write_sync=group" ;;
 	rdwr-wce1|rdwr-wce0) echo "rdwr|" ;;
 	aio) echo "aio|" ;;
 	esac
@@ -132,8 +135,11 @@ setup_luns() {
 	URL[null]=$("$tp" url "$work/main" "$(iqn_of null)" 1)
 }
 
-# one cell: prints the syncbench CSV row (empty on failure)
+# one cell: prints the syncbench CSV row (empty on failure).  Every cell
+# starts with nothing dirty anywhere (sync): otherwise the background
+# writeback of a write-back cell before it would slow whichever follows.
 cell() {
+	sync
 	"$bench" --csv --no-header --no-progress --timeout 10 -t "$secs" \
 		-q "$4" -b "$3" -s "$5" "${URL[$1,$2]}" 2>>"$work/bench.err"
 }

@@ -234,6 +234,25 @@ START_TEST(test_exec_write_back_dsync_costs)
 }
 END_TEST
 
+/* write_sync=auto: FUA writes while WCE=1 alone, otherwise grouped */
+START_TEST(test_exec_auto_write_sync)
+{
+	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_AUTO);
+	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.dsyncs, 1);
+	ck_assert_int_eq(fx.fdatasyncs, 0);
+	ck_assert_int_eq(syncguard_lun_set_wce(&lun, false), 0);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.dsyncs, 1);
+	ck_assert_int_eq(fx.fdatasyncs, 1);	/* WCE=0: grouped */
+	syncguard_lun_close(&lun);
+	open_lun_ws(SYNCGUARD_MODE_WRITE_THROUGH, SYNCGUARD_WRITE_SYNC_AUTO);
+	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.dsyncs, 0);
+	ck_assert_int_eq(fx.fdatasyncs, 1);
+}
+END_TEST
+
 START_TEST(test_exec_write_through_costs)
 {
 	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
@@ -593,6 +612,7 @@ Suite *exec_suite(void)
 	}
 	tcase_add_test(cost, test_exec_write_back_costs);
 	tcase_add_test(cost, test_exec_write_back_dsync_costs);
+	tcase_add_test(cost, test_exec_auto_write_sync);
 	tcase_add_test(cost, test_exec_write_through_costs);
 	tcase_add_test(cost, test_exec_plp_costs);
 	tcase_add_test(cost, test_exec_wce_off_flushes_then_writes_through);

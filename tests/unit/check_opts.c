@@ -60,6 +60,19 @@ START_TEST(test_opts_alloc_check)
 }
 END_TEST
 
+START_TEST(test_opts_write_sync)
+{
+	ck_assert_int_eq(parse(""), 0);
+	ck_assert_int_eq(opts.write_sync, SYNCGUARD_WRITE_SYNC_AUTO);
+	ck_assert_int_eq(parse("write_sync=group"), 0);
+	ck_assert_int_eq(opts.write_sync, SYNCGUARD_WRITE_SYNC_GROUP);
+	ck_assert_int_eq(parse("write_sync=dsync"), 0);
+	ck_assert_int_eq(opts.write_sync, SYNCGUARD_WRITE_SYNC_DSYNC);
+	ck_assert_int_eq(parse("write_sync=fast"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "auto, group or dsync"));
+}
+END_TEST
+
 START_TEST(test_opts_unknown_key)
 {
 	ck_assert_int_eq(parse("mode=plp;cache=off"), -EINVAL);
@@ -125,6 +138,7 @@ Suite *opts_suite(void)
 	tcase_add_test(tc, test_opts_defaults);
 	tcase_add_test(tc, test_opts_modes);
 	tcase_add_test(tc, test_opts_alloc_check);
+	tcase_add_test(tc, test_opts_write_sync);
 	tcase_add_test(tc, test_opts_unknown_key);
 	tcase_add_test(tc, test_opts_bad_value);
 	tcase_add_test(tc, test_opts_not_key_value);
