@@ -346,7 +346,7 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 	__atomic_store_n(&lun->wce, wce, __ATOMIC_SEQ_CST);
 	pthread_rwlock_unlock(&lun->write_lock);
 	if (was && !wce) {
-		int ret = syncguard_lun_flush(lun, false);
+		int ret = syncguard_lun_flush(lun, true);
 
 		if (ret) {
 			__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
