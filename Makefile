@@ -23,7 +23,8 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer \
 	    -fno-sanitize-recover=undefined
 
 DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
-	gcc make util-linux iproute2 e2fsprogs sdparm libfuse3-dev fuse3
+	gcc make util-linux iproute2 e2fsprogs sdparm libfuse3-dev fuse3 \
+	gnuplot-nox
 
 CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c \
 	     core/exec.c core/flush.c core/stats.c
@@ -49,7 +50,8 @@ CUTS       ?= 1000
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
 .PHONY: all deps install uninstall demo check check-unit check-proto \
-	check-crash crashtest check-fuzz fuzz check-lifecycle soak clean \
+	check-crash crashtest check-fuzz fuzz check-lifecycle soak conformance \
+	bench clean \
 	tgt-src FORCE
 
 all: bs_syncguard.so $(TOOLS)
@@ -85,18 +87,20 @@ $(BUILD)/sanpic/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -O1 -g $(SAN) -fPIC -fvisibility=hidden -c $< -o $@
 
-bs_syncguard.so: bs_syncguard.c $(CORE_PIC) $(HDRS) \
+GLUE_SRCS := bs_syncguard.c bs_syncguard_ops.c
+
+bs_syncguard.so: $(GLUE_SRCS) bs_syncguard.h $(CORE_PIC) $(HDRS) \
 		 $(TGT_SRC)/.syncguard-tgt-version
 	$(CC) $(BASE) $(CFLAGS) -fPIC -shared -isystem $(TGT_SRC)/usr \
 	  -fvisibility=hidden \
-	  bs_syncguard.c $(CORE_PIC) -o $@ -lpthread
+	  $(GLUE_SRCS) $(CORE_PIC) -o $@ -lpthread
 
 # the same module under AddressSanitizer and UndefinedBehaviorSanitizer,
 # for the fuzz tests (tgtd runs with libasan preloaded)
-$(BUILD)/san/bs_syncguard.so: bs_syncguard.c $(CORE_SANPIC) $(HDRS) \
-			      $(TGT_SRC)/.syncguard-tgt-version
+$(BUILD)/san/bs_syncguard.so: $(GLUE_SRCS) bs_syncguard.h $(CORE_SANPIC) \
+			      $(HDRS) $(TGT_SRC)/.syncguard-tgt-version
 	$(CC) $(BASE) -O1 -g $(SAN) -fPIC -shared -isystem $(TGT_SRC)/usr \
-	  -fvisibility=hidden bs_syncguard.c $(CORE_SANPIC) -o $@ -lpthread
+	  -fvisibility=hidden $(GLUE_SRCS) $(CORE_SANPIC) -o $@ -lpthread
 
 install: bs_syncguard.so
 	install -D -m 0644 bs_syncguard.so $(DESTDIR)$(BSDIR)/bs_syncguard.so
@@ -155,12 +159,20 @@ check-lifecycle: $(BUILD)/san/bs_syncguard.so $(TOOLS)
 soak: bs_syncguard.so $(TOOLS)
 	scripts/lifecycle.sh --soak 1800
 
+# libiscsi's iscsi-test-cu against every mode and tgt's rdwr, side by side
+conformance: bs_syncguard.so
+	scripts/conformance.sh
+
 # CDB fuzzing against the sanitizer build (make fuzz: FUZZ_COUNT per mode)
 check-fuzz: $(BUILD)/san/bs_syncguard.so $(TOOLS)
 	scripts/fuzz.sh --count 20000
 
 fuzz: $(BUILD)/san/bs_syncguard.so $(TOOLS)
 	scripts/fuzz.sh --count $(FUZZ_COUNT)
+
+# syncguard vs tgt's rdwr and aio; reports, never fails (about 8 minutes)
+bench: all
+	scripts/bench.sh
 
 demo: all install
 	scripts/demo.sh

@@ -375,8 +375,14 @@ static enum syncguard_reason exec_unmap(struct syncguard_lun *lun,
 	n = be(req->out + 2, 2) / 16;
 	if (n > (req->out_len - 8) / 16)
 		n = (req->out_len - 8) / 16;
-	for (uint64_t i = 0; i < n && !r; i++)	/* validate all first */
-		r = syncguard_check_range(lun, DESC_LBA(desc, i), DESC_LEN(desc, i));
+	for (uint64_t i = 0; i < n && !r; i++) {	/* validate all first */
+		uint64_t lba = DESC_LBA(desc, i), len = DESC_LEN(desc, i);
+
+		/* SBC-3 5.28: only LBA + blocks beyond the capacity is out
+		 * of range; 0 blocks at the capacity itself is not */
+		if (lba > capacity(lun) || len > capacity(lun) - lba)
+			r = SYNCGUARD_ERR_LBA_RANGE;
+	}
 	return r || !n ? r : unmap_ranges(lun, NULL, NULL, desc, n);
 }
 
@@ -389,9 +395,12 @@ static enum syncguard_reason exec_compare_and_write(
 	struct syncguard_action a;
 	int err;
 
-	if (r || len == 0)
-		return r;
-	if (req->out_len != 2 * len)
+	if (r || (len == 0 && req->out_len == 0))
+		return r;	/* 0 blocks: nothing to do (SBC-3 5.3) */
+	/* SBC-3 5.3: beyond MAXIMUM COMPARE AND WRITE LENGTH, or Data-Out
+	 * other than the compare and the write blocks */
+	if ((lun->max_caw_blocks && c->nblocks > lun->max_caw_blocks) ||
+	    req->out_len != 2 * len)
 		return SYNCGUARD_ERR_INVALID_CDB;
 	pthread_rwlock_wrlock(&lun->write_lock);	/* atomic vs. all writes */
 	a = policy(lun, c->fua ? SYNCGUARD_CLASS_WRITE_FUA :

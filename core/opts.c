@@ -74,6 +74,11 @@ static int parse_alloc_check(const char *val, struct syncguard_opts *opts)
 	return parse_bool(val, &opts->alloc_check);
 }
 
+static int parse_allow_wce(const char *val, struct syncguard_opts *opts)
+{
+	return parse_bool(val, &opts->allow_wce);
+}
+
 static int parse_write_sync(const char *val, struct syncguard_opts *opts)
 {
 	if (!strcmp(val, "auto"))
@@ -101,6 +106,9 @@ static const struct opt_def opt_table[] = {
 	{ "alloc_check", parse_alloc_check, "yes or no",
 	  "plp on a regular file: check at open that every block is "
 	  "allocated and written (default yes)" },
+	{ "allow_wce", parse_allow_wce, "yes or no",
+	  "write-through or plp: let an initiator (MODE SELECT) or tgtadm set "
+	  "WCE=1 (default no); write-through then behaves as write-back" },
 	{ "write_sync", parse_write_sync, "auto, group or dsync",
 	  "how a write that must be durable becomes durable: group = cached "
 	  "write, then a device flush shared with concurrent commands; "

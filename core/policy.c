@@ -12,10 +12,13 @@
  * acknowledged data; every choice below exists to prevent that.
  *
  * write-through (WCE=0).
- *   Every write is PERSIST_DURABLE before GOOD (RWF_DSYNC: this write's
- *   data, the metadata needed to read it, and a device cache flush).
- *   Nothing volatile remains after any GOOD, so SYNCHRONIZE CACHE has
- *   nothing to do and answers GOOD without touching the device.
+ *   Every write is PERSIST_DURABLE before GOOD (its data, the metadata
+ *   needed to read it, and a device cache flush: RWF_DSYNC or a group
+ *   flush, core/lun.c).  Nothing volatile remains after any GOOD, so
+ *   SYNCHRONIZE CACHE has nothing to do and answers GOOD without touching
+ *   the device.  Only with bsopts allow_wce=yes may an initiator set
+ *   WCE=1; the LUN then behaves exactly as write-back, which is what the
+ *   page now promises.
  *
  * write-back (WCE=1, the default).
  *   A plain write completes once it is in the host page cache: the
@@ -44,8 +47,8 @@
  *   refuses plp on a regular file that is not fully allocated and
  *   written, and on copy-on-write file systems.  SYNCHRONIZE CACHE has
  *   nothing volatile to flush and answers GOOD at once.
- *   WCE set to 1 on a plp LUN changes nothing: writes stay
- *   PERSIST_WRITTEN, which is more than WCE=1 promises.
+ *   WCE set to 1 on a plp LUN (allow_wce=yes) changes nothing: writes
+ *   stay PERSIST_WRITTEN, which is more than WCE=1 promises.
  *
  * UNMAP and WRITE SAME with UNMAP change file metadata (punched holes),
  * which only a flush makes durable.  Where plain writes must be durable
@@ -126,14 +129,14 @@ struct syncguard_action syncguard_policy(enum syncguard_mode mode, bool wce,
 {
 	switch (mode) {
 	case SYNCGUARD_MODE_WRITE_BACK:
+	case SYNCGUARD_MODE_WRITE_THROUGH:
+		/* the page decides: WCE=1 reaches a write-through LUN only
+		 * when bsopts allow_wce lets an initiator turn its cache on */
 		return wce ? policy_write_back(class) : policy_durable(class);
 	case SYNCGUARD_MODE_PLP:
 		return policy_plp(class);
-	case SYNCGUARD_MODE_WRITE_THROUGH:
-		break;
 	}
-	/* write-through, and any unknown mode: the safe answer */
-	return policy_durable(class);
+	return policy_durable(class);	/* any unknown mode: the safe answer */
 }
 
 bool syncguard_mode_wce(enum syncguard_mode mode)

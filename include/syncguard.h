@@ -45,6 +45,9 @@ struct syncguard_opts {
 	 * allocated and written (FIEMAP).  false only when the user vouches
 	 * for it on a file system without FIEMAP. */
 	bool alloc_check;
+	/* write-through or plp: may an initiator or administrator set
+	 * WCE=1?  (write-through then behaves as write-back) */
+	bool allow_wce;
 };
 
 /* Short name of @mode as used in bsopts ("write-back", ...). */
@@ -226,6 +229,9 @@ struct syncguard_lun {
 	bool blockdev;
 	bool thin;			/* UNMAP allowed (tgt's
 					 * thin_provisioning attribute) */
+	unsigned int max_caw_blocks;	/* MAXIMUM COMPARE AND WRITE LENGTH
+					 * the Block Limits VPD reports; 0 =
+					 * no limit */
 	struct syncguard_opts opts;
 	bool wce;			/* Caching page WCE the LUN honours;
 					 * read/written atomically */

@@ -34,7 +34,9 @@ static const struct {
 	{ WT, 0, SYNCGUARD_CLASS_WRITE_FUA, 0, D },
 	{ WT, 0, SYNCGUARD_CLASS_SYNC_CACHE, 0, C },
 	{ WT, 0, SYNCGUARD_CLASS_READ_FUA, 0, C },
-	{ WT, 1, SYNCGUARD_CLASS_WRITE, 0, D },	/* WCE ignored */
+	/* write-through whose initiator turned WCE on (allow_wce=yes) */
+	{ WT, 1, SYNCGUARD_CLASS_WRITE, 0, C },
+	{ WT, 1, SYNCGUARD_CLASS_SYNC_CACHE, 1, C },
 	/* plp: written to the device, never a device flush */
 	{ PLP, 0, SYNCGUARD_CLASS_WRITE, 0, W },
 	{ PLP, 0, SYNCGUARD_CLASS_WRITE_FUA, 0, W },
@@ -60,8 +62,9 @@ START_TEST(test_policy_cells)
 }
 END_TEST
 
-/* The contract's core: a LUN that reports WCE=0 never completes a write
- * that is still only in the host cache, whatever the mode. */
+/* The contract's core: a LUN whose Caching page says WCE=0 never
+ * completes a write that is still only in the host cache, whatever the
+ * mode (the policy's wce argument is that bit). */
 START_TEST(test_policy_wce0_never_volatile)
 {
 	enum syncguard_mode modes[] = { WT, WB, PLP };
@@ -70,9 +73,7 @@ START_TEST(test_policy_wce0_never_volatile)
 
 	for (int m = 0; m < 3; m++) {
 		for (int wce = 0; wce <= 1; wce++) {
-			bool reported = wce && syncguard_mode_wce(modes[m]);
-
-			if (reported)
+			if (wce)
 				continue;
 			for (int c = 0; c < 3; c++)
 				ck_assert_int_ne(syncguard_policy(modes[m], wce,

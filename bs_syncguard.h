@@ -1,0 +1,66 @@
+/*
+ * bs_syncguard's private view of a LUN: what bs_syncguard.c (the
+ * backing-store hooks) and bs_syncguard_ops.c (the LUN's command table)
+ * share.  Compiled against tgt's internal headers, like the rest of the
+ * glue; the tgt-independent core is include/syncguard.h.
+ */
+#ifndef BS_SYNCGUARD_H
+#define BS_SYNCGUARD_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "list.h"
+#include "util.h"
+#include "tgtd.h"
+#include "scsi.h"
+#include "spc.h"
+#include "bs_thread.h"
+#include "target.h"
+
+#include "syncguard.h"
+
+typedef int (*syncguard_op_fn)(int host_no, struct scsi_cmd *cmd);
+
+/* Per-LUN private data, placed after tgt's struct bs_thread_info. */
+struct syncguard_bs {
+	struct syncguard_opts opts;
+	struct syncguard_lun lun;
+	bool open;
+	/* the command table (bs_syncguard_ops.c): tgt's entries, and what
+	 * each opcode runs here (tgt's entry or syncguard's own) */
+	syncguard_op_fn tgt_ops[NR_SCSI_OPCODES];
+	syncguard_op_fn run[NR_SCSI_OPCODES];
+	tgtadm_err (*tgt_lu_config)(struct scsi_lu *lu, char *params);
+	/* a flush failure after SYNCHRONIZE CACHE with IMMED=1 answered:
+	 * errno, reported once as a deferred error (SPC-4 4.5.5) */
+	int deferred_err;
+	/* the IMMED=1 flusher thread */
+	pthread_t immed_thread;
+	pthread_mutex_t immed_lock;
+	pthread_cond_t immed_cond;
+	bool immed_pending, immed_stop, immed_running;
+};
+
+static inline struct syncguard_bs *SYNCGUARD_BS(struct scsi_lu *lu)
+{
+	return (struct syncguard_bs *)((char *)BS_THREAD_I(lu) +
+				       sizeof(struct bs_thread_info));
+}
+
+/* Install syncguard's command table in @lu's copy of tgt's template;
+ * sets the Caching page's WCE and changeable mask for the mode. */
+void syncguard_ops_install(struct scsi_lu *lu);
+
+/* Once the backing file is open: VPD pages (Extended INQUIRY Data,
+ * Block Limits granularity), thin provisioning check, IMMED flusher.
+ * 0 or -errno. */
+int syncguard_ops_open(struct scsi_lu *lu);
+
+/* Before the backing file closes: finish any IMMED=1 flush. */
+void syncguard_ops_close(struct scsi_lu *lu);
+
+/* In a worker: the flush of MODE SELECT switching WCE 1 -> 0. */
+void syncguard_wce_off_request(struct scsi_cmd *cmd);
+
+#endif

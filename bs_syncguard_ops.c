@@ -1,0 +1,515 @@
+/*
+ * The LUN's command table: the few SCSI commands syncguard answers or
+ * checks itself before (or instead of) tgt's core.
+ *
+ * tgt copies its device-type template into every LUN
+ * (lu->dev_type_template), so a backing store can change how one LUN
+ * handles a command without patching tgt.  syncguard does it in one
+ * place: every entry of the LUN's table is syncguard_dispatch(), which
+ * first reports a pending deferred error, then runs bs->run[opcode]:
+ * syncguard's handler for the opcodes in `overrides` below, tgt's own
+ * entry for all others.  Each override says why it exists.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bs_syncguard.h"
+
+#define CACHING_PAGE		0x08
+#define CACHING_PAGE_LEN	18	/* bytes after the page header */
+#define WCE_BIT			0x04	/* byte 2 of the page: mode_data[0] */
+
+/* ---- the Caching mode page (SBC-3 6.4.5) ----
+ *
+ * The WCE the LUN honours lives in the core (syncguard_lun_wce); tgt's
+ * Caching page is how initiators see it.  MODE SENSE refreshes the page
+ * from the core first, so it never shows a WCE the LUN does not honour,
+ * not even while a switch to WCE=0 waits for its flush.
+ */
+
+static struct mode_pg *caching_page(struct scsi_lu *lu)
+{
+	struct mode_pg *pg = find_mode_page(lu, CACHING_PAGE, 0);
+
+	return pg && pg->pcode_size >= 1 ? pg : NULL;
+}
+
+static int page_wce(struct scsi_lu *lu)
+{
+	struct mode_pg *pg = caching_page(lu);
+
+	return pg ? !!(pg->mode_data[0] & WCE_BIT) : -1;
+}
+
+static void page_set_wce(struct scsi_lu *lu, bool wce)
+{
+	struct mode_pg *pg = caching_page(lu);
+
+	if (!pg)
+		return;
+	if (wce)
+		pg->mode_data[0] |= WCE_BIT;
+	else
+		pg->mode_data[0] &= ~WCE_BIT;
+}
+
+static bool wce_changeable(const struct syncguard_bs *bs)
+{
+	return syncguard_mode_wce_changeable(bs->opts.mode) ||
+	       bs->opts.allow_wce;
+}
+
+/* Make WCE changeable by MODE SELECT only where it may change. */
+static void page_set_mask(struct scsi_lu *lu)
+{
+	struct mode_pg *pg = caching_page(lu);
+	uint8_t mask[CACHING_PAGE_LEN] = { 0 };
+
+	if (!pg || pg->pcode_size != CACHING_PAGE_LEN)
+		return;
+	mask[0] = wce_changeable(SYNCGUARD_BS(lu)) ? WCE_BIT : 0;
+	set_mode_page_changeable_mask(lu, CACHING_PAGE, 0, mask);
+}
+
+/* A copy of the Caching page, to undo a refused tgtadm update. */
+struct page_copy {
+	bool valid;
+	uint8_t data[CACHING_PAGE_LEN];
+};
+
+static void page_save(struct scsi_lu *lu, struct page_copy *c)
+{
+	struct mode_pg *pg = caching_page(lu);
+
+	c->valid = pg && pg->pcode_size == CACHING_PAGE_LEN;
+	if (c->valid)
+		memcpy(c->data, pg->mode_data, CACHING_PAGE_LEN);
+}
+
+static void page_restore(struct scsi_lu *lu, const struct page_copy *c)
+{
+	char spec[16 + CACHING_PAGE_LEN * 5];
+	int n;
+
+	if (!c->valid)
+		return;
+	n = snprintf(spec, sizeof(spec), "%d:0:%d", CACHING_PAGE,
+		     CACHING_PAGE_LEN);
+	for (int i = 0; i < CACHING_PAGE_LEN; i++)
+		n += snprintf(spec + n, sizeof(spec) - (size_t)n, ":%u",
+			      c->data[i]);
+	add_mode_page(lu, spec);	/* replaces the page */
+	page_set_mask(lu);
+}
+
+/* ---- overrides ---- */
+
+/* MODE SENSE(6/10): show the WCE the LUN honours. */
+static int syncguard_mode_sense(int host_no, struct scsi_cmd *cmd)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+
+	if (bs->open)
+		page_set_wce(cmd->dev, syncguard_lun_wce(&bs->lun));
+	return bs->tgt_ops[cmd->scb[0]](host_no, cmd);
+}
+
+/*
+ * MODE SELECT(6/10).  tgt's handler edits the page (the changeable mask
+ * already refuses WCE=1 where the mode does not allow it).  WCE 0 -> 1
+ * takes effect at once.  WCE 1 -> 0 waits for writes in flight and
+ * flushes everything dirty, which can take long: a worker thread does it
+ * (syncguard_wce_off_request), so tgtd's event loop, and with it every
+ * other LUN and session, goes on meanwhile.  Until it is done the LUN
+ * keeps honouring and reporting WCE=1.
+ */
+static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+	bool was = bs->open && syncguard_lun_wce(&bs->lun);
+	int ret = bs->tgt_ops[cmd->scb[0]](host_no, cmd);
+	int wce = page_wce(cmd->dev);
+
+	if (ret != SAM_STAT_GOOD || !bs->open || wce < 0 || wce == (int)was)
+		return ret;
+	if (!wce_changeable(bs)) {
+		page_set_wce(cmd->dev, was);
+		sense_data_build(cmd, ILLEGAL_REQUEST, ASC_INVALID_FIELD_IN_PARMS);
+		return SAM_STAT_CHECK_CONDITION;
+	}
+	if (wce) {
+		syncguard_lun_set_wce(&bs->lun, true);	/* no flush needed */
+		return SAM_STAT_GOOD;
+	}
+	page_set_wce(cmd->dev, true);		/* until the flush is done */
+	bs_thread_cmd_submit(cmd);		/* -> syncguard_wce_off_request */
+	return SAM_STAT_GOOD;
+}
+
+void syncguard_wce_off_request(struct scsi_cmd *cmd)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+	int err = syncguard_lun_set_wce(&bs->lun, false);
+
+	if (!err) {
+		scsi_set_result(cmd, SAM_STAT_GOOD);
+		return;
+	}
+	eprintf("syncguard: lun %" PRIu64 ": WCE=0 refused: flush failed: %s\n",
+		cmd->dev->lun, strerror(-err));
+	scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
+	sense_data_build(cmd, MEDIUM_ERROR, ASC_WRITE_ERROR);
+}
+
+/* CHECK CONDITION for @r through the one sense table. */
+static int fail(struct scsi_cmd *cmd, enum syncguard_reason r)
+{
+	struct syncguard_sense s = syncguard_sense_of(r);
+
+	scsi_set_in_resid_by_actual(cmd, 0);
+	sense_data_build(cmd, s.key, s.asc);
+	return s.status;
+}
+
+/*
+ * VERIFY(10/12/16): tgt's handler answers GOOD for BYTCHK=0 before it
+ * checks the LBA range; SBC-3 5.33 wants LOGICAL BLOCK ADDRESS OUT OF
+ * RANGE for a range beyond the capacity whatever BYTCHK says.
+ */
+static int syncguard_verify(int host_no, struct scsi_cmd *cmd)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+	struct syncguard_cdb c;
+
+	if (bs->open &&
+	    syncguard_cdb_decode(cmd->scb, (size_t)cmd->scb_len, &c) == 0 &&
+	    syncguard_check_range(&bs->lun, c.lba, c.nblocks))
+		return fail(cmd, SYNCGUARD_ERR_LBA_RANGE);
+	return bs->tgt_ops[cmd->scb[0]](host_no, cmd);
+}
+
+/* The IMMED=1 flusher: one thread per LUN, started on demand. */
+static void *immed_flusher(void *arg)
+{
+	struct syncguard_bs *bs = arg;
+
+	pthread_mutex_lock(&bs->immed_lock);
+	for (;;) {
+		while (!bs->immed_pending && !bs->immed_stop)
+			pthread_cond_wait(&bs->immed_cond, &bs->immed_lock);
+		if (!bs->immed_pending)
+			break;		/* stopped, nothing left to do */
+		bs->immed_pending = false;
+		pthread_mutex_unlock(&bs->immed_lock);
+		int err = syncguard_lun_flush(&bs->lun, true);
+
+		if (err)	/* the latch holds it too; report it once */
+			__atomic_store_n(&bs->deferred_err, -err, __ATOMIC_SEQ_CST);
+		pthread_mutex_lock(&bs->immed_lock);
+	}
+	pthread_mutex_unlock(&bs->immed_lock);
+	return NULL;
+}
+
+/* Queue a background flush; false if no flusher thread could start. */
+static bool immed_flush(struct syncguard_bs *bs)
+{
+	bool ok = true;
+
+	pthread_mutex_lock(&bs->immed_lock);
+	if (!bs->immed_running)
+		bs->immed_running = !pthread_create(&bs->immed_thread, NULL,
+						    immed_flusher, bs);
+	ok = bs->immed_running;
+	if (ok) {
+		bs->immed_pending = true;
+		pthread_cond_signal(&bs->immed_cond);
+	}
+	pthread_mutex_unlock(&bs->immed_lock);
+	return ok;
+}
+
+/*
+ * SYNCHRONIZE CACHE(10/16).  A command that needs no I/O (nothing dirty
+ * since the last flush, nothing volatile in this mode, a range or
+ * latched error) is answered here, in tgtd's event thread, without the
+ * round trip through a worker.  IMMED=1 (SBC-3 5.22): GOOD once the CDB
+ * is validated, the flush runs in the background, and its failure comes
+ * back as a deferred error on the LUN's next command.  The rest goes to
+ * tgt's handler, which checks reservations and hands it to a worker.
+ */
+static int syncguard_sync_cache(int host_no, struct scsi_cmd *cmd)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+	enum syncguard_reason r;
+
+	if (!bs->open || device_reserved(cmd))
+		return bs->tgt_ops[cmd->scb[0]](host_no, cmd);
+	if (syncguard_sync_cache_now(&bs->lun, cmd->scb, (size_t)cmd->scb_len,
+				     &r))
+		return r == SYNCGUARD_OK ? SAM_STAT_GOOD : fail(cmd, r);
+	if ((cmd->scb[1] & 0x02) && immed_flush(bs)) {
+		scsi_set_in_resid_by_actual(cmd, 0);
+		return SAM_STAT_GOOD;
+	}
+	return bs->tgt_ops[cmd->scb[0]](host_no, cmd);
+}
+
+/*
+ * UNMAP: tgt's sbc_unmap hands the command to the backing store and then
+ * falls through to its error path, writing ILLEGAL REQUEST / LOGICAL UNIT
+ * NOT SUPPORTED into the sense buffer while a worker may be answering
+ * the same command.  Same checks, without that.
+ */
+static int syncguard_unmap(int host_no, struct scsi_cmd *cmd)
+{
+	struct scsi_lu *lu = cmd->dev;
+
+	(void)host_no;
+	if (device_reserved(cmd))
+		return SAM_STAT_RESERVATION_CONFLICT;
+	if (lu->attrs.readonly || lu->attrs.swp) {
+		sense_data_build(cmd, DATA_PROTECT, ASC_WRITE_PROTECT);
+		return SAM_STAT_CHECK_CONDITION;
+	}
+	/* thin provisioning, ANCHOR, descriptors: core/exec.c */
+	bs_thread_cmd_submit(cmd);
+	return SAM_STAT_GOOD;
+}
+
+/*
+ * COMPARE AND WRITE: tgt's core leaves opcode 0x89 unimplemented (its
+ * table entry is commented out), though its generic read/write handler
+ * knows the command.  syncguard executes it (core/exec.c, atomic against
+ * every other write of the LUN, FUA honoured), so route it there.
+ */
+static int syncguard_compare_and_write(int host_no, struct scsi_cmd *cmd)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+
+	return bs->tgt_ops[WRITE_16](host_no, cmd);
+}
+
+static const struct {
+	uint8_t op;
+	syncguard_op_fn fn;
+} overrides[] = {
+	{ MODE_SENSE, syncguard_mode_sense },
+	{ MODE_SENSE_10, syncguard_mode_sense },
+	{ MODE_SELECT, syncguard_mode_select },
+	{ MODE_SELECT_10, syncguard_mode_select },
+	{ VERIFY_10, syncguard_verify },
+	{ VERIFY_12, syncguard_verify },
+	{ VERIFY_16, syncguard_verify },
+	{ SYNCHRONIZE_CACHE, syncguard_sync_cache },
+	{ SYNCHRONIZE_CACHE_16, syncguard_sync_cache },
+	{ UNMAP, syncguard_unmap },
+	{ COMPARE_AND_WRITE, syncguard_compare_and_write },
+};
+
+/* Commands a deferred error does not fail: they describe the device
+ * rather than use its medium. */
+static bool exempt(uint8_t op)
+{
+	return op == INQUIRY || op == REPORT_LUNS || op == REQUEST_SENSE;
+}
+
+/*
+ * Every command of the LUN enters here.  A pending deferred error (an
+ * IMMED=1 flush that failed after its GOOD) is reported first, once,
+ * with response code 0x71/0x73 (SPC-4 4.5.5); the latch in the core
+ * keeps failing every later command that would promise durability.
+ */
+static int syncguard_dispatch(int host_no, struct scsi_cmd *cmd)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+	uint8_t op = cmd->scb[0];
+	int err = 0;
+
+	if (!exempt(op))
+		err = __atomic_exchange_n(&bs->deferred_err, 0, __ATOMIC_SEQ_CST);
+	if (err) {
+		struct syncguard_sense s = syncguard_sense_of(
+			syncguard_reason_of_errno(err, true));
+
+		scsi_set_in_resid_by_actual(cmd, 0);
+		sense_data_build(cmd, s.key, s.asc);
+		cmd->sense_buffer[0] |= 0x01;	/* 0x70 -> 0x71, 0x72 -> 0x73 */
+		return SAM_STAT_CHECK_CONDITION;
+	}
+	return bs->run[op](host_no, cmd);
+}
+
+/* ---- VPD pages ---- */
+
+/* UNMAP's PARAMETER LIST LENGTH is 16 bits: at most this many 16-byte
+ * descriptors fit after the 8-byte header (SBC-3 5.28). */
+#define MAX_UNMAP_DESCRIPTORS ((0xffff - 8) / 16)
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/*
+ * Block Limits (0xB0, SBC-3 6.5.3).  tgt fills it and rewrites it when
+ * thin provisioning changes; syncguard then corrects: OPTIMAL TRANSFER
+ * LENGTH GRANULARITY from the backing device's physical block (a zvol's
+ * volblocksize, a disk's physical sector), in logical blocks; MAXIMUM
+ * UNMAP BLOCK DESCRIPTOR COUNT as the count that fits the command, not
+ * "unlimited", which some initiators read as -1.  MAXIMUM COMPARE AND
+ * WRITE LENGTH as tgt reports it is what the core enforces.
+ */
+static void block_limits(struct scsi_lu *lu)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	struct vpd *b0 = lu->attrs.lu_vpd[PCODE_OFFSET(0xb0)];
+	unsigned int gran = bs->lun.phys_block_size >> lu->blk_shift;
+
+	if (!b0 || b0->size < 24)
+		return;
+	bs->lun.max_caw_blocks = b0->data[1];
+	if (gran > 1 && gran <= 0xffff) {
+		b0->data[2] = (uint8_t)(gran >> 8);
+		b0->data[3] = (uint8_t)gran;
+	}
+	if (lu->attrs.thinprovisioning)
+		put_be32(b0->data + 20, MAX_UNMAP_DESCRIPTORS);
+}
+
+/*
+ * Extended INQUIRY Data (0x86, SPC-4 7.8.7), which tgt's core lacks:
+ * V_SUP when the LUN has a volatile cache an initiator may use
+ * (write-back, or allow_wce=yes), NV_SUP for plp's non-volatile one,
+ * SIMPSUP (simple task attribute).  Then Block Limits.
+ */
+static int install_vpd(struct scsi_lu *lu)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	struct vpd **vpd = lu->attrs.lu_vpd;
+
+	if (!vpd[PCODE_OFFSET(0x86)] &&
+	    !(vpd[PCODE_OFFSET(0x86)] = alloc_vpd(0x3c)))
+		return -ENOMEM;
+	vpd[PCODE_OFFSET(0x86)]->data[1] = 0x01;		/* SIMPSUP */
+	vpd[PCODE_OFFSET(0x86)]->data[2] =
+		(wce_changeable(bs) ? 0x01 : 0) |			/* V_SUP */
+		(bs->opts.mode == SYNCGUARD_MODE_PLP ? 0x02 : 0);	/* NV_SUP */
+	block_limits(lu);
+	return 0;
+}
+
+/* ---- administration: tgtadm --op update ---- */
+
+/*
+ * Thin provisioning punches holes; a write into a hole allocates blocks,
+ * which is metadata that mode=plp never flushes.  So a plp LUN on a
+ * regular file stays fully allocated: thin_provisioning is refused.
+ */
+static int check_thin(struct scsi_lu *lu)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+
+	if (lu->attrs.thinprovisioning && bs->opts.mode == SYNCGUARD_MODE_PLP &&
+	    !bs->lun.blockdev) {
+		lu->attrs.thinprovisioning = 0;
+		eprintf("syncguard: lun %" PRIu64 ": thin_provisioning refused: "
+			"mode=plp on a regular file must stay fully allocated\n",
+			lu->lun);
+		return -EPERM;
+	}
+	bs->lun.thin = lu->attrs.thinprovisioning;
+	return 0;
+}
+
+/*
+ * tgtadm --op update --mode logicalunit (mode_page=, thin_provisioning=,
+ * ...).  A Caching page that is not 18 bytes, or a WCE change the LUN
+ * does not allow, is undone and refused.  A switch to WCE=0 flushes
+ * before tgtadm gets its answer (tgtd waits for it: an administrator's
+ * command, done rarely).
+ */
+static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	bool was = bs->open && syncguard_lun_wce(&bs->lun);
+	struct page_copy before;
+	tgtadm_err adm;
+	int wce, err = 0;
+
+	page_save(lu, &before);
+	adm = bs->tgt_lu_config(lu, params);
+	if (!caching_page(lu) || caching_page(lu)->pcode_size != CACHING_PAGE_LEN) {
+		page_restore(lu, &before);
+		eprintf("syncguard: lun %" PRIu64 ": refused: the Caching mode "
+			"page must keep its %d bytes\n", lu->lun, CACHING_PAGE_LEN);
+		return TGTADM_INVALID_REQUEST;
+	}
+	page_set_mask(lu);	/* a new page has no mask */
+	wce = page_wce(lu);
+	if (bs->open && wce != (int)was) {
+		err = wce_changeable(bs) ? syncguard_lun_set_wce(&bs->lun, wce) :
+		      -EPERM;
+		if (err)
+			page_restore(lu, &before);
+	}
+	if (err) {
+		eprintf("syncguard: lun %" PRIu64 ": WCE change refused: %s\n",
+			lu->lun, err == -EPERM ? "this mode keeps WCE=0 (see "
+			"bsopts allow_wce)" : strerror(-err));
+		return TGTADM_INVALID_REQUEST;
+	}
+	err = check_thin(lu);
+	block_limits(lu);	/* tgt rewrote it if thin changed */
+	return err ? TGTADM_INVALID_REQUEST : adm;
+}
+
+/* ---- set-up ---- */
+
+void syncguard_ops_install(struct scsi_lu *lu)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	struct device_type_operations *ops = lu->dev_type_template.ops;
+
+	page_set_wce(lu, syncguard_mode_wce(bs->opts.mode));
+	page_set_mask(lu);
+	for (int op = 0; op < NR_SCSI_OPCODES; op++) {
+		bs->tgt_ops[op] = bs->run[op] = ops[op].cmd_perform;
+		ops[op].cmd_perform = syncguard_dispatch;
+	}
+	for (size_t i = 0; i < sizeof(overrides) / sizeof(overrides[0]); i++)
+		bs->run[overrides[i].op] = overrides[i].fn;
+	/* COMPARE AND WRITE conflicts with reservations as writes do */
+	ops[COMPARE_AND_WRITE].pr_conflict_bits = ops[WRITE_16].pr_conflict_bits;
+	bs->tgt_lu_config = lu->dev_type_template.lu_config;
+	lu->dev_type_template.lu_config = syncguard_lu_config;
+	pthread_mutex_init(&bs->immed_lock, NULL);
+	pthread_cond_init(&bs->immed_cond, NULL);
+}
+
+int syncguard_ops_open(struct scsi_lu *lu)
+{
+	check_thin(lu);
+	return install_vpd(lu);
+}
+
+void syncguard_ops_close(struct scsi_lu *lu)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	bool running;
+
+	pthread_mutex_lock(&bs->immed_lock);
+	bs->immed_stop = true;
+	running = bs->immed_running;
+	pthread_cond_signal(&bs->immed_cond);
+	pthread_mutex_unlock(&bs->immed_lock);
+	if (running)
+		pthread_join(bs->immed_thread, NULL);	/* a queued flush runs */
+	bs->immed_running = bs->immed_stop = false;
+}
