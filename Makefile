@@ -38,7 +38,8 @@ UNIT_SRCS  := tests/unit/main.c tests/unit/check_opts.c \
 	      tests/unit/check_exec.c tests/unit/check_flush.c
 PROTO_SRCS := tests/proto/main.c tests/proto/fixture.c \
 	      tests/proto/check_modes.c tests/proto/check_bsopts.c \
-	      tests/proto/check_blockdev.c tests/proto/check_faults.c
+	      tests/proto/check_blockdev.c tests/proto/check_faults.c \
+	      tests/proto/check_commands.c
 
 ISCSI_LIBS := $(shell pkg-config --libs libiscsi 2>/dev/null || echo -liscsi)
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null || echo -I/usr/include/fuse3)

@@ -138,6 +138,44 @@ START_TEST(test_faults_device_full)
 }
 END_TEST
 
+/* SYNCHRONIZE CACHE IMMED=1: GOOD at once; the flush fails in the
+ * background and comes back as a deferred error, once (SPC-4 4.5.5). */
+START_TEST(test_faults_immed_deferred_error)
+{
+	struct iscsi_context *iscsi;
+	struct scsi_task *t;
+	int tries = 0;
+
+	ck_assert_int_eq(proto_add_lun(4, disk, "mode=write-back", 0), 0);
+	iscsi = proto_connect(4);
+	proto_assert_good(write_lba(iscsi, 4, 0, 0), "WRITE(10)", false);
+	model_ctl("fail-fsync EIO 1");
+	proto_assert_good(iscsi_synchronizecache10_sync(iscsi, 4, 0, 0, 0, 1),
+			  "SYNCHRONIZE CACHE(10) IMMED", false);
+	do {		/* the background flush fails soon after */
+		usleep(20000);
+		t = iscsi_testunitready_sync(iscsi, 4);
+		ck_assert_ptr_nonnull(t);
+		if (t->status == SCSI_STATUS_GOOD)
+			scsi_free_scsi_task(t);
+	} while (t->status == SCSI_STATUS_GOOD && ++tries < 250);
+	ck_assert_int_eq(t->status, SCSI_STATUS_CHECK_CONDITION);
+	ck_assert_int_eq(t->sense.error_type, 0x71);	/* deferred */
+	ck_assert_int_eq(t->sense.key, SCSI_SENSE_MEDIUM_ERROR);
+	ck_assert_int_eq(t->sense.ascq, 0x0c00);
+	scsi_free_scsi_task(t);
+	proto_assert_good(iscsi_testunitready_sync(iscsi, 4),
+			  "TEST UNIT READY after the deferred error", false);
+	t = iscsi_synchronizecache10_sync(iscsi, 4, 0, 0, 0, 0);
+	ck_assert_int_eq(t->sense.error_type, 0x70);	/* latched: current */
+	proto_assert_sense(t, SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "SYNCHRONIZE CACHE(10) after the deferred error");
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(4), 0);
+	model_ctl("clear");
+}
+END_TEST
+
 /* FUSE needs /dev/fuse and fusermount3; the model must be built. */
 static bool fuse_available(void)
 {
@@ -164,6 +202,7 @@ Suite *faults_suite(void)
 	tcase_add_test(tc, test_faults_failed_flush_latches);
 	tcase_add_test(tc, test_faults_write_through_eio);
 	tcase_add_test(tc, test_faults_device_full);
+	tcase_add_test(tc, test_faults_immed_deferred_error);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -21,6 +21,7 @@ Suite *modes_suite(void);
 Suite *bsopts_suite(void);
 Suite *blockdev_suite(void);
 Suite *faults_suite(void);
+Suite *commands_suite(void);
 
 /* Create the scratch directory (proto_dir) before tgtd starts: mounts
  * made there later are invisible in tgtd's private mount namespace. */
