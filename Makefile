@@ -52,6 +52,7 @@ CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
 .PHONY: all deps install uninstall demo check check-unit check-proto \
 	check-crash crashtest check-fuzz fuzz check-lifecycle soak conformance \
+	check-conf \
 	bench clean \
 	tgt-src FORCE
 
@@ -136,7 +137,7 @@ $(BUILD)/proto-tests: $(PROTO_SRCS) tests/proto/proto.h
 	$(CC) $(BASE) -Itests/proto $(CFLAGS) $(PROTO_SRCS) -o $@ \
 	  $(ISCSI_LIBS) $(CHECK_LIBS) -lpthread
 
-check: check-unit check-proto check-fuzz check-lifecycle check-crash
+check: check-unit check-proto check-conf check-fuzz check-lifecycle check-crash
 
 check-unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests
@@ -151,6 +152,10 @@ check-crash: bs_syncguard.so $(TOOLS)
 
 crashtest: bs_syncguard.so $(TOOLS)
 	scripts/crashtest.sh --cuts $(CUTS)
+
+# conf/targets.conf.example through tgt-admin, read back
+check-conf: bs_syncguard.so $(TOOLS)
+	tests/conf.sh
 
 # LUNs deleted, targets offlined, tgtd killed and restarted under load,
 # 64 sessions, sanitizers and LeakSanitizer on (make soak: 30 minutes)
