@@ -24,6 +24,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer \
 
 DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
 	gcc make util-linux iproute2 e2fsprogs sdparm libfuse3-dev fuse3 \
+	liburing-dev \
 	gnuplot-nox
 
 CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c \
@@ -35,7 +36,8 @@ HDRS      := include/syncguard.h include/syncguard_stats.h core/internal.h
 
 UNIT_SRCS  := tests/unit/main.c tests/unit/check_opts.c \
 	      tests/unit/check_policy.c tests/unit/check_cdb.c \
-	      tests/unit/check_exec.c tests/unit/check_flush.c
+	      tests/unit/check_exec.c tests/unit/check_flush.c \
+	      tests/unit/check_plan.c
 PROTO_SRCS := tests/proto/main.c tests/proto/fixture.c \
 	      tests/proto/check_modes.c tests/proto/check_bsopts.c \
 	      tests/proto/check_blockdev.c tests/proto/check_faults.c \
@@ -89,20 +91,20 @@ $(BUILD)/sanpic/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -O1 -g $(SAN) -fPIC -fvisibility=hidden -c $< -o $@
 
-GLUE_SRCS := bs_syncguard.c bs_syncguard_ops.c
+GLUE_SRCS := bs_syncguard.c bs_syncguard_ops.c bs_syncguard_uring.c
 
 bs_syncguard.so: $(GLUE_SRCS) bs_syncguard.h $(CORE_PIC) $(HDRS) \
 		 $(TGT_SRC)/.syncguard-tgt-version
 	$(CC) $(BASE) $(CFLAGS) -fPIC -shared -isystem $(TGT_SRC)/usr \
 	  -fvisibility=hidden \
-	  $(GLUE_SRCS) $(CORE_PIC) -o $@ -lpthread
+	  $(GLUE_SRCS) $(CORE_PIC) -o $@ -luring -lpthread
 
 # the same module under AddressSanitizer and UndefinedBehaviorSanitizer,
 # for the fuzz tests (tgtd runs with libasan preloaded)
 $(BUILD)/san/bs_syncguard.so: $(GLUE_SRCS) bs_syncguard.h $(CORE_SANPIC) \
 			      $(HDRS) $(TGT_SRC)/.syncguard-tgt-version
 	$(CC) $(BASE) -O1 -g $(SAN) -fPIC -shared -isystem $(TGT_SRC)/usr \
-	  -fvisibility=hidden $(GLUE_SRCS) $(CORE_SANPIC) -o $@ -lpthread
+	  -fvisibility=hidden $(GLUE_SRCS) $(CORE_SANPIC) -o $@ -luring -lpthread
 
 install: bs_syncguard.so
 	install -D -m 0644 bs_syncguard.so $(DESTDIR)$(BSDIR)/bs_syncguard.so

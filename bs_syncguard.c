@@ -93,8 +93,11 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	bs->open = true;
 	publish_stats(lu);
 	syncguard_lun_set_wce(&bs->lun, syncguard_mode_wce(bs->opts.mode));
-	if (syncguard_ops_open(lu)) {
-		eprintf("syncguard: lun %" PRIu64 ": out of memory\n", lu->lun);
+	ret = syncguard_ops_open(lu);
+	if (!ret && (ret = syncguard_uring_open(lu)) != 0)
+		eprintf("syncguard: lun %" PRIu64 ": engine=uring: io_uring "
+			"unavailable: %s\n", lu->lun, strerror(-ret));
+	if (ret) {
 		syncguard_lun_close(&bs->lun);
 		bs->open = false;
 		return -ENOMEM;
@@ -118,6 +121,7 @@ static void bs_syncguard_close(struct scsi_lu *lu)
 	if (!bs->open)
 		return;
 	syncguard_ops_close(lu);
+	syncguard_uring_close(lu);
 	ret = syncguard_lun_close(&bs->lun);
 	bs->open = false;
 	if (ret)
@@ -154,7 +158,7 @@ static struct backingstore_template syncguard_bst = {
 	.bs_close = bs_syncguard_close,
 	.bs_init = bs_syncguard_init,
 	.bs_exit = bs_syncguard_exit,
-	.bs_cmd_submit = bs_thread_cmd_submit,
+	.bs_cmd_submit = syncguard_uring_submit,	/* or a worker */
 	.bs_oflags_supported = 0,	/* the mode replaces O_SYNC/O_DIRECT */
 };
 

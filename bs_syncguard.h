@@ -20,7 +20,27 @@
 
 #include "syncguard.h"
 
+#include <liburing.h>
+
 typedef int (*syncguard_op_fn)(int host_no, struct scsi_cmd *cmd);
+
+struct uring_op;
+
+/* The io_uring engine's state (bs_syncguard_uring.c); event thread only. */
+struct syncguard_uring {
+	bool on, ring_ok;
+	struct io_uring ring;
+	int efd;			/* completions wake tgtd's event loop */
+	unsigned int inflight;		/* commands in the engine */
+	struct uring_op *ready;		/* answers deferred to the event loop */
+	/* group commit: one device flush at a time */
+	int flush_fd;
+	bool flushing;
+	struct uring_op *current;	/* answered by the running flush */
+	struct uring_op *pending;	/* wait for the next one */
+	uint64_t flush_covers, flush_start_us;
+	int flush_err;
+};
 
 /* Per-LUN private data, placed after tgt's struct bs_thread_info. */
 struct syncguard_bs {
@@ -40,6 +60,7 @@ struct syncguard_bs {
 	pthread_mutex_t immed_lock;
 	pthread_cond_t immed_cond;
 	bool immed_pending, immed_stop, immed_running;
+	struct syncguard_uring uring;
 };
 
 static inline struct syncguard_bs *SYNCGUARD_BS(struct scsi_lu *lu)
@@ -62,5 +83,14 @@ void syncguard_ops_close(struct scsi_lu *lu);
 
 /* In a worker: the flush of MODE SELECT switching WCE 1 -> 0. */
 void syncguard_wce_off_request(struct scsi_cmd *cmd);
+
+/* The io_uring engine (bs_syncguard_uring.c).  open: 0 or -errno (only
+ * with bsopts engine=uring; with engine=auto a missing io_uring just
+ * leaves the engine off).  submit: tgt's bs_cmd_submit hook, 0 always.
+ * sync_cache: false when the engine cannot take the command. */
+int syncguard_uring_open(struct scsi_lu *lu);
+void syncguard_uring_close(struct scsi_lu *lu);
+int syncguard_uring_submit(struct scsi_cmd *cmd);
+bool syncguard_uring_sync_cache(struct scsi_cmd *cmd);
 
 #endif

@@ -255,6 +255,8 @@ static int syncguard_sync_cache(int host_no, struct scsi_cmd *cmd)
 		scsi_set_in_resid_by_actual(cmd, 0);
 		return SAM_STAT_GOOD;
 	}
+	if (syncguard_uring_sync_cache(cmd))
+		return SAM_STAT_GOOD;	/* answered after the group flush */
 	return bs->tgt_ops[cmd->scb[0]](host_no, cmd);
 }
 

@@ -198,6 +198,111 @@ static enum syncguard_reason exec_sync_cache(struct syncguard_lun *lun,
 	return err ? io_reason(err, true) : SYNCGUARD_OK;
 }
 
+static bool plan_read(struct syncguard_lun *lun,
+		      const struct syncguard_req *req,
+		      const struct syncguard_cdb *c, struct syncguard_plan *p)
+{
+	/* a FUA read waits for a flush unless nothing is dirty */
+	if (c->fua && policy(lun, SYNCGUARD_CLASS_READ_FUA).flush_before &&
+	    !syncguard_lun_clean(lun))
+		return false;
+	p->len = (uint32_t)(p->len > req->in_len ? req->in_len : p->len);
+	syncguard_count(&lun->stats->reads);
+	return true;
+}
+
+/*
+ * WCE is read with a reference on async_cached already held (Dekker
+ * style, both sides sequentially consistent): either this command sees
+ * a switch to WCE=0, or the switch sees the reference and waits for the
+ * cached write to land before it flushes (syncguard_lun_set_wce).
+ */
+static bool plan_write(struct syncguard_lun *lun,
+		       const struct syncguard_req *req,
+		       const struct syncguard_cdb *c, struct syncguard_plan *p)
+{
+	uint64_t a = lun->dio_align ? lun->dio_align : 1;
+
+	__atomic_fetch_add(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
+	p->persist = policy(lun, c->fua ? SYNCGUARD_CLASS_WRITE_FUA :
+			    SYNCGUARD_CLASS_WRITE).persist;
+	p->cached_ref = p->persist == SYNCGUARD_PERSIST_CACHED;
+	if (!p->cached_ref)
+		__atomic_fetch_sub(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
+	p->write = true;
+	p->len = (uint32_t)(p->len > req->out_len ? req->out_len : p->len);
+	p->dsync = p->persist == SYNCGUARD_PERSIST_DURABLE &&
+		   syncguard_use_dsync(lun);
+	p->direct = p->persist == SYNCGUARD_PERSIST_WRITTEN && lun->dfd >= 0 &&
+		    p->len && !(p->off % a) && !(p->len % a);
+	/* A writeout or an error, on a worker.  So is an RWF_DSYNC write:
+	 * io_uring runs buffered writes that block one file at a time in
+	 * its io-wq, so 32 FUA writes in flight became one (measured: 4.9k
+	 * against 14.1k IOPS on worker threads, 4 KiB, QD32). */
+	if ((p->persist == SYNCGUARD_PERSIST_WRITTEN && !p->direct) ||
+	    p->dsync || (p->persist != SYNCGUARD_PERSIST_CACHED &&
+			 syncguard_lun_latched(lun)))
+		return false;
+	syncguard_count(c->fua ? &lun->stats->fua_writes : &lun->stats->writes);
+	return true;
+}
+
+bool syncguard_plan(struct syncguard_lun *lun, const struct syncguard_req *req,
+		    struct syncguard_plan *plan)
+{
+	struct syncguard_cdb c;
+	bool ok;
+
+	memset(plan, 0, sizeof(*plan));
+	if (syncguard_cdb_decode(req->cdb, req->cdb_len, &c) ||
+	    (c.op != SYNCGUARD_OP_READ && c.op != SYNCGUARD_OP_WRITE) ||
+	    syncguard_check_range(lun, c.lba, c.nblocks))
+		return false;
+	plan->off = to_bytes(lun, c.lba);
+	plan->len = (uint32_t)to_bytes(lun, c.nblocks);
+	ok = c.op == SYNCGUARD_OP_READ ? plan_read(lun, req, &c, plan) :
+	     plan_write(lun, req, &c, plan);
+	if (!ok && plan->cached_ref) {
+		__atomic_fetch_sub(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
+		plan->cached_ref = false;
+	}
+	return ok;
+}
+
+void syncguard_plan_written(struct syncguard_lun *lun,
+			    struct syncguard_plan *plan)
+{
+	if (plan->written)
+		return;
+	plan->written = true;
+	if (plan->write && !plan->dsync && !plan->direct)
+		syncguard_mark_dirty(lun);	/* in the page cache now */
+	if (plan->cached_ref) {
+		__atomic_fetch_sub(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
+		plan->cached_ref = false;
+	}
+}
+
+enum syncguard_reason syncguard_plan_done(struct syncguard_lun *lun,
+					  struct syncguard_plan *plan, int err)
+{
+	enum syncguard_reason r = SYNCGUARD_OK;
+
+	if (!err)
+		syncguard_plan_written(lun, plan);
+	else if (plan->cached_ref) {
+		__atomic_fetch_sub(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
+		plan->cached_ref = false;
+	}
+	if (err && plan->write && plan->persist != SYNCGUARD_PERSIST_CACHED)
+		syncguard_latch(lun, -err);
+	if (err) {
+		r = syncguard_reason_of_errno(-err, plan->write);
+		syncguard_count(&lun->stats->errors);
+	}
+	return r;
+}
+
 bool syncguard_sync_cache_now(struct syncguard_lun *lun, const uint8_t *cdb,
 			      size_t len, enum syncguard_reason *reason)
 {

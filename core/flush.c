@@ -60,6 +60,28 @@ static void record_latency(struct syncguard_stats *st, uint64_t us)
 	__atomic_fetch_add(&st->flush_us_total, us, __ATOMIC_RELAXED);
 }
 
+uint64_t syncguard_lun_dirty(struct syncguard_lun *lun)
+{
+	return __atomic_load_n(&lun->flusher.dirty, __ATOMIC_SEQ_CST);
+}
+
+void syncguard_flush_done(struct syncguard_lun *lun, uint64_t covers, int res,
+			  uint64_t us)
+{
+	struct syncguard_flusher *f = &lun->flusher;
+
+	syncguard_count(&lun->stats->device_flushes);
+	record_latency(lun->stats, us);
+	if (res) {
+		syncguard_latch(lun, -res);
+		return;
+	}
+	pthread_mutex_lock(&f->lock);
+	if (covers > f->clean_at)
+		__atomic_store_n(&f->clean_at, covers, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&f->lock);
+}
+
 /* One device flush, timed, on a descriptor of its own; errors latch. */
 static int device_flush(struct syncguard_lun *lun)
 {

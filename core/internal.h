@@ -1,6 +1,8 @@
 /*
- * Core-internal helpers shared by the core sources (not part of the module's or
- * the tests' API, though unit tests may call them).
+ * Helpers shared by the core sources and the two engines that execute
+ * commands (core/exec.c on worker threads, bs_syncguard_uring.c on
+ * io_uring); not part of the API tools or tgt see.  Unit tests may call
+ * them.
  */
 #ifndef SYNCGUARD_INTERNAL_H
 #define SYNCGUARD_INTERNAL_H
@@ -28,6 +30,10 @@ void syncguard_latch(struct syncguard_lun *lun, int err);
  * (see "sync descriptors" in lun.c); >= 0, or -errno. */
 int syncguard_sync_fd_get(struct syncguard_lun *lun);
 void syncguard_sync_fd_put(struct syncguard_lun *lun, int fd);
+
+/* Is a durable write done with RWF_DSYNC (rather than a group flush)?
+ * bsopts write_sync, see lun.c. */
+bool syncguard_use_dsync(struct syncguard_lun *lun);
 
 /* fdatasync, EINTR retried: 0 or -errno */
 int syncguard_datasync(int fd);

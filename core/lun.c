@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,6 +346,11 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 	was = lun->wce;
 	__atomic_store_n(&lun->wce, wce, __ATOMIC_SEQ_CST);
 	pthread_rwlock_unlock(&lun->write_lock);
+	/* cached writes an asynchronous engine planned under WCE=1 must be
+	 * in the page cache before the flush below (see syncguard_plan) */
+	while (was && !wce && __atomic_load_n(&lun->async_cached,
+					      __ATOMIC_SEQ_CST))
+		usleep(100);
 	if (was && !wce) {
 		int ret = syncguard_lun_flush(lun, true);
 
@@ -523,7 +529,7 @@ static int write_cached(struct syncguard_lun *lun, const uint8_t *buf,
  * writes share flushes, so group wins.  That is write_sync=auto.  The
  * file system may refuse RWF_DSYNC; then the group path serves.
  */
-static bool use_dsync(struct syncguard_lun *lun)
+bool syncguard_use_dsync(struct syncguard_lun *lun)
 {
 	switch (lun->opts.write_sync) {
 	case SYNCGUARD_WRITE_SYNC_DSYNC:
@@ -543,7 +549,7 @@ static int write_persist_durable(struct syncguard_lun *lun, const uint8_t *buf,
 {
 	int err;
 
-	if (use_dsync(lun))
+	if (syncguard_use_dsync(lun))
 		return write_durable(lun, buf, len, off);
 	err = write_cached(lun, buf, len, off);
 	return err ? err : syncguard_lun_flush(lun, false);

@@ -79,6 +79,19 @@ static int parse_allow_wce(const char *val, struct syncguard_opts *opts)
 	return parse_bool(val, &opts->allow_wce);
 }
 
+static int parse_engine(const char *val, struct syncguard_opts *opts)
+{
+	static const char *const names[] = { "auto", "threads", "uring" };
+
+	for (int i = 0; i < 3; i++) {
+		if (!strcmp(val, names[i])) {
+			opts->engine = (enum syncguard_engine)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 static int parse_write_sync(const char *val, struct syncguard_opts *opts)
 {
 	if (!strcmp(val, "auto"))
@@ -109,6 +122,10 @@ static const struct opt_def opt_table[] = {
 	{ "allow_wce", parse_allow_wce, "yes or no",
 	  "write-through or plp: let an initiator (MODE SELECT) or tgtadm set "
 	  "WCE=1 (default no); write-through then behaves as write-back" },
+	{ "engine", parse_engine, "auto, threads or uring",
+	  "how plain reads and writes reach the file: uring = io_uring from "
+	  "tgtd's event thread; threads = tgt's worker threads; auto "
+	  "(default) = uring where the kernel allows it" },
 	{ "write_sync", parse_write_sync, "auto, group or dsync",
 	  "how a write that must be durable becomes durable: group = cached "
 	  "write, then a device flush shared with concurrent commands; "

@@ -38,8 +38,16 @@ enum syncguard_write_sync {
 	SYNCGUARD_WRITE_SYNC_DSYNC,	/* RWF_DSYNC on that write alone */
 };
 
+/* How commands reach the backing file (bsopts engine). */
+enum syncguard_engine {
+	SYNCGUARD_ENGINE_AUTO,		/* io_uring where the kernel allows */
+	SYNCGUARD_ENGINE_THREADS,	/* tgt's worker threads only */
+	SYNCGUARD_ENGINE_URING,		/* io_uring, or the LUN is refused */
+};
+
 struct syncguard_opts {
 	enum syncguard_mode mode;
+	enum syncguard_engine engine;
 	enum syncguard_write_sync write_sync;
 	/* plp on a regular file: verify at open that every block is
 	 * allocated and written (FIEMAP).  false only when the user vouches
@@ -240,6 +248,9 @@ struct syncguard_lun {
 	int flush_error;		/* first failed flush's errno, latched */
 	bool no_rwf_dsync;		/* the file system refused RWF_DSYNC:
 					 * write, then fdatasync */
+	int async_cached;		/* planned cached writes in flight
+					 * (syncguard_plan); a switch to WCE=0
+					 * waits for them */
 	/* plp: an O_DIRECT descriptor for aligned writes, which then reach
 	 * the device without a page-cache copy or a writeout; -1 if none */
 	int dfd;
@@ -287,6 +298,19 @@ int syncguard_lun_flush(struct syncguard_lun *lun, bool elide);
 /* Nothing written (data or metadata) since the last completed flush? */
 bool syncguard_lun_clean(struct syncguard_lun *lun);
 
+/* The dirty counter (core/flush.c): read it before a device flush an
+ * engine runs itself, and hand it to syncguard_flush_done. */
+uint64_t syncguard_lun_dirty(struct syncguard_lun *lun);
+
+/*
+ * An engine's own device flush ended with @res (0 or -errno) after @us
+ * microseconds; it covered everything counted dirty up to @covers.
+ * Counts and times it, latches a failure, or lets later SYNCHRONIZE
+ * CACHE commands skip what it made durable.
+ */
+void syncguard_flush_done(struct syncguard_lun *lun, uint64_t covers, int res,
+			  uint64_t us);
+
 /*
  * Publish @lun's counters in the file @path (created, mode 0644, mapped
  * shared; parent directories created).  Until then, and if this fails,
@@ -305,6 +329,49 @@ bool syncguard_lun_wce(struct syncguard_lun *lun);
  * check (syncguard_mode_wce_changeable).
  */
 int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce);
+
+struct syncguard_req;
+
+/* ---- planning a command for an asynchronous engine (core/exec.c) ---- */
+
+/* One plain read or write of the backing file, as syncguard_plan()
+ * decided it; what to do with it is the engine's business. */
+struct syncguard_plan {
+	bool write;
+	uint64_t off;		/* bytes */
+	uint32_t len;		/* bytes */
+	enum syncguard_persist persist;	/* writes */
+	bool dsync;		/* PERSIST_DURABLE by RWF_DSYNC, else by a
+				 * cached write and a group flush */
+	bool direct;		/* PERSIST_WRITTEN by O_DIRECT on lun->dfd */
+	bool cached_ref;	/* holds lun->async_cached: dropped by
+				 * syncguard_plan_written() */
+	bool written;		/* syncguard_plan_written() was called */
+};
+
+/*
+ * Can @req run as one plain READ or WRITE of the backing file, with
+ * nothing else than the durability its class needs?  Validates as
+ * syncguard_execute would and counts the command.  Returns true with
+ * @plan filled; false when the command needs more (a flush before a FUA
+ * read, an error to report, WRITE AND VERIFY, ...): run it through
+ * syncguard_execute on a worker instead, which also counts it.
+ */
+bool syncguard_plan(struct syncguard_lun *lun, const struct syncguard_req *req,
+		    struct syncguard_plan *plan);
+
+/* A planned write reached the page cache (or the device): note what
+ * became dirty.  Call before joining a group flush; syncguard_plan_done
+ * calls it otherwise. */
+void syncguard_plan_written(struct syncguard_lun *lun,
+			    struct syncguard_plan *plan);
+
+/* The planned I/O completed with @err (0 or -errno, after retrying
+ * short transfers, and after the flush it needed): note what became
+ * dirty, latch a failed durable write, count errors.  Returns the reason
+ * to report. */
+enum syncguard_reason syncguard_plan_done(struct syncguard_lun *lun,
+					  struct syncguard_plan *plan, int err);
 
 /* ---- executing a command (core/exec.c) ---- */
 

@@ -26,7 +26,7 @@ static const struct {
 	  "bsopts: bad value 'writeback' for mode (use write-through, "
 	  "write-back or plp)" },
 	{ "mode=write-back;cache=off", P_GOOD,
-	  "bsopts: unknown key 'cache' (known: mode, alloc_check, allow_wce, write_sync)" },
+	  "bsopts: unknown key 'cache' (known: mode, alloc_check, allow_wce, engine, write_sync)" },
 	{ "write-back", P_GOOD, "bsopts: 'write-back' is not key=value" },
 	{ "alloc_check=perhaps", P_GOOD,
 	  "bad value 'perhaps' for alloc_check" },

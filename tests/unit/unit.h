@@ -9,5 +9,6 @@ Suite *policy_suite(void);
 Suite *cdb_suite(void);
 Suite *exec_suite(void);
 Suite *flush_suite(void);
+Suite *plan_suite(void);
 
 #endif

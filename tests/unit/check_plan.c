@@ -1,0 +1,149 @@
+/*
+ * syncguard_plan(): which commands an asynchronous engine may run as one
+ * plain read or write, with what durability -- and the WCE switch that
+ * must wait for cached writes planned before it.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "syncguard.h"
+#include "internal.h"
+#include "unit.h"
+
+static struct syncguard_lun lun;
+static char dir[] = "build/unit.XXXXXX";
+static char path[64];
+static uint8_t buf[8192] __attribute__((aligned(4096)));
+
+static void open_mode(enum syncguard_mode mode)
+{
+	struct syncguard_opts o = { .mode = mode, .alloc_check = true };
+	static uint8_t zero[1 << 16];
+	char err[256];
+	int fd;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/lun.img", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	for (int i = 0; i < 16; i++)
+		ck_assert_int_eq(write(fd, zero, sizeof(zero)), sizeof(zero));
+	fsync(fd);
+	close(fd);
+	ck_assert_msg(syncguard_lun_open(&lun, path, 9, &o, err, sizeof(err)) == 0,
+		      "%s", err);
+	syncguard_lun_set_wce(&lun, syncguard_mode_wce(mode));
+}
+
+static void teardown(void)
+{
+	syncguard_lun_close(&lun);
+	unlink(path);
+	rmdir(dir);
+}
+
+static bool plan(uint8_t op, bool fua, uint32_t lba, uint16_t n,
+		 uint32_t len, struct syncguard_plan *p)
+{
+	uint8_t cdb[10] = { op, fua ? 0x08 : 0, lba >> 24, lba >> 16, lba >> 8,
+			    lba, 0, n >> 8, n, 0 };
+	struct syncguard_req req = { cdb, 10, buf, op == 0x2a ? len : 0,
+				     buf, op == 0x28 ? len : 0 };
+
+	return syncguard_plan(&lun, &req, p);
+}
+
+START_TEST(test_plan_write_back)
+{
+	struct syncguard_plan p;
+
+	open_mode(SYNCGUARD_MODE_WRITE_BACK);
+	ck_assert(plan(0x2a, false, 8, 8, 4096, &p));
+	ck_assert_int_eq(p.persist, SYNCGUARD_PERSIST_CACHED);
+	ck_assert(p.cached_ref);
+	ck_assert_uint_eq(p.off, 4096);
+	ck_assert_uint_eq(p.len, 4096);
+	ck_assert_int_eq(lun.async_cached, 1);
+	syncguard_plan_done(&lun, &p, 0);
+	ck_assert_int_eq(lun.async_cached, 0);
+	ck_assert(!syncguard_lun_clean(&lun));	/* it is dirty now */
+	/* FUA under write_sync=auto is an RWF_DSYNC write: a worker's */
+	ck_assert(!plan(0x2a, true, 8, 8, 4096, &p));
+	ck_assert_int_eq(lun.async_cached, 0);
+	/* FUA read with dirty data: a flush first, on a worker */
+	ck_assert(!plan(0x28, true, 0, 1, 512, &p));
+	ck_assert_int_eq(syncguard_lun_flush(&lun, true), 0);
+	ck_assert(plan(0x28, true, 0, 1, 512, &p));	/* clean now */
+	/* beyond the capacity: the worker reports it */
+	ck_assert(!plan(0x2a, false, 2048, 1, 512, &p));
+	ck_assert_uint_eq(lun.stats->writes, 1);
+	ck_assert_uint_eq(lun.stats->reads, 1);
+}
+END_TEST
+
+START_TEST(test_plan_write_through_and_plp)
+{
+	struct syncguard_plan p;
+
+	open_mode(SYNCGUARD_MODE_WRITE_THROUGH);
+	ck_assert(plan(0x2a, false, 0, 8, 4096, &p));
+	ck_assert_int_eq(p.persist, SYNCGUARD_PERSIST_DURABLE);
+	ck_assert(!p.dsync);			/* group commit */
+	ck_assert(!p.cached_ref);
+	syncguard_latch(&lun, 5);
+	ck_assert(!plan(0x2a, false, 0, 8, 4096, &p));	/* latched: worker */
+	teardown();
+	strcpy(dir, "build/unit.XXXXXX");
+	open_mode(SYNCGUARD_MODE_PLP);
+	ck_assert(plan(0x2a, false, 0, 8, 4096, &p));
+	ck_assert_int_eq(p.persist, SYNCGUARD_PERSIST_WRITTEN);
+	ck_assert(p.direct);
+	ck_assert(!plan(0x2a, false, 0, 8, 1000, &p));	/* not for O_DIRECT */
+}
+END_TEST
+
+static volatile int switched;
+
+static void *switch_wce(void *arg)
+{
+	(void)arg;
+	ck_assert_int_eq(syncguard_lun_set_wce(&lun, false), 0);
+	switched = 1;
+	return NULL;
+}
+
+/* A switch to WCE=0 waits for a cached write planned under WCE=1, so
+ * its flush covers it. */
+START_TEST(test_plan_wce_switch_waits)
+{
+	struct syncguard_plan p;
+	pthread_t t;
+
+	open_mode(SYNCGUARD_MODE_WRITE_BACK);
+	ck_assert(plan(0x2a, false, 0, 8, 4096, &p));
+	pthread_create(&t, NULL, switch_wce, NULL);
+	usleep(50000);
+	ck_assert_int_eq(switched, 0);		/* still waiting */
+	ck_assert(!syncguard_lun_wce(&lun));	/* new writes are durable */
+	syncguard_plan_done(&lun, &p, 0);	/* the write landed */
+	pthread_join(t, NULL);
+	ck_assert_int_eq(switched, 1);
+	ck_assert(syncguard_lun_clean(&lun));	/* and was flushed */
+}
+END_TEST
+
+Suite *plan_suite(void)
+{
+	Suite *s = suite_create("plan");
+	TCase *tc = tcase_create("async");
+
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_add_test(tc, test_plan_write_back);
+	tcase_add_test(tc, test_plan_write_through_and_plp);
+	tcase_add_test(tc, test_plan_wce_switch_waits);
+	suite_add_tcase(s, tc);
+	return s;
+}
