@@ -24,6 +24,8 @@
 
 typedef int (*syncguard_op_fn)(int host_no, struct scsi_cmd *cmd);
 
+#define SYNCGUARD_MAX_DEFERRED 16	/* nexuses remembered per LUN */
+
 struct uring_op;
 
 /* The io_uring engine's state (bs_syncguard_uring.c); event thread only. */
@@ -52,14 +54,19 @@ struct syncguard_bs {
 	syncguard_op_fn tgt_ops[NR_SCSI_OPCODES];
 	syncguard_op_fn run[NR_SCSI_OPCODES];
 	tgtadm_err (*tgt_lu_config)(struct scsi_lu *lu, char *params);
-	/* a flush failure after SYNCHRONIZE CACHE with IMMED=1 answered:
-	 * errno, reported once as a deferred error (SPC-4 4.5.5) */
-	int deferred_err;
-	/* the IMMED=1 flusher thread */
+	/* the IMMED=1 flusher thread, and the deferred errors (SPC-4
+	 * 4.5.5) a failed background flush leaves for the I_T nexuses
+	 * whose SYNCHRONIZE CACHE it answered early; all under immed_lock */
 	pthread_t immed_thread;
 	pthread_mutex_t immed_lock;
 	pthread_cond_t immed_cond;
 	bool immed_pending, immed_stop, immed_running;
+	uint64_t immed_itn[SYNCGUARD_MAX_DEFERRED];	/* waiting on the flush */
+	unsigned int n_immed_itn;
+	uint64_t deferred_itn[SYNCGUARD_MAX_DEFERRED];	/* owed an error */
+	int deferred_err[SYNCGUARD_MAX_DEFERRED];
+	unsigned int n_deferred;
+	int any_deferred;		/* n_deferred, read without the lock */
 	struct syncguard_uring uring;
 };
 

@@ -113,7 +113,7 @@ static int syncguard_mode_sense(int host_no, struct scsi_cmd *cmd)
 	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
 
 	if (bs->open)
-		page_set_wce(cmd->dev, syncguard_lun_wce(&bs->lun));
+		page_set_wce(cmd->dev, syncguard_lun_reported_wce(&bs->lun));
 	return bs->tgt_ops[cmd->scb[0]](host_no, cmd);
 }
 
@@ -191,6 +191,26 @@ static int syncguard_verify(int host_no, struct scsi_cmd *cmd)
 	return bs->tgt_ops[cmd->scb[0]](host_no, cmd);
 }
 
+/* With immed_lock held: the @n nexuses in @itn waited on a failed flush;
+ * each is owed one deferred error (a full table forgets the oldest; the
+ * latch still fails their next SYNCHRONIZE CACHE). */
+static void owe_deferred(struct syncguard_bs *bs, const uint64_t *itn,
+			 unsigned int n, int err)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		if (bs->n_deferred == SYNCGUARD_MAX_DEFERRED) {
+			memmove(bs->deferred_itn, bs->deferred_itn + 1,
+				sizeof(bs->deferred_itn) - sizeof(uint64_t));
+			memmove(bs->deferred_err, bs->deferred_err + 1,
+				sizeof(bs->deferred_err) - sizeof(int));
+			bs->n_deferred--;
+		}
+		bs->deferred_itn[bs->n_deferred] = itn[i];
+		bs->deferred_err[bs->n_deferred++] = err;
+	}
+	__atomic_store_n(&bs->any_deferred, (int)bs->n_deferred, __ATOMIC_SEQ_CST);
+}
+
 /* The IMMED=1 flusher: one thread per LUN, started on demand. */
 static void *immed_flusher(void *arg)
 {
@@ -198,38 +218,72 @@ static void *immed_flusher(void *arg)
 
 	pthread_mutex_lock(&bs->immed_lock);
 	for (;;) {
+		uint64_t itn[SYNCGUARD_MAX_DEFERRED];
+		unsigned int n;
+		int err;
+
 		while (!bs->immed_pending && !bs->immed_stop)
 			pthread_cond_wait(&bs->immed_cond, &bs->immed_lock);
 		if (!bs->immed_pending)
 			break;		/* stopped, nothing left to do */
 		bs->immed_pending = false;
+		n = bs->n_immed_itn;
+		memcpy(itn, bs->immed_itn, sizeof(itn));
+		bs->n_immed_itn = 0;
 		pthread_mutex_unlock(&bs->immed_lock);
-		int err = syncguard_lun_flush(&bs->lun, true);
-
-		if (err)	/* the latch holds it too; report it once */
-			__atomic_store_n(&bs->deferred_err, -err, __ATOMIC_SEQ_CST);
+		err = syncguard_lun_flush(&bs->lun, true);
 		pthread_mutex_lock(&bs->immed_lock);
+		if (err)	/* the latch holds it too; each nexus hears once */
+			owe_deferred(bs, itn, n, -err);
 	}
 	pthread_mutex_unlock(&bs->immed_lock);
 	return NULL;
 }
 
-/* Queue a background flush; false if no flusher thread could start. */
-static bool immed_flush(struct syncguard_bs *bs)
+/* Queue a background flush for @itn's SYNCHRONIZE CACHE; false if no
+ * flusher thread could start. */
+static bool immed_flush(struct syncguard_bs *bs, uint64_t itn)
 {
-	bool ok = true;
+	bool ok = true, known = false;
 
 	pthread_mutex_lock(&bs->immed_lock);
 	if (!bs->immed_running)
 		bs->immed_running = !pthread_create(&bs->immed_thread, NULL,
 						    immed_flusher, bs);
 	ok = bs->immed_running;
+	for (unsigned int i = 0; ok && i < bs->n_immed_itn; i++)
+		known |= bs->immed_itn[i] == itn;
+	if (ok && !known && bs->n_immed_itn < SYNCGUARD_MAX_DEFERRED)
+		bs->immed_itn[bs->n_immed_itn++] = itn;
 	if (ok) {
 		bs->immed_pending = true;
 		pthread_cond_signal(&bs->immed_cond);
 	}
 	pthread_mutex_unlock(&bs->immed_lock);
 	return ok;
+}
+
+/* The deferred error owed to @itn, removed from the table; 0 if none. */
+static int take_deferred(struct syncguard_bs *bs, uint64_t itn)
+{
+	int err = 0;
+
+	if (!__atomic_load_n(&bs->any_deferred, __ATOMIC_SEQ_CST))
+		return 0;
+	pthread_mutex_lock(&bs->immed_lock);
+	for (unsigned int i = 0; !err && i < bs->n_deferred; i++) {
+		if (bs->deferred_itn[i] != itn)
+			continue;
+		err = bs->deferred_err[i];
+		bs->n_deferred--;
+		memmove(bs->deferred_itn + i, bs->deferred_itn + i + 1,
+			(bs->n_deferred - i) * sizeof(uint64_t));
+		memmove(bs->deferred_err + i, bs->deferred_err + i + 1,
+			(bs->n_deferred - i) * sizeof(int));
+	}
+	__atomic_store_n(&bs->any_deferred, (int)bs->n_deferred, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&bs->immed_lock);
+	return err;
 }
 
 /*
@@ -251,7 +305,9 @@ static int syncguard_sync_cache(int host_no, struct scsi_cmd *cmd)
 	if (syncguard_sync_cache_now(&bs->lun, cmd->scb, (size_t)cmd->scb_len,
 				     &r))
 		return r == SYNCGUARD_OK ? SAM_STAT_GOOD : fail(cmd, r);
-	if ((cmd->scb[1] & 0x02) && immed_flush(bs)) {
+	if ((cmd->scb[1] & 0x02) && immed_flush(bs, cmd->cmd_itn_id)) {
+		__atomic_fetch_add(&bs->lun.stats->sync_caches, 1,
+				   __ATOMIC_RELAXED);
 		scsi_set_in_resid_by_actual(cmd, 0);
 		return SAM_STAT_GOOD;
 	}
@@ -320,10 +376,11 @@ static bool exempt(uint8_t op)
 }
 
 /*
- * Every command of the LUN enters here.  A pending deferred error (an
- * IMMED=1 flush that failed after its GOOD) is reported first, once,
- * with response code 0x71/0x73 (SPC-4 4.5.5); the latch in the core
- * keeps failing every later command that would promise durability.
+ * Every command of the LUN enters here.  A deferred error (an IMMED=1
+ * flush that failed after its GOOD) is reported first, once, to the
+ * I_T nexus whose SYNCHRONIZE CACHE was answered early, with response
+ * code 0x71/0x73 (SPC-4 4.5.5); the latch in the core keeps failing
+ * every later command, from any nexus, that would promise durability.
  */
 static int syncguard_dispatch(int host_no, struct scsi_cmd *cmd)
 {
@@ -332,7 +389,7 @@ static int syncguard_dispatch(int host_no, struct scsi_cmd *cmd)
 	int err = 0;
 
 	if (!exempt(op))
-		err = __atomic_exchange_n(&bs->deferred_err, 0, __ATOMIC_SEQ_CST);
+		err = take_deferred(bs, cmd->cmd_itn_id);
 	if (err) {
 		struct syncguard_sense s = syncguard_sense_of(
 			syncguard_reason_of_errno(err, true));

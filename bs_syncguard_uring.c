@@ -328,6 +328,7 @@ bool syncguard_uring_sync_cache(struct scsi_cmd *cmd)
 	    !(op = calloc(1, sizeof(*op))))
 		return false;
 	op->cmd = cmd;
+	syncguard_count(&bs->lun.stats->sync_caches);
 	/* a flush failure is a WRITE ERROR; nothing was written by it */
 	op->plan.write = op->plan.written = true;
 	op->plan.persist = SYNCGUARD_PERSIST_DURABLE;

@@ -48,6 +48,16 @@ static struct syncguard_action policy(struct syncguard_lun *lun,
 	return syncguard_policy(lun->opts.mode, syncguard_lun_wce(lun), class);
 }
 
+/* For what flushes (SYNCHRONIZE CACHE, a FUA read): the WCE the LUN
+ * reports, which stays 1 while a switch to WCE=0 still flushes data
+ * written under WCE=1 (syncguard_lun_reported_wce). */
+static struct syncguard_action policy_reported(struct syncguard_lun *lun,
+					       enum syncguard_class class)
+{
+	return syncguard_policy(lun->opts.mode,
+				syncguard_lun_reported_wce(lun), class);
+}
+
 /* The errno behind the last I/O error of this thread's command. */
 static __thread int last_errno;
 
@@ -97,7 +107,7 @@ static enum syncguard_reason exec_read(struct syncguard_lun *lun,
 				       const struct syncguard_cdb *c,
 				       struct syncguard_result *res)
 {
-	struct syncguard_action a = policy(lun, c->fua ?
+	struct syncguard_action a = policy_reported(lun, c->fua ?
 		SYNCGUARD_CLASS_READ_FUA : SYNCGUARD_CLASS_READ);
 	enum syncguard_reason r = syncguard_check_range(lun, c->lba, c->nblocks);
 	uint64_t len = to_bytes(lun, c->nblocks);
@@ -162,10 +172,10 @@ static bool sync_cache_quick(struct syncguard_lun *lun,
 			     const struct syncguard_cdb *c,
 			     enum syncguard_reason *r)
 {
-	struct syncguard_action a = policy(lun, SYNCGUARD_CLASS_SYNC_CACHE);
+	struct syncguard_action a = policy_reported(lun,
+						    SYNCGUARD_CLASS_SYNC_CACHE);
 	int err = syncguard_lun_latched(lun);
 
-	syncguard_count(&lun->stats->sync_caches);
 	*r = syncguard_check_range(lun, c->lba, c->nblocks);
 	if (*r)
 		return true;
@@ -192,6 +202,7 @@ static enum syncguard_reason exec_sync_cache(struct syncguard_lun *lun,
 
 	(void)req;
 	(void)res;
+	syncguard_count(&lun->stats->sync_caches);
 	if (sync_cache_quick(lun, c, &r))
 		return r;
 	err = syncguard_lun_flush(lun, true);
@@ -203,7 +214,7 @@ static bool plan_read(struct syncguard_lun *lun,
 		      const struct syncguard_cdb *c, struct syncguard_plan *p)
 {
 	/* a FUA read waits for a flush unless nothing is dirty */
-	if (c->fua && policy(lun, SYNCGUARD_CLASS_READ_FUA).flush_before &&
+	if (c->fua && policy_reported(lun, SYNCGUARD_CLASS_READ_FUA).flush_before &&
 	    !syncguard_lun_clean(lun))
 		return false;
 	p->len = (uint32_t)(p->len > req->in_len ? req->in_len : p->len);
@@ -311,7 +322,8 @@ bool syncguard_sync_cache_now(struct syncguard_lun *lun, const uint8_t *cdb,
 	if (syncguard_cdb_decode(cdb, len, &c) || c.op != SYNCGUARD_OP_SYNC_CACHE)
 		return false;
 	if (!sync_cache_quick(lun, &c, reason))
-		return false;
+		return false;	/* counted by whoever runs the flush */
+	syncguard_count(&lun->stats->sync_caches);
 	if (*reason != SYNCGUARD_OK)
 		syncguard_count(&lun->stats->errors);
 	return true;

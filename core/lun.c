@@ -338,12 +338,26 @@ bool syncguard_lun_wce(struct syncguard_lun *lun)
 	return __atomic_load_n(&lun->wce, __ATOMIC_SEQ_CST);
 }
 
+bool syncguard_lun_reported_wce(struct syncguard_lun *lun)
+{
+	return __atomic_load_n(&lun->wce_switching, __ATOMIC_SEQ_CST) ||
+	       syncguard_lun_wce(lun);
+}
+
+/*
+ * 1 -> 0: new writes are durable from the moment wce is 0; what was
+ * written before must be made durable before anyone is told WCE=0, so
+ * until the flush below succeeds the LUN keeps reporting WCE=1 and
+ * SYNCHRONIZE CACHE keeps flushing (wce_switching).
+ */
 int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 {
 	bool was;
 
 	pthread_rwlock_wrlock(&lun->write_lock);
 	was = lun->wce;
+	if (was && !wce)
+		__atomic_store_n(&lun->wce_switching, true, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&lun->wce, wce, __ATOMIC_SEQ_CST);
 	pthread_rwlock_unlock(&lun->write_lock);
 	/* cached writes an asynchronous engine planned under WCE=1 must be
@@ -354,10 +368,10 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 	if (was && !wce) {
 		int ret = syncguard_lun_flush(lun, true);
 
-		if (ret) {
+		if (ret)
 			__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
-			return ret;
-		}
+		__atomic_store_n(&lun->wce_switching, false, __ATOMIC_SEQ_CST);
+		return ret;
 	}
 	return 0;
 }

@@ -5,6 +5,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -32,48 +35,82 @@ static int make_parents(const char *path)
 	return ret;
 }
 
+/* Is @path the live counters file of another process?  (Two tgtd
+ * instances may export targets of the same name.) */
+static bool owned_by_other(const char *path)
+{
+	struct syncguard_stats st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool other;
+
+	if (fd < 0)
+		return false;
+	other = pread(fd, &st, sizeof(st), 0) == (ssize_t)sizeof(st) &&
+		st.magic == SYNCGUARD_STATS_MAGIC && st.pid &&
+		st.pid != (uint32_t)getpid() && kill((pid_t)st.pid, 0) == 0;
+	close(fd);
+	return other;
+}
+
+/*
+ * A new file is made beside @path and renamed over it: an existing file
+ * (a dead tgtd's) is replaced, never truncated, so a process that still
+ * maps it cannot fault; a live one's is left alone (-EEXIST).
+ */
 int syncguard_stats_publish(struct syncguard_lun *lun, const char *path)
 {
 	struct syncguard_stats *map;
+	char *tmp = NULL;
+	struct stat st;
 	int fd, ret = make_parents(path);
 
 	if (ret)
 		return ret;
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, sizeof(*map))) {
+	if (owned_by_other(path))
+		return -EEXIST;
+	if (asprintf(&tmp, "%s.XXXXXX", path) < 0)
+		return -ENOMEM;
+	fd = mkstemp(tmp);
+	if (fd < 0 || fchmod(fd, 0644) || ftruncate(fd, sizeof(*map)) ||
+	    fstat(fd, &st)) {
 		ret = -errno;
-		close(fd);
-		unlink(path);
-		return ret;
+		goto out;
 	}
 	map = mmap(NULL, sizeof(*map), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
 	if (map == MAP_FAILED) {
-		unlink(path);
-		return -errno;
-	}
-	lun->stats_path = strdup(path);
-	if (!lun->stats_path) {
-		munmap(map, sizeof(*map));
-		unlink(path);
-		return -ENOMEM;
+		ret = -errno;
+		goto out;
 	}
 	memcpy(map, lun->stats, sizeof(*map));
 	map->pid = (uint32_t)getpid();
+	if (rename(tmp, path) || !(lun->stats_path = strdup(path))) {
+		ret = -errno;
+		munmap(map, sizeof(*map));
+		goto out;
+	}
+	lun->stats_ino = st.st_ino;
 	lun->stats = map;
-	return 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (ret && tmp)
+		unlink(tmp);
+	free(tmp);
+	return ret;
 }
 
 void syncguard_stats_unpublish(struct syncguard_lun *lun)
 {
+	struct stat st;
+
 	if (lun->stats == &lun->local_stats)
 		return;
 	memcpy(&lun->local_stats, lun->stats, sizeof(lun->local_stats));
 	munmap(lun->stats, sizeof(*lun->stats));
 	lun->stats = &lun->local_stats;
-	if (lun->stats_path) {
+	/* remove the file only if it is still ours */
+	if (lun->stats_path && !stat(lun->stats_path, &st) &&
+	    st.st_ino == lun->stats_ino) {
 		char *slash = strrchr(lun->stats_path, '/');
 
 		unlink(lun->stats_path);

@@ -243,6 +243,8 @@ struct syncguard_lun {
 	struct syncguard_opts opts;
 	bool wce;			/* Caching page WCE the LUN honours;
 					 * read/written atomically */
+	bool wce_switching;		/* WCE 1 -> 0 under way: still
+					 * reported as 1 */
 	pthread_rwlock_t write_lock;	/* writes share it; COMPARE AND WRITE
 					 * and WCE changes take it alone */
 	int flush_error;		/* first failed flush's errno, latched */
@@ -265,6 +267,7 @@ struct syncguard_lun {
 	struct syncguard_flusher flusher;
 	struct syncguard_stats *stats;	/* local_stats or a shared mapping */
 	char *stats_path;		/* the mapping's file, or NULL */
+	unsigned long stats_ino;	/* its inode: removed only if ours */
 	struct syncguard_stats local_stats;
 };
 
@@ -314,12 +317,20 @@ void syncguard_flush_done(struct syncguard_lun *lun, uint64_t covers, int res,
 /*
  * Publish @lun's counters in the file @path (created, mode 0644, mapped
  * shared; parent directories created).  Until then, and if this fails,
- * they live in lun->local_stats.  Returns 0 or -errno.
+ * they live in lun->local_stats.  Returns 0, -EEXIST when a live process
+ * (another tgtd with a target of the same name) publishes there, or
+ * -errno.
  */
 int syncguard_stats_publish(struct syncguard_lun *lun, const char *path);
 
-/* WCE the LUN currently honours (Caching mode page, SBC-3 6.4.5). */
+/* WCE the LUN currently honours for new writes (Caching mode page,
+ * SBC-3 6.4.5). */
 bool syncguard_lun_wce(struct syncguard_lun *lun);
+
+/* WCE the LUN reports (MODE SENSE) and honours for SYNCHRONIZE CACHE and
+ * FUA reads: 1 also while a switch to WCE=0 has not yet made durable
+ * what was written under WCE=1. */
+bool syncguard_lun_reported_wce(struct syncguard_lun *lun);
 
 /*
  * Switch the WCE the LUN honours.  Waits for writes in flight; on 1 -> 0

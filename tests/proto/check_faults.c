@@ -140,21 +140,27 @@ END_TEST
 
 /* SYNCHRONIZE CACHE IMMED=1: GOOD at once; the flush fails in the
  * background and comes back as a deferred error, once (SPC-4 4.5.5). */
+/* SYNCHRONIZE CACHE IMMED=1: GOOD at once; the flush fails in the
+ * background and comes back as a deferred error, once, to the I_T nexus
+ * that sent it (SPC-4 4.5.5) -- not to another initiator. */
 START_TEST(test_faults_immed_deferred_error)
 {
-	struct iscsi_context *iscsi;
+	struct iscsi_context *a, *b;
 	struct scsi_task *t;
 	int tries = 0;
 
 	ck_assert_int_eq(proto_add_lun(4, disk, "mode=write-back", 0), 0);
-	iscsi = proto_connect(4);
-	proto_assert_good(write_lba(iscsi, 4, 0, 0), "WRITE(10)", false);
+	a = proto_connect(4);
+	proto_assert_good(write_lba(a, 4, 0, 0), "WRITE(10)", false);
 	model_ctl("fail-fsync EIO 1");
-	proto_assert_good(iscsi_synchronizecache10_sync(iscsi, 4, 0, 0, 0, 1),
+	proto_assert_good(iscsi_synchronizecache10_sync(a, 4, 0, 0, 0, 1),
 			  "SYNCHRONIZE CACHE(10) IMMED", false);
-	do {		/* the background flush fails soon after */
+	b = proto_connect(4);	/* another initiator: logs in, TURs fine */
+	proto_assert_good(iscsi_testunitready_sync(b, 4), "TUR, other nexus",
+			  false);
+	do {		/* A hears of it once the background flush failed */
 		usleep(20000);
-		t = iscsi_testunitready_sync(iscsi, 4);
+		t = iscsi_testunitready_sync(a, 4);
 		ck_assert_ptr_nonnull(t);
 		if (t->status == SCSI_STATUS_GOOD)
 			scsi_free_scsi_task(t);
@@ -164,13 +170,16 @@ START_TEST(test_faults_immed_deferred_error)
 	ck_assert_int_eq(t->sense.key, SCSI_SENSE_MEDIUM_ERROR);
 	ck_assert_int_eq(t->sense.ascq, 0x0c00);
 	scsi_free_scsi_task(t);
-	proto_assert_good(iscsi_testunitready_sync(iscsi, 4),
+	proto_assert_good(iscsi_testunitready_sync(a, 4),
 			  "TEST UNIT READY after the deferred error", false);
-	t = iscsi_synchronizecache10_sync(iscsi, 4, 0, 0, 0, 0);
+	proto_assert_good(iscsi_testunitready_sync(b, 4),
+			  "TUR, other nexus, after the failure", false);
+	t = iscsi_synchronizecache10_sync(b, 4, 0, 0, 0, 0);
 	ck_assert_int_eq(t->sense.error_type, 0x70);	/* latched: current */
 	proto_assert_sense(t, SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
 			   "SYNCHRONIZE CACHE(10) after the deferred error");
-	iscsi_destroy_context(iscsi);
+	iscsi_destroy_context(a);
+	iscsi_destroy_context(b);
 	ck_assert_int_eq(proto_del_lun(4), 0);
 	model_ctl("clear");
 }

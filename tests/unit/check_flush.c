@@ -36,10 +36,12 @@ static uint64_t tick(void)
 	return __atomic_add_fetch(&ticks, 1, __ATOMIC_SEQ_CST);
 }
 
+static long flush_ns = 2000000;		/* a 2 ms device flush */
+
 static int slow_fdatasync(int fd)
 {
 	unsigned int i = __atomic_fetch_add(&nflushes, 1, __ATOMIC_SEQ_CST);
-	struct timespec ts = { 0, 2000000 };	/* a 2 ms device flush */
+	struct timespec ts = { flush_ns / 1000000000, flush_ns % 1000000000 };
 
 	(void)fd;
 	if (i < MAX_FLUSHES)
@@ -65,6 +67,7 @@ static void setup(void)
 					    sizeof(err)), 0);
 	syncguard_sys.fdatasync = slow_fdatasync;
 	ticks = nflushes = 0;
+	flush_ns = 2000000;
 }
 
 static void teardown(void)
@@ -152,6 +155,8 @@ START_TEST(test_flush_stats_published)
 	ck_assert_uint_eq(seen.magic, SYNCGUARD_STATS_MAGIC);
 	ck_assert_uint_eq(seen.pid, (uint32_t)getpid());
 	ck_assert_uint_eq(seen.device_flushes, 1);
+	/* a second LUN of this (live) process may publish over it; a live
+	 * other process's file would be left alone (-EEXIST) */
 	syncguard_stats_unpublish(&lun);
 	ck_assert_int_ne(access(sp, F_OK), 0);	/* removed with the LUN */
 	ck_assert_uint_eq(lun.stats->device_flushes, 1);	/* kept */
@@ -159,6 +164,62 @@ START_TEST(test_flush_stats_published)
 	rmdir(sp);
 	snprintf(sp, sizeof(sp), "%s/run", dir);
 	rmdir(sp);
+}
+END_TEST
+
+static void *wce_off(void *arg)
+{
+	(void)arg;
+	ck_assert_int_eq(syncguard_lun_set_wce(&lun, false), 0);
+	return NULL;
+}
+
+/* While a switch to WCE=0 still flushes what was written under WCE=1,
+ * the LUN reports WCE=1 and SYNCHRONIZE CACHE does not answer "nothing
+ * volatile" (helper-found: it used to). */
+START_TEST(test_flush_wce_switch_window)
+{
+	uint8_t sc[10] = { 0x35 };
+	enum syncguard_reason r;
+	pthread_t t;
+
+	syncguard_lun_set_wce(&lun, true);
+	syncguard_mark_dirty(&lun);
+	flush_ns = 300000000;			/* a 300 ms flush */
+	pthread_create(&t, NULL, wce_off, NULL);
+	usleep(100000);				/* inside the flush */
+	ck_assert(!syncguard_lun_wce(&lun));	/* new writes: durable */
+	ck_assert(syncguard_lun_reported_wce(&lun));
+	ck_assert(!syncguard_sync_cache_now(&lun, sc, 10, &r));	/* flush */
+	pthread_join(t, NULL);
+	ck_assert(!syncguard_lun_reported_wce(&lun));
+	ck_assert(syncguard_sync_cache_now(&lun, sc, 10, &r));
+	ck_assert_int_eq(r, SYNCGUARD_OK);
+}
+END_TEST
+
+/* Another live process's counters file is left alone. */
+START_TEST(test_flush_stats_not_stolen)
+{
+	struct syncguard_stats other = { .magic = SYNCGUARD_STATS_MAGIC,
+		.version = SYNCGUARD_STATS_VERSION, .pid = (uint32_t)getppid() };
+	char sp[128];
+	int fd;
+
+	snprintf(sp, sizeof(sp), "%s/lun9.stats", dir);
+	fd = open(sp, O_RDWR | O_CREAT, 0644);
+	ck_assert_int_eq(write(fd, &other, sizeof(other)), sizeof(other));
+	close(fd);
+	ck_assert_int_eq(syncguard_stats_publish(&lun, sp), -EEXIST);
+	ck_assert_ptr_eq(lun.stats, &lun.local_stats);
+	other.pid = 0x7ffffff0;			/* a dead one's: replaced */
+	fd = open(sp, O_RDWR);
+	ck_assert_int_eq(pwrite(fd, &other, sizeof(other), 0), sizeof(other));
+	close(fd);
+	ck_assert_int_eq(syncguard_stats_publish(&lun, sp), 0);
+	ck_assert_uint_eq(lun.stats->pid, (uint32_t)getpid());
+	syncguard_stats_unpublish(&lun);
+	unlink(sp);
 }
 END_TEST
 
@@ -172,6 +233,8 @@ Suite *flush_suite(void)
 	tcase_add_test(tc, test_flush_group_commit);
 	tcase_add_test(tc, test_flush_elision);
 	tcase_add_test(tc, test_flush_stats_published);
+	tcase_add_test(tc, test_flush_wce_switch_window);
+	tcase_add_test(tc, test_flush_stats_not_stolen);
 	suite_add_tcase(s, tc);
 	return s;
 }
