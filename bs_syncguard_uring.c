@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <liburing.h>
@@ -341,6 +342,21 @@ bool syncguard_uring_sync_cache(struct scsi_cmd *cmd)
 
 /* ---- set-up ---- */
 
+/*
+ * engine=auto takes io_uring only where the file system can try I/O
+ * without blocking (RWF_NOWAIT); elsewhere (FUSE, say) io_uring hands
+ * every request to its io-wq threads, which run the writes to one file
+ * one at a time, and the worker threads are faster (measured on the
+ * FUSE device model: 13.7k against 20.2k 4 KiB writes/s at QD32).
+ */
+static bool nowait_capable(int fd)
+{
+	char byte;
+	struct iovec iov = { &byte, 1 };
+
+	return preadv2(fd, &iov, 1, 0, RWF_NOWAIT) >= 0 || errno != EOPNOTSUPP;
+}
+
 int syncguard_uring_open(struct scsi_lu *lu)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
@@ -349,7 +365,9 @@ int syncguard_uring_open(struct scsi_lu *lu)
 
 	memset(u, 0, sizeof(*u));
 	u->efd = u->flush_fd = -1;
-	if (bs->opts.engine == SYNCGUARD_ENGINE_THREADS)
+	if (bs->opts.engine == SYNCGUARD_ENGINE_THREADS ||
+	    (bs->opts.engine == SYNCGUARD_ENGINE_AUTO &&
+	     !nowait_capable(bs->lun.fd)))
 		return 0;
 	ret = io_uring_queue_init(RING_ENTRIES, &u->ring, 0);
 	if (ret)

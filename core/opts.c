@@ -125,7 +125,8 @@ static const struct opt_def opt_table[] = {
 	{ "engine", parse_engine, "auto, threads or uring",
 	  "how plain reads and writes reach the file: uring = io_uring from "
 	  "tgtd's event thread; threads = tgt's worker threads; auto "
-	  "(default) = uring where the kernel allows it" },
+	  "(default) = uring where the file system supports non-blocking "
+	  "I/O (RWF_NOWAIT), else threads" },
 	{ "write_sync", parse_write_sync, "auto, group or dsync",
 	  "how a write that must be durable becomes durable: group = cached "
 	  "write, then a device flush shared with concurrent commands; "

@@ -10,7 +10,8 @@
 #      and tgtd gets SIGKILL;
 #   4. a second tgtd exports the surviving image and iscsi-crashtest
 #      check reads every block back against the journal.
-# Configurations: the three syncguard modes, which must lose nothing,
+# Configurations: the three syncguard modes (odd cuts with the io_uring
+# engine, even ones with tgt's worker threads), which must lose nothing,
 # and tgt's own aio store, which answers SYNCHRONIZE CACHE without
 # flushing: the oracle must catch it losing data, or the test itself is
 # broken.
@@ -102,6 +103,8 @@ start_model() {
 one_cut() {
 	local config=$1 seed=$2 args bsopts bstype bsz plp= url wpid ms
 	IFS='|' read -r bsopts bstype bsz <<<"$(lun_args "$config")"
+	# both engines, alternately: io_uring and tgt's worker threads
+	[ "$bstype" = syncguard ] && bsopts="$bsopts;engine=$( ((seed % 2)) && echo uring || echo threads)"
 	[ "$config" = plp ] && plp=--plp
 	start_model "$plp" "$seed" || return 1
 	"$tp" start "$work/victim" "$module" >/dev/null || return 1

@@ -72,11 +72,15 @@ static struct scsi_task *write_lba(struct iscsi_context *iscsi, int lun,
 				  fua, 0, 0);
 }
 
+/* both engines: tgt's worker threads, io_uring */
+static const char *const wb_engines[] = { "mode=write-back;engine=threads",
+					  "mode=write-back;engine=uring" };
+
 START_TEST(test_faults_failed_flush_latches)
 {
 	struct iscsi_context *iscsi;
 
-	ck_assert_int_eq(proto_add_lun(1, disk, "mode=write-back", 0), 0);
+	ck_assert_int_eq(proto_add_lun(1, disk, wb_engines[_i], 0), 0);
 	iscsi = proto_connect(1);
 	proto_assert_good(write_lba(iscsi, 1, 0, 0), "WRITE(10)", false);
 	model_ctl("fail-fsync EIO 1");		/* the next flush fails once */
@@ -96,7 +100,7 @@ START_TEST(test_faults_failed_flush_latches)
 	ck_assert(proto_log_has("opcode 0x35: sense 3/0c00: Input/output error"));
 	/* the documented way out: re-create the LUN */
 	ck_assert_int_eq(proto_del_lun(1), 0);
-	ck_assert_int_eq(proto_add_lun(1, disk, "mode=write-back", 0), 0);
+	ck_assert_int_eq(proto_add_lun(1, disk, wb_engines[_i], 0), 0);
 	iscsi = proto_connect(1);
 	proto_assert_good(iscsi_synchronizecache10_sync(iscsi, 1, 0, 0, 0, 0),
 			  "SYNCHRONIZE CACHE(10) on the re-created LUN", false);
@@ -208,7 +212,7 @@ Suite *faults_suite(void)
 	}
 	tcase_add_unchecked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_faults_failed_flush_latches);
+	tcase_add_loop_test(tc, test_faults_failed_flush_latches, 0, 2);
 	tcase_add_test(tc, test_faults_write_through_eio);
 	tcase_add_test(tc, test_faults_device_full);
 	tcase_add_test(tc, test_faults_immed_deferred_error);
