@@ -24,8 +24,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer \
 
 DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
 	gcc make util-linux iproute2 e2fsprogs sdparm libfuse3-dev fuse3 \
-	liburing-dev \
-	gnuplot-nox
+	liburing-dev gnuplot-nox jq
 
 CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c \
 	     core/exec.c core/flush.c core/stats.c
@@ -54,11 +53,11 @@ CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
 .PHONY: all deps install uninstall demo check check-unit check-proto \
 	check-crash crashtest check-fuzz fuzz check-lifecycle soak conformance \
-	check-conf \
+	check-conf check-tools \
 	bench clean \
 	tgt-src FORCE
 
-all: bs_syncguard.so $(TOOLS)
+all: bs_syncguard.so $(TOOLS) tools/iscsi-syncbench.1
 
 deps:
 	apt-get update
@@ -106,17 +105,36 @@ $(BUILD)/san/bs_syncguard.so: $(GLUE_SRCS) bs_syncguard.h $(CORE_SANPIC) \
 	$(CC) $(BASE) -O1 -g $(SAN) -fPIC -shared -isystem $(TGT_SRC)/usr \
 	  -fvisibility=hidden $(GLUE_SRCS) $(CORE_SANPIC) -o $@ -luring -lpthread
 
-install: bs_syncguard.so
+install: bs_syncguard.so tools/iscsi-syncbench tools/iscsi-syncbench.1 \
+	 tools/syncguard-stat
 	install -D -m 0644 bs_syncguard.so $(DESTDIR)$(BSDIR)/bs_syncguard.so
+	install -D -m 0755 tools/iscsi-syncbench $(DESTDIR)/usr/local/bin/iscsi-syncbench
+	install -D -m 0755 tools/openiscsi-syncbench \
+	  $(DESTDIR)/usr/local/bin/openiscsi-syncbench
+	install -D -m 0755 tools/syncguard-stat \
+	  $(DESTDIR)/usr/local/bin/syncguard-stat
+	install -D -m 0644 tools/iscsi-syncbench.1 \
+	  $(DESTDIR)/usr/local/share/man/man1/iscsi-syncbench.1
 
 uninstall:
-	rm -f $(DESTDIR)$(BSDIR)/bs_syncguard.so
+	rm -f $(DESTDIR)$(BSDIR)/bs_syncguard.so \
+	  $(DESTDIR)/usr/local/bin/iscsi-syncbench \
+	  $(DESTDIR)/usr/local/bin/openiscsi-syncbench \
+	  $(DESTDIR)/usr/local/bin/syncguard-stat \
+	  $(DESTDIR)/usr/local/share/man/man1/iscsi-syncbench.1
 
 # ---- the tester ----
-tools/iscsi-syncbench: tools/iscsi-syncbench.c tools/histogram.c \
-		       tools/histogram.h include/syncguard_stats.h
-	$(CC) $(BASE) -Itools $(CFLAGS) tools/iscsi-syncbench.c \
-	  tools/histogram.c -o $@ $(ISCSI_LIBS) -lm
+SYNCBENCH_SRCS := $(wildcard tools/syncbench/*.c) tools/histogram.c
+SYNCBENCH_HDRS := $(wildcard tools/syncbench/*.h) tools/histogram.h \
+		  include/syncguard_stats.h
+
+tools/iscsi-syncbench: $(SYNCBENCH_SRCS) $(SYNCBENCH_HDRS)
+	$(CC) $(BASE) -Itools -Itools/syncbench $(CFLAGS) $(SYNCBENCH_SRCS) \
+	  -o $@ $(ISCSI_LIBS) -lm
+
+# the manual page, printed from the option table (never out of date)
+tools/iscsi-syncbench.1: tools/iscsi-syncbench
+	tools/iscsi-syncbench --man > $@
 
 tools/iscsi-crashtest: tools/iscsi-crashtest.c
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
@@ -139,7 +157,8 @@ $(BUILD)/proto-tests: $(PROTO_SRCS) tests/proto/proto.h
 	$(CC) $(BASE) -Itests/proto $(CFLAGS) $(PROTO_SRCS) -o $@ \
 	  $(ISCSI_LIBS) $(CHECK_LIBS) -lpthread
 
-check: check-unit check-proto check-conf check-fuzz check-lifecycle check-crash
+check: check-unit check-proto check-conf check-tools check-fuzz \
+	check-lifecycle check-crash
 
 check-unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests
@@ -158,6 +177,11 @@ crashtest: bs_syncguard.so $(TOOLS)
 # conf/targets.conf.example through tgt-admin, read back
 check-conf: bs_syncguard.so $(TOOLS)
 	tests/conf.sh
+
+# iscsi-syncbench against a private tgtd; openiscsi-syncbench --dry-run
+check-tools: bs_syncguard.so $(TOOLS)
+	tests/syncbench.sh
+	tests/openiscsi.sh
 
 # LUNs deleted, targets offlined, tgtd killed and restarted under load,
 # 64 sessions, sanitizers and LeakSanitizer on (make soak: 30 minutes)
@@ -187,4 +211,4 @@ demo: all install
 
 clean:
 	rm -rf $(BUILD)/pic $(BUILD)/san $(BUILD)/sanpic $(BUILD)/unit-tests \
-	  $(BUILD)/proto-tests bs_syncguard.so $(TOOLS)
+	  $(BUILD)/proto-tests bs_syncguard.so $(TOOLS) tools/iscsi-syncbench.1

@@ -141,14 +141,15 @@ setup_luns() {
 cell() {
 	sync
 	"$bench" --csv --no-header --no-progress --timeout 10 -t "$secs" \
-		-q "$4" -b "$3" -s "$5" "${URL[$1,$2]}" 2>>"$work/bench.err"
+		-q "$4" -b "$3" -s "$5" --label "$2" "${URL[$1,$2]}" \
+		2>>"$work/bench.err"
 }
 
 run_cells() {
 	local n=0 total dev bs qd disc config row
 	total=$(( $(wc -w <<<"$devices") * $(wc -w <<<"$sizes") * $(wc -w <<<"$qds") *
 		  $(wc -w <<<"$discs") * $(wc -w <<<"$configs") ))
-	echo "device,config,sync,block_size,queue_depth,pattern,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op" >"$csv.tmp"
+	echo "device,config,label,sync,block_size,queue_depth,sessions,read_pct,random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op,workload" >"$csv.tmp"
 	for dev in $devices; do for bs in $sizes; do for qd in $qds; do
 	for disc in $discs; do for config in $configs; do
 		n=$((n + 1))
@@ -164,7 +165,7 @@ run_cells() {
 limit_line() {
 	local rtt dev f us
 	rtt=$("$bench" --csv --no-header --no-progress -t 2 -q 1 -b 4k "${URL[null]}" |
-	      cut -d, -f12)
+	      cut -d, -f15)
 	for dev in $devices; do
 		if [ "$dev" = disk ]; then f=$work/dsync.img
 		else f=$work/slow-rdwr-wce1.mnt/disk.img; fi
@@ -200,9 +201,9 @@ report_table() {
 	awk -F, -v configs="$configs" '
 	NR == 1 { next }
 	{
-		key = $1 " " $4 " " $5 " " $3
+		key = $1 " " $5 " " $6 " " $4
 		if (!(key in seen)) { seen[key] = 1; order[++n] = key }
-		iops[key, $2] = $12; p99[key, $2] = $16
+		iops[key, $2] = $15; p99[key, $2] = $19
 	}
 	function r(a, b) { return b > 0 ? sprintf("%6.2f", a / b) : "     -" }
 	END {
@@ -231,7 +232,7 @@ report_table() {
 report_targets() {
 	awk -F, -v limits="$1" -v mem_sg="$2" -v mem_rdwr="$3" -v jf="$4" '
 	NR == 1 { next }
-	{ iops[$1, $4, $5, $3, $2] = $12; fpo[$1, $4, $5, $3, $2] = $19 }
+	{ iops[$1, $5, $6, $4, $2] = $15; fpo[$1, $5, $6, $4, $2] = $22 }
 	function v(d, b, q, s, c) { return iops[d, b, q, s, c] + 0 }
 	function say(what, got, ok) {
 		printf "%-66s %-24s %s\n", what, got, ok ? "met" : "MISSED"
@@ -299,7 +300,7 @@ plot() {		# IOPS at QD32, 4 KiB: one panel per device
 	for dev in $devices; do
 		data=$work/plot-$dev.dat
 		awk -F, -v dev="$dev" -v configs="$configs" '
-		NR > 1 && $1 == dev && $4 == 4096 && $5 == 32 { v[$3, $2] = $12; s[$3] = 1 }
+		NR > 1 && $1 == dev && $5 == 4096 && $6 == 32 { v[$4, $2] = $15; s[$4] = 1 }
 		END {
 			nc = split(configs, c, " ")
 			printf "sync"; for (i = 1; i <= nc; i++) printf " %s", c[i]; print ""

@@ -2,18 +2,22 @@
 # demo.sh: the main job.  A private tgtd exports one syncguard LUN per
 # write-cache mode (files in a temporary directory); iscsi-syncbench
 # measures every mode x sync discipline at queue depth 1 and 16 with
-# 4 KiB random writes; one table compares them.
+# 4 KiB random writes; one table compares them.  Then the short forms of
+# iscsi-syncbench's presets: iozone on every mode (compared side by
+# side), vdbench and the throughput sweep on write-back, and one plot of
+# them all.
 #
 # Environment: DEMO_SECONDS (per run, default 3), DEMO_MB (LUN size,
 # default 128), DEMO_DIR (parent of the temporary directory, default
-# /var/tmp: the LUN files must not be on tmpfs), DEMO_CSV (where the
-# results go, default build/demo-results.csv).
+# /var/tmp: the LUN files must not be on tmpfs), DEMO_OUT (where the
+# results go, default build/demo), DEMO_PRESETS=0 (skip the presets).
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=${DEMO_SECONDS:-3}
 mb=${DEMO_MB:-128}
-csv=${DEMO_CSV:-$top/build/demo-results.csv}
+out=${DEMO_OUT:-$top/build/demo}
+csv=$out/matrix.csv
 iqn=iqn.2026-11.org.syncguard:demo
 bench=$top/tools/iscsi-syncbench
 tgtd_private=$top/scripts/tgtd-private
@@ -23,7 +27,7 @@ parent=${DEMO_DIR:-/var/tmp}
 case $(stat -f -c %T "$parent" 2>/dev/null) in
 tmpfs|ramfs) parent=$top/build ;;	# syncguard refuses RAM file systems
 esac
-mkdir -p "$parent" "$(dirname "$csv")"
+mkdir -p "$parent" "$out"
 work=$(mktemp -d "$parent/syncguard-demo.XXXXXX") || exit 1
 
 cleanup() {
@@ -35,6 +39,35 @@ trap cleanup EXIT
 trap 'echo "demo: interrupted" >&2; exit 130' INT TERM
 
 say() { printf 'demo: %s\n' "$*" >&2; }
+
+# preset NAME LUN LABEL: one preset's short form, JSON into $out
+preset() {
+	local url
+	url=$("$tgtd_private" url "$work/tgtd" "$iqn" "$2")
+	say "preset $1 on $3"
+	"$bench" --preset "$1" --json --no-progress --label "$3" "$url" \
+		>"$out/$1-$3.json.tmp" && mv "$out/$1-$3.json.tmp" "$out/$1-$3.json"
+}
+
+# the classic studies, short form: iozone on every mode, vdbench and the
+# throughput sweep on write-back; a comparison table and a plot
+presets() {
+	local lun=0 mode rc=0
+	echo "== iozone (8 KiB FUA writes, 2 sessions; short form), by mode =="
+	for mode in $modes; do
+		lun=$((lun + 1))
+		preset iozone "$lun" "$mode" || rc=1
+	done
+	"$bench" --compare "$out"/iozone-{write-through,write-back,plp}.json || rc=1
+	echo
+	preset vdbench 2 write-back || rc=1
+	preset throughput 2 write-back || rc=1
+	"$bench" --plot "$out/presets.png" "$out"/iozone-*.json \
+		"$out/vdbench-write-back.json" "$out/throughput-write-back.json" >/dev/null &&
+		say "plot: $out/presets.png (IOPS and MB/s against transfer size, latency CDF)" ||
+		rc=1
+	return $rc
+}
 
 [ -x "$bench" ] || { say "$bench missing: run make"; exit 1; }
 say "private tgtd, LUN files in $work"
@@ -59,7 +92,7 @@ runs=$(( $(echo $modes | wc -w) * 2 * 3 ))
 say "$runs runs of ${secs}s: 4 KiB random writes, sync none/fua/flush, QD 1 and 16"
 final_csv=$csv
 csv=$work/results.csv	# moved into place only when the run completes
-echo "mode,lun,sync,block_size,queue_depth,pattern,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us" >"$csv"
+echo "mode,lun,label,sync,block_size,queue_depth,sessions,read_pct,random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op,workload" >"$csv"
 n=0 failed=0
 eol='\n'; [ -t 2 ] && eol='\r'
 lun=0
@@ -72,7 +105,8 @@ for mode in $modes; do
 			printf 'demo: [%2d/%d] %-13s QD %-2s sync=%-5s%b' \
 				"$n" "$runs" "$mode" "$qd" "$sync" "$eol" >&2
 			row=$("$bench" --csv --no-header --no-progress -t "$secs" \
-				-q "$qd" -s "$sync" -b 4k "$url") || failed=$((failed + 1))
+				-q "$qd" -s "$sync" -b 4k --label "$mode" "$url") ||
+				failed=$((failed + 1))
 			[ -n "$row" ] && echo "$mode,$lun,$row" >>"$csv"
 		done
 	done
@@ -82,10 +116,10 @@ printf '\n' >&2
 awk -F, '
 NR == 1 { next }
 {
-	key = $1 "," $5 "," $3; iops[key] = $12
+	key = $1 "," $6 "," $4; iops[key] = $15
 	if (!($1 in seen)) { order[++n] = $1; seen[$1] = 1 }
 	rows[++r] = sprintf("%-13s %3s  %-5s  %3s %10.0f %8.1f %9.0f %9.0f %9.0f %6s",
-		$1, $5, $3, $7, $12, $13, $14, $16, $17, $11)
+		$1, $6, $4, $10, $15, $16, $17, $19, $20, $14)
 }
 END {
 	printf "%-13s %3s  %-5s  %3s %10s %8s %9s %9s %9s %6s\n", "mode", "QD",
@@ -107,6 +141,7 @@ END {
 echo
 mv "$csv" "$final_csv" && csv=$final_csv
 say "results: $csv"
+[ "${DEMO_PRESETS:-1}" = 0 ] || presets || failed=$((failed + 1))
 if [ "$failed" -gt 0 ]; then
 	say "$failed run(s) reported errors"
 	exit 1

@@ -1,0 +1,104 @@
+#!/bin/bash
+# syncbench.sh: tools/iscsi-syncbench against a private tgtd -- usage
+# errors (one line, the synopsis, exit 2), --help and --man listing the
+# same options and every one of them accepted, JSON that parses (jq) and
+# says what the target reports, --compare ratios across runs with
+# different labels, --plot writing a PNG, --cache-off turning WCE off for
+# the run and back on after, --verify / --verify-only finding a block
+# overwritten behind the target's back, Ctrl-C printing the results so
+# far with exit 130, and the iozone preset's shape.  Exit 0 when all hold.
+set -u
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+tp=$top/scripts/tgtd-private
+sb=$top/tools/iscsi-syncbench
+iqn=iqn.2026-11.org.syncguard:syncbench-test
+work=$(mktemp -d "$top/build/syncbench.XXXXXX") || exit 1
+trap '"$tp" stop "$work/tgtd" >/dev/null 2>&1; rm -rf "$work"' EXIT
+fails=0 checks=0
+say() { printf 'syncbench: %s\n' "$*" >&2; }
+ok() { checks=$((checks + 1)); }
+bad() { checks=$((checks + 1)); fails=$((fails + 1)); say "FAIL: $*"; }
+expect() { if eval "$2"; then ok; else bad "$1"; fi; }
+
+# ---- usage, --help, --man (no target needed) ----
+usage_case() {	# ARGS...: exit 2, one message line, then the synopsis
+	local out rc
+	out=$("$sb" "$@" 2>&1 >/dev/null); rc=$?
+	if [ "$rc" -eq 2 ] && [ "$(sed -n 2p <<<"$out" | cut -c1-6)" = "usage:" ] &&
+	   [ "$(wc -l <<<"$out")" -le 6 ]; then ok
+	else bad "usage error for '$*': exit $rc, stderr: $(head -3 <<<"$out")"; fi
+}
+usage_case
+usage_case --bogus
+usage_case --time
+usage_case -q 0 iscsi://127.0.0.1/x/1
+usage_case -b 3k iscsi://127.0.0.1/x/1 extra
+usage_case --sync sometimes iscsi://127.0.0.1/x/1
+usage_case --full iscsi://127.0.0.1/x/1
+usage_case --preset bonnie iscsi://127.0.0.1/x/1
+usage_case --compare
+usage_case http://127.0.0.1/x/1
+
+help_opts=$("$sb" --help | grep -o -- '^  \(-., \)\?    --[a-z-]*\|^  -., --[a-z-]*' | grep -o -- '--[a-z-]*' | sort)
+man_opts=$("$sb" --man | grep -o '^\(\\fB\\-.\\fR, \)\?\\fB\\-\\-[a-z-]*' | sed 's/.*\\-\\-/--/' | sort)
+expect "--help and --man list the same options" '[ -n "$help_opts" ] && [ "$help_opts" = "$man_opts" ]'
+unknown=
+for o in $help_opts; do
+	"$sb" "$o" 2>&1 | grep -q "unknown option" && unknown="$unknown $o"
+done
+expect "every option in --help is accepted (not:$unknown)" '[ -z "$unknown" ]'
+
+# ---- against a private tgtd ----
+"$tp" start "$work/tgtd" "$top/bs_syncguard.so" >/dev/null || exit 1
+"$tp" target "$work/tgtd" 1 "$iqn" || exit 1
+for l in 1:write-back 2:write-through; do
+	truncate -s 64M "$work/lun${l%%:*}.img"
+	"$tp" lun "$work/tgtd" 1 "${l%%:*}" "$work/lun${l%%:*}.img" "mode=${l#*:}" || exit 1
+done
+u1=$("$tp" url "$work/tgtd" "$iqn" 1)
+u2=$("$tp" url "$work/tgtd" "$iqn" 2)
+
+"$sb" -t 0.5 -q 1,4 -s fua --label wb --json --no-progress "$u1" >"$work/wb.json"
+expect "a run exits 0" '[ $? -eq 0 ]'
+"$sb" -t 0.5 -q 1,4 -s fua --label wt --json --no-progress "$u2" >"$work/wt.json"
+expect "JSON parses, says WCE=1 on write-back and 0 on write-through, DPOFUA=1" \
+	'[ "$(jq -r "[.target.wce, .target.dpofua, (.results|length), .results[0].workload, .results[1].queue_depth] | @tsv" "$work/wb.json")" = "$(printf "1\t1\t2\trand-write\t4")" ] &&
+	 [ "$(jq -r .target.wce "$work/wt.json")" = 0 ]'
+expect "JSON results have IOPS, percentiles and device flushes per op" \
+	'jq -e ".results[] | select(.iops > 0 and .latency_us.p99 >= .latency_us.p50 and .device_flushes_per_op >= 0)" "$work/wb.json" >/dev/null'
+
+cmp=$("$sb" --compare "$work/wb.json" "$work/wt.json")
+expect "--compare matches runs with different labels by workload, with ratios" \
+	'[ "$(awk "\$1 == \"wt\" && \$5 == 4 && \$8 ~ /^[0-9.]+$/" <<<"$cmp" | wc -l)" = 1 ]'
+"$sb" --plot "$work/p.png" "$work/wb.json" "$work/wt.json" >/dev/null
+expect "--plot writes a PNG" '[ "$(head -c 4 "$work/p.png" | od -An -c | tr -d " ")" = "211PNG" ]'
+
+"$sb" -t 0.3 --cache-off --json --no-progress "$u1" >"$work/off.json"
+expect "--cache-off runs with WCE=0" '[ "$(jq -r .target.wce "$work/off.json")" = 0 ]'
+"$sb" -t 0.1 --json --no-progress "$u1" >"$work/after.json"
+expect "--cache-off restores WCE=1" '[ "$(jq -r .target.wce "$work/after.json")" = 1 ]'
+
+"$sb" --bytes 4m -p seq -q 4 --verify --state "$work/state" --span 4m --no-progress "$u1" >/dev/null
+expect "--verify passes on an honest target" '[ $? -eq 0 ]'
+"$sb" --verify-only --state "$work/state" --span 4m "$u1" >/dev/null
+expect "--verify-only passes on the same LUN" '[ $? -eq 0 ]'
+dd if=/dev/urandom of="$work/lun1.img" bs=4096 seek=3 count=1 conv=notrunc,fsync status=none
+out=$("$sb" --verify-only --state "$work/state" --span 4m "$u1" 2>&1); rc=$?
+expect "--verify-only finds the overwritten block by LBA" \
+	'[ $rc -eq 1 ] && grep -q "verify: LBA 2[4-9]:" <<<"$out" && grep -q "8 mismatches" <<<"$out"'
+
+"$sb" -t 30 -q 2 --no-progress "$u1" >"$work/int.out" 2>&1 &
+pid=$!
+sleep 1.5
+kill -INT "$pid"
+wait "$pid"; rc=$?
+expect "Ctrl-C prints the results so far and exits 130" \
+	'[ $rc -eq 130 ] && grep -q "IOPS.*(interrupted)" "$work/int.out"'
+
+"$sb" --preset iozone --csv --no-progress "$u2" >"$work/iozone.csv"
+expect "the iozone preset: 4 phases of 8 KiB FUA writes/reads, 2 sessions" \
+	'[ "$(awk -F, "NR > 1 && \$2 == \"fua\" && \$3 == 8192 && \$5 == 2 { print \$21 }" "$work/iozone.csv" | tr "\n" " ")" = "initial-writers rewriters random-readers random-writers " ]'
+
+if [ "$fails" -eq 0 ]; then say "ok: $checks checks"; else say "$fails of $checks checks FAILED"; fi
+[ "$fails" -eq 0 ]

@@ -1,0 +1,287 @@
+/*
+ * --compare and --plot over saved --json runs.  The JSON this tool
+ * writes has one result object per line, so a line-wise reader with a
+ * key lookup is enough; files from elsewhere are not its business.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "syncbench.h"
+
+#define MAX_ROWS 4096
+
+struct row {
+	char file[128], label[64], workload[64], sync[24];
+	double size, qd, sessions, iops, mbps, p99;
+	double cdf[11][2];
+	int ncdf;
+};
+
+static double num(const char *line, const char *key)
+{
+	const char *p = strstr(line, key);
+
+	return p ? strtod(p + strlen(key), NULL) : -1;
+}
+
+static void str(const char *line, const char *key, char *out, size_t len)
+{
+	const char *p = strstr(line, key);
+	size_t n = 0;
+
+	out[0] = '\0';
+	if (!p)
+		return;
+	p += strlen(key);
+	while (p[n] && p[n] != '"' && n + 1 < len)
+		n++;
+	memcpy(out, p, n);
+	out[n] = '\0';
+}
+
+static void parse_cdf(const char *line, struct row *r)
+{
+	const char *p = strstr(line, "\"cdf\":[");
+
+	r->ncdf = 0;
+	for (p = p ? p + 7 : NULL; p && *p == '[' && r->ncdf < 11; r->ncdf++) {
+		char *end;
+
+		r->cdf[r->ncdf][0] = strtod(p + 1, &end);
+		r->cdf[r->ncdf][1] = strtod(end + 1, &end);
+		p = end + 1 + (end[1] == ',');
+	}
+}
+
+static int load(char **files, int nfiles, struct row *rows)
+{
+	int n = 0;
+	char line[16384];
+
+	for (int f = 0; f < nfiles; f++) {
+		FILE *fp = fopen(files[f], "r");
+
+		if (!fp) {
+			fprintf(stderr, PROG ": %s: cannot read\n", files[f]);
+			return -1;
+		}
+		while (n < MAX_ROWS && fgets(line, sizeof(line), fp)) {
+			struct row *r = &rows[n];
+
+			if (!strstr(line, "\"iops\":") || !strstr(line, "\"sync\":"))
+				continue;
+			snprintf(r->file, sizeof(r->file), "%s", files[f]);
+			str(line, "\"label\":\"", r->label, sizeof(r->label));
+			str(line, "\"workload\":\"", r->workload,
+			    sizeof(r->workload));
+			if (!r->label[0])
+				snprintf(r->label, sizeof(r->label), "%s",
+					 files[f]);
+			str(line, "\"sync\":\"", r->sync, sizeof(r->sync));
+			r->size = num(line, "\"block_size\":");
+			r->qd = num(line, "\"queue_depth\":");
+			r->sessions = num(line, "\"sessions\":");
+			r->iops = num(line, "\"iops\":");
+			r->mbps = num(line, "\"mb_per_s\":");
+			r->p99 = num(line, "\"p99\":");
+			parse_cdf(line, r);
+			for (char *q = r->label; *q; q++)	/* gnuplot quoting */
+				*q = *q == '\'' || *q == '\\' ? '_' : *q;
+			n++;
+		}
+		fclose(fp);
+	}
+	if (!n)
+		fprintf(stderr, PROG ": no " PROG " results in the files\n");
+	return n ? n : -1;
+}
+
+static bool same_point(const struct row *a, const struct row *b)
+{
+	return !strcmp(a->workload, b->workload) && a->size == b->size &&
+	       a->qd == b->qd && a->sessions == b->sessions;
+}
+
+/* the first file's row for the same workload, size and depth: with the
+ * same sync discipline if it has one, else any (so "fua on A" can be
+ * set against "flush on B") */
+static const struct row *base_of(const struct row *rows, int n,
+				 const struct row *r)
+{
+	const struct row *any = NULL;
+
+	for (int i = 0; i < n && !strcmp(rows[i].file, rows[0].file); i++) {
+		if (!same_point(&rows[i], r))
+			continue;
+		if (!strcmp(rows[i].sync, r->sync))
+			return &rows[i];
+		any = any ? any : &rows[i];
+	}
+	return any;
+}
+
+int compare_files(const struct config *c)
+{
+	static struct row rows[MAX_ROWS];
+	int n = load(c->files, c->nfiles, rows);
+
+	if (n < 0)
+		return 1;
+	printf("%-20s %-16s %-10s %8s %4s %4s %10s %8s %10s %8s\n", "run",
+	       "workload", "sync", "size", "QD", "sess", "IOPS", "ratio",
+	       "p99 us", "ratio");
+	for (int i = 0; i < n; i++) {
+		const struct row *r = &rows[i], *b = base_of(rows, n, r);
+
+		printf("%-20.20s %-16.16s %-10s %8.0f %4.0f %4.0f %10.0f ",
+		       r->label, r->workload, r->sync, r->size, r->qd,
+		       r->sessions, r->iops);
+		if (b && b->iops > 0 && b->p99 > 0)
+			printf("%8.2f %10.0f %8.2f\n", r->iops / b->iops, r->p99,
+			       r->p99 / b->p99);
+		else
+			printf("%8s %10.0f %8s\n", "-", r->p99, "-");
+	}
+	return 0;
+}
+
+/* one data file per series (run, workload, sync); @npts[s] counts its
+ * points */
+static int write_series(const struct row *rows, int n, bool by_size,
+			const char *dir, char names[][160], int *npts, int max)
+{
+	int ns = 0;
+
+	for (int i = 0; i < n; i++) {
+		char key[160], path[512];
+		int s;
+		FILE *f;
+
+		snprintf(key, sizeof(key), "%.60s %.40s %.40s", rows[i].label,
+			 rows[i].workload, rows[i].sync);
+		for (s = 0; s < ns && strcmp(names[s], key); s++)
+			;
+		if (s == ns) {
+			if (ns == max)
+				continue;
+			npts[ns] = 0;
+			snprintf(names[ns++], 160, "%s", key);
+		}
+		npts[s]++;
+		snprintf(path, sizeof(path), "%s/s%d.dat", dir, s);
+		f = fopen(path, "a");
+		if (!f)
+			return -1;
+		fprintf(f, "%g %g %g\n", by_size ? rows[i].size : rows[i].qd,
+			rows[i].iops, rows[i].mbps);
+		fclose(f);
+	}
+	return ns;
+}
+
+/* one latency CDF per file (its first result); @first[k] is its row */
+static int write_cdfs(const struct row *rows, int n, const char *dir,
+		      int *first, int max)
+{
+	int nf = 0;
+
+	for (int i = 0; i < n; i++) {
+		char path[512];
+		FILE *f;
+
+		if ((i && !strcmp(rows[i].file, rows[i - 1].file)) || nf == max)
+			continue;	/* the first result of each file */
+		first[nf] = i;
+		snprintf(path, sizeof(path), "%s/c%d.dat", dir, nf++);
+		if (!(f = fopen(path, "w")))
+			return -1;
+		for (int k = 0; k < rows[i].ncdf; k++)
+			fprintf(f, "%g %g\n", rows[i].cdf[k][1], rows[i].cdf[k][0]);
+		fclose(f);
+	}
+	return nf;
+}
+
+/* IOPS and MB/s panels: the series that sweep (two points or more),
+ * unless none does; single points only clutter a sweep's picture */
+static void plot_series(FILE *g, const char *dir, char names[][160],
+			const int *npts, int ns, int column)
+{
+	bool sweeps = false, first = true;
+
+	for (int s = 0; s < ns; s++)
+		sweeps |= npts[s] > 1;
+	for (int s = 0; s < ns; s++) {
+		if (sweeps && npts[s] < 2)
+			continue;
+		fprintf(g, "%s'%s/s%d.dat' using 1:%d with linespoints title "
+			"'%s'", first ? "" : ", ", dir, s, column, names[s]);
+		first = false;
+	}
+	fprintf(g, "\n");
+}
+
+static void gnuplot_script(FILE *g, const struct config *c, bool by_size,
+			   const char *dir, char names[][160], const int *npts,
+			   int ns, const struct row *rows, const int *first,
+			   int nf)
+{
+	bool svg = strstr(c->plot, ".svg") != NULL;
+
+	fprintf(g, "set terminal %s noenhanced size 1200,1100\n"
+		"set output '%s'\n"
+		"set multiplot layout 3,1\nset grid\nset key outside right\n",
+		svg ? "svg" : "pngcairo", c->plot);
+	if (by_size)
+		fprintf(g, "set logscale x 2\nset format x '%%.0b%%B'\n"
+			"set xlabel 'transfer size (bytes)'\n");
+	else
+		fprintf(g, "set logscale x 2\nset xlabel 'queue depth'\n");
+	for (int panel = 0; panel < 2; panel++) {
+		fprintf(g, "set ylabel '%s'\nplot ", panel ? "MB/s" : "IOPS");
+		plot_series(g, dir, names, npts, ns, panel + 2);
+	}
+	fprintf(g, "unset logscale x\nset format x '%%g'\nset logscale x 10\n"
+		"set xlabel 'latency "
+		"(us)'\nset ylabel 'percentile'\nplot ");
+	for (int f = 0; f < nf; f++)
+		fprintf(g, "%s'%s/c%d.dat' using 1:2 with linespoints title "
+			"'%s %s %s %.0f bytes QD %.0f'", f ? ", " : "", dir, f,
+			rows[first[f]].label, rows[first[f]].workload,
+			rows[first[f]].sync, rows[first[f]].size, rows[first[f]].qd);
+	fprintf(g, "\nunset multiplot\n");
+}
+
+int plot_files(const struct config *c)
+{
+	static struct row rows[MAX_ROWS];
+	static char names[64][160];
+	static int first[64], npts[64];
+	char dir[] = "/tmp/syncbench-plot.XXXXXX", cmd[600];
+	bool by_size = false;
+	int n = load(c->files, c->nfiles, rows), ns, nf, ret = 1;
+	FILE *g;
+
+	if (n < 0 || !mkdtemp(dir))
+		return 1;
+	for (int i = 1; i < n; i++)
+		by_size |= rows[i].size != rows[0].size;
+	ns = write_series(rows, n, by_size, dir, names, npts, 64);
+	nf = write_cdfs(rows, n, dir, first, 64);
+	snprintf(cmd, sizeof(cmd), "gnuplot 2>%s/err", dir);
+	if (ns > 0 && nf >= 0 && (g = popen(cmd, "w")) != NULL) {
+		gnuplot_script(g, c, by_size, dir, names, npts, ns, rows, first,
+			       nf);
+		ret = pclose(g) ? 1 : 0;
+	}
+	if (ret)
+		fprintf(stderr, PROG ": gnuplot failed (is gnuplot installed? "
+			"see %s/err)\n", dir);
+	else {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		if (system(cmd)) { /* a leftover temp dir is harmless */ }
+		printf("plot: %s\n", c->plot);
+	}
+	return ret;
+}

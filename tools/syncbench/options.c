@@ -1,0 +1,431 @@
+/*
+ * Options: one table (name, argument, help, how to set it).  --help and
+ * the man page (--man) are printed from the same table, so they cannot
+ * drift from what the program accepts.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "syncbench.h"
+
+struct opt {
+	const char *name;
+	int shortopt;		/* 0: long only */
+	const char *arg;	/* NULL: no argument */
+	const char *help;
+	void (*set)(struct config *c, const char *arg);
+};
+
+void usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, PROG ": ");
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	synopsis(stderr);
+	fprintf(stderr, "Try '" PROG " --help' for the options.\n");
+	exit(2);
+}
+
+/* "4096", "4k", "1m", "2g" (powers of 1024) -> bytes; 0 or -EINVAL */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned int shift = 0;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	}
+	if ((*end == 'b' || *end == 'B') && shift)
+		end++;
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static unsigned long parse_uint(const char *opt, const char *s,
+				unsigned long lo, unsigned long hi)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v < lo || v > hi) {
+		char msg[96];
+
+		snprintf(msg, sizeof(msg), "%s: '%%s' is not in %lu..%lu", opt, lo,
+			 hi);
+		usage_error(msg, s);
+	}
+	return v;
+}
+
+static double parse_seconds(const char *opt, const char *s, bool zero_ok)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (*end || end == s || v < 0 || (!zero_ok && v == 0) || v > 1e6) {
+		char msg[96];
+
+		snprintf(msg, sizeof(msg), "%s: '%%s' is not a number of seconds",
+			 opt);
+		usage_error(msg, s);
+	}
+	return v;
+}
+
+/* "4k,8k,64k" -> sizes */
+static void set_sizes(struct config *c, const char *arg)
+{
+	char *copy = strdup(arg), *cur = copy, *item;
+
+	c->nsizes = 0;
+	while (copy && (item = strsep(&cur, ",")) != NULL) {
+		if (c->nsizes == MAX_LIST || parse_size(item, &c->sizes[c->nsizes]) ||
+		    !c->sizes[c->nsizes] || c->sizes[c->nsizes] > (32u << 20))
+			usage_error("--block-size: '%s' is not a list of sizes in "
+				    "1..32m", arg);
+		c->nsizes++;
+	}
+	free(copy);
+}
+
+static void set_qds(struct config *c, const char *arg)
+{
+	char *copy = strdup(arg), *cur = copy, *item;
+
+	c->nqds = 0;
+	while (copy && (item = strsep(&cur, ",")) != NULL) {
+		if (c->nqds == MAX_LIST)
+			usage_error("--queue-depth: '%s' has too many entries", arg);
+		c->qds[c->nqds++] = (unsigned int)parse_uint("--queue-depth",
+							      item, 1, MAX_QD);
+	}
+	free(copy);
+}
+
+static void set_sync(struct config *c, const char *arg)
+{
+	static const char *const names[] = { "none", "fua", "flush", NULL,
+					     "end", "flush-only" };
+
+	if (!strncmp(arg, "every:", 6)) {
+		c->sync = SYNC_EVERY;
+		c->every = (unsigned int)parse_uint("--sync every:N", arg + 6, 1,
+						     1000000);
+		return;
+	}
+	for (int i = 0; i < 6; i++) {
+		if (names[i] && !strcmp(arg, names[i])) {
+			c->sync = (enum sync_mode)i;
+			return;
+		}
+	}
+	usage_error("--sync: '%s' is not none, fua, flush, every:N, end or "
+		    "flush-only", arg);
+}
+
+const char *sync_name(enum sync_mode s, unsigned int every, char *buf,
+		      size_t len)
+{
+	static const char *const names[] = { "none", "fua", "flush", "every",
+					     "end", "flush-only" };
+
+	if (s == SYNC_EVERY)
+		snprintf(buf, len, "every:%u", every);
+	else
+		snprintf(buf, len, "%s", names[s]);
+	return buf;
+}
+
+static void set_pattern(struct config *c, const char *arg)
+{
+	if (strcmp(arg, "rand") && strcmp(arg, "seq"))
+		usage_error("--pattern: '%s' is not rand or seq", arg);
+	c->random_pct = !strcmp(arg, "rand") ? 100 : 0;
+}
+
+static void set_span(struct config *c, const char *arg)
+{
+	if (parse_size(arg, &c->span) || !c->span)
+		usage_error("--span: '%s' is not a positive size", arg);
+}
+
+static void set_bytes(struct config *c, const char *arg)
+{
+	if (parse_size(arg, &c->bytes) || !c->bytes)
+		usage_error("--bytes: '%s' is not a positive size", arg);
+}
+
+static void set_format(struct config *c, enum out_format f)
+{
+	if (c->format != OUT_TEXT && c->format != f)
+		usage_error("%s", "--json and --csv exclude each other");
+	c->format = f;
+}
+
+#define SETTER(fn, stmt) \
+	static void fn(struct config *c, const char *arg) \
+	{ (void)c; (void)arg; stmt; }
+
+SETTER(set_sessions, c->sessions = (unsigned int)parse_uint("--sessions", arg, 1, MAX_SESSIONS))
+SETTER(set_time, c->seconds = parse_seconds("--time", arg, false))
+SETTER(set_warmup, c->warmup = parse_seconds("--warmup", arg, true))
+SETTER(set_interval, c->interval = parse_seconds("--interval", arg, true))
+SETTER(set_read_pct, c->read_pct = (unsigned int)parse_uint("--read-pct", arg, 0, 100))
+SETTER(set_random_pct, c->random_pct = (unsigned int)parse_uint("--random-pct", arg, 0, 100))
+SETTER(set_split, c->split_span = true)
+SETTER(set_cache_off, c->cache_off = true)
+SETTER(set_verify, c->verify = true)
+SETTER(set_verify_only, c->verify_only = true)
+SETTER(set_state, c->state = arg)
+static void set_preset(struct config *c, const char *arg)
+{
+	if (strcmp(arg, "iozone") && strcmp(arg, "vdbench") &&
+	    strcmp(arg, "throughput"))
+		usage_error("--preset: '%s' is not iozone, vdbench or throughput",
+			    arg);
+	c->preset = arg;
+}
+SETTER(set_full, c->full = true)
+SETTER(set_label, c->label = arg)
+SETTER(set_seed, c->seed = parse_uint("--seed", arg, 0, ULONG_MAX))
+SETTER(set_timeout, c->timeout = (unsigned int)parse_uint("--timeout", arg, 0, 86400))
+SETTER(set_digest, c->header_digest = true)
+SETTER(set_initiator, c->initiator = arg)
+SETTER(set_json, set_format(c, OUT_JSON))
+SETTER(set_csv, set_format(c, OUT_CSV))
+SETTER(set_no_header, c->csv_header = false)
+SETTER(set_progress, c->progress = 1)
+SETTER(set_no_progress, c->progress = 0)
+SETTER(set_compare, c->compare = true)
+SETTER(set_plot, c->plot = arg)
+
+static void print_man(void);
+
+SETTER(set_help, usage(stdout); exit(0))
+SETTER(set_man, print_man(); exit(0))
+
+static const struct opt opts[] = {
+	{ "sync", 's', "MODE", "how writes are made durable: none (FUA=0), fua "
+	  "(FUA=1), flush (each WRITE then SYNCHRONIZE CACHE, timed as one "
+	  "operation), every:N (SYNCHRONIZE CACHE after every N writes), end "
+	  "(one SYNCHRONIZE CACHE at the end, inside the timing, as iozone -e), "
+	  "flush-only (SYNCHRONIZE CACHE alone); default none", set_sync },
+	{ "block-size", 'b', "SIZES", "bytes per command, a comma list to sweep "
+	  "(4k,8k,64k; k/m/g suffixes; up to 32m), each a multiple of the "
+	  "LUN's logical block; default 4k", set_sizes },
+	{ "queue-depth", 'q', "DEPTHS", "commands in flight per session, a "
+	  "comma list to sweep (1..1024); default 1", set_qds },
+	{ "sessions", 'n', "N", "independent iSCSI sessions, as iozone -l N "
+	  "(1..64); reports each and the aggregate; default 1", set_sessions },
+	{ "time", 't', "SECONDS", "duration of each run; default 10", set_time },
+	{ "bytes", 0, "SIZE", "instead of --time: each session moves SIZE "
+	  "bytes per run", set_bytes },
+	{ "warmup", 0, "SECONDS", "run that long first, unmeasured; default 0",
+	  set_warmup },
+	{ "interval", 0, "SECONDS", "a report line per interval, as vdbench "
+	  "interval=; default none", set_interval },
+	{ "read-pct", 'r', "P", "share of reads in percent (vdbench rdpct); "
+	  "default 0", set_read_pct },
+	{ "random-pct", 'R', "P", "share of random offsets in percent, the rest "
+	  "sequential (vdbench seekpct); default 100", set_random_pct },
+	{ "pattern", 'p', "rand|seq", "shorthand for --random-pct 100 or 0",
+	  set_pattern },
+	{ "span", 'S', "SIZE", "use only the first SIZE bytes of the LUN; "
+	  "default all of it", set_span },
+	{ "split-span", 0, NULL, "give each session its own part of the span",
+	  set_split },
+	{ "cache-off", 0, NULL, "set WCE=0 with MODE SELECT for the run and "
+	  "restore the Caching page after (refused when the LUN does not allow "
+	  "it)", set_cache_off },
+	{ "verify", 0, NULL, "stamp every block written with its LBA, a "
+	  "sequence number, the session and a checksum; read back and report "
+	  "mismatches by LBA at the end", set_verify },
+	{ "state", 0, "FILE", "with --verify: save what each block must hold; "
+	  "with --verify-only: check against it", set_state },
+	{ "verify-only", 0, NULL, "only read back and check a span stamped by "
+	  "an earlier --verify run (after a restart, say)", set_verify_only },
+	{ "preset", 0, "NAME", "a classic study, see --help's list (short form "
+	  "unless --full)", set_preset },
+	{ "full", 0, NULL, "with --preset: the full form", set_full },
+	{ "label", 0, "TEXT", "name this run in JSON, CSV and comparisons",
+	  set_label },
+	{ "seed", 0, "N", "seed of the random offsets; default 1", set_seed },
+	{ "timeout", 0, "SECONDS", "a command unanswered this long fails, and "
+	  "a run ends at most this long after its time; 0 waits for ever; "
+	  "default 30", set_timeout },
+	{ "header-digest", 0, NULL, "ask for CRC32C header digests (CHAP goes "
+	  "in the URL: iscsi://user%password@host/...)", set_digest },
+	{ "initiator-name", 'i', "IQN", "the initiator's name; default "
+	  "iqn.2026-11.org.syncguard:syncbench", set_initiator },
+	{ "json", 0, NULL, "results as JSON on stdout (one result object per "
+	  "line inside the results array)", set_json },
+	{ "csv", 0, NULL, "results as CSV on stdout", set_csv },
+	{ "no-header", 0, NULL, "with --csv: rows only", set_no_header },
+	{ "progress", 0, NULL, "a status line each second on stderr (default "
+	  "when stderr is a terminal)", set_progress },
+	{ "no-progress", 0, NULL, "no status line", set_no_progress },
+	{ "compare", 0, NULL, "instead of a URL, JSON files of earlier runs: "
+	  "one side-by-side table with ratios to the first", set_compare },
+	{ "plot", 0, "FILE", "instead of a URL, JSON files of earlier runs: "
+	  "plot them with gnuplot to FILE (.png or .svg)", set_plot },
+	{ "man", 0, NULL, "print the manual page (troff)", set_man },
+	{ "help", 'h', NULL, "this text", set_help },
+};
+#define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+static void print_opt(FILE *f, const struct opt *o)
+{
+	char head[64];
+	const char *h = o->help;
+
+	snprintf(head, sizeof(head), "%c%c%s --%s%s%s", o->shortopt ? '-' : ' ',
+		 o->shortopt ? o->shortopt : ' ', o->shortopt ? "," : " ",
+		 o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+	fprintf(f, "  %s\n", head);
+	while (*h) {		/* wrap the help at 70 columns */
+		int n = (int)strlen(h), cut = n;
+
+		if (n > 66)
+			for (cut = 66; cut > 0 && h[cut] != ' '; cut--)
+				;
+		fprintf(f, "        %.*s\n", cut, h);
+		h += cut + (h[cut] == ' ');
+	}
+}
+
+void synopsis(FILE *f)
+{
+	fprintf(f, "usage: " PROG " [options] iscsi://[user%%password@]host[:port]/target-iqn/lun\n"
+		"       " PROG " --compare FILE.json...\n"
+		"       " PROG " --plot OUT.png|OUT.svg FILE.json...\n");
+}
+
+void usage(FILE *f)
+{
+	synopsis(f);
+	fprintf(f, "\n"
+		"Measures what writes under a sync discipline cost on an iSCSI LUN:\n"
+		"IOPS, MB/s, latency percentiles (microseconds), per interval and\n"
+		"session; and what the LUN reports (WCE, DPOFUA, block sizes,\n"
+		"capacity, MAXIMUM TRANSFER LENGTH).\n\n");
+	for (size_t i = 0; i < NOPTS; i++)
+		print_opt(f, &opts[i]);
+	fprintf(f, "\npresets (--preset NAME):\n%s\n"
+		"Exit status: 0 success; 1 a SCSI error, a timed-out command, a "
+		"failed\nlogin, or a verify mismatch; 2 a usage error (also one "
+		"only the LUN\nreveals); 130 after Ctrl-C, which prints what was "
+		"measured.\n", preset_help());
+}
+
+static void print_man(void)
+{
+	printf(".TH ISCSI-SYNCBENCH 1 \"2026-11\" syncguard\n.SH NAME\n"
+	       PROG " \\- what a sync write costs on an iSCSI LUN\n.SH SYNOPSIS\n"
+	       ".B " PROG "\n[options] iscsi://[user%%password@]host[:port]/iqn/lun\n"
+	       ".br\n.B " PROG "\n\\-\\-compare FILE.json...\n.br\n.B " PROG
+	       "\n\\-\\-plot OUT FILE.json...\n.SH OPTIONS\n");
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct opt *o = &opts[i];
+
+		printf(".TP\n");
+		if (o->shortopt)
+			printf("\\fB\\-%c\\fR, ", o->shortopt);
+		printf("\\fB\\-\\-%s\\fR%s%s\n%s\n", o->name, o->arg ? " " : "",
+		       o->arg ? o->arg : "", o->help);
+	}
+	printf(".SH PRESETS\n.nf\n%s\n.fi\n.SH EXIT STATUS\n0 success; 1 a SCSI "
+	       "error, a timed-out command, a failed login or a verify "
+	       "mismatch; 2 a usage error; 130 after Ctrl-C.\n", preset_help());
+}
+
+static void defaults(struct config *c)
+{
+	*c = (struct config){
+		.sync = SYNC_NONE, .sizes = { 4096 }, .nsizes = 1, .qds = { 1 },
+		.nqds = 1, .sessions = 1, .seconds = 10, .random_pct = 100,
+		.format = OUT_TEXT, .csv_header = true, .progress = -1,
+		.initiator = "iqn.2026-11.org.syncguard:syncbench",
+		.timeout = 30, .seed = 1,
+	};
+}
+
+static void check_combinations(struct config *c, int argc, char **argv)
+{
+	if (c->compare || c->plot) {
+		if (optind >= argc)
+			usage_error("%s", "--compare and --plot need JSON files");
+		c->files = argv + optind;
+		c->nfiles = argc - optind;
+		return;
+	}
+	if (optind != argc - 1)
+		usage_error("%s", optind >= argc ? "missing the iscsi:// URL" :
+			    "more than one URL given");
+	c->url = argv[optind];
+	if (strncmp(c->url, "iscsi://", 8))
+		usage_error("'%s' is not an iscsi:// URL", c->url);
+	if (!c->csv_header && c->format != OUT_CSV)
+		usage_error("%s", "--no-header goes with --csv");
+	if (c->state && !c->verify && !c->verify_only)
+		usage_error("%s", "--state goes with --verify or --verify-only");
+	if (c->full && !c->preset)
+		usage_error("%s", "--full goes with --preset");
+	if (c->verify && c->read_pct == 100)
+		usage_error("%s", "--verify needs writes (--read-pct below 100)");
+}
+
+void parse_args(int argc, char **argv, struct config *c)
+{
+	struct option lopts[NOPTS + 1];
+	char shorts[2 * NOPTS + 2] = ":";	/* ':': a missing value is ':' */
+	int opt, idx;
+
+	defaults(c);
+	for (size_t i = 0; i < NOPTS; i++) {
+		lopts[i] = (struct option){ opts[i].name, opts[i].arg ?
+			required_argument : no_argument, NULL, 1000 + (int)i };
+		if (opts[i].shortopt) {
+			size_t n = strlen(shorts);
+
+			shorts[n] = (char)opts[i].shortopt;
+			shorts[n + 1] = opts[i].arg ? ':' : '\0';
+			shorts[n + 2] = '\0';
+		}
+	}
+	lopts[NOPTS] = (struct option){ NULL, 0, NULL, 0 };
+	opterr = 0;		/* usage_error says it, in one line */
+	while ((opt = getopt_long(argc, argv, shorts, lopts, &idx)) != -1) {
+		size_t i = NOPTS;
+
+		if (opt >= 1000)
+			i = (size_t)(opt - 1000);
+		for (size_t k = 0; i == NOPTS && k < NOPTS; k++)
+			if (opts[k].shortopt == opt)
+				i = k;
+		if (opt == ':')
+			usage_error("%s needs a value", argv[optind - 1]);
+		if (i == NOPTS)
+			usage_error("%s: unknown option", argv[optind - 1]);
+		opts[i].set(c, optarg);
+	}
+	check_combinations(c, argc, argv);
+	if (c->progress < 0)
+		c->progress = isatty(STDERR_FILENO);
+}

@@ -1,0 +1,178 @@
+/*
+ * Results: a human table, JSON (one result object per line inside the
+ * results array, so --compare and other tools can read them line by
+ * line) or CSV; interval lines; what the target reported.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "syncbench.h"
+
+static const double cdf_points[] = { 1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9,
+				     99.99 };
+#define NCDF (sizeof(cdf_points) / sizeof(cdf_points[0]))
+
+static double us(const struct result *r, double pct)
+{
+	return (double)hist_percentile(&r->hist, pct) / 1e3;
+}
+
+static const char *bit(int v)
+{
+	return v < 0 ? "unknown" : v ? "1" : "0";
+}
+
+void report_target(const struct config *c, const struct target_info *ti)
+{
+	if (c->format == OUT_JSON) {
+		printf("{\"tool\":\"" PROG "\",\"version\":1,\"url\":\"%s\","
+		       "\"label\":\"%s\",\"target\":{\"name\":\"%s\",\"lun\":%d,"
+		       "\"block_size\":%u,\"physical_block_size\":%u,\"blocks\":%"
+		       PRIu64 ",\"wce\":%d,\"wce_changeable\":%d,\"dpofua\":%d,"
+		       "\"max_transfer_blocks\":%u},\"results\":[\n", c->url,
+		       c->label ? c->label : "", ti->target, ti->lun,
+		       ti->block_size, ti->phys_block_size, ti->blocks, ti->wce,
+		       ti->wce_changeable, ti->dpofua, ti->max_transfer);
+		return;
+	}
+	if (c->format == OUT_CSV)
+		return;
+	printf("target:  %s\n", c->url);
+	printf("lun:     %" PRIu64 " blocks of %u bytes (%u-byte physical "
+	       "blocks), WCE=%s%s, DPOFUA=%s, maximum transfer %s\n",
+	       ti->blocks, ti->block_size, ti->phys_block_size, bit(ti->wce),
+	       ti->wce_changeable > 0 ? " (changeable)" : "", bit(ti->dpofua),
+	       ti->max_transfer ? "reported" : "not reported");
+	if (ti->max_transfer)
+		printf("         MAXIMUM TRANSFER LENGTH %u blocks\n",
+		       ti->max_transfer);
+}
+
+void report_interval(const struct config *c, const struct interval *iv)
+{
+	if (c->format != OUT_TEXT)
+		return;
+	printf("  %8.1fs %10.0f IOPS %9.2f MB/s  p99 %8.0f us\n", iv->t,
+	       iv->iops, iv->mbps, iv->p99_us);
+}
+
+static void session_spread(const struct result *r, double *mn, double *avg,
+			   double *mx)
+{
+	*mn = *mx = *avg = r->nsess ? r->sess[0].iops : 0;
+	for (unsigned int i = 1; i < r->nsess; i++) {
+		*mn = r->sess[i].iops < *mn ? r->sess[i].iops : *mn;
+		*mx = r->sess[i].iops > *mx ? r->sess[i].iops : *mx;
+		*avg += r->sess[i].iops;
+	}
+	if (r->nsess)
+		*avg /= r->nsess;
+}
+
+/* the run's name: --label, else the workload's */
+static const char *run_label(const struct config *c, const struct result *r)
+{
+	return c->label ? c->label : r->p.label;
+}
+
+static void print_text(const struct config *c, const struct result *r)
+{
+	char sy[24];
+	double mn, avg, mx;
+
+	printf("%s: sync=%s, %" PRIu64 " bytes, QD %u x %u session(s), %u%% "
+	       "reads, %u%% random, %.1f s\n", r->p.label,
+	       sync_name(r->p.sync, c->every, sy, sizeof(sy)), r->p.xfer,
+	       r->p.qd, r->nsess, r->p.read_pct, r->p.random_pct, r->seconds);
+	printf("  %" PRIu64 " operations: %.0f IOPS, %.2f MB/s; errors %" PRIu64
+	       ", retries %" PRIu64 "%s\n", r->ops, r->iops, r->mbps, r->errors,
+	       r->retries, r->interrupted ? " (interrupted)" : "");
+	printf("  latency us: mean %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f"
+	       "  max %.1f\n", hist_mean(&r->hist) / 1e3, us(r, 50), us(r, 90),
+	       us(r, 99), us(r, 99.9), (double)r->hist.max_ns / 1e3);
+	if (r->nsess > 1) {
+		session_spread(r, &mn, &avg, &mx);
+		printf("  per session IOPS: min %.0f  avg %.0f  max %.0f\n", mn,
+		       avg, mx);
+	}
+	if (r->flushes_per_op >= 0)
+		printf("  target: %.3f device flushes per operation (syncguard "
+		       "counters)\n", r->flushes_per_op);
+	if (r->verify_checked)
+		printf("  verify: %" PRIu64 " blocks checked, %" PRIu64
+		       " mismatches\n", r->verify_checked, r->verify_bad);
+}
+
+static void print_json(const struct config *c, const struct result *r,
+		       bool last)
+{
+	char sy[24];
+	double mn, avg, mx;
+
+	session_spread(r, &mn, &avg, &mx);
+	printf("{\"label\":\"%s\",\"workload\":\"%s\",\"sync\":\"%s\","
+	       "\"block_size\":%" PRIu64
+	       ",\"queue_depth\":%u,\"sessions\":%u,\"read_pct\":%u,"
+	       "\"random_pct\":%u,\"seconds\":%.3f,\"ops\":%" PRIu64 ",\"reads\":%"
+	       PRIu64 ",\"writes\":%" PRIu64 ",\"flushes\":%" PRIu64 ",\"errors\":%"
+	       PRIu64 ",\"retries\":%" PRIu64 ",\"unanswered\":%" PRIu64
+	       ",\"interrupted\":%s,\"iops\":%.1f,\"mb_per_s\":%.3f,"
+	       "\"device_flushes_per_op\":%.4f,\"latency_us\":{\"mean\":%.1f,"
+	       "\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f,\"p99_9\":%.1f,\"max\":%.1f},"
+	       "\"session_iops\":{\"min\":%.1f,\"avg\":%.1f,\"max\":%.1f},"
+	       "\"verify\":{\"checked\":%" PRIu64 ",\"mismatches\":%" PRIu64 "},"
+	       "\"cdf\":[", run_label(c, r), r->p.label, sync_name(r->p.sync, c->every, sy,
+	       sizeof(sy)), r->p.xfer, r->p.qd, r->nsess, r->p.read_pct,
+	       r->p.random_pct, r->seconds, r->ops, r->reads, r->writes,
+	       r->flushes, r->errors, r->retries, r->unanswered,
+	       r->interrupted ? "true" : "false", r->iops, r->mbps,
+	       r->flushes_per_op, hist_mean(&r->hist) / 1e3, us(r, 50), us(r, 90),
+	       us(r, 99), us(r, 99.9), (double)r->hist.max_ns / 1e3, mn, avg, mx,
+	       r->verify_checked, r->verify_bad);
+	for (size_t i = 0; i < NCDF; i++)
+		printf("%s[%g,%.1f]", i ? "," : "", cdf_points[i],
+		       us(r, cdf_points[i]));
+	printf("],\"intervals\":[");
+	for (unsigned int i = 0; i < r->niv; i++)
+		printf("%s[%.1f,%.1f,%.3f,%.1f]", i ? "," : "", r->iv[i].t,
+		       r->iv[i].iops, r->iv[i].mbps, r->iv[i].p99_us);
+	printf("]}%s\n", last ? "" : ",");
+}
+
+/* CSV columns, in this order (scripts/demo.sh and bench.sh rely on it) */
+#define CSV_HEADER "label,sync,block_size,queue_depth,sessions,read_pct," \
+	"random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us," \
+	"lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op," \
+	"workload"
+
+static void print_csv(const struct config *c, const struct target_info *ti,
+		      const struct result *r, bool first)
+{
+	char sy[24];
+
+	if (first && c->csv_header)
+		printf(CSV_HEADER "\n");
+	printf("%s,%s,%" PRIu64 ",%u,%u,%u,%u,%d,%d,%.3f,%" PRIu64 ",%" PRIu64
+	       ",%.1f,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%.4f,%s\n", run_label(c, r),
+	       sync_name(r->p.sync, c->every, sy, sizeof(sy)), r->p.xfer, r->p.qd,
+	       r->nsess, r->p.read_pct, r->p.random_pct, ti->wce, ti->dpofua,
+	       r->seconds, r->ops,
+	       r->errors, r->iops, r->mbps, hist_mean(&r->hist) / 1e3, us(r, 50),
+	       us(r, 99), us(r, 99.9), (double)r->hist.max_ns / 1e3,
+	       r->flushes_per_op, r->p.label);
+}
+
+void report_result(const struct config *c, const struct target_info *ti,
+		   const struct result *r, bool first, bool last)
+{
+	if (c->format == OUT_JSON)
+		print_json(c, r, last);
+	else if (c->format == OUT_CSV)
+		print_csv(c, ti, r, first);
+	else
+		print_text(c, r);
+	if (c->format == OUT_JSON && last)
+		printf("]}\n");
+	fflush(stdout);
+}

@@ -1,0 +1,542 @@
+/*
+ * Measuring one point: N sessions, each keeping QD commands in flight,
+ * in one poll loop (libiscsi's async API, as its test tool does: fill to
+ * the depth, poll, iscsi_service, callbacks complete and refill).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "syncbench.h"
+#include "verify.h"
+
+struct sess;
+
+struct op {
+	struct sess *s;
+	uint64_t lba;
+	uint32_t blocks;
+	bool read, flush_after;
+	unsigned int retries;
+	uint64_t start_ns;
+	uint64_t seq;		/* --verify stamp */
+	unsigned char *buf;	/* data of this op */
+};
+
+struct sess {
+	struct run *run;
+	unsigned int idx;
+	struct iscsi_context *iscsi;
+	int lun;
+	bool dead, end_flushed;
+	unsigned int inflight, nfree;
+	struct op *slots, **free;
+	uint64_t base, blocks;	/* region, logical blocks */
+	uint64_t cursor;	/* next sequential offset in the region */
+	uint64_t issued_bytes, writes_since_flush;
+	struct session_result res;
+};
+
+struct run {
+	const struct config *c;
+	const struct target_info *ti;
+	const struct run_params *p;
+	struct result *r;
+	struct sess s[MAX_SESSIONS];
+	unsigned int nsess;
+	uint64_t t0, t_measure, t_stop, last_tick, last_iv, ops_at_tick;
+	uint64_t rng;
+	struct histogram iv_hist;
+	uint64_t iv_ops, iv_bytes;
+	struct verify_map *vmap;
+	uint8_t *busy;		/* --verify: blocks with a write in flight */
+	bool stopping;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t rnd(struct run *rn)
+{
+	rn->rng ^= rn->rng << 13;
+	rn->rng ^= rn->rng >> 7;
+	rn->rng ^= rn->rng << 17;
+	return rn->rng;
+}
+
+/* ---- completing ---- */
+
+static bool retryable(int status, struct scsi_task *t)
+{
+	return status == SCSI_STATUS_BUSY || status == SCSI_STATUS_TASK_SET_FULL ||
+	       (status == SCSI_STATUS_CHECK_CONDITION && t &&
+		t->sense.key == SCSI_SENSE_UNIT_ATTENTION);
+}
+
+static void note_error(struct run *rn, struct op *op, const char *what,
+		       int status, struct scsi_task *t)
+{
+	rn->r->errors++;
+	op->s->res.errors++;
+	if (rn->r->errors > 5)
+		return;
+	if (status == SCSI_STATUS_CHECK_CONDITION && t)
+		fprintf(stderr, PROG ": %s lba %" PRIu64 ": CHECK CONDITION, sense "
+			"key %s (0x%x), ASC/ASCQ 0x%04x %s\n", what, op->lba,
+			scsi_sense_key_str(t->sense.key), t->sense.key,
+			t->sense.ascq, scsi_sense_ascq_str(t->sense.ascq));
+	else
+		fprintf(stderr, PROG ": %s lba %" PRIu64 ": status 0x%x: %s\n",
+			what, op->lba, status, iscsi_get_error(op->s->iscsi));
+	if (rn->r->errors == 5)
+		fprintf(stderr, PROG ": (further errors counted, not shown)\n");
+}
+
+/* Count a completed operation (after the warm-up); the flush --sync end
+ * adds is timed with the run but is not an operation of its own. */
+static void account(struct run *rn, struct op *op, uint64_t now)
+{
+	uint64_t bytes = (uint64_t)op->blocks * rn->ti->block_size;
+
+	if (!op->blocks && rn->p->sync != SYNC_FLUSH_ONLY) {
+		rn->r->flushes++;
+		return;
+	}
+	hist_add(&rn->r->hist, now - op->start_ns);
+	hist_add(&rn->iv_hist, now - op->start_ns);
+	rn->r->ops++;
+	rn->r->bytes += bytes;
+	rn->iv_ops++;
+	rn->iv_bytes += bytes;
+	op->s->res.ops++;
+	op->s->res.bytes += bytes;
+	if (op->read)
+		rn->r->reads++;
+	else if (op->blocks)
+		rn->r->writes++;
+	else
+		rn->r->flushes++;
+}
+
+static void op_done(struct op *op, bool ok)
+{
+	struct sess *s = op->s;
+	struct run *rn = s->run;
+
+	if (ok && rn->vmap && !op->read && op->blocks)
+		verify_note_acked(rn->vmap, op->lba, op->blocks, op->seq);
+	if (rn->busy && !op->read && op->blocks)
+		memset(rn->busy + op->lba, 0, op->blocks);
+	if (ok && op->start_ns >= rn->t_measure)
+		account(rn, op, now_ns());
+	s->inflight--;
+	s->free[s->nfree++] = op;
+}
+
+static int submit_flush(struct op *op);
+
+static void resubmit(struct op *op);
+
+static void data_cb(struct iscsi_context *iscsi, int status, void *data,
+		    void *priv)
+{
+	struct op *op = priv;
+	struct run *rn = op->s->run;
+
+	(void)iscsi;
+	if (retryable(status, data) && op->retries++ < MAX_RETRIES) {
+		rn->r->retries++;
+		scsi_free_scsi_task(data);
+		resubmit(op);
+		return;
+	}
+	if (status != SCSI_STATUS_GOOD)
+		note_error(rn, op, op->read ? "READ(16)" : op->blocks ?
+			   "WRITE(16)" : "SYNCHRONIZE CACHE(16)", status, data);
+	if (data)
+		scsi_free_scsi_task(data);
+	if (status == SCSI_STATUS_GOOD && op->flush_after) {
+		op->flush_after = false;
+		if (!submit_flush(op))
+			return;
+	}
+	op_done(op, status == SCSI_STATUS_GOOD);
+}
+
+/* ---- submitting ---- */
+
+static int submit_flush(struct op *op)
+{
+	struct sess *s = op->s;
+
+	return iscsi_synchronizecache16_task(s->iscsi, s->lun, 0, 0, 0, 0,
+					     data_cb, op) ? 0 : -1;
+}
+
+static int submit_data(struct op *op)
+{
+	struct sess *s = op->s;
+	struct run *rn = s->run;
+	uint32_t len = op->blocks * rn->ti->block_size;
+	bool fua = rn->p->sync == SYNC_FUA;
+
+	if (!op->blocks)
+		return submit_flush(op);
+	if (op->read)
+		return iscsi_read16_task(s->iscsi, s->lun, op->lba, len,
+			(int)rn->ti->block_size, 0, 0, 0, 0, 0, data_cb, op) ? 0 : -1;
+	return iscsi_write16_task(s->iscsi, s->lun, op->lba, op->buf, len,
+		(int)rn->ti->block_size, 0, 0, fua, 0, 0, data_cb, op) ? 0 : -1;
+}
+
+static void resubmit(struct op *op)
+{
+	if (submit_data(op)) {
+		note_error(op->s->run, op, "resubmit", -1, NULL);
+		op_done(op, false);
+	}
+}
+
+/* An offset for the next command of @s: random or sequential, inside
+ * its region, clear of writes in flight when verifying. */
+static uint64_t pick_lba(struct sess *s, uint32_t blocks)
+{
+	struct run *rn = s->run;
+	uint64_t slots = s->blocks / blocks, lba;
+
+	for (int tries = 0; tries < 16; tries++) {
+		if (rnd(rn) % 100 < rn->p->random_pct) {
+			lba = s->base + (rnd(rn) % slots) * blocks;
+		} else {
+			lba = s->base + s->cursor;
+			s->cursor = (s->cursor + blocks) % (slots * blocks);
+		}
+		if (!rn->busy || !memchr(rn->busy + lba, 1, blocks))
+			return lba;
+	}
+	return UINT64_MAX;
+}
+
+/* Fill @op for the next command; false when none is due. */
+static bool next_op(struct sess *s, struct op *op)
+{
+	struct run *rn = s->run;
+	const struct run_params *p = rn->p;
+	uint32_t blocks = (uint32_t)(p->xfer / rn->ti->block_size);
+
+	op->read = p->sync != SYNC_FLUSH_ONLY && rnd(rn) % 100 < p->read_pct;
+	op->blocks = p->sync == SYNC_FLUSH_ONLY ? 0 : blocks;
+	op->flush_after = !op->read && (p->sync == SYNC_FLUSH ||
+		(p->sync == SYNC_EVERY && ++s->writes_since_flush >= rn->c->every));
+	if (op->flush_after && p->sync == SYNC_EVERY)
+		s->writes_since_flush = 0;
+	op->lba = op->blocks ? pick_lba(s, blocks) : 0;
+	if (op->lba == UINT64_MAX)
+		return false;
+	if (rn->vmap && !op->read) {
+		op->seq = verify_next_seq(rn->vmap);
+		verify_stamp(op->buf, op->lba, blocks, rn->ti->block_size,
+			     op->seq, s->idx);
+		verify_note_issued(rn->vmap, op->lba, blocks, op->seq);
+		memset(rn->busy + op->lba, 1, blocks);
+	}
+	s->issued_bytes += p->xfer;
+	return true;
+}
+
+static bool due(struct sess *s, uint64_t now)
+{
+	struct run *rn = s->run;
+
+	if (interrupted || rn->stopping || s->dead)
+		return false;
+	if (rn->p->bytes)
+		return s->issued_bytes < rn->p->bytes;
+	return now < rn->t_stop;
+}
+
+static void fill(struct sess *s)
+{
+	uint64_t now = now_ns();
+
+	while (s->nfree && due(s, now)) {
+		struct op *op = s->free[--s->nfree];
+
+		op->retries = 0;
+		if (!next_op(s, op)) {
+			s->free[s->nfree++] = op;
+			return;
+		}
+		op->start_ns = now_ns();
+		if (submit_data(op)) {
+			note_error(s->run, op, "submit", -1, NULL);
+			s->free[s->nfree++] = op;
+			s->dead = true;
+			return;
+		}
+		s->inflight++;
+	}
+}
+
+/* --sync end: once a session's writes are done, one timed flush */
+static void end_flush(struct sess *s)
+{
+	struct op *op;
+
+	if (s->run->p->sync != SYNC_END || s->end_flushed || s->inflight ||
+	    s->dead || !s->nfree)
+		return;
+	s->end_flushed = true;
+	op = s->free[--s->nfree];
+	op->blocks = 0;
+	op->read = op->flush_after = false;
+	op->start_ns = now_ns();
+	if (submit_flush(op)) {
+		s->free[s->nfree++] = op;
+		return;
+	}
+	s->inflight++;
+}
+
+/* ---- the loop ---- */
+
+static void tick(struct run *rn, uint64_t now)
+{
+	const struct config *c = rn->c;
+
+	if (c->progress && now - rn->last_tick >= 1000000000ull) {
+		double dt = (double)(now - rn->last_tick) / 1e9;
+
+		fprintf(stderr, "\r%6.1fs %10.0f IOPS  errors %" PRIu64 "  ",
+			(double)(now - rn->t0) / 1e9,
+			(double)(rn->r->ops - rn->ops_at_tick) / dt, rn->r->errors);
+		rn->last_tick = now;
+		rn->ops_at_tick = rn->r->ops;
+	}
+	double every = rn->p->interval > 0 ? rn->p->interval : c->interval;
+
+	if (every > 0 && now >= rn->t_measure &&
+	    now - rn->last_iv >= (uint64_t)(every * 1e9)) {
+		double dt = (double)(now - rn->last_iv) / 1e9;
+		struct result *r = rn->r;
+		struct interval iv = { (double)(now - rn->t_measure) / 1e9,
+			(double)rn->iv_ops / dt, (double)rn->iv_bytes / dt / 1e6,
+			(double)hist_percentile(&rn->iv_hist, 99) / 1e3 };
+		struct interval *n = realloc(r->iv, (r->niv + 1) * sizeof(*n));
+
+		if (n) {
+			r->iv = n;
+			r->iv[r->niv++] = iv;
+		}
+		report_interval(c, &iv);
+		rn->last_iv = now;
+		rn->iv_ops = rn->iv_bytes = 0;
+		hist_init(&rn->iv_hist);
+	}
+}
+
+/* How long past the planned end to wait for the last commands. */
+static bool give_up(const struct run *rn, uint64_t now)
+{
+	uint64_t limit = interrupted ? 2000000000ull :
+			 rn->c->timeout * 1000000000ull;
+
+	return limit && (interrupted || (!rn->p->bytes && now > rn->t_stop)) &&
+	       now > rn->t_stop && now - rn->t_stop > limit;
+}
+
+static unsigned int pump(struct run *rn)
+{
+	struct pollfd pfd[MAX_SESSIONS];
+	unsigned int busy = 0;
+
+	for (unsigned int i = 0; i < rn->nsess; i++) {
+		struct sess *s = &rn->s[i];
+
+		fill(s);
+		end_flush(s);
+		pfd[i].fd = s->dead ? -1 : iscsi_get_fd(s->iscsi);
+		pfd[i].events = s->dead ? 0 : (short)iscsi_which_events(s->iscsi);
+		busy += s->dead ? 0 : s->inflight;
+	}
+	if (!busy)
+		return 0;
+	if (poll(pfd, rn->nsess, 100) < 0 && errno != EINTR)
+		return 0;
+	for (unsigned int i = 0; i < rn->nsess; i++) {
+		struct sess *s = &rn->s[i];
+
+		if (!s->dead && iscsi_service(s->iscsi, pfd[i].revents) < 0) {
+			fprintf(stderr, PROG ": session %u: connection failed: %s\n",
+				i, iscsi_get_error(s->iscsi));
+			s->dead = true;
+			rn->r->errors += s->inflight;
+		}
+	}
+	return busy;
+}
+
+static void loop(struct run *rn)
+{
+	for (;;) {
+		uint64_t now = now_ns();
+		unsigned int busy = pump(rn);
+
+		if (interrupted && now < rn->t_stop)
+			rn->t_stop = now;
+		tick(rn, now);
+		if (!busy)
+			break;
+		if (give_up(rn, now)) {
+			fprintf(stderr, PROG ": %u command(s) still unanswered; "
+				"giving up\n", busy);
+			rn->r->unanswered = busy;
+			rn->r->errors += busy;
+			break;
+		}
+	}
+	if (rn->c->progress)
+		fputc('\n', stderr);
+}
+
+/* ---- sessions ---- */
+
+static int open_session(struct run *rn, struct sess *s, unsigned int i,
+			uint64_t span_blocks)
+{
+	const struct run_params *p = rn->p;
+	uint64_t xfer_blocks = p->xfer / rn->ti->block_size;
+	uint64_t part = span_blocks / rn->nsess;
+	bool split = rn->c->split_span || p->split;
+
+	s->run = rn;
+	s->idx = i;
+	s->base = split ? i * part : 0;
+	s->blocks = split ? part : span_blocks;
+	s->cursor = split ? 0 :
+		    (i * part) / xfer_blocks * xfer_blocks % s->blocks;
+	if (s->blocks < xfer_blocks) {
+		fprintf(stderr, PROG ": each session's span must hold one "
+			"command of %" PRIu64 " bytes\n", p->xfer);
+		return -2;
+	}
+	s->slots = calloc(p->qd, sizeof(*s->slots));
+	s->free = calloc(p->qd, sizeof(*s->free));
+	if (!s->slots || !s->free)
+		return -1;
+	for (unsigned int k = 0; k < p->qd; k++) {
+		struct op *op = &s->slots[k];
+
+		op->s = s;
+		if (posix_memalign((void **)&op->buf, 4096, p->xfer))
+			return -1;
+		for (uint64_t b = 0; b < p->xfer; b++)	/* not all zeroes */
+			op->buf[b] = (unsigned char)(b * 131 + k + 7);
+		s->free[s->nfree++] = op;
+	}
+	s->iscsi = target_login(rn->c, &s->lun, NULL, 0);
+	return s->iscsi ? 0 : -1;
+}
+
+static void close_session(struct sess *s, bool clean)
+{
+	if (s->iscsi) {
+		if (clean && !s->dead)
+			iscsi_logout_sync(s->iscsi);
+		iscsi_destroy_context(s->iscsi);
+	}
+	for (unsigned int k = 0; s->slots && k < s->run->p->qd; k++)
+		free(s->slots[k].buf);
+	free(s->slots);
+	free(s->free);
+}
+
+static int check_point(const struct run *rn, uint64_t span_blocks)
+{
+	const struct run_params *p = rn->p;
+	const struct target_info *ti = rn->ti;
+	char msg[200] = "";
+
+	if (p->xfer % ti->block_size)
+		snprintf(msg, sizeof(msg), "--block-size %" PRIu64 " is not a "
+			 "multiple of the LUN's %u-byte logical block", p->xfer,
+			 ti->block_size);
+	else if (ti->max_transfer && p->xfer / ti->block_size > ti->max_transfer)
+		snprintf(msg, sizeof(msg), "--block-size %" PRIu64 " exceeds the "
+			 "LUN's MAXIMUM TRANSFER LENGTH (%u blocks)", p->xfer,
+			 ti->max_transfer);
+	else if (!span_blocks || span_blocks > ti->blocks)
+		snprintf(msg, sizeof(msg), "--span must fit the LUN (%" PRIu64
+			 " bytes)", ti->blocks * ti->block_size);
+	if (msg[0])
+		fprintf(stderr, PROG ": %s\n", msg);
+	return msg[0] ? -2 : 0;
+}
+
+static void summarize(struct run *rn, uint64_t end)
+{
+	struct result *r = rn->r;
+
+	r->seconds = end > rn->t_measure ? (double)(end - rn->t_measure) / 1e9 : 0;
+	r->iops = r->seconds > 0 ? (double)r->ops / r->seconds : 0;
+	r->mbps = r->seconds > 0 ? (double)r->bytes / r->seconds / 1e6 : 0;
+	r->nsess = rn->nsess;
+	for (unsigned int i = 0; i < rn->nsess; i++) {
+		r->sess[i] = rn->s[i].res;
+		r->sess[i].iops = r->seconds > 0 ?
+				  (double)r->sess[i].ops / r->seconds : 0;
+	}
+	r->interrupted = interrupted;
+}
+
+int run_point(const struct config *c, const struct target_info *ti,
+	      const struct run_params *p, struct result *r)
+{
+	struct run rn = { .c = c, .ti = ti, .p = p, .r = r,
+			  .nsess = p->sessions ? p->sessions : c->sessions,
+			  .rng = c->seed * 0x9e3779b97f4a7c15ull + 1 };
+	uint64_t span_blocks = (c->span ? c->span : ti->blocks * ti->block_size) /
+			       ti->block_size;
+	double before = -1;
+	int ret = check_point(&rn, span_blocks);
+
+	memset(r, 0, sizeof(*r));
+	r->p = *p;
+	r->flushes_per_op = -1;
+	hist_init(&r->hist);
+	hist_init(&rn.iv_hist);
+	if (!ret && c->verify && !(rn.vmap = verify_map_new(span_blocks,
+							     &rn.busy)))
+		ret = -2;
+	for (unsigned int i = 0; !ret && i < rn.nsess; i++)
+		ret = open_session(&rn, &rn.s[i], i, span_blocks);
+	if (!ret) {
+		before = target_flush_counter(ti->target, rn.s[0].lun);
+		rn.t0 = rn.last_tick = now_ns();
+		rn.t_measure = rn.last_iv = rn.t0 + (uint64_t)(c->warmup * 1e9);
+		rn.t_stop = p->bytes ? UINT64_MAX / 2 :
+			    rn.t_measure + (uint64_t)(p->seconds * 1e9);
+		loop(&rn);
+		summarize(&rn, now_ns());
+		double after = target_flush_counter(ti->target, rn.s[0].lun);
+
+		if (before >= 0 && after >= before && r->ops)
+			r->flushes_per_op = (after - before) / (double)r->ops;
+		if (rn.vmap)
+			ret = verify_readback(rn.vmap, rn.s[0].iscsi, rn.s[0].lun,
+					      ti, c->state, r);
+	}
+	for (unsigned int i = 0; i < rn.nsess; i++)
+		close_session(&rn.s[i], !r->unanswered);
+	verify_map_free(rn.vmap, rn.busy);
+	return ret;
+}

@@ -1,0 +1,170 @@
+/*
+ * iscsi-syncbench: what a sync write costs on an iSCSI LUN, studied the
+ * way iozone, vdbench, fio and dd are used for it, from the initiator
+ * side, with libiscsi.  Shared types of tools/syncbench/.
+ *
+ * Units: bytes, logical blocks, microseconds (latencies), seconds
+ * (durations) -- named in every field.
+ */
+#ifndef SYNCBENCH_H
+#define SYNCBENCH_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+
+#include <iscsi/iscsi.h>
+#include <iscsi/scsi-lowlevel.h>
+
+#include "histogram.h"
+
+#define PROG "iscsi-syncbench"
+#define MAX_QD 1024
+#define MAX_SESSIONS 64
+#define MAX_LIST 32		/* entries in a size or depth list */
+#define MAX_RETRIES 5		/* BUSY, TASK SET FULL, UNIT ATTENTION */
+
+/* How writes are made durable (--sync). */
+enum sync_mode {
+	SYNC_NONE,		/* WRITE(16) FUA=0 */
+	SYNC_FUA,		/* WRITE(16) FUA=1 */
+	SYNC_FLUSH,		/* WRITE(16) then SYNCHRONIZE CACHE(16) */
+	SYNC_EVERY,		/* SYNCHRONIZE CACHE after every N writes */
+	SYNC_END,		/* one SYNCHRONIZE CACHE at the end, timed
+				 * (iozone -e) */
+	SYNC_FLUSH_ONLY,	/* SYNCHRONIZE CACHE alone */
+};
+
+enum out_format { OUT_TEXT, OUT_JSON, OUT_CSV };
+
+struct config {
+	const char *url;
+	enum sync_mode sync;
+	unsigned int every;		/* SYNC_EVERY: writes per flush */
+	uint64_t sizes[MAX_LIST];	/* bytes per command; runs one each */
+	unsigned int nsizes;
+	unsigned int qds[MAX_LIST];	/* commands in flight per session */
+	unsigned int nqds;
+	unsigned int sessions;
+	double seconds;			/* per run; 0 with bytes */
+	uint64_t bytes;			/* per session per run; 0 = time */
+	double warmup;			/* seconds, not measured */
+	double interval;		/* seconds between reports; 0 none */
+	unsigned int read_pct;		/* share of reads (vdbench rdpct) */
+	unsigned int random_pct;	/* share of random offsets (seekpct) */
+	uint64_t span;			/* bytes from LBA 0; 0 = whole LUN */
+	bool split_span;		/* sessions get separate regions */
+	bool cache_off;			/* WCE=0 for the run, restored after */
+	bool verify;			/* stamp writes, read back at the end */
+	bool verify_only;		/* only check a LUN stamped earlier */
+	const char *state;		/* --verify expectations file */
+	enum out_format format;
+	bool csv_header;
+	int progress;			/* -1 auto, 0, 1 */
+	const char *initiator;
+	const char *label;
+	const char *preset;		/* NULL, or a preset's name */
+	bool full;			/* a preset's full form */
+	unsigned int timeout;		/* seconds per command; 0 none */
+	bool header_digest;
+	uint64_t seed;
+	/* --compare / --plot */
+	const char *plot;
+	char **files;
+	int nfiles;
+	bool compare;
+};
+
+/* What the LUN says about itself (MODE SENSE, READ CAPACITY(16),
+ * Block Limits VPD). */
+struct target_info {
+	uint32_t block_size;		/* bytes, logical */
+	uint32_t phys_block_size;	/* bytes */
+	uint64_t blocks;		/* capacity, logical blocks */
+	int wce, dpofua;		/* -1 unknown */
+	uint32_t max_transfer;		/* blocks; 0 = not reported */
+	int wce_changeable;		/* -1 unknown */
+	char target[256];		/* the target's name (IQN) */
+	int lun;
+};
+
+/* One measured run: a (size, depth) point of a workload. */
+struct run_params {
+	const char *label;		/* workload name, e.g. "rand-write" */
+	uint64_t xfer;			/* bytes per command */
+	unsigned int qd;
+	enum sync_mode sync;
+	unsigned int read_pct, random_pct;
+	double seconds;
+	uint64_t bytes;
+	unsigned int sessions;		/* 0: --sessions */
+	bool split;			/* sessions on separate regions */
+	double interval;		/* seconds; 0: --interval */
+};
+
+struct interval {
+	double t;			/* seconds since the start */
+	double iops, mbps, p99_us;
+};
+
+struct session_result {
+	uint64_t ops, bytes, errors;
+	double iops;
+};
+
+struct result {
+	struct run_params p;
+	double seconds;
+	uint64_t ops, reads, writes, flushes, bytes;
+	uint64_t errors, retries, unanswered;
+	double iops, mbps;
+	struct histogram hist;		/* per operation, ns */
+	struct interval *iv;
+	unsigned int niv;
+	struct session_result sess[MAX_SESSIONS];
+	unsigned int nsess;
+	double flushes_per_op;		/* device flushes (syncguard), -1 */
+	uint64_t verify_checked, verify_bad;
+	bool interrupted;
+};
+
+extern volatile sig_atomic_t interrupted;
+
+/* options.c */
+void parse_args(int argc, char **argv, struct config *c);
+void usage(FILE *f);
+void synopsis(FILE *f);
+void usage_error(const char *fmt, const char *arg);
+const char *sync_name(enum sync_mode s, unsigned int every, char *buf,
+		      size_t len);
+
+/* target.c: 0, -1 (failed, message printed) */
+struct iscsi_context *target_login(const struct config *c, int *lun,
+				   char *target, size_t len);
+int target_describe(struct iscsi_context *iscsi, int lun,
+		    struct target_info *ti);
+int target_set_wce(struct iscsi_context *iscsi, int lun, int wce);
+double target_flush_counter(const char *url_target, int lun);
+
+/* run.c: measure one point; 0, -1 (connection failure), -2 (usage) */
+int run_point(const struct config *c, const struct target_info *ti,
+	      const struct run_params *p, struct result *r);
+
+/* report.c */
+void report_target(const struct config *c, const struct target_info *ti);
+void report_result(const struct config *c, const struct target_info *ti,
+		   const struct result *r, bool first, bool last);
+void report_interval(const struct config *c, const struct interval *iv);
+
+/* compare.c: --compare and --plot over saved JSON runs; exit status */
+int compare_files(const struct config *c);
+int plot_files(const struct config *c);
+
+/* presets.c: the classic studies; fills @points, returns their count */
+unsigned int preset_points(const struct config *c, struct run_params *points,
+			   unsigned int max);
+const char *preset_help(void);
+
+#endif

@@ -1,0 +1,210 @@
+/*
+ * The LUN: logging in, what it reports about itself, WCE for
+ * --cache-off, and a syncguard LUN's flush counter when it is local.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "syncbench.h"
+#include "syncguard_stats.h"
+
+/* Why a login failed, in words a user can act on: libiscsi's message
+ * after a refused TCP connection names its reconnect logic instead. */
+static void login_failed(const struct config *c, struct iscsi_context *iscsi,
+			 const char *portal)
+{
+	char host[256], *port;
+	struct addrinfo *ai = NULL, hints = { .ai_socktype = SOCK_STREAM };
+	int fd = -1, err = 0;
+
+	snprintf(host, sizeof(host), "%s", portal);
+	port = strrchr(host, ':');
+	if (port && !strchr(port, ']'))
+		*port++ = '\0';
+	else
+		port = "3260";
+	if (host[0] == '[')
+		memmove(host, host + 1, strlen(host));	/* [v6] */
+	if (host[0] && host[strlen(host) - 1] == ']')
+		host[strlen(host) - 1] = '\0';
+	if (getaddrinfo(host, port, &hints, &ai)) {
+		fprintf(stderr, PROG ": cannot resolve the portal's host %s\n",
+			host);
+		return;
+	}
+	if ((fd = socket(ai->ai_family, SOCK_STREAM, 0)) < 0 ||
+		 connect(fd, ai->ai_addr, ai->ai_addrlen))
+		err = errno;
+	if (fd >= 0)
+		close(fd);
+	if (ai)
+		freeaddrinfo(ai);
+	if (err)
+		fprintf(stderr, PROG ": cannot connect to the portal %s: %s\n",
+			portal, strerror(err));
+	else
+		fprintf(stderr, PROG ": cannot log in to %s: %s\n", c->url,
+			iscsi_get_error(iscsi));
+}
+
+struct iscsi_context *target_login(const struct config *c, int *lun,
+				   char *target, size_t len)
+{
+	struct iscsi_context *iscsi = iscsi_create_context(c->initiator);
+	struct iscsi_url *u;
+
+	if (!iscsi) {
+		fprintf(stderr, PROG ": cannot create an iSCSI context\n");
+		return NULL;
+	}
+	u = iscsi_parse_full_url(iscsi, c->url);
+	if (!u) {
+		fprintf(stderr, PROG ": bad URL %s: %s\n", c->url,
+			iscsi_get_error(iscsi));
+		iscsi_destroy_context(iscsi);
+		return NULL;
+	}
+	iscsi_set_targetname(iscsi, u->target);
+	iscsi_set_session_type(iscsi, ISCSI_SESSION_NORMAL);
+	iscsi_set_header_digest(iscsi, c->header_digest ?
+		ISCSI_HEADER_DIGEST_CRC32C : ISCSI_HEADER_DIGEST_NONE_CRC32C);
+	if (u->user[0])		/* CHAP from the URL */
+		iscsi_set_initiator_username_pwd(iscsi, u->user, u->passwd);
+	iscsi_set_timeout(iscsi, (int)c->timeout);
+	*lun = u->lun;
+	if (target)
+		snprintf(target, len, "%s", u->target);
+	if (iscsi_full_connect_sync(iscsi, u->portal, u->lun)) {
+		login_failed(c, iscsi, u->portal);
+		iscsi_destroy_url(u);
+		iscsi_destroy_context(iscsi);
+		return NULL;
+	}
+	iscsi_destroy_url(u);
+	return iscsi;
+}
+
+static void read_caching(struct iscsi_context *iscsi, int lun,
+			 struct target_info *ti)
+{
+	struct scsi_task *t;
+	struct scsi_mode_sense *ms;
+	struct scsi_mode_page *pg;
+
+	for (int pc = 0; pc <= 1; pc++) {	/* current, then changeable */
+		t = iscsi_modesense10_sync(iscsi, lun, 0, 1, pc ?
+			SCSI_MODESENSE_PC_CHANGEABLE : SCSI_MODESENSE_PC_CURRENT,
+			SCSI_MODEPAGE_CACHING, 0, 255);
+		if (t && t->status == SCSI_STATUS_GOOD &&
+		    (ms = scsi_datain_unmarshall(t)) != NULL) {
+			pg = scsi_modesense_get_page(ms, SCSI_MODEPAGE_CACHING, 0);
+			if (!pc)
+				ti->dpofua = !!(ms->device_specific_parameter & 0x10);
+			if (pg && !pc)
+				ti->wce = pg->caching.wce;
+			else if (pg)
+				ti->wce_changeable = pg->caching.wce;
+		}
+		if (t)
+			scsi_free_scsi_task(t);
+	}
+}
+
+/* MAXIMUM TRANSFER LENGTH, Block Limits VPD (SBC-3 6.5.3), in blocks */
+static void read_block_limits(struct iscsi_context *iscsi, int lun,
+			      struct target_info *ti)
+{
+	struct scsi_task *t = iscsi_inquiry_sync(iscsi, lun, 1, 0xb0, 255);
+
+	if (t && t->status == SCSI_STATUS_GOOD && t->datain.size >= 12) {
+		const unsigned char *d = t->datain.data;
+
+		ti->max_transfer = (uint32_t)d[8] << 24 | (uint32_t)d[9] << 16 |
+				   (uint32_t)d[10] << 8 | d[11];
+	}
+	if (t)
+		scsi_free_scsi_task(t);
+}
+
+int target_describe(struct iscsi_context *iscsi, int lun,
+		    struct target_info *ti)
+{
+	struct scsi_task *t = iscsi_readcapacity16_sync(iscsi, lun);
+	struct scsi_readcapacity16 *rc;
+
+	*ti = (struct target_info){ .wce = -1, .dpofua = -1,
+				    .wce_changeable = -1 };
+	if (!t || t->status != SCSI_STATUS_GOOD ||
+	    !(rc = scsi_datain_unmarshall(t))) {
+		fprintf(stderr, PROG ": READ CAPACITY(16) failed: %s\n",
+			iscsi_get_error(iscsi));
+		if (t)
+			scsi_free_scsi_task(t);
+		return -1;
+	}
+	ti->block_size = rc->block_length;
+	ti->blocks = rc->returned_lba + 1;
+	ti->phys_block_size = rc->block_length << rc->lbppbe;
+	scsi_free_scsi_task(t);
+	read_caching(iscsi, lun, ti);
+	read_block_limits(iscsi, lun, ti);
+	return 0;
+}
+
+/* MODE SELECT(6) of the Caching page with WCE = @wce; 0 or -1 */
+int target_set_wce(struct iscsi_context *iscsi, int lun, int wce)
+{
+	struct scsi_task *t = iscsi_modesense6_sync(iscsi, lun, 1,
+		SCSI_MODESENSE_PC_CURRENT, SCSI_MODEPAGE_CACHING, 0, 255);
+	struct scsi_mode_sense *ms;
+	struct scsi_mode_page *pg = NULL;
+	struct scsi_task *sel = NULL;
+	int ret = -1;
+
+	if (t && t->status == SCSI_STATUS_GOOD &&
+	    (ms = scsi_datain_unmarshall(t)) != NULL)
+		pg = scsi_modesense_get_page(ms, SCSI_MODEPAGE_CACHING, 0);
+	if (pg) {
+		pg->caching.wce = wce;
+		pg->ps = 0;
+		sel = iscsi_modeselect6_sync(iscsi, lun, 1, 0, pg);
+		ret = sel && sel->status == SCSI_STATUS_GOOD ? 0 : -1;
+	}
+	if (ret)
+		fprintf(stderr, PROG ": MODE SELECT WCE=%d refused: %s\n", wce,
+			sel && sel->status == SCSI_STATUS_CHECK_CONDITION ?
+			scsi_sense_ascq_str(sel->sense.ascq) :
+			iscsi_get_error(iscsi));
+	if (sel)
+		scsi_free_scsi_task(sel);
+	if (t)
+		scsi_free_scsi_task(t);
+	return ret;
+}
+
+/* device flushes so far on a syncguard LUN of a tgtd on this host
+ * (include/syncguard_stats.h); -1 when there is none */
+double target_flush_counter(const char *url_target, int lun)
+{
+	char path[512];
+	struct syncguard_stats st;
+	FILE *f;
+	bool ok;
+
+	snprintf(path, sizeof(path), SYNCGUARD_STATS_DIR "/%s/lun%d.stats",
+		 url_target, lun);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	ok = fread(&st, sizeof(st), 1, f) == 1 &&
+	     st.magic == SYNCGUARD_STATS_MAGIC &&
+	     st.version == SYNCGUARD_STATS_VERSION && kill((pid_t)st.pid, 0) == 0;
+	fclose(f);
+	return ok ? (double)(st.device_flushes + st.dsync_writes) : -1;
+}

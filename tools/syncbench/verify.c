@@ -1,0 +1,234 @@
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "verify.h"
+
+#define MAGIC 0x3146525642535347ull	/* "GSSBVRF1" */
+#define MAX_VERIFY_BLOCKS (64ull << 20)	/* 512 MiB of map */
+#define CHUNK 256			/* blocks per READ(16) */
+
+struct stamp {
+	uint64_t magic, lba, seq;
+	uint32_t run, session;
+	uint64_t csum;
+};
+
+struct verify_map {
+	uint64_t blocks, counter;
+	uint32_t run;
+	uint64_t *acked, *issued;	/* 0: nothing known */
+};
+
+static uint64_t fnv(const unsigned char *p, size_t n, size_t skip_at)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++)	/* the csum field counts as 0 */
+		h = (h ^ (i >= skip_at && i < skip_at + 8 ? 0 : p[i])) *
+		    0x100000001b3ull;
+	return h;
+}
+
+static uint32_t current_run;
+
+void verify_stamp(unsigned char *buf, uint64_t lba, uint32_t blocks,
+		  uint32_t bs, uint64_t seq, unsigned int session)
+{
+	for (uint32_t k = 0; k < blocks; k++) {
+		unsigned char *b = buf + (size_t)k * bs;
+		struct stamp st = { MAGIC, lba + k, seq, current_run, session, 0 };
+
+		for (uint32_t i = sizeof(st); i < bs; i++)
+			b[i] = (unsigned char)((seq * 31 + lba + k + i) * 2654435761u >> 24);
+		memcpy(b, &st, sizeof(st));
+		st.csum = fnv(b, bs, offsetof(struct stamp, csum));
+		memcpy(b, &st, sizeof(st));
+	}
+}
+
+struct verify_map *verify_map_new(uint64_t span_blocks, uint8_t **busy)
+{
+	struct verify_map *m;
+
+	if (span_blocks > MAX_VERIFY_BLOCKS) {
+		fprintf(stderr, PROG ": --verify keeps 16 bytes per block: use "
+			"--span to verify at most %llu blocks\n",
+			(unsigned long long)MAX_VERIFY_BLOCKS);
+		return NULL;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->blocks = span_blocks;
+	m->acked = calloc(span_blocks, sizeof(uint64_t));
+	m->issued = calloc(span_blocks, sizeof(uint64_t));
+	*busy = calloc(span_blocks, 1);
+	if (!m->acked || !m->issued || !*busy) {
+		verify_map_free(m, *busy);
+		*busy = NULL;
+		return NULL;
+	}
+	/* 24 bits of run id above 40 bits of sequence: stamps of an earlier
+	 * run never match this run's expectations */
+	m->run = current_run = ((uint32_t)time(NULL) ^ (uint32_t)clock()) & 0xffffff;
+	return m;
+}
+
+void verify_map_free(struct verify_map *m, uint8_t *busy)
+{
+	if (m) {
+		free(m->acked);
+		free(m->issued);
+		free(m);
+	}
+	free(busy);
+}
+
+uint64_t verify_next_seq(struct verify_map *m)
+{
+	return (uint64_t)m->run << 40 | ++m->counter;
+}
+
+void verify_note_issued(struct verify_map *m, uint64_t lba, uint32_t blocks,
+			uint64_t seq)
+{
+	for (uint32_t k = 0; k < blocks; k++)
+		m->issued[lba + k] = seq;
+}
+
+void verify_note_acked(struct verify_map *m, uint64_t lba, uint32_t blocks,
+		       uint64_t seq)
+{
+	for (uint32_t k = 0; k < blocks; k++)
+		m->acked[lba + k] = seq;
+}
+
+/* What block @lba holds: its stamp's sequence number, 0 when it is not
+ * a stamp, UINT64_MAX when it is a stamp that is torn or misplaced. */
+static uint64_t stamp_of(const unsigned char *b, uint32_t bs, uint64_t lba)
+{
+	struct stamp st;
+
+	memcpy(&st, b, sizeof(st));
+	if (st.magic != MAGIC)
+		return 0;
+	if (st.lba != lba || st.csum != fnv(b, bs, offsetof(struct stamp, csum)))
+		return UINT64_MAX;
+	return st.seq;
+}
+
+static void mismatch(struct result *r, uint64_t lba, uint64_t want,
+		     uint64_t got)
+{
+	char found[96];
+
+	if (r->verify_bad++ >= 10) {
+		if (r->verify_bad == 11)
+			fprintf(stderr, PROG ": verify: further mismatches "
+				"counted, not listed\n");
+		return;
+	}
+	if (got == UINT64_MAX)
+		snprintf(found, sizeof(found), "a torn or misplaced block");
+	else if (got)
+		snprintf(found, sizeof(found), "write %" PRIx64 ".%" PRIu64,
+			 got >> 40, got & (((uint64_t)1 << 40) - 1));
+	else
+		snprintf(found, sizeof(found), "no stamp (never written here, "
+			 "or overwritten by someone else)");
+	fprintf(stderr, PROG ": verify: LBA %" PRIu64 ": expected write %"
+		PRIx64 ".%" PRIu64 " (run.sequence), found %s\n", lba,
+		want >> 40, want & (((uint64_t)1 << 40) - 1), found);
+}
+
+/* Read [0, blocks) back; @want(lba) gives the expected stamp (0: any
+ * whole stamp or none is fine), @alt(lba) a second acceptable one. */
+static int read_back(struct iscsi_context *iscsi, int lun,
+		     const struct target_info *ti, uint64_t blocks,
+		     const uint64_t *want, const uint64_t *alt,
+		     struct result *r)
+{
+	for (uint64_t lba = 0; lba < blocks; lba += CHUNK) {
+		uint32_t n = blocks - lba < CHUNK ? (uint32_t)(blocks - lba) : CHUNK;
+		struct scsi_task *t = iscsi_read16_sync(iscsi, lun, lba,
+			n * ti->block_size, (int)ti->block_size, 0, 0, 0, 0, 0);
+
+		if (!t || t->status != SCSI_STATUS_GOOD) {
+			fprintf(stderr, PROG ": verify: READ(16) at %" PRIu64
+				" failed: %s\n", lba, iscsi_get_error(iscsi));
+			if (t)
+				scsi_free_scsi_task(t);
+			return -1;
+		}
+		for (uint32_t k = 0; k < n; k++) {
+			uint64_t got = stamp_of(t->datain.data +
+				(size_t)k * ti->block_size, ti->block_size, lba + k);
+			uint64_t w = want ? want[lba + k] : 0;
+
+			r->verify_checked++;
+			if (got == UINT64_MAX || (w && got != w &&
+			    !(alt && got == alt[lba + k])))
+				mismatch(r, lba + k, w, got);
+		}
+		scsi_free_scsi_task(t);
+	}
+	return 0;
+}
+
+static int save_state(const struct verify_map *m, uint32_t bs,
+		      const char *path)
+{
+	FILE *f = fopen(path, "w");
+	uint64_t hdr[3] = { MAGIC, bs, m->blocks };
+	int ok;
+
+	if (!f) {
+		fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	ok = fwrite(hdr, sizeof(hdr), 1, f) == 1 &&
+	     fwrite(m->acked, sizeof(uint64_t), m->blocks, f) == m->blocks;
+	return fclose(f) || !ok ? -1 : 0;
+}
+
+int verify_readback(struct verify_map *m, struct iscsi_context *iscsi,
+		    int lun, const struct target_info *ti, const char *state,
+		    struct result *r)
+{
+	if (read_back(iscsi, lun, ti, m->blocks, m->acked, m->issued, r))
+		return -1;
+	return state ? save_state(m, ti->block_size, state) : 0;
+}
+
+int verify_state(struct iscsi_context *iscsi, int lun,
+		 const struct target_info *ti, const char *state,
+		 uint64_t span_blocks, struct result *r)
+{
+	uint64_t hdr[3], *want = NULL;
+	FILE *f = state ? fopen(state, "r") : NULL;
+	int ret = 0;
+
+	if (state && (!f || fread(hdr, sizeof(hdr), 1, f) != 1 ||
+		      hdr[0] != MAGIC || hdr[1] != ti->block_size ||
+		      hdr[2] > ti->blocks)) {
+		fprintf(stderr, PROG ": %s: not a state file of this LUN\n", state);
+		ret = -1;
+	}
+	if (!ret && f) {
+		span_blocks = hdr[2];
+		want = calloc(span_blocks, sizeof(uint64_t));
+		if (!want || fread(want, sizeof(uint64_t), span_blocks, f) !=
+		    span_blocks)
+			ret = -1;
+	}
+	if (f)
+		fclose(f);
+	if (!ret)
+		ret = read_back(iscsi, lun, ti, span_blocks, want, NULL, r);
+	free(want);
+	return ret;
+}
