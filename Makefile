@@ -24,7 +24,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer \
 
 DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
 	gcc make util-linux iproute2 e2fsprogs sdparm libfuse3-dev fuse3 \
-	liburing-dev gnuplot-nox jq
+	liburing-dev gnuplot-nox jq binutils
 
 CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c \
 	     core/exec.c core/flush.c core/stats.c
@@ -77,6 +77,15 @@ $(TGT_SRC)/.syncguard-tgt-version:
 endif
 tgt-src: $(TGT_SRC)/.syncguard-tgt-version
 
+# The installed tgtd's build ID: the module refuses to register in any
+# other tgtd (bs_syncguard.c, built_for_this_tgtd).  Not for a custom
+# TGT_SRC, whose tgtd may not be the installed one.
+ifeq ($(TGT_SRC),$(BUILD)/tgt-src)
+TGTD_BUILD_ID := $(shell readelf -n "$$(command -v tgtd)" 2>/dev/null | \
+		   awk '/Build ID/ { print $$3; exit }')
+endif
+ABI_FLAGS := -DSYNCGUARD_TGTD_BUILD_ID='"$(TGTD_BUILD_ID)"'
+
 # ---- the module ----
 $(BUILD)/pic/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -95,7 +104,7 @@ GLUE_SRCS := bs_syncguard.c bs_syncguard_ops.c bs_syncguard_uring.c
 bs_syncguard.so: $(GLUE_SRCS) bs_syncguard.h $(CORE_PIC) $(HDRS) \
 		 $(TGT_SRC)/.syncguard-tgt-version
 	$(CC) $(BASE) $(CFLAGS) -fPIC -shared -isystem $(TGT_SRC)/usr \
-	  -fvisibility=hidden \
+	  -fvisibility=hidden $(ABI_FLAGS) \
 	  $(GLUE_SRCS) $(CORE_PIC) -o $@ -luring -lpthread
 
 # the same module under AddressSanitizer and UndefinedBehaviorSanitizer,
@@ -103,7 +112,8 @@ bs_syncguard.so: $(GLUE_SRCS) bs_syncguard.h $(CORE_PIC) $(HDRS) \
 $(BUILD)/san/bs_syncguard.so: $(GLUE_SRCS) bs_syncguard.h $(CORE_SANPIC) \
 			      $(HDRS) $(TGT_SRC)/.syncguard-tgt-version
 	$(CC) $(BASE) -O1 -g $(SAN) -fPIC -shared -isystem $(TGT_SRC)/usr \
-	  -fvisibility=hidden $(GLUE_SRCS) $(CORE_SANPIC) -o $@ -luring -lpthread
+	  -fvisibility=hidden $(ABI_FLAGS) $(GLUE_SRCS) $(CORE_SANPIC) -o $@ \
+	  -luring -lpthread
 
 install: bs_syncguard.so tools/iscsi-syncbench tools/iscsi-syncbench.1 \
 	 tools/syncguard-stat
@@ -178,10 +188,19 @@ crashtest: bs_syncguard.so $(TOOLS)
 check-conf: bs_syncguard.so $(TOOLS)
 	tests/conf.sh
 
-# iscsi-syncbench against a private tgtd; openiscsi-syncbench --dry-run
-check-tools: bs_syncguard.so $(TOOLS)
+# iscsi-syncbench against a private tgtd; openiscsi-syncbench --dry-run;
+# the module refusing a tgtd it was not built for
+check-tools: bs_syncguard.so $(TOOLS) $(BUILD)/abi/bs_syncguard.so
 	tests/syncbench.sh
 	tests/openiscsi.sh
+	tests/abi.sh $(BUILD)/abi/bs_syncguard.so
+
+$(BUILD)/abi/bs_syncguard.so: $(GLUE_SRCS) bs_syncguard.h $(CORE_PIC) $(HDRS) \
+			      $(TGT_SRC)/.syncguard-tgt-version
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(CFLAGS) -fPIC -shared -isystem $(TGT_SRC)/usr \
+	  -fvisibility=hidden -DSYNCGUARD_TGTD_BUILD_ID='"0000"' \
+	  $(GLUE_SRCS) $(CORE_PIC) -o $@ -luring -lpthread
 
 # LUNs deleted, targets offlined, tgtd killed and restarted under load,
 # 64 sessions, sanitizers and LeakSanitizer on (make soak: 30 minutes)
@@ -202,7 +221,7 @@ check-fuzz: $(BUILD)/san/bs_syncguard.so $(TOOLS)
 fuzz: $(BUILD)/san/bs_syncguard.so $(TOOLS)
 	scripts/fuzz.sh --count $(FUZZ_COUNT)
 
-# syncguard vs tgt's rdwr and aio; reports, never fails (about 8 minutes)
+# syncguard vs tgt's rdwr and aio; reports, never fails (about 6 minutes)
 bench: all
 	scripts/bench.sh
 
@@ -210,5 +229,6 @@ demo: all install
 	scripts/demo.sh
 
 clean:
-	rm -rf $(BUILD)/pic $(BUILD)/san $(BUILD)/sanpic $(BUILD)/unit-tests \
+	rm -rf $(BUILD)/pic $(BUILD)/san $(BUILD)/sanpic $(BUILD)/abi \
+	  $(BUILD)/unit-tests \
 	  $(BUILD)/proto-tests bs_syncguard.so $(TOOLS) tools/iscsi-syncbench.1

@@ -13,8 +13,10 @@
  * Use: tgtadm --op new --mode logicalunit ... --bstype syncguard
  *      --bsopts "mode=write-back"
  */
+#include <elf.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,12 +177,64 @@ static unsigned char syncguard_opcodes[] = {
 	WRITE_SAME_16, WRITE_VERIFY, WRITE_VERIFY_12, WRITE_VERIFY_16,
 };
 
+/* ---- which tgtd ---- */
+
+/* The build ID (hex) of the running program's NT_GNU_BUILD_ID note, from
+ * the main program's PT_NOTE segments (the first dl_iterate_phdr entry). */
+static int main_build_id(struct dl_phdr_info *info, size_t size, void *out)
+{
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr);
+		const char *end = p + ph->p_memsz;
+
+		while (ph->p_type == PT_NOTE && p + sizeof(ElfW(Nhdr)) <= end) {
+			const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+			const unsigned char *desc = (const unsigned char *)
+				(p + sizeof(*n) + ((n->n_namesz + 3) & ~3u));
+
+			if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
+			    !memcmp(p + sizeof(*n), "GNU", 4) && n->n_descsz <= 64)
+				for (unsigned int k = 0; k < n->n_descsz; k++)
+					sprintf((char *)out + 2 * k, "%02x", desc[k]);
+			p = (const char *)desc + ((n->n_descsz + 3) & ~3u);
+		}
+	}
+	return 1;	/* the main program only */
+}
+
+/* The module is compiled against tgt's internal structs, which carry no
+ * version: loaded into a tgtd other than the one it was built for, it
+ * would misread them.  The Makefile records the installed tgtd's build
+ * ID; a different tgtd (an upgraded package) gets no syncguard bstype
+ * and a log line that says to rebuild.  true when it is safe to load. */
+static bool built_for_this_tgtd(void)
+{
+#ifdef SYNCGUARD_TGTD_BUILD_ID
+	char id[129] = "";
+
+	dl_iterate_phdr(main_build_id, id);
+	if (SYNCGUARD_TGTD_BUILD_ID[0] && id[0] &&
+	    strcmp(id, SYNCGUARD_TGTD_BUILD_ID)) {
+		eprintf("bs_syncguard was built for tgtd build ID %s, this tgtd "
+			"is %s (tgt upgraded?): not registering the syncguard "
+			"backing store; rebuild and reinstall it (make && make "
+			"install)\n", SYNCGUARD_TGTD_BUILD_ID, id);
+		return false;
+	}
+#endif
+	return true;
+}
+
 /* Called by tgtd after dlopen(): register the "syncguard" bstype.  The
  * only symbol the module exports (built with -fvisibility=hidden). */
 __attribute__((visibility("default"))) void register_bs_module(void);
 
 void register_bs_module(void)
 {
+	if (!built_for_this_tgtd())
+		return;
 	bs_create_opcode_map(&syncguard_bst, syncguard_opcodes,
 			     sizeof(syncguard_opcodes));
 	register_backingstore_template(&syncguard_bst);

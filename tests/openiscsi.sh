@@ -20,12 +20,13 @@ dry() { "$ob" --dry-run --portal 192.0.2.7 --target iqn.2026-11.org.example:t "$
 out=$(dry --preset all --wce off); rc=$?
 expect "a dry run exits 0" '[ $rc -eq 0 ]'
 order=$(grep -o '^+ [a-z]* [^ ]*' <<<"$out" | awk '{print $2, $3}' | uniq | tr '\n' '|')
-expect "discovery, login, device, WCE read and set, fio, WCE restored, logout" \
-	'[ "$order" = "iscsiadm -m|readlink -f|sdparm --get=WCE|sdparm --clear=WCE|fio --name=initial-writers|fio --name=rewriters|fio --name=random-readers|fio --name=random-writers|$(printf "fio --name=%s|" DWR-{1,2,4,8,16,32,64,128}k ETL-{1,2,4,8,16,32,64,128}k OLTP-{1,2,4,8,16,32,64,128}k)sdparm --clear=WCE|$(printf "fio --name=seq-write-%s|" 16k 64k 128k 256k 1m 4m 8m 32m)sdparm --set=WCE|iscsiadm -m|" ]'
-expect "discovery comes before login, and logout is the last command" \
+expect "discovery, login, device, WCE read and cleared once, fio, WCE restored, logout, node deleted" \
+	'[ "$order" = "iscsiadm -m|readlink -f|sdparm --get=WCE|sdparm --clear=WCE|fio --name=initial-writers|fio --name=rewriters|fio --name=random-readers|fio --name=random-writers|$(printf "fio --name=%s|" DWR-{1,2,4,8,16,32,64,128}k ETL-{1,2,4,8,16,32,64,128}k OLTP-{1,2,4,8,16,32,64,128}k)$(printf "fio --name=seq-write-%s|" 16k 64k 128k 256k 1m 4m 8m 32m)sdparm --set=WCE|iscsiadm -m|" ]'
+expect "discovery comes before login; logout, then the node record's deletion, come last" \
 	'grep -n "iscsiadm" <<<"$out" | awk -F: "{print \$1}" | sort -n -c &&
 	 grep "^+ iscsiadm" <<<"$out" | sed -n "1s/.*discovery.*/d/p;2s/.*--login$/l/p" | tr -d "\n" | grep -q dl &&
-	 tail -1 <<<"$out" | grep -q "^+ iscsiadm -m node -T iqn.2026-11.org.example:t -p 192.0.2.7:3260 --logout$"'
+	 tail -2 <<<"$out" | head -1 | grep -q "^+ iscsiadm -m node -T iqn.2026-11.org.example:t -p 192.0.2.7:3260 --logout$" &&
+	 tail -1 <<<"$out" | grep -q "^+ iscsiadm -m node -T iqn.2026-11.org.example:t -p 192.0.2.7:3260 -o delete$"'
 expect "the device is found through /dev/disk/by-path" \
 	'grep -q "^+ readlink -f /dev/disk/by-path/ip-192.0.2.7:3260-iscsi-iqn.2026-11.org.example:t-lun-1$" <<<"$out"'
 expect "every fio job is --direct=1; iozone jobs --sync=1, 2 jobs on separate regions" \
@@ -42,9 +43,10 @@ expect "--chap sets CHAP on the node before the login" \
 out=$(SYNCGUARD_DRYRUN_FAIL=--name=rewriters dry --preset iozone --wce on); rc=$?
 expect "a failed fio job: exit 1, no later job, WCE restored, logged out" \
 	'[ $rc -eq 1 ] && ! grep -q random-readers <<<"$out" &&
-	 [ "$(tail -2 <<<"$out" | head -1)" = "+ sdparm --set=WCE /dev/sdX" ] && tail -1 <<<"$out" | grep -q -- "--logout$"'
+	 [ "$(tail -3 <<<"$out" | head -1)" = "+ sdparm --set=WCE /dev/sdX" ] && tail -2 <<<"$out" | head -1 | grep -q -- "--logout$"'
 out=$(SYNCGUARD_DRYRUN_FAIL=--login dry); rc=$?
-expect "a failed login: exit 1 and no logout" '[ $rc -eq 1 ] && ! grep -q -- --logout <<<"$out"'
+expect "a failed login: exit 1, no logout, the discovered node record deleted" \
+	'[ $rc -eq 1 ] && ! grep -q -- --logout <<<"$out" && tail -1 <<<"$out" | grep -q -- "-o delete$"'
 
 for args in "" "--target iqn.x:y" "--portal 192.0.2.7" "--portal 192.0.2.7 --target iqn.x:y --lun x" \
 	    "--portal 192.0.2.7 --target iqn.x:y --preset bonnie" "--portal 192.0.2.7 --target iqn.x:y --sync maybe" \

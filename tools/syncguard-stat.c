@@ -48,6 +48,23 @@ static uint64_t flush_p50(const struct syncguard_stats *st)
 	return 0;
 }
 
+/* "flush_latency_us": [[lower bound us, count], ...], non-empty buckets
+ * of [2^i, 2^(i+1)) microseconds */
+static void print_histogram(const struct syncguard_stats *st)
+{
+	bool first = true;
+
+	printf(",\"flush_latency_us\":[");
+	for (int i = 0; i < SYNCGUARD_FLUSH_BUCKETS; i++) {
+		if (!st->flush_us[i])
+			continue;
+		printf("%s[%" PRIu64 ",%" PRIu64 "]", first ? "" : ",",
+		       (uint64_t)1 << i, st->flush_us[i]);
+		first = false;
+	}
+	printf("]}");
+}
+
 static void print(const char *target, const char *lun,
 		  const struct syncguard_stats *st, bool json, bool *first)
 {
@@ -62,16 +79,17 @@ static void print(const char *target, const char *lun,
 		       ",\"device_flushes\":%" PRIu64 ",\"dsync_writes\":%" PRIu64
 		       ",\"writeouts\":%" PRIu64 ",\"direct_writes\":%" PRIu64
 		       ",\"flushes_coalesced\":%" PRIu64 ",\"flushes_elided\":%"
-		       PRIu64 ",\"flush_us_total\":%" PRIu64 "}", *first ? "" : ",",
+		       PRIu64 ",\"flush_us_total\":%" PRIu64, *first ? "" : ",",
 		       target, lun, mode, st->pid, alive ? "true" : "false",
 		       st->reads, st->writes, st->fua_writes, st->sync_caches,
 		       st->errors, st->device_flushes, st->dsync_writes,
 		       st->writeouts, st->direct_writes, st->flushes_coalesced,
 		       st->flushes_elided, st->flush_us_total);
+		print_histogram(st);
 	} else {
 		printf("%s lun %s: %s, tgtd %u%s\n"
 		       "  commands: %" PRIu64 " reads, %" PRIu64 " writes, %" PRIu64
-		       " durable writes, %" PRIu64 " SYNCHRONIZE CACHE, %" PRIu64
+		       " FUA writes, %" PRIu64 " SYNCHRONIZE CACHE, %" PRIu64
 		       " errors\n"
 		       "  device flushes %" PRIu64 " (median %" PRIu64 " us), "
 		       "RWF_DSYNC writes %" PRIu64 ", writeouts %" PRIu64
@@ -122,6 +140,17 @@ int main(int argc, char **argv)
 	struct dirent *e;
 	DIR *d;
 
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		printf("usage: syncguard-stat [--json] [TARGET-IQN [LUN]]\n\n"
+		       "Counters of syncguard LUNs from " SYNCGUARD_STATS_DIR
+		       "/<target>/lun<N>.stats:\ncommands by kind, device "
+		       "flushes (fdatasync) and their latency, RWF_DSYNC\n"
+		       "writes, plp writeouts and O_DIRECT writes, flushes "
+		       "saved by coalescing and\nelision.  Counters of a tgtd "
+		       "that has exited are marked (gone).\n--json: one array "
+		       "of objects, with the flush latency histogram.\n");
+		return 0;
+	}
 	if (argc > 1 && !strcmp(argv[1], "--json")) {
 		json = true;
 		i++;

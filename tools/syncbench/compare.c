@@ -222,9 +222,25 @@ static void plot_series(FILE *g, const char *dir, char names[][160],
 	fprintf(g, "\n");
 }
 
+/* largest over smallest positive IOPS (@mbps false) or MB/s */
+static double spread(const struct row *rows, int n, bool mbps)
+{
+	double lo = 0, hi = 0;
+
+	for (int i = 0; i < n; i++) {
+		double v = mbps ? rows[i].mbps : rows[i].iops;
+
+		if (v <= 0)
+			continue;
+		lo = lo > 0 && lo < v ? lo : v;
+		hi = hi > v ? hi : v;
+	}
+	return lo > 0 ? hi / lo : 1;
+}
+
 static void gnuplot_script(FILE *g, const struct config *c, bool by_size,
 			   const char *dir, char names[][160], const int *npts,
-			   int ns, const struct row *rows, const int *first,
+			   int ns, const struct row *rows, int n, const int *first,
 			   int nf)
 {
 	bool svg = strstr(c->plot, ".svg") != NULL;
@@ -239,10 +255,15 @@ static void gnuplot_script(FILE *g, const struct config *c, bool by_size,
 	else
 		fprintf(g, "set logscale x 2\nset xlabel 'queue depth'\n");
 	for (int panel = 0; panel < 2; panel++) {
-		fprintf(g, "set ylabel '%s'\nplot ", panel ? "MB/s" : "IOPS");
+		/* a log axis once values span 30x: a 32m sweep's handful of
+		 * IOPS stays readable next to 4k's thousands */
+		fprintf(g, "%s\nset ylabel '%s'\nplot ", spread(rows, n, panel) >
+			30 ? "set logscale y 10" : "unset logscale y",
+			panel ? "MB/s" : "IOPS");
 		plot_series(g, dir, names, npts, ns, panel + 2);
 	}
-	fprintf(g, "unset logscale x\nset format x '%%g'\nset logscale x 10\n"
+	fprintf(g, "unset logscale x\nunset logscale y\nset format x '%%g'\n"
+		"set logscale x 10\n"
 		"set xlabel 'latency "
 		"(us)'\nset ylabel 'percentile'\nplot ");
 	for (int f = 0; f < nf; f++)
@@ -271,8 +292,8 @@ int plot_files(const struct config *c)
 	nf = write_cdfs(rows, n, dir, first, 64);
 	snprintf(cmd, sizeof(cmd), "gnuplot 2>%s/err", dir);
 	if (ns > 0 && nf >= 0 && (g = popen(cmd, "w")) != NULL) {
-		gnuplot_script(g, c, by_size, dir, names, npts, ns, rows, first,
-			       nf);
+		gnuplot_script(g, c, by_size, dir, names, npts, ns, rows, n,
+			       first, nf);
 		ret = pclose(g) ? 1 : 0;
 	}
 	if (ret)

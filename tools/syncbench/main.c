@@ -124,8 +124,10 @@ static int measure(const struct config *c)
 		iscsi_destroy_context(iscsi);
 		return 1;
 	}
-	if (wce == 0)
+	if (wce == 0) {
 		ti.wce = 0;	/* what the runs see; restored at the end */
+		ti.wce_forced_off = true;
+	}
 	report_target(c, &ti);
 	status = run_all(c, &ti, pts, n > 512 ? 512 : n);
 	if (wce == 0 && target_set_wce(iscsi, lun, 1))

@@ -214,7 +214,17 @@ SETTER(set_no_header, c->csv_header = false)
 SETTER(set_progress, c->progress = 1)
 SETTER(set_no_progress, c->progress = 0)
 SETTER(set_compare, c->compare = true)
-SETTER(set_plot, c->plot = arg)
+static void set_plot(struct config *c, const char *arg)
+{
+	size_t n = strlen(arg);
+
+	if (n < 5 || (strcmp(arg + n - 4, ".png") && strcmp(arg + n - 4, ".svg")))
+		usage_error("--plot: '%s' does not end in .png or .svg", arg);
+	if (strchr(arg, '\''))
+		usage_error("--plot: '%s': no quotes in the file name, please",
+			    arg);
+	c->plot = arg;
+}
 
 static void print_man(void);
 

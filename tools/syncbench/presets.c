@@ -41,7 +41,8 @@ static unsigned int iozone(const struct config *c, struct run_params *pts,
 
 	for (int i = 0; i < 4; i++)
 		n = add(pts, n, max, (struct run_params){ .label = phases[i].label,
-			.xfer = 8192, .qd = 1, .sync = SYNC_FUA,
+			.xfer = 8192, .qd = 1,
+			.sync = phases[i].read ? SYNC_NONE : SYNC_FUA,
 			.read_pct = phases[i].read, .random_pct = phases[i].random,
 			.seconds = c->full ? 0 : 3, .bytes = c->full ? 128u << 20 : 0,
 			.sessions = 2, .split = true });
@@ -73,7 +74,7 @@ static unsigned int throughput(const struct config *c, struct run_params *pts,
 	unsigned int n = 0;
 
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
-		n = add(pts, n, max, (struct run_params){ .label = "seq-write",
+		n = add(pts, n, max, (struct run_params){ .label = "seq-write-wce0",
 			.xfer = sizes[i], .qd = 1, .sync = SYNC_NONE,
 			.seconds = c->full ? 10 : 1 });
 	return n;

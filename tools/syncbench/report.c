@@ -30,10 +30,12 @@ void report_target(const struct config *c, const struct target_info *ti)
 		       "\"label\":\"%s\",\"target\":{\"name\":\"%s\",\"lun\":%d,"
 		       "\"block_size\":%u,\"physical_block_size\":%u,\"blocks\":%"
 		       PRIu64 ",\"wce\":%d,\"wce_changeable\":%d,\"dpofua\":%d,"
-		       "\"max_transfer_blocks\":%u},\"results\":[\n", c->url,
+		       "\"max_transfer_blocks\":%u,\"wce_forced_off\":%s},"
+		       "\"results\":[\n", c->url,
 		       c->label ? c->label : "", ti->target, ti->lun,
 		       ti->block_size, ti->phys_block_size, ti->blocks, ti->wce,
-		       ti->wce_changeable, ti->dpofua, ti->max_transfer);
+		       ti->wce_changeable, ti->dpofua, ti->max_transfer,
+		       ti->wce_forced_off ? "true" : "false");
 		return;
 	}
 	if (c->format == OUT_CSV)
@@ -42,7 +44,9 @@ void report_target(const struct config *c, const struct target_info *ti)
 	printf("lun:     %" PRIu64 " blocks of %u bytes (%u-byte physical "
 	       "blocks), WCE=%s%s, DPOFUA=%s, maximum transfer %s\n",
 	       ti->blocks, ti->block_size, ti->phys_block_size, bit(ti->wce),
-	       ti->wce_changeable > 0 ? " (changeable)" : "", bit(ti->dpofua),
+	       ti->wce_forced_off ? " (set by --cache-off for the run; restored "
+	       "after)" : ti->wce_changeable > 0 ? " (changeable)" : "",
+	       bit(ti->dpofua),
 	       ti->max_transfer ? "reported" : "not reported");
 	if (ti->max_transfer)
 		printf("         MAXIMUM TRANSFER LENGTH %u blocks\n",
@@ -97,8 +101,9 @@ static void print_text(const struct config *c, const struct result *r)
 		       avg, mx);
 	}
 	if (r->flushes_per_op >= 0)
-		printf("  target: %.3f device flushes per operation (syncguard "
-		       "counters)\n", r->flushes_per_op);
+		printf("  target: %.3f device syncs per operation (fdatasync "
+		       "calls + RWF_DSYNC writes, from syncguard's counters)\n",
+		       r->flushes_per_op);
 	if (r->verify_checked)
 		printf("  verify: %" PRIu64 " blocks checked, %" PRIu64
 		       " mismatches\n", r->verify_checked, r->verify_bad);

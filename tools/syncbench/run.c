@@ -38,6 +38,7 @@ struct sess {
 	uint64_t base, blocks;	/* region, logical blocks */
 	uint64_t cursor;	/* next sequential offset in the region */
 	uint64_t issued_bytes, writes_since_flush;
+	uint64_t done_ns;	/* when it had nothing left to do; 0 running */
 	struct session_result res;
 };
 
@@ -364,6 +365,8 @@ static unsigned int pump(struct run *rn)
 
 		fill(s);
 		end_flush(s);
+		if (!s->inflight && !s->done_ns)
+			s->done_ns = now_ns();
 		pfd[i].fd = s->dead ? -1 : iscsi_get_fd(s->iscsi);
 		pfd[i].events = s->dead ? 0 : (short)iscsi_which_events(s->iscsi);
 		busy += s->dead ? 0 : s->inflight;
@@ -491,9 +494,14 @@ static void summarize(struct run *rn, uint64_t end)
 	r->mbps = r->seconds > 0 ? (double)r->bytes / r->seconds / 1e6 : 0;
 	r->nsess = rn->nsess;
 	for (unsigned int i = 0; i < rn->nsess; i++) {
+		uint64_t done = rn->s[i].done_ns ? rn->s[i].done_ns : end;
+		double secs = done > rn->t_measure ?
+			      (double)(done - rn->t_measure) / 1e9 : 0;
+
+		/* a session that finished its --bytes early is rated on its
+		 * own time, as iozone rates each process */
 		r->sess[i] = rn->s[i].res;
-		r->sess[i].iops = r->seconds > 0 ?
-				  (double)r->sess[i].ops / r->seconds : 0;
+		r->sess[i].iops = secs > 0 ? (double)r->sess[i].ops / secs : 0;
 	}
 	r->interrupted = interrupted;
 }

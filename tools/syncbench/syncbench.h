@@ -86,6 +86,7 @@ struct target_info {
 	int wce, dpofua;		/* -1 unknown */
 	uint32_t max_transfer;		/* blocks; 0 = not reported */
 	int wce_changeable;		/* -1 unknown */
+	bool wce_forced_off;		/* --cache-off set WCE=0 for the run */
 	char target[256];		/* the target's name (IQN) */
 	int lun;
 };
