@@ -136,6 +136,7 @@ uninstall:
 # ---- the tester ----
 SYNCBENCH_SRCS := $(wildcard tools/syncbench/*.c) tools/histogram.c
 SYNCBENCH_HDRS := $(wildcard tools/syncbench/*.h) tools/histogram.h \
+		  tools/toolutil.h \
 		  include/syncguard_stats.h
 
 tools/iscsi-syncbench: $(SYNCBENCH_SRCS) $(SYNCBENCH_HDRS)
@@ -146,16 +147,16 @@ tools/iscsi-syncbench: $(SYNCBENCH_SRCS) $(SYNCBENCH_HDRS)
 tools/iscsi-syncbench.1: tools/iscsi-syncbench
 	tools/iscsi-syncbench --man > $@
 
-tools/iscsi-crashtest: tools/iscsi-crashtest.c
+tools/iscsi-crashtest: tools/iscsi-crashtest.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
 
 tools/syncguard-stat: tools/syncguard-stat.c include/syncguard_stats.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@
 
-tools/iscsi-cdbfuzz: tools/iscsi-cdbfuzz.c
+tools/iscsi-cdbfuzz: tools/iscsi-cdbfuzz.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
 
-tools/syncguard-devmodel: tools/syncguard-devmodel.c
+tools/syncguard-devmodel: tools/syncguard-devmodel.c tools/toolutil.h
 	$(CC) $(BASE) $(FUSE_CFLAGS) $(CFLAGS) $< -o $@ $(FUSE_LIBS)
 
 # ---- tests ----

@@ -34,6 +34,8 @@
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
+#include "toolutil.h"
+
 #define PROG "iscsi-cdbfuzz"
 #define MAX_XFER (256 * 1024)
 
@@ -105,20 +107,9 @@ struct fuzz {
 	bool dead;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t rnd(struct fuzz *f)
 {
-	f->rng ^= f->rng << 13;
-	f->rng ^= f->rng >> 7;
-	f->rng ^= f->rng << 17;
-	return f->rng;
+	return xorshift64(&f->rng);
 }
 
 static void put(uint8_t *p, enum fw w, uint64_t v)

@@ -39,6 +39,8 @@
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
+#include "toolutil.h"
+
 #define PROG "iscsi-crashtest"
 #define MAX_SESSIONS 64
 #define MAGIC 0x3154534852434753ull	/* "SGCRSHT1" */
@@ -152,14 +154,6 @@ static uint64_t block_id(const uint8_t *b, uint32_t bs, uint64_t lba)
 
 /* ---- shared set-up ---- */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static struct iscsi_context *login(const char *url_s, int *lun)
 {
 	struct iscsi_context *iscsi = iscsi_create_context(
@@ -217,10 +211,7 @@ static int lun_geometry(struct iscsi_context *iscsi, int lun, uint32_t *bs,
 
 static uint64_t rnd(struct run *r)
 {
-	r->rng ^= r->rng << 13;
-	r->rng ^= r->rng >> 7;
-	r->rng ^= r->rng << 17;
-	return r->rng;
+	return xorshift64(&r->rng);
 }
 
 static struct rec *new_rec(struct run *r, char kind, unsigned int sess)

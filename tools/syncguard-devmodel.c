@@ -50,6 +50,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "toolutil.h"
+
 #define DISK "/disk.img"
 #define CTL "/.ctl"
 
@@ -89,10 +91,7 @@ static struct model M = { .block = 4096, .rng = 1,
 
 static uint64_t rnd(void)
 {
-	M.rng ^= M.rng << 13;
-	M.rng ^= M.rng >> 7;
-	M.rng ^= M.rng << 17;
-	return M.rng;
+	return xorshift64(&M.rng);
 }
 
 /* Consume one injected fault; returns -errno or 0. */

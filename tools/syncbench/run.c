@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "toolutil.h"
 #include "syncbench.h"
 #include "verify.h"
 
@@ -58,20 +59,9 @@ struct run {
 	bool stopping;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t rnd(struct run *rn)
 {
-	rn->rng ^= rn->rng << 13;
-	rn->rng ^= rn->rng >> 7;
-	rn->rng ^= rn->rng << 17;
-	return rn->rng;
+	return xorshift64(&rn->rng);
 }
 
 /* ---- completing ---- */
