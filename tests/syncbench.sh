@@ -6,7 +6,10 @@
 # different labels, --plot writing a PNG, --cache-off turning WCE off for
 # the run and back on after, --verify / --verify-only finding a block
 # overwritten behind the target's back, Ctrl-C printing the results so
-# far with exit 130, and the iozone preset's shape.  Exit 0 when all hold.
+# far with exit 130, the iozone preset's shape, labels and JSON that
+# cannot inject into CSV or gnuplot, sweeps checked before they run, and
+# a target killed mid-run ending the run instead of hanging it.  Exit 0
+# when all hold.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -99,6 +102,29 @@ expect "Ctrl-C prints the results so far and exits 130" \
 "$sb" --preset iozone --csv --no-progress "$u2" >"$work/iozone.csv"
 expect "the iozone preset: 4 phases of 8 KiB, FUA writes and plain reads, 2 sessions" \
 	'[ "$(awk -F, "NR > 1 && \$3 == 8192 && \$5 == 2 { print \$21 \":\" \$2 }" "$work/iozone.csv" | tr "\n" " ")" = "initial-writers:fua rewriters:fua random-readers:none random-writers:fua " ]'
+
+"$sb" -t 0.2 --json --no-progress --label 'a,b' "$u1" >/dev/null 2>&1
+expect "a label that would break CSV, JSON or gnuplot is a usage error" '[ $? -eq 2 ]'
+"$sb" -t 0.2 -b 4k,16k --span 8k --json --no-progress "$u1" >"$work/bad.json" 2>/dev/null; rc=$?
+expect "a sweep with a size the LUN cannot take fails before it runs (exit 2)" \
+	'[ $rc -eq 2 ] && ! grep -q "\"iops\"" "$work/bad.json"'
+printf '{"label":"x","workload":"w\x27; system \x27touch %s/pwned\x27; plot \x27x","sync":"none","block_size":4096,"queue_depth":1,"sessions":1,"iops":5,"mb_per_s":1,"latency_us":{"p99":1},"cdf":[[50,1.0]]}\n' "$work" >"$work/evil.json"
+"$sb" --plot "$work/evil.png" "$work/evil.json" >/dev/null 2>&1
+expect "--plot does not run commands hidden in a JSON file" '[ ! -e "$work/pwned" ]'
+
+# the last check: the target dies mid-run; the tool must give up, not hang
+"$sb" -t 60 -q 4 --timeout 2 --json --no-progress "$u1" >"$work/dead.json" 2>"$work/dead.err" &
+pid=$!
+sleep 1.5
+"$tp" kill "$work/tgtd"
+for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$pid" 2>/dev/null; then
+	kill -9 "$pid"; bad "a run against a dead target still hangs 15 s later"
+else
+	wait "$pid"; rc=$?
+	expect "a dead target: exit 1, commands counted unanswered, JSON still valid" \
+		'[ $rc -eq 1 ] && [ "$(jq ".results[0].unanswered > 0" "$work/dead.json")" = true ]'
+fi
 
 if [ "$fails" -eq 0 ]; then say "ok: $checks checks"; else say "$fails of $checks checks FAILED"; fi
 [ "$fails" -eq 0 ]

@@ -3,9 +3,11 @@
  * writes has one result object per line, so a line-wise reader with a
  * key lookup is enough; files from elsewhere are not its business.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "syncbench.h"
 
@@ -54,6 +56,15 @@ static void parse_cdf(const char *line, struct row *r)
 	}
 }
 
+/* The strings go into gnuplot's single-quoted titles, and the files may
+ * come from anyone: nothing that could end the quote survives. */
+static void gnuplot_safe(char *s)
+{
+	for (; *s; s++)
+		if (*s == '\'' || *s == '\\' || *s == '"' || (unsigned char)*s < 0x20)
+			*s = '_';
+}
+
 static int load(char **files, int nfiles, struct row *rows)
 {
 	int n = 0;
@@ -86,8 +97,9 @@ static int load(char **files, int nfiles, struct row *rows)
 			r->mbps = num(line, "\"mb_per_s\":");
 			r->p99 = num(line, "\"p99\":");
 			parse_cdf(line, r);
-			for (char *q = r->label; *q; q++)	/* gnuplot quoting */
-				*q = *q == '\'' || *q == '\\' ? '_' : *q;
+			gnuplot_safe(r->label);
+			gnuplot_safe(r->workload);
+			gnuplot_safe(r->sync);
 			n++;
 		}
 		fclose(fp);
@@ -286,6 +298,12 @@ int plot_files(const struct config *c)
 
 	if (n < 0 || !mkdtemp(dir))
 		return 1;
+	if (!(g = fopen(c->plot, "w"))) {	/* gnuplot would say less */
+		fprintf(stderr, PROG ": %s: %s\n", c->plot, strerror(errno));
+		rmdir(dir);
+		return 1;
+	}
+	fclose(g);
 	for (int i = 1; i < n; i++)
 		by_size |= rows[i].size != rows[0].size;
 	ns = write_series(rows, n, by_size, dir, names, npts, 64);

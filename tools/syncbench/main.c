@@ -2,11 +2,13 @@
  * iscsi-syncbench: the points to measure (a preset, or the size x depth
  * matrix of the options), one after the other, then the report.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "syncbench.h"
@@ -60,24 +62,53 @@ static int cache_off(struct iscsi_context *iscsi, const struct target_info *ti)
 	return target_set_wce(iscsi, ti->lun, 0) ? -1 : 0;
 }
 
+/* Every point checked against the LUN before anything runs: a preset
+ * leaves out the sizes this LUN cannot take (saying so); an option
+ * that asks for one is a usage error.  The number of points left. */
+static unsigned int usable_points(const struct config *c,
+				  const struct target_info *ti,
+				  struct run_params *pts, unsigned int n)
+{
+	unsigned int kept = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		const char *why = point_problem(c, ti, &pts[i]);
+
+		if (why && !c->preset)
+			usage_error("%s", why);
+		if (why)
+			fprintf(stderr, PROG ": preset %s: leaving out %s %" PRIu64
+				" bytes: %s\n", c->preset, pts[i].label,
+				pts[i].xfer, why);
+		else
+			pts[kept++] = pts[i];
+	}
+	if (!kept)
+		usage_error("--preset %s: no point of it fits this LUN", c->preset);
+	return kept;
+}
+
 static int run_all(const struct config *c, const struct target_info *ti,
 		   const struct run_params *pts, unsigned int n)
 {
 	static struct result r;
 	int status = 0;
 
-	for (unsigned int i = 0; i < n && !interrupted; i++) {
+	bool first = true;
+
+	for (unsigned int i = 0; i < n && !interrupted && status != 2; i++) {
 		int ret = run_point(c, ti, &pts[i], &r);
 
-		if (ret == -2)
-			return 2;
-		if (ret == 0 || r.ops)
-			report_result(c, ti, &r, i == 0, i + 1 == n || interrupted);
-		if (ret || r.errors || r.verify_bad)
-			status = 1;
+		if (ret == 0 || r.ops) {
+			report_result(c, ti, &r, first);
+			first = false;
+		}
+		if (ret || r.errors || r.verify_bad || r.unanswered)
+			status = ret == -2 ? 2 : 1;
 		free(r.iv);
 		r.iv = NULL;
 	}
+	report_end(c);
 	return interrupted ? 130 : status;
 }
 
@@ -87,25 +118,61 @@ static int check_only(const struct config *c, struct iscsi_context *iscsi,
 	static struct result r;
 	uint64_t span = (c->span ? c->span : ti->blocks * ti->block_size) /
 			ti->block_size;
-	int ret = verify_state(iscsi, ti->lun, ti, c->state, span, &r);
+	int ret;
 
-	printf("verify: %" PRIu64 " blocks checked, %" PRIu64 " mismatches\n",
-	       r.verify_checked, r.verify_bad);
+	if (c->span > ti->blocks * ti->block_size)
+		usage_error("--span: larger than the LUN (%s)", "see its capacity "
+			    "with a plain run's first lines");
+	ret = verify_state(iscsi, ti->lun, ti, c->state, span, &r);
+	if (c->format == OUT_JSON)
+		printf("{\"tool\":\"" PROG "\",\"version\":1,\"verify\":{"
+		       "\"checked\":%" PRIu64 ",\"mismatches\":%" PRIu64
+		       ",\"complete\":%s}}\n", r.verify_checked, r.verify_bad,
+		       ret ? "false" : "true");
+	else
+		printf("verify: %" PRIu64 " blocks checked, %" PRIu64
+		       " mismatches%s\n", r.verify_checked, r.verify_bad,
+		       ret ? " (incomplete)" : "");
+	if (ret == -3 || interrupted)
+		return 130;
 	return ret || r.verify_bad ? 1 : 0;
+}
+
+/* --state: fail before the run, not after it, when the file cannot be
+ * written */
+static int state_writable(const char *path)
+{
+	struct stat st;
+	bool existed = stat(path, &st) == 0;
+	FILE *f = fopen(path, "a");
+
+	if (!f) {
+		fprintf(stderr, PROG ": --state %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	fclose(f);
+	if (!existed)
+		unlink(path);
+	return 0;
 }
 
 static int measure(const struct config *c)
 {
-	static struct run_params pts[512];
+	static struct run_params pts[MAX_LIST * MAX_LIST];
 	struct target_info ti;
 	struct iscsi_context *iscsi;
 	char name[256];
 	unsigned int n;
 	int lun, status, wce = 1;
 
+	if (c->verify && c->state && state_writable(c->state))
+		return 1;
 	iscsi = target_login(c, &lun, name, sizeof(name));
 	if (!iscsi)
 		return 1;
+	/* the control session only asks and sets: when the target is gone,
+	 * fail its commands instead of reconnecting for ever */
+	iscsi_set_noautoreconnect(iscsi, 1);
 	if (target_describe(iscsi, lun, &ti)) {
 		iscsi_destroy_context(iscsi);
 		return 1;
@@ -118,7 +185,9 @@ static int measure(const struct config *c)
 		iscsi_destroy_context(iscsi);
 		return status;
 	}
-	n = c->preset ? preset_points(c, pts, 512) : matrix(c, pts, 512);
+	n = c->preset ? preset_points(c, pts, MAX_LIST * MAX_LIST) :
+			matrix(c, pts, MAX_LIST * MAX_LIST);
+	n = usable_points(c, &ti, pts, n);
 	if ((c->cache_off || (c->preset && !strcmp(c->preset, "throughput"))) &&
 	    (wce = cache_off(iscsi, &ti)) < 0) {
 		iscsi_destroy_context(iscsi);
@@ -129,7 +198,7 @@ static int measure(const struct config *c)
 		ti.wce_forced_off = true;
 	}
 	report_target(c, &ti);
-	status = run_all(c, &ti, pts, n > 512 ? 512 : n);
+	status = run_all(c, &ti, pts, n);
 	if (wce == 0 && target_set_wce(iscsi, lun, 1))
 		status = status ? status : 1;	/* could not restore */
 	iscsi_logout_sync(iscsi);

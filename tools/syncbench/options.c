@@ -4,6 +4,7 @@
  * drift from what the program accepts.
  */
 #include <errno.h>
+#include <ctype.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -79,7 +80,8 @@ static double parse_seconds(const char *opt, const char *s, bool zero_ok)
 	char *end;
 	double v = strtod(s, &end);
 
-	if (*end || end == s || v < 0 || (!zero_ok && v == 0) || v > 1e6) {
+	/* written so that NaN fails too */
+	if (*end || end == s || !(v >= 0 && v <= 1e6) || (!zero_ok && v == 0)) {
 		char msg[96];
 
 		snprintf(msg, sizeof(msg), "%s: '%%s' is not a number of seconds",
@@ -203,7 +205,17 @@ static void set_preset(struct config *c, const char *arg)
 	c->preset = arg;
 }
 SETTER(set_full, c->full = true)
-SETTER(set_label, c->label = arg)
+/* a label goes into CSV, JSON and gnuplot titles unquoted */
+static void set_label(struct config *c, const char *arg)
+{
+	for (const char *p = arg; *p; p++)
+		if ((unsigned char)*p < 0x20 || strchr(",\"'\\", *p))
+			usage_error("--label: '%s': no commas, quotes, backslashes "
+				    "or control characters", arg);
+	if (!*arg || strlen(arg) > 60)
+		usage_error("--label: '%s': 1 to 60 characters", arg);
+	c->label = arg;
+}
 SETTER(set_seed, c->seed = parse_uint("--seed", arg, 0, ULONG_MAX))
 SETTER(set_timeout, c->timeout = (unsigned int)parse_uint("--timeout", arg, 0, 86400))
 SETTER(set_digest, c->header_digest = true)
@@ -320,37 +332,55 @@ static void print_opt(FILE *f, const struct opt *o)
 	}
 }
 
+#define SYNOPSIS_URL "[options] iscsi://[user%%password@]host[:port]/target-iqn/lun"
+#define SYNOPSIS_CMP "--compare FILE.json..."
+#define SYNOPSIS_PLOT "--plot OUT.png|OUT.svg FILE.json..."
+#define DESCRIPTION \
+	"Measures what writes under a sync discipline cost on an iSCSI LUN:\n" \
+	"IOPS, MB/s, latency percentiles (microseconds), per interval and\n" \
+	"session; and what the LUN reports (WCE, DPOFUA, block sizes,\n" \
+	"capacity, MAXIMUM TRANSFER LENGTH).  It writes to the LUN.\n"
+#define EXIT_STATUS \
+	"0 success; 1 a SCSI error, a timed-out command, a failed login,\n" \
+	"or a verify mismatch; 2 a usage error (also one only the LUN\n" \
+	"reveals); 130 after Ctrl-C, which prints what was measured.\n"
+
 void synopsis(FILE *f)
 {
-	fprintf(f, "usage: " PROG " [options] iscsi://[user%%password@]host[:port]/target-iqn/lun\n"
-		"       " PROG " --compare FILE.json...\n"
-		"       " PROG " --plot OUT.png|OUT.svg FILE.json...\n");
+	fprintf(f, "usage: " PROG " " SYNOPSIS_URL "\n       " PROG " "
+		SYNOPSIS_CMP "\n       " PROG " " SYNOPSIS_PLOT "\n");
 }
 
 void usage(FILE *f)
 {
 	synopsis(f);
-	fprintf(f, "\n"
-		"Measures what writes under a sync discipline cost on an iSCSI LUN:\n"
-		"IOPS, MB/s, latency percentiles (microseconds), per interval and\n"
-		"session; and what the LUN reports (WCE, DPOFUA, block sizes,\n"
-		"capacity, MAXIMUM TRANSFER LENGTH).\n\n");
+	fprintf(f, "\n" DESCRIPTION "\n");
 	for (size_t i = 0; i < NOPTS; i++)
 		print_opt(f, &opts[i]);
-	fprintf(f, "\npresets (--preset NAME):\n%s\n"
-		"Exit status: 0 success; 1 a SCSI error, a timed-out command, a "
-		"failed\nlogin, or a verify mismatch; 2 a usage error (also one "
-		"only the LUN\nreveals); 130 after Ctrl-C, which prints what was "
-		"measured.\n", preset_help());
+	fprintf(f, "\npresets (--preset NAME):\n%s\nExit status: " EXIT_STATUS,
+		preset_help());
+}
+
+/* troff: a backslash or a dash in the text would be markup */
+static void man_text(const char *s)
+{
+	for (; *s; s++) {
+		if (s[0] == '%' && s[1] == '%')	/* a printf format's "%" */
+			s++;
+		printf(*s == '\\' ? "\\e" : *s == '-' ? "\\-" : "%c", *s);
+	}
 }
 
 static void print_man(void)
 {
 	printf(".TH ISCSI-SYNCBENCH 1 \"2026-11\" syncguard\n.SH NAME\n"
-	       PROG " \\- what a sync write costs on an iSCSI LUN\n.SH SYNOPSIS\n"
-	       ".B " PROG "\n[options] iscsi://[user%%password@]host[:port]/iqn/lun\n"
-	       ".br\n.B " PROG "\n\\-\\-compare FILE.json...\n.br\n.B " PROG
-	       "\n\\-\\-plot OUT FILE.json...\n.SH OPTIONS\n");
+	       PROG " \\- what a sync write costs on an iSCSI LUN\n"
+	       ".SH SYNOPSIS\n.nf\n");
+	man_text(PROG " " SYNOPSIS_URL "\n" PROG " " SYNOPSIS_CMP "\n" PROG " "
+		 SYNOPSIS_PLOT "\n");
+	printf(".fi\n.SH DESCRIPTION\n");
+	man_text(DESCRIPTION);
+	printf(".SH OPTIONS\n");
 	for (size_t i = 0; i < NOPTS; i++) {
 		const struct opt *o = &opts[i];
 
@@ -360,9 +390,8 @@ static void print_man(void)
 		printf("\\fB\\-\\-%s\\fR%s%s\n%s\n", o->name, o->arg ? " " : "",
 		       o->arg ? o->arg : "", o->help);
 	}
-	printf(".SH PRESETS\n.nf\n%s\n.fi\n.SH EXIT STATUS\n0 success; 1 a SCSI "
-	       "error, a timed-out command, a failed login or a verify "
-	       "mismatch; 2 a usage error; 130 after Ctrl-C.\n", preset_help());
+	printf(".SH PRESETS\n.nf\n%s\n.fi\n.SH EXIT STATUS\n", preset_help());
+	man_text(EXIT_STATUS);
 }
 
 static void defaults(struct config *c)
@@ -374,6 +403,17 @@ static void defaults(struct config *c)
 		.initiator = "iqn.2026-11.org.syncguard:syncbench",
 		.timeout = 30, .seed = 1,
 	};
+}
+
+/* every session keeps queue depth x transfer size bytes of buffers */
+static void check_buffers(const struct config *c)
+{
+	for (unsigned int s = 0; s < c->nsizes; s++)
+		for (unsigned int q = 0; q < c->nqds; q++)
+			if (c->sizes[s] * c->qds[q] > (1ull << 30))
+				usage_error("%s", "--queue-depth x --block-size "
+					    "must stay within 1 GiB of buffers "
+					    "per session");
 }
 
 static void check_combinations(struct config *c, int argc, char **argv)
@@ -397,8 +437,16 @@ static void check_combinations(struct config *c, int argc, char **argv)
 		usage_error("%s", "--state goes with --verify or --verify-only");
 	if (c->full && !c->preset)
 		usage_error("%s", "--full goes with --preset");
-	if (c->verify && c->read_pct == 100)
-		usage_error("%s", "--verify needs writes (--read-pct below 100)");
+	if (c->verify && (c->read_pct == 100 || c->sync == SYNC_FLUSH_ONLY))
+		usage_error("%s", "--verify needs writes (--read-pct below 100, "
+			    "not --sync flush-only)");
+	if (c->verify_only && (c->verify || c->preset || c->cache_off))
+		usage_error("%s", "--verify-only only reads: not with --verify, "
+			    "--preset or --cache-off");
+	if (c->warmup > 0 && c->bytes)
+		usage_error("%s", "--warmup goes with --time: with --bytes the "
+			    "warm-up would use up the bytes");
+	check_buffers(c);
 }
 
 void parse_args(int argc, char **argv, struct config *c)
@@ -429,10 +477,16 @@ void parse_args(int argc, char **argv, struct config *c)
 		for (size_t k = 0; i == NOPTS && k < NOPTS; k++)
 			if (opts[k].shortopt == opt)
 				i = k;
-		if (opt == ':')
-			usage_error("%s needs a value", argv[optind - 1]);
-		if (i == NOPTS)
-			usage_error("%s: unknown option", argv[optind - 1]);
+		if (opt == ':' || (i == NOPTS && opt == '?')) {
+			char name[3] = { '-', (char)optopt, 0 };
+			/* a short option names itself in optopt, a long one
+			 * is the argument getopt just passed */
+			const char *o = optopt > 0 && optopt < 128 &&
+					isalnum(optopt) ? name : argv[optind - 1];
+
+			usage_error(opt == ':' ? "%s needs a value" :
+				    "%s: unknown option", o);
+		}
 		opts[i].set(c, optarg);
 	}
 	check_combinations(c, argc, argv);

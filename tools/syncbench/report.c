@@ -23,16 +23,49 @@ static const char *bit(int v)
 	return v < 0 ? "unknown" : v ? "1" : "0";
 }
 
+void shown_url(const char *url, char *out, size_t len)
+{
+	const char *at = strchr(url, '@'), *pct = strchr(url, '%');
+
+	if (at && pct && pct < at)
+		snprintf(out, len, "%.*s%%***%s", (int)(pct - url), url, at);
+	else
+		snprintf(out, len, "%s", url);
+}
+
+/* @in as the inside of a JSON string */
+static void json_escaped(const char *in, char *out, size_t len)
+{
+	size_t n = 0;
+
+	for (; *in && n + 7 < len; in++) {
+		unsigned char ch = (unsigned char)*in;
+
+		if (ch == '"' || ch == '\\')
+			n += (size_t)snprintf(out + n, len - n, "\\%c", ch);
+		else if (ch < 0x20)
+			n += (size_t)snprintf(out + n, len - n, "\\u%04x", ch);
+		else
+			out[n++] = (char)ch;
+	}
+	out[n] = '\0';
+}
+
 void report_target(const struct config *c, const struct target_info *ti)
 {
+	char url[1024], esc[2048], name[600];
+
+	shown_url(c->url, url, sizeof(url));
 	if (c->format == OUT_JSON) {
+		json_escaped(url, esc, sizeof(esc));
+		json_escaped(ti->target, name, sizeof(name));
 		printf("{\"tool\":\"" PROG "\",\"version\":1,\"url\":\"%s\","
 		       "\"label\":\"%s\",\"target\":{\"name\":\"%s\",\"lun\":%d,"
 		       "\"block_size\":%u,\"physical_block_size\":%u,\"blocks\":%"
 		       PRIu64 ",\"wce\":%d,\"wce_changeable\":%d,\"dpofua\":%d,"
 		       "\"max_transfer_blocks\":%u,\"wce_forced_off\":%s},"
-		       "\"results\":[\n", c->url,
-		       c->label ? c->label : "", ti->target, ti->lun,
+		       "\"results\":[\n", esc,
+		       c->label ? c->label : "", name, ti->lun,
 		       ti->block_size, ti->phys_block_size, ti->blocks, ti->wce,
 		       ti->wce_changeable, ti->dpofua, ti->max_transfer,
 		       ti->wce_forced_off ? "true" : "false");
@@ -40,7 +73,7 @@ void report_target(const struct config *c, const struct target_info *ti)
 	}
 	if (c->format == OUT_CSV)
 		return;
-	printf("target:  %s\n", c->url);
+	printf("target:  %s\n", url);
 	printf("lun:     %" PRIu64 " blocks of %u bytes (%u-byte physical "
 	       "blocks), WCE=%s%s, DPOFUA=%s, maximum transfer %s\n",
 	       ti->blocks, ti->block_size, ti->phys_block_size, bit(ti->wce),
@@ -110,13 +143,13 @@ static void print_text(const struct config *c, const struct result *r)
 }
 
 static void print_json(const struct config *c, const struct result *r,
-		       bool last)
+		       bool first)
 {
 	char sy[24];
 	double mn, avg, mx;
 
 	session_spread(r, &mn, &avg, &mx);
-	printf("{\"label\":\"%s\",\"workload\":\"%s\",\"sync\":\"%s\","
+	printf("%s{\"label\":\"%s\",\"workload\":\"%s\",\"sync\":\"%s\","
 	       "\"block_size\":%" PRIu64
 	       ",\"queue_depth\":%u,\"sessions\":%u,\"read_pct\":%u,"
 	       "\"random_pct\":%u,\"seconds\":%.3f,\"ops\":%" PRIu64 ",\"reads\":%"
@@ -127,7 +160,8 @@ static void print_json(const struct config *c, const struct result *r,
 	       "\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f,\"p99_9\":%.1f,\"max\":%.1f},"
 	       "\"session_iops\":{\"min\":%.1f,\"avg\":%.1f,\"max\":%.1f},"
 	       "\"verify\":{\"checked\":%" PRIu64 ",\"mismatches\":%" PRIu64 "},"
-	       "\"cdf\":[", run_label(c, r), r->p.label, sync_name(r->p.sync, c->every, sy,
+	       "\"cdf\":[", first ? "" : ",\n", run_label(c, r), r->p.label,
+	       sync_name(r->p.sync, c->every, sy,
 	       sizeof(sy)), r->p.xfer, r->p.qd, r->nsess, r->p.read_pct,
 	       r->p.random_pct, r->seconds, r->ops, r->reads, r->writes,
 	       r->flushes, r->errors, r->retries, r->unanswered,
@@ -142,7 +176,7 @@ static void print_json(const struct config *c, const struct result *r,
 	for (unsigned int i = 0; i < r->niv; i++)
 		printf("%s[%.1f,%.1f,%.3f,%.1f]", i ? "," : "", r->iv[i].t,
 		       r->iv[i].iops, r->iv[i].mbps, r->iv[i].p99_us);
-	printf("]}%s\n", last ? "" : ",");
+	printf("]}");
 }
 
 /* CSV columns, in this order (scripts/demo.sh and bench.sh rely on it) */
@@ -169,15 +203,20 @@ static void print_csv(const struct config *c, const struct target_info *ti,
 }
 
 void report_result(const struct config *c, const struct target_info *ti,
-		   const struct result *r, bool first, bool last)
+		   const struct result *r, bool first)
 {
 	if (c->format == OUT_JSON)
-		print_json(c, r, last);
+		print_json(c, r, first);
 	else if (c->format == OUT_CSV)
 		print_csv(c, ti, r, first);
 	else
 		print_text(c, r);
-	if (c->format == OUT_JSON && last)
-		printf("]}\n");
+	fflush(stdout);
+}
+
+void report_end(const struct config *c)
+{
+	if (c->format == OUT_JSON)
+		printf("\n]}\n");
 	fflush(stdout);
 }

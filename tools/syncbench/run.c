@@ -22,6 +22,7 @@ struct op {
 	uint64_t lba;
 	uint32_t blocks;
 	bool read, flush_after;
+	bool flushing;		/* its WRITE is done, its flush is out */
 	unsigned int retries;
 	uint64_t start_ns;
 	uint64_t seq;		/* --verify stamp */
@@ -57,6 +58,8 @@ struct run {
 	struct verify_map *vmap;
 	uint8_t *busy;		/* --verify: blocks with a write in flight */
 	bool stopping;
+	bool closing;		/* contexts being destroyed: ignore callbacks */
+	uint64_t last_progress;	/* when a command last completed */
 };
 
 static uint64_t rnd(struct run *rn)
@@ -110,6 +113,8 @@ static void account(struct run *rn, struct op *op, uint64_t now)
 	rn->iv_bytes += bytes;
 	op->s->res.ops++;
 	op->s->res.bytes += bytes;
+	if (op->flushing)
+		rn->r->flushes++;
 	if (op->read)
 		rn->r->reads++;
 	else if (op->blocks)
@@ -127,8 +132,9 @@ static void op_done(struct op *op, bool ok)
 		verify_note_acked(rn->vmap, op->lba, op->blocks, op->seq);
 	if (rn->busy && !op->read && op->blocks)
 		memset(rn->busy + op->lba, 0, op->blocks);
+	rn->last_progress = now_ns();
 	if (ok && op->start_ns >= rn->t_measure)
-		account(rn, op, now_ns());
+		account(rn, op, rn->last_progress);
 	s->inflight--;
 	s->free[s->nfree++] = op;
 }
@@ -144,6 +150,11 @@ static void data_cb(struct iscsi_context *iscsi, int status, void *data,
 	struct run *rn = op->s->run;
 
 	(void)iscsi;
+	if (rn->closing) {	/* libiscsi failing what a dead session held */
+		if (data)
+			scsi_free_scsi_task(data);
+		return;
+	}
 	if (retryable(status, data) && op->retries++ < MAX_RETRIES) {
 		rn->r->retries++;
 		scsi_free_scsi_task(data);
@@ -157,6 +168,7 @@ static void data_cb(struct iscsi_context *iscsi, int status, void *data,
 		scsi_free_scsi_task(data);
 	if (status == SCSI_STATUS_GOOD && op->flush_after) {
 		op->flush_after = false;
+		op->flushing = true;
 		if (!submit_flush(op))
 			return;
 	}
@@ -189,9 +201,11 @@ static int submit_data(struct op *op)
 		(int)rn->ti->block_size, 0, 0, fua, 0, 0, data_cb, op) ? 0 : -1;
 }
 
+/* a retry sends again what failed: the flush of a WRITE+flush pair once
+ * its WRITE is done, else the command itself */
 static void resubmit(struct op *op)
 {
-	if (submit_data(op)) {
+	if (op->flushing ? submit_flush(op) : submit_data(op)) {
 		note_error(op->s->run, op, "resubmit", -1, NULL);
 		op_done(op, false);
 	}
@@ -263,6 +277,7 @@ static void fill(struct sess *s)
 		struct op *op = s->free[--s->nfree];
 
 		op->retries = 0;
+		op->flushing = false;
 		if (!next_op(s, op)) {
 			s->free[s->nfree++] = op;
 			return;
@@ -289,7 +304,7 @@ static void end_flush(struct sess *s)
 	s->end_flushed = true;
 	op = s->free[--s->nfree];
 	op->blocks = 0;
-	op->read = op->flush_after = false;
+	op->read = op->flush_after = op->flushing = false;
 	op->start_ns = now_ns();
 	if (submit_flush(op)) {
 		s->free[s->nfree++] = op;
@@ -335,14 +350,21 @@ static void tick(struct run *rn, uint64_t now)
 	}
 }
 
-/* How long past the planned end to wait for the last commands. */
+/* When to stop waiting for commands in flight: after --timeout seconds
+ * without a single completion (a target that died or hung, in either
+ * --time or --bytes mode), or --timeout past the planned end; 2 s after
+ * Ctrl-C. */
 static bool give_up(const struct run *rn, uint64_t now)
 {
 	uint64_t limit = interrupted ? 2000000000ull :
 			 rn->c->timeout * 1000000000ull;
 
-	return limit && (interrupted || (!rn->p->bytes && now > rn->t_stop)) &&
-	       now > rn->t_stop && now - rn->t_stop > limit;
+	if (!limit)
+		return false;
+	if (now > rn->last_progress && now - rn->last_progress > limit)
+		return true;
+	return (interrupted || !rn->p->bytes) && now > rn->t_stop &&
+	       now - rn->t_stop > limit;
 }
 
 static unsigned int pump(struct run *rn)
@@ -373,6 +395,7 @@ static unsigned int pump(struct run *rn)
 				i, iscsi_get_error(s->iscsi));
 			s->dead = true;
 			rn->r->errors += s->inflight;
+			rn->r->unanswered += s->inflight;
 		}
 	}
 	return busy;
@@ -392,7 +415,7 @@ static void loop(struct run *rn)
 		if (give_up(rn, now)) {
 			fprintf(stderr, PROG ": %u command(s) still unanswered; "
 				"giving up\n", busy);
-			rn->r->unanswered = busy;
+			rn->r->unanswered += busy;
 			rn->r->errors += busy;
 			break;
 		}
@@ -402,6 +425,13 @@ static void loop(struct run *rn)
 }
 
 /* ---- sessions ---- */
+
+static int no_memory(const struct run_params *p)
+{
+	fprintf(stderr, PROG ": cannot allocate %u buffers of %" PRIu64
+		" bytes\n", p->qd, p->xfer);
+	return -1;
+}
 
 static int open_session(struct run *rn, struct sess *s, unsigned int i,
 			uint64_t span_blocks)
@@ -417,21 +447,16 @@ static int open_session(struct run *rn, struct sess *s, unsigned int i,
 	s->blocks = split ? part : span_blocks;
 	s->cursor = split ? 0 :
 		    (i * part) / xfer_blocks * xfer_blocks % s->blocks;
-	if (s->blocks < xfer_blocks) {
-		fprintf(stderr, PROG ": each session's span must hold one "
-			"command of %" PRIu64 " bytes\n", p->xfer);
-		return -2;
-	}
 	s->slots = calloc(p->qd, sizeof(*s->slots));
 	s->free = calloc(p->qd, sizeof(*s->free));
 	if (!s->slots || !s->free)
-		return -1;
+		return no_memory(p);
 	for (unsigned int k = 0; k < p->qd; k++) {
 		struct op *op = &s->slots[k];
 
 		op->s = s;
 		if (posix_memalign((void **)&op->buf, 4096, p->xfer))
-			return -1;
+			return no_memory(p);
 		for (uint64_t b = 0; b < p->xfer; b++)	/* not all zeroes */
 			op->buf[b] = (unsigned char)(b * 131 + k + 7);
 		s->free[s->nfree++] = op;
@@ -453,11 +478,14 @@ static void close_session(struct sess *s, bool clean)
 	free(s->free);
 }
 
-static int check_point(const struct run *rn, uint64_t span_blocks)
+const char *point_problem(const struct config *c, const struct target_info *ti,
+			  const struct run_params *p)
 {
-	const struct run_params *p = rn->p;
-	const struct target_info *ti = rn->ti;
-	char msg[200] = "";
+	static char msg[200];
+	uint64_t lun_bytes = ti->blocks * ti->block_size;
+	uint64_t span = c->span ? c->span : lun_bytes;
+	unsigned int nsess = p->sessions ? p->sessions : c->sessions;
+	bool split = c->split_span || p->split;
 
 	if (p->xfer % ti->block_size)
 		snprintf(msg, sizeof(msg), "--block-size %" PRIu64 " is not a "
@@ -467,12 +495,17 @@ static int check_point(const struct run *rn, uint64_t span_blocks)
 		snprintf(msg, sizeof(msg), "--block-size %" PRIu64 " exceeds the "
 			 "LUN's MAXIMUM TRANSFER LENGTH (%u blocks)", p->xfer,
 			 ti->max_transfer);
-	else if (!span_blocks || span_blocks > ti->blocks)
-		snprintf(msg, sizeof(msg), "--span must fit the LUN (%" PRIu64
-			 " bytes)", ti->blocks * ti->block_size);
-	if (msg[0])
-		fprintf(stderr, PROG ": %s\n", msg);
-	return msg[0] ? -2 : 0;
+	else if (span > lun_bytes)
+		snprintf(msg, sizeof(msg), "--span %" PRIu64 " is larger than the "
+			 "LUN (%" PRIu64 " bytes)", span, lun_bytes);
+	else if ((split ? span / nsess : span) < p->xfer)
+		snprintf(msg, sizeof(msg), "%s (%" PRIu64 " bytes) cannot hold "
+			 "one command of %" PRIu64 " bytes", split ?
+			 "each session's part of the span" : "the span",
+			 split ? span / nsess : span, p->xfer);
+	else
+		return NULL;
+	return msg;
 }
 
 static void summarize(struct run *rn, uint64_t end)
@@ -505,8 +538,11 @@ int run_point(const struct config *c, const struct target_info *ti,
 	uint64_t span_blocks = (c->span ? c->span : ti->blocks * ti->block_size) /
 			       ti->block_size;
 	double before = -1;
-	int ret = check_point(&rn, span_blocks);
+	const char *why = point_problem(c, ti, p);
+	int ret = why ? -2 : 0;
 
+	if (why)
+		fprintf(stderr, PROG ": %s\n", why);
 	memset(r, 0, sizeof(*r));
 	r->p = *p;
 	r->flushes_per_op = -1;
@@ -519,20 +555,34 @@ int run_point(const struct config *c, const struct target_info *ti,
 		ret = open_session(&rn, &rn.s[i], i, span_blocks);
 	if (!ret) {
 		before = target_flush_counter(ti->target, rn.s[0].lun);
-		rn.t0 = rn.last_tick = now_ns();
+		rn.t0 = rn.last_tick = rn.last_progress = now_ns();
 		rn.t_measure = rn.last_iv = rn.t0 + (uint64_t)(c->warmup * 1e9);
 		rn.t_stop = p->bytes ? UINT64_MAX / 2 :
 			    rn.t_measure + (uint64_t)(p->seconds * 1e9);
 		loop(&rn);
-		summarize(&rn, now_ns());
+		/* a --time run is rated on its planned window, not on the
+		 * wait for a dead target's last answers */
+		uint64_t end = now_ns();
+
+		if (r->unanswered)		/* rated until it went quiet */
+			end = rn.last_progress;
+		else if (!p->bytes && end > rn.t_stop)
+			end = rn.t_stop;
+		summarize(&rn, end);
 		double after = target_flush_counter(ti->target, rn.s[0].lun);
 
 		if (before >= 0 && after >= before && r->ops)
 			r->flushes_per_op = (after - before) / (double)r->ops;
-		if (rn.vmap)
+		if (rn.vmap && (r->unanswered || rn.s[0].dead)) {
+			fprintf(stderr, PROG ": verify: skipped, the target "
+				"stopped answering\n");
+			ret = -1;
+		} else if (rn.vmap) {
 			ret = verify_readback(rn.vmap, rn.s[0].iscsi, rn.s[0].lun,
 					      ti, c->state, r);
+		}
 	}
+	rn.closing = true;
 	for (unsigned int i = 0; i < rn.nsess; i++)
 		close_session(&rn.s[i], !r->unanswered);
 	verify_map_free(rn.vmap, rn.busy);

@@ -149,14 +149,21 @@ int target_describe(struct iscsi_context *iscsi, int lun,
 int target_set_wce(struct iscsi_context *iscsi, int lun, int wce);
 double target_flush_counter(const char *url_target, int lun);
 
+/* run.c: why @p cannot run on this LUN (a usage problem), or NULL */
+const char *point_problem(const struct config *c, const struct target_info *ti,
+			  const struct run_params *p);
 /* run.c: measure one point; 0, -1 (connection failure), -2 (usage) */
 int run_point(const struct config *c, const struct target_info *ti,
 	      const struct run_params *p, struct result *r);
 
-/* report.c */
+/* report.c; shown_url: @url with a CHAP secret (user%secret@) masked */
+void shown_url(const char *url, char *out, size_t len);
 void report_target(const struct config *c, const struct target_info *ti);
+/* one result; JSON: the first without a leading comma.  report_end
+ * closes what report_target opened, whatever happened in between. */
 void report_result(const struct config *c, const struct target_info *ti,
-		   const struct result *r, bool first, bool last);
+		   const struct result *r, bool first);
+void report_end(const struct config *c);
 void report_interval(const struct config *c, const struct interval *iv);
 
 /* compare.c: --compare and --plot over saved JSON runs; exit status */

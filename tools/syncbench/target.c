@@ -19,7 +19,7 @@
 static void login_failed(const struct config *c, struct iscsi_context *iscsi,
 			 const char *portal)
 {
-	char host[256], *port;
+	char host[256], url[1024], *port;
 	struct addrinfo *ai = NULL, hints = { .ai_socktype = SOCK_STREAM };
 	int fd = -1, err = 0;
 
@@ -45,11 +45,12 @@ static void login_failed(const struct config *c, struct iscsi_context *iscsi,
 		close(fd);
 	if (ai)
 		freeaddrinfo(ai);
+	shown_url(c->url, url, sizeof(url));
 	if (err)
 		fprintf(stderr, PROG ": cannot connect to the portal %s: %s\n",
 			portal, strerror(err));
 	else
-		fprintf(stderr, PROG ": cannot log in to %s: %s\n", c->url,
+		fprintf(stderr, PROG ": cannot log in to %s: %s\n", url,
 			iscsi_get_error(iscsi));
 }
 
@@ -65,7 +66,7 @@ struct iscsi_context *target_login(const struct config *c, int *lun,
 	}
 	u = iscsi_parse_full_url(iscsi, c->url);
 	if (!u) {
-		fprintf(stderr, PROG ": bad URL %s: %s\n", c->url,
+		fprintf(stderr, PROG ": bad URL: %s\n",
 			iscsi_get_error(iscsi));
 		iscsi_destroy_context(iscsi);
 		return NULL;

@@ -146,7 +146,8 @@ static void mismatch(struct result *r, uint64_t lba, uint64_t want,
 }
 
 /* Read [0, blocks) back; @want(lba) gives the expected stamp (0: any
- * whole stamp or none is fine), @alt(lba) a second acceptable one. */
+ * whole stamp or none is fine), @alt(lba) a second acceptable one.
+ * 0, -1 (a READ failed), -3 (Ctrl-C: r->interrupted set). */
 static int read_back(struct iscsi_context *iscsi, int lun,
 		     const struct target_info *ti, uint64_t blocks,
 		     const uint64_t *want, const uint64_t *alt,
@@ -154,9 +155,18 @@ static int read_back(struct iscsi_context *iscsi, int lun,
 {
 	for (uint64_t lba = 0; lba < blocks; lba += CHUNK) {
 		uint32_t n = blocks - lba < CHUNK ? (uint32_t)(blocks - lba) : CHUNK;
-		struct scsi_task *t = iscsi_read16_sync(iscsi, lun, lba,
-			n * ti->block_size, (int)ti->block_size, 0, 0, 0, 0, 0);
+		struct scsi_task *t = interrupted ? NULL :
+			iscsi_read16_sync(iscsi, lun, lba, n * ti->block_size,
+					  (int)ti->block_size, 0, 0, 0, 0, 0);
 
+		if (interrupted) {
+			fprintf(stderr, PROG ": verify: interrupted at LBA %"
+				PRIu64 " of %" PRIu64 "\n", lba, blocks);
+			if (t)
+				scsi_free_scsi_task(t);
+			r->interrupted = true;
+			return -3;
+		}
 		if (!t || t->status != SCSI_STATUS_GOOD) {
 			fprintf(stderr, PROG ": verify: READ(16) at %" PRIu64
 				" failed: %s\n", lba, iscsi_get_error(iscsi));
@@ -192,15 +202,22 @@ static int save_state(const struct verify_map *m, uint32_t bs,
 	}
 	ok = fwrite(hdr, sizeof(hdr), 1, f) == 1 &&
 	     fwrite(m->acked, sizeof(uint64_t), m->blocks, f) == m->blocks;
-	return fclose(f) || !ok ? -1 : 0;
+	if (fclose(f) || !ok) {
+		fprintf(stderr, PROG ": %s: cannot save the state: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 int verify_readback(struct verify_map *m, struct iscsi_context *iscsi,
 		    int lun, const struct target_info *ti, const char *state,
 		    struct result *r)
 {
-	if (read_back(iscsi, lun, ti, m->blocks, m->acked, m->issued, r))
-		return -1;
+	int ret = read_back(iscsi, lun, ti, m->blocks, m->acked, m->issued, r);
+
+	if (ret)
+		return ret;
 	return state ? save_state(m, ti->block_size, state) : 0;
 }
 
@@ -210,20 +227,31 @@ int verify_state(struct iscsi_context *iscsi, int lun,
 {
 	uint64_t hdr[3], *want = NULL;
 	FILE *f = state ? fopen(state, "r") : NULL;
+	const char *why = NULL;
 	int ret = 0;
 
-	if (state && (!f || fread(hdr, sizeof(hdr), 1, f) != 1 ||
-		      hdr[0] != MAGIC || hdr[1] != ti->block_size ||
-		      hdr[2] > ti->blocks)) {
-		fprintf(stderr, PROG ": %s: not a state file of this LUN\n", state);
-		ret = -1;
-	}
-	if (!ret && f) {
+	if (state && !f)
+		why = strerror(errno);
+	else if (f && fread(hdr, sizeof(hdr), 1, f) != 1)
+		why = "too short for a state file";
+	else if (f && hdr[0] != MAGIC)
+		why = "not an " PROG " state file";
+	else if (f && (hdr[1] != ti->block_size || hdr[2] > ti->blocks ||
+		       !hdr[2]))
+		why = "a state file of another LUN (block size or span "
+		      "differ)";
+	if (!why && f) {
 		span_blocks = hdr[2];
 		want = calloc(span_blocks, sizeof(uint64_t));
-		if (!want || fread(want, sizeof(uint64_t), span_blocks, f) !=
-		    span_blocks)
-			ret = -1;
+		if (!want)
+			why = "too large to load";
+		else if (fread(want, sizeof(uint64_t), span_blocks, f) !=
+			 span_blocks)
+			why = "truncated";
+	}
+	if (why) {
+		fprintf(stderr, PROG ": %s: %s\n", state, why);
+		ret = -1;
 	}
 	if (f)
 		fclose(f);
