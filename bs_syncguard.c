@@ -111,7 +111,8 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	eprintf("syncguard: lun %" PRIu64 ": %s, mode=%s, %" PRIu64
 		" bytes, %u-byte blocks, engine %s\n", lu->lun, path,
 		syncguard_mode_name(bs->opts.mode), bs->lun.size,
-		1u << lu->blk_shift, bs->uring.on ? "io_uring" : "threads");
+		1u << lu->blk_shift, bs->uring.on ? "io_uring" : bs->uring.flush_on ?
+		"threads, flushes through io_uring" : "threads");
 	return 0;
 }
 

@@ -30,7 +30,9 @@ struct uring_op;
 
 /* The io_uring engine's state (bs_syncguard_uring.c); event thread only. */
 struct syncguard_uring {
-	bool on, ring_ok;
+	bool on;		/* plain reads and writes go through the ring */
+	bool flush_on;		/* SYNCHRONIZE CACHE waits on the ring's flush */
+	bool ring_ok;
 	struct io_uring ring;
 	int efd;			/* completions wake tgtd's event loop */
 	unsigned int inflight;		/* commands in the engine */
@@ -41,6 +43,10 @@ struct syncguard_uring {
 	struct uring_op *current;	/* answered by the running flush */
 	struct uring_op *pending;	/* wait for the next one */
 	uint64_t flush_covers, flush_start_us;
+	bool batching;			/* a batch timer runs (next_flush) */
+	struct __kernel_timespec batch_ts;
+	unsigned int last_group;	/* commands the last flush answered */
+	unsigned int flush_avg_us;	/* mean device flush time */
 	int flush_err;
 };
 

@@ -223,6 +223,10 @@ struct syncguard_flusher {
 	pthread_cond_t done;
 	uint64_t started, completed;	/* flush generations */
 	bool running;
+	bool batching;		/* a leader holds the next flush back */
+	unsigned int joining;	/* callers the next flush will answer */
+	unsigned int last_group;	/* callers the last flush answered */
+	unsigned int avg_us;	/* mean device flush time, microseconds */
 	uint64_t dirty;		/* bumped (atomically) by each write that
 				 * leaves data volatile */
 	uint64_t clean_at;	/* value of dirty the last completed flush
@@ -297,6 +301,17 @@ int syncguard_lun_close(struct syncguard_lun *lun);
  * core/lun.c).  Returns 0 or -errno.
  */
 int syncguard_lun_flush(struct syncguard_lun *lun, bool elide);
+
+/*
+ * Group commit batching for an event-driven engine: how long to hold a
+ * device flush back (microseconds, 0 = start now) so that more commands
+ * join it.  @last_group is how many commands the previous flush answered,
+ * @flush_us the recent mean device flush time (microseconds).  Only a
+ * concurrent load is held back (@last_group >= 2): a lone command at
+ * queue depth 1 never waits.  Pure arithmetic; see core/flush.c.
+ */
+unsigned int syncguard_flush_batch_us(unsigned int last_group,
+				      unsigned int flush_us);
 
 /* Nothing written (data or metadata) since the last completed flush? */
 bool syncguard_lun_clean(struct syncguard_lun *lun);

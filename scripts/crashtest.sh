@@ -103,8 +103,10 @@ start_model() {
 one_cut() {
 	local config=$1 seed=$2 args bsopts bstype bsz plp= url wpid ms
 	IFS='|' read -r bsopts bstype bsz <<<"$(lun_args "$config")"
-	# both engines, alternately: io_uring and tgt's worker threads
-	[ "$bstype" = syncguard ] && bsopts="$bsopts;engine=$( ((seed % 2)) && echo uring || echo threads)"
+	# every engine in turn: io_uring; tgt's worker threads; and auto, which
+	# on FUSE is the workers for I/O with SYNCHRONIZE CACHE on io_uring
+	local engines=(threads uring auto)
+	[ "$bstype" = syncguard ] && bsopts="$bsopts;engine=${engines[seed % 3]}"
 	[ "$config" = plp ] && plp=--plp
 	start_model "$plp" "$seed" || return 1
 	"$tp" start "$work/victim" "$module" >/dev/null || return 1
