@@ -45,8 +45,6 @@ struct syncguard_uring {
 	uint64_t flush_covers, flush_start_us;
 	bool batching;			/* a batch timer runs (next_flush) */
 	struct __kernel_timespec batch_ts;
-	unsigned int last_group;	/* commands the last flush answered */
-	unsigned int flush_avg_us;	/* mean device flush time */
 	int flush_err;
 };
 

@@ -111,8 +111,10 @@ static void start_flush(struct syncguard_bs *bs)
 static void next_flush(struct syncguard_bs *bs)
 {
 	struct syncguard_uring *u = &bs->uring;
-	unsigned int us = syncguard_flush_batch_us(u->last_group,
-						   u->flush_avg_us);
+	struct syncguard_flusher *f = &bs->lun.flusher;
+	unsigned int us = syncguard_flush_batch_us(
+		__atomic_load_n(&f->last_group, __ATOMIC_RELAXED),
+		__atomic_load_n(&f->avg_us, __ATOMIC_RELAXED));
 	struct io_uring_sqe *sqe;
 
 	if (!us || !(sqe = io_uring_get_sqe(&u->ring))) {
@@ -142,16 +144,15 @@ static void join_flush(struct syncguard_bs *bs, struct uring_op *op)
 static void flush_done(struct syncguard_bs *bs, int res)
 {
 	struct syncguard_uring *u = &bs->uring;
-	struct uring_op *op = u->current, *next;
+	struct uring_op *op, *next;
 	unsigned int n = 0;
-
 	uint64_t us = now_us() - u->flush_start_us;
 
 	u->flushing = false;
-	u->flush_avg_us = (u->flush_avg_us * 7 + (unsigned int)(us < 1000000 ?
-			   us : 1000000)) / 8;
-	syncguard_flush_done(&bs->lun, u->flush_covers, res, us);
-	for (; op; op = next, n++) {
+	for (op = u->current; op; op = op->next)
+		n++;
+	syncguard_flush_done(&bs->lun, u->flush_covers, res, us, n);
+	for (op = u->current; op; op = next) {
 		next = op->next;
 		op->err = syncguard_lun_latched(&bs->lun);
 		finish(bs, op, syncguard_plan_done(&bs->lun, &op->plan, -op->err));
@@ -160,7 +161,6 @@ static void flush_done(struct syncguard_bs *bs, int res)
 		__atomic_fetch_add(&bs->lun.stats->flushes_coalesced, n - 1,
 				   __ATOMIC_RELAXED);
 	u->current = NULL;
-	u->last_group = n;
 	if (u->pending)
 		next_flush(bs);
 }

@@ -43,12 +43,20 @@ void syncguard_flusher_destroy(struct syncguard_flusher *f)
 	pthread_mutex_destroy(&f->lock);
 }
 
-static uint64_t now_us(void)
+uint64_t syncguard_now_us(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+void syncguard_ewma(unsigned int *mean, uint64_t us)
+{
+	unsigned int old = __atomic_load_n(mean, __ATOMIC_RELAXED);
+	unsigned int x = us < 1000000 ? (unsigned int)us : 1000000;
+
+	__atomic_store_n(mean, old ? (old * 7 + x) / 8 : x, __ATOMIC_RELAXED);
 }
 
 static void record_latency(struct syncguard_stats *st, uint64_t us)
@@ -66,13 +74,24 @@ uint64_t syncguard_lun_dirty(struct syncguard_lun *lun)
 	return __atomic_load_n(&lun->flusher.dirty, __ATOMIC_SEQ_CST);
 }
 
+/* With f->lock held: a flush of @us answered @group commands. */
+static void note_flush(struct syncguard_flusher *f, uint64_t us,
+		       unsigned int group)
+{
+	syncguard_ewma(&f->avg_us, us);
+	__atomic_store_n(&f->last_group, group, __ATOMIC_RELAXED);
+}
+
 void syncguard_flush_done(struct syncguard_lun *lun, uint64_t covers, int res,
-			  uint64_t us)
+			  uint64_t us, unsigned int group)
 {
 	struct syncguard_flusher *f = &lun->flusher;
 
 	syncguard_count(&lun->stats->device_flushes);
 	record_latency(lun->stats, us);
+	pthread_mutex_lock(&f->lock);
+	note_flush(f, us, group);
+	pthread_mutex_unlock(&f->lock);
 	if (res) {
 		syncguard_latch(lun, -res);
 		return;
@@ -94,9 +113,9 @@ static int device_flush(struct syncguard_lun *lun)
 		return fd;
 	}
 	syncguard_count(&lun->stats->device_flushes);
-	t0 = now_us();
+	t0 = syncguard_now_us();
 	err = syncguard_datasync(fd);
-	record_latency(lun->stats, now_us() - t0);
+	record_latency(lun->stats, syncguard_now_us() - t0);
 	syncguard_sync_fd_put(lun, fd);
 	if (err)
 		syncguard_latch(lun, -err);
@@ -112,17 +131,15 @@ static void lead_flush(struct syncguard_lun *lun)
 	int err;
 
 	unsigned int group = f->joining;
-	uint64_t t0 = now_us(), us;
+	uint64_t t0 = syncguard_now_us(), us;
 
 	f->joining = 0;
 	f->running = true;
 	pthread_mutex_unlock(&f->lock);
 	err = device_flush(lun);
-	us = now_us() - t0;
+	us = syncguard_now_us() - t0;
 	pthread_mutex_lock(&f->lock);
-	f->avg_us = (f->avg_us * 7 + (unsigned int)(us < 1000000 ? us : 1000000))
-		    / 8;
-	f->last_group = group;
+	note_flush(f, us, group);
 	f->running = false;
 	f->completed = gen;
 	if (!err && covers > f->clean_at)

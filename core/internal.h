@@ -38,6 +38,14 @@ bool syncguard_use_dsync(struct syncguard_lun *lun);
 /* fdatasync, EINTR retried: 0 or -errno */
 int syncguard_datasync(int fd);
 
+/* CLOCK_MONOTONIC in microseconds. */
+uint64_t syncguard_now_us(void);
+
+/* Fold a sample @us (microseconds, capped at 1 s) into the running mean
+ * *@mean (weight 1/8; the first sample sets it).  Lock-free: a lost
+ * update only delays the mean. */
+void syncguard_ewma(unsigned int *mean, uint64_t us);
+
 /* Note that data or metadata just became volatile (flush.c elides
  * flushes only while nothing did). */
 static inline void syncguard_mark_dirty(struct syncguard_lun *lun)

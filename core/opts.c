@@ -130,8 +130,10 @@ static const struct opt_def opt_table[] = {
 	{ "write_sync", parse_write_sync, "auto, group or dsync",
 	  "how a write that must be durable becomes durable: group = cached "
 	  "write, then a device flush shared with concurrent commands; "
-	  "dsync = RWF_DSYNC on that write alone; auto (default) = dsync for "
-	  "a FUA write while WCE=1, group otherwise" },
+	  "dsync = RWF_DSYNC on that write alone; auto (default) = whichever "
+	  "measures cheaper: dsync while (overlapping durable writes) x "
+	  "(mean RWF_DSYNC write time) <= (mean device flush time), else "
+	  "group" },
 };
 
 #define NR_OPTS (sizeof(opt_table) / sizeof(opt_table[0]))

@@ -254,6 +254,10 @@ struct syncguard_lun {
 	int flush_error;		/* first failed flush's errno, latched */
 	bool no_rwf_dsync;		/* the file system refused RWF_DSYNC:
 					 * write, then fdatasync */
+	/* write_sync=auto's measurements (syncguard_use_dsync) */
+	unsigned int dsync_avg_us;	/* mean RWF_DSYNC write time */
+	unsigned int dsync_inflight;	/* RWF_DSYNC writes running now */
+	unsigned int auto_choices;	/* decisions made, for the probes */
 	int async_cached;		/* planned cached writes in flight
 					 * (syncguard_plan); a switch to WCE=0
 					 * waits for them */
@@ -323,11 +327,11 @@ uint64_t syncguard_lun_dirty(struct syncguard_lun *lun);
 /*
  * An engine's own device flush ended with @res (0 or -errno) after @us
  * microseconds; it covered everything counted dirty up to @covers.
- * Counts and times it, latches a failure, or lets later SYNCHRONIZE
- * CACHE commands skip what it made durable.
+ * It answered @group commands.  Counts and times it, latches a failure,
+ * or lets later SYNCHRONIZE CACHE commands skip what it made durable.
  */
 void syncguard_flush_done(struct syncguard_lun *lun, uint64_t covers, int res,
-			  uint64_t us);
+			  uint64_t us, unsigned int group);
 
 /*
  * Publish @lun's counters in the file @path (created, mode 0644, mapped

@@ -89,6 +89,9 @@ START_TEST(test_plan_write_through_and_plp)
 	struct syncguard_plan p;
 
 	open_mode(SYNCGUARD_MODE_WRITE_THROUGH);
+	lun.dsync_avg_us = 1000;		/* a flush is cheaper here: */
+	lun.flusher.avg_us = 100;
+	lun.auto_choices = 1;
 	ck_assert(plan(0x2a, false, 0, 8, 4096, &p));
 	ck_assert_int_eq(p.persist, SYNCGUARD_PERSIST_DURABLE);
 	ck_assert(!p.dsync);			/* group commit */
