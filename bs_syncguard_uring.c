@@ -111,10 +111,7 @@ static void start_flush(struct syncguard_bs *bs)
 static void next_flush(struct syncguard_bs *bs)
 {
 	struct syncguard_uring *u = &bs->uring;
-	struct syncguard_flusher *f = &bs->lun.flusher;
-	unsigned int us = syncguard_flush_batch_us(
-		__atomic_load_n(&f->last_group, __ATOMIC_RELAXED),
-		__atomic_load_n(&f->avg_us, __ATOMIC_RELAXED));
+	unsigned int us = syncguard_flush_hold_us(&bs->lun);
 	struct io_uring_sqe *sqe;
 
 	if (!us || !(sqe = io_uring_get_sqe(&u->ring))) {

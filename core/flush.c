@@ -74,12 +74,55 @@ uint64_t syncguard_lun_dirty(struct syncguard_lun *lun)
 	return __atomic_load_n(&lun->flusher.dirty, __ATOMIC_SEQ_CST);
 }
 
+/*
+ * Whether holding flushes back pays depends on the device and the load:
+ * on the FUSE model, where writes stall behind a running flush, it
+ * answered 2.3x the commands per second (5.5k against 2.4k, write-back
+ * WRITE+SYNCHRONIZE CACHE, QD32); on this machine's disk, where commands
+ * keep arriving during a flush anyway, it cost 10-20%.  So it is a
+ * running trial: epochs of 16 flushes, one without and one with every 8
+ * epochs, and the 6 between take whichever answered more commands per
+ * second.  With f->lock held, after each flush that answered @group.
+ */
+#define SYNCGUARD_TRIAL_FLUSHES 16
+
+static void trial_note(struct syncguard_batch_trial *t, unsigned int group)
+{
+	uint64_t now = syncguard_now_us();
+	unsigned int phase;
+
+	if (!t->t0_us)
+		t->t0_us = now;
+	t->answered += group;
+	if (++t->flushes < SYNCGUARD_TRIAL_FLUSHES || now <= t->t0_us)
+		return;
+	t->rate[t->hold] = t->answered * 1000000u / (now - t->t0_us);
+	phase = ++t->epoch % 8;
+	__atomic_store_n(&t->hold, phase == 1 || (phase > 1 &&
+			 t->rate[1] > t->rate[0]), __ATOMIC_RELAXED);
+	t->flushes = 0;
+	t->answered = 0;
+	t->t0_us = now;
+}
+
 /* With f->lock held: a flush of @us answered @group commands. */
 static void note_flush(struct syncguard_flusher *f, uint64_t us,
 		       unsigned int group)
 {
 	syncguard_ewma(&f->avg_us, us);
 	__atomic_store_n(&f->last_group, group, __ATOMIC_RELAXED);
+	trial_note(&f->trial, group);
+}
+
+unsigned int syncguard_flush_hold_us(struct syncguard_lun *lun)
+{
+	struct syncguard_flusher *f = &lun->flusher;
+
+	if (!__atomic_load_n(&f->trial.hold, __ATOMIC_RELAXED))
+		return 0;
+	return syncguard_flush_batch_us(
+		__atomic_load_n(&f->last_group, __ATOMIC_RELAXED),
+		__atomic_load_n(&f->avg_us, __ATOMIC_RELAXED));
 }
 
 void syncguard_flush_done(struct syncguard_lun *lun, uint64_t covers, int res,
@@ -150,9 +193,10 @@ static void lead_flush(struct syncguard_lun *lun)
 /* With f->lock held, before leading a flush: the batching wait
  * (syncguard_flush_batch_us); callers that arrive meanwhile wait for the
  * flush this caller then starts, which is the one they need. */
-static void hold_back(struct syncguard_flusher *f)
+static void hold_back(struct syncguard_lun *lun)
 {
-	unsigned int us = syncguard_flush_batch_us(f->last_group, f->avg_us);
+	struct syncguard_flusher *f = &lun->flusher;
+	unsigned int us = syncguard_flush_hold_us(lun);
 
 	if (!us)
 		return;
@@ -192,7 +236,7 @@ int syncguard_lun_flush(struct syncguard_lun *lun, bool elide)
 		if (f->running || f->batching) {
 			pthread_cond_wait(&f->done, &f->lock);
 		} else {
-			hold_back(f);
+			hold_back(lun);
 			lead_flush(lun);
 			led = true;
 		}
@@ -212,7 +256,8 @@ int syncguard_lun_flush(struct syncguard_lun *lun, bool elide)
  * answer the same commands (jbd2 holds a commit back for the same reason,
  * by its mean commit time, when more than one process syncs).  The wait
  * is a fraction of the mean flush time, so it can cost at most that
- * fraction of a flush in latency, and nothing at queue depth 1.
+ * fraction of a flush in latency, and nothing at queue depth 1; and it
+ * is only taken while the trial above finds that it pays.
  */
 #define SYNCGUARD_BATCH_MAX_US 2000u
 

@@ -227,6 +227,12 @@ struct syncguard_flusher {
 	unsigned int joining;	/* callers the next flush will answer */
 	unsigned int last_group;	/* callers the last flush answered */
 	unsigned int avg_us;	/* mean device flush time, microseconds */
+	struct syncguard_batch_trial {	/* does holding flushes back pay? */
+		bool hold;		/* this epoch holds them back */
+		unsigned int epoch, flushes;
+		uint64_t answered, t0_us;	/* in this epoch */
+		uint64_t rate[2];	/* answered/s, last epoch without/with */
+	} trial;
 	uint64_t dirty;		/* bumped (atomically) by each write that
 				 * leaves data volatile */
 	uint64_t clean_at;	/* value of dirty the last completed flush
@@ -307,7 +313,7 @@ int syncguard_lun_close(struct syncguard_lun *lun);
 int syncguard_lun_flush(struct syncguard_lun *lun, bool elide);
 
 /*
- * Group commit batching for an event-driven engine: how long to hold a
+ * Group commit batching, for either engine: how long to hold a
  * device flush back (microseconds, 0 = start now) so that more commands
  * join it.  @last_group is how many commands the previous flush answered,
  * @flush_us the recent mean device flush time (microseconds).  Only a
@@ -316,6 +322,11 @@ int syncguard_lun_flush(struct syncguard_lun *lun, bool elide);
  */
 unsigned int syncguard_flush_batch_us(unsigned int last_group,
 				      unsigned int flush_us);
+
+/* The wait (microseconds) an engine holds its next flush back now: the
+ * above while the running trial (core/flush.c) finds that holding back
+ * answers more commands per second than not, else 0. */
+unsigned int syncguard_flush_hold_us(struct syncguard_lun *lun);
 
 /* Nothing written (data or metadata) since the last completed flush? */
 bool syncguard_lun_clean(struct syncguard_lun *lun);

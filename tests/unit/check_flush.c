@@ -141,6 +141,18 @@ START_TEST(test_flush_batch_policy)
 	ck_assert_uint_gt(lun.flusher.avg_us, 0);
 	ck_assert_uint_eq(syncguard_flush_batch_us(lun.flusher.last_group,
 						   lun.flusher.avg_us), 0);
+	/* the trial: the first epoch (16 flushes) does not hold back, the
+	 * second does, for a concurrent load */
+	lun.flusher.last_group = 8;
+	ck_assert_uint_eq(syncguard_flush_hold_us(&lun), 0);
+	for (int i = 3; i < 16; i++) {
+		syncguard_mark_dirty(&lun);
+		ck_assert_int_eq(syncguard_lun_flush(&lun, false), 0);
+	}
+	lun.flusher.last_group = 8;
+	ck_assert_uint_eq(syncguard_flush_hold_us(&lun),
+			  syncguard_flush_batch_us(8, lun.flusher.avg_us));
+	ck_assert_uint_gt(syncguard_flush_hold_us(&lun), 0);
 }
 END_TEST
 
