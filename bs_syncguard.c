@@ -38,26 +38,31 @@ static void bs_syncguard_request(struct scsi_cmd *cmd)
 		.in_len = scsi_get_in_length(cmd),
 	};
 	struct syncguard_result res;
-	struct syncguard_sense s;
 
 	if (cmd->scb[0] == MODE_SELECT || cmd->scb[0] == MODE_SELECT_10) {
 		syncguard_wce_off_request(cmd);
 		return;
 	}
 	syncguard_execute(&bs->lun, &req, &res);
-	s = syncguard_sense_of(res.reason);
+	syncguard_answer(cmd, &res);
+}
+
+void syncguard_answer(struct scsi_cmd *cmd, const struct syncguard_result *res)
+{
+	struct syncguard_sense s = syncguard_sense_of(res->reason);
+
 	scsi_set_result(cmd, s.status);
-	if (res.reason == SYNCGUARD_OK)
+	if (res->reason == SYNCGUARD_OK)
 		return;
-	if (res.info_valid)
-		sense_data_build_with_info(cmd, s.key, s.asc, res.info);
+	if (res->info_valid)
+		sense_data_build_with_info(cmd, s.key, s.asc, res->info);
 	else
 		sense_data_build(cmd, s.key, s.asc);
-	if (req.in_len)
-		scsi_set_in_resid_by_actual(cmd, res.in_done);
+	if (scsi_get_in_length(cmd))
+		scsi_set_in_resid_by_actual(cmd, res->in_done);
 	eprintf("syncguard: lun %" PRIu64 ": opcode 0x%02x: sense %x/%04x%s%s\n",
-		cmd->dev->lun, cmd->scb[0], s.key, s.asc, res.err ? ": " : "",
-		res.err ? strerror(res.err) : "");
+		cmd->dev->lun, cmd->scb[0], s.key, s.asc, res->err ? ": " : "",
+		res->err ? strerror(res->err) : "");
 }
 
 /* ---- backing-store hooks ---- */
@@ -102,7 +107,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	if (ret) {
 		syncguard_lun_close(&bs->lun);
 		bs->open = false;
-		return -ENOMEM;
+		return ret;
 	}
 	if (!lu->attrs.no_auto_lbppbe && bs->lun.phys_block_size)
 		update_lbppbe(lu, (int)bs->lun.phys_block_size);

@@ -45,7 +45,6 @@ struct syncguard_uring {
 	uint64_t flush_covers, flush_start_us;
 	bool batching;			/* a batch timer runs (next_flush) */
 	struct __kernel_timespec batch_ts;
-	int flush_err;
 };
 
 /* Per-LUN private data, placed after tgt's struct bs_thread_info. */
@@ -95,6 +94,12 @@ void syncguard_ops_close(struct scsi_lu *lu);
 /* In a worker: the flush of MODE SELECT switching WCE 1 -> 0. */
 void syncguard_wce_off_request(struct scsi_cmd *cmd);
 
+/* Set @cmd's status from @res through the one sense table (core/sense.c):
+ * on a failure, sense data (with INFORMATION when res->info_valid), the
+ * Data-In residual after res->in_done bytes, and one log line naming the
+ * opcode and res->err. */
+void syncguard_answer(struct scsi_cmd *cmd, const struct syncguard_result *res);
+
 /* The io_uring engine (bs_syncguard_uring.c).  open: 0 or -errno (only
  * with bsopts engine=uring; with engine=auto a missing io_uring just
  * leaves the engine off).  submit: tgt's bs_cmd_submit hook, 0 always.
@@ -103,5 +108,10 @@ int syncguard_uring_open(struct scsi_lu *lu);
 void syncguard_uring_close(struct scsi_lu *lu);
 int syncguard_uring_submit(struct scsi_cmd *cmd);
 bool syncguard_uring_sync_cache(struct scsi_cmd *cmd);
+
+/* From tgtd's event thread, before it switches @lu to WCE=0 itself
+ * (tgtadm): wait for the ring's cached writes and answer them, since
+ * syncguard_lun_set_wce waits for them and only this thread reaps them. */
+void syncguard_uring_quiesce(struct scsi_lu *lu);
 
 #endif

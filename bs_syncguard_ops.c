@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "bs_syncguard.h"
+#include "internal.h"
 
 #define CACHING_PAGE		0x08
 #define CACHING_PAGE_LEN	18	/* bytes after the page header */
@@ -306,8 +307,7 @@ static int syncguard_sync_cache(int host_no, struct scsi_cmd *cmd)
 				     &r))
 		return r == SYNCGUARD_OK ? SAM_STAT_GOOD : fail(cmd, r);
 	if ((cmd->scb[1] & 0x02) && immed_flush(bs, cmd->cmd_itn_id)) {
-		__atomic_fetch_add(&bs->lun.stats->sync_caches, 1,
-				   __ATOMIC_RELAXED);
+		syncguard_count(&bs->lun.stats->sync_caches);
 		scsi_set_in_resid_by_actual(cmd, 0);
 		return SAM_STAT_GOOD;
 	}
@@ -408,14 +408,6 @@ static int syncguard_dispatch(int host_no, struct scsi_cmd *cmd)
  * descriptors fit after the 8-byte header (SBC-3 5.28). */
 #define MAX_UNMAP_DESCRIPTORS ((0xffff - 8) / 16)
 
-static void put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
 /*
  * Block Limits (0xB0, SBC-3 6.5.3).  tgt fills it and rewrites it when
  * thin provisioning changes; syncguard then corrects: OPTIMAL TRANSFER
@@ -434,12 +426,10 @@ static void block_limits(struct scsi_lu *lu)
 	if (!b0 || b0->size < 24)
 		return;
 	bs->lun.max_caw_blocks = b0->data[1];
-	if (gran > 1 && gran <= 0xffff) {
-		b0->data[2] = (uint8_t)(gran >> 8);
-		b0->data[3] = (uint8_t)gran;
-	}
+	if (gran > 1 && gran <= 0xffff)
+		put_unaligned_be16((uint16_t)gran, b0->data + 2);
 	if (lu->attrs.thinprovisioning)
-		put_be32(b0->data + 20, MAX_UNMAP_DESCRIPTORS);
+		put_unaligned_be32(MAX_UNMAP_DESCRIPTORS, b0->data + 20);
 }
 
 /*
@@ -513,6 +503,8 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	page_set_mask(lu);	/* a new page has no mask */
 	wce = page_wce(lu);
 	if (bs->open && wce != (int)was) {
+		if (was && wce_changeable(bs))
+			syncguard_uring_quiesce(lu);
 		err = wce_changeable(bs) ? syncguard_lun_set_wce(&bs->lun, wce) :
 		      -EPERM;
 		if (err)

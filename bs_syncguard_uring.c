@@ -45,7 +45,6 @@ struct uring_op {
 	int err;			/* errno behind it, for the log */
 	uint32_t done;		/* bytes transferred so far */
 	int fd;			/* the descriptor the I/O goes to */
-	bool pool_fd;		/* fd is a sync descriptor to give back */
 	uint8_t *bounce;	/* aligned copy for O_DIRECT, or NULL */
 	struct uring_op *next;	/* flush waiters */
 };
@@ -54,56 +53,65 @@ struct uring_op {
  * never these addresses) */
 static char flush_tag, batch_tag;
 
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static void finish(struct syncguard_bs *bs, struct uring_op *op,
 		   enum syncguard_reason r)
 {
-	struct syncguard_sense s = syncguard_sense_of(r);
+	struct syncguard_result res = { .reason = r, .err = op->err };
 	struct scsi_cmd *cmd = op->cmd;
 
-	scsi_set_result(cmd, s.status);
-	if (r != SYNCGUARD_OK) {
-		sense_data_build(cmd, s.key, s.asc);
-		if (!op->plan.write)
-			scsi_set_in_resid_by_actual(cmd, 0);
-		eprintf("syncguard: lun %" PRIu64 ": opcode 0x%02x: sense "
-			"%x/%04x%s%s\n", cmd->dev->lun, cmd->scb[0], s.key, s.asc,
-			op->err ? ": " : "", op->err ? strerror(op->err) : "");
-	}
-	if (op->pool_fd)
-		syncguard_sync_fd_put(&bs->lun, op->fd);
+	syncguard_answer(cmd, &res);
 	free(op->bounce);
 	free(op);
 	bs->uring.inflight--;
 	target_cmd_io_done(cmd, scsi_get_result(cmd));
 }
 
+/*
+ * Submission.  An SQE, once prepared, reaches the kernel with the next
+ * io_uring_enter even if this one fails (liburing has published the SQ
+ * tail), so a failed submit is not a failed command: it is logged, and
+ * uring_event submits again.  A full SQ (never, with inflight capped
+ * below RING_ENTRIES) is submitted to make room.
+ */
+static void submit(struct syncguard_uring *u)
+{
+	int ret = io_uring_submit(&u->ring);
+
+	if (ret < 0)
+		eprintf("syncguard: io_uring submit: %s (retried)\n",
+			strerror(-ret));
+}
+
+static struct io_uring_sqe *get_sqe(struct syncguard_uring *u)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+
+	if (!sqe) {
+		submit(u);
+		sqe = io_uring_get_sqe(&u->ring);
+	}
+	return sqe;
+}
+
 /* ---- the group flush ---- */
 
+/* Start the device flush that answers the pending waiters.  Without an
+ * SQE they stay pending, and uring_event tries again. */
 static void start_flush(struct syncguard_bs *bs)
 {
 	struct syncguard_uring *u = &bs->uring;
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+	struct io_uring_sqe *sqe = get_sqe(u);
 
-	if (!sqe) {		/* never: one flush and RING_ENTRIES - 1 ops */
-		u->flush_err = -EBUSY;
+	if (!sqe)
 		return;
-	}
 	u->current = u->pending;
 	u->pending = NULL;
 	u->flushing = true;
 	u->flush_covers = syncguard_lun_dirty(&bs->lun);
-	u->flush_start_us = now_us();
+	u->flush_start_us = syncguard_now_us();
 	io_uring_prep_fsync(sqe, u->flush_fd, IORING_FSYNC_DATASYNC);
 	io_uring_sqe_set_data(sqe, &flush_tag);
-	io_uring_submit(&u->ring);
+	submit(u);
 }
 
 /* Start the next flush now, or after a batching wait (core/flush.c) in
@@ -114,7 +122,7 @@ static void next_flush(struct syncguard_bs *bs)
 	unsigned int us = syncguard_flush_hold_us(&bs->lun);
 	struct io_uring_sqe *sqe;
 
-	if (!us || !(sqe = io_uring_get_sqe(&u->ring))) {
+	if (!us || !(sqe = get_sqe(u))) {
 		start_flush(bs);
 		return;
 	}
@@ -122,7 +130,7 @@ static void next_flush(struct syncguard_bs *bs)
 	u->batch_ts.tv_nsec = (long long)us * 1000;
 	io_uring_prep_timeout(sqe, &u->batch_ts, 0, 0);
 	io_uring_sqe_set_data(sqe, &batch_tag);
-	io_uring_submit(&u->ring);
+	submit(u);
 	u->batching = true;
 }
 
@@ -143,7 +151,7 @@ static void flush_done(struct syncguard_bs *bs, int res)
 	struct syncguard_uring *u = &bs->uring;
 	struct uring_op *op, *next;
 	unsigned int n = 0;
-	uint64_t us = now_us() - u->flush_start_us;
+	uint64_t us = syncguard_now_us() - u->flush_start_us;
 
 	u->flushing = false;
 	for (op = u->current; op; op = op->next)
@@ -164,10 +172,10 @@ static void flush_done(struct syncguard_bs *bs, int res)
 
 /* ---- reads and writes ---- */
 
-/* Queue the (rest of the) transfer of @op; 0 or -errno. */
+/* Queue the (rest of the) transfer of @op; 0 or -EBUSY (no SQE). */
 static int queue_io(struct syncguard_bs *bs, struct uring_op *op)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&bs->uring.ring);
+	struct io_uring_sqe *sqe = get_sqe(&bs->uring);
 	struct scsi_cmd *cmd = op->cmd;
 	uint32_t left = op->plan.len - op->done;
 	uint64_t off = op->plan.off + op->done;
@@ -181,14 +189,14 @@ static int queue_io(struct syncguard_bs *bs, struct uring_op *op)
 		io_uring_prep_write(sqe, op->fd, (op->bounce ? op->bounce :
 				    (uint8_t *)scsi_get_out_buffer(cmd)) + op->done,
 				    left, off);
-	if (op->plan.write && op->plan.dsync)
-		sqe->rw_flags = RWF_DSYNC;
 	io_uring_sqe_set_data(sqe, op);
-	return io_uring_submit(&bs->uring.ring) < 0 ? -EIO : 0;
+	submit(&bs->uring);
+	return 0;
 }
 
 /* Choose the descriptor: O_DIRECT (aligned copy if the buffer is not),
- * a sync descriptor of its own for RWF_DSYNC, else the LUN's. */
+ * else the LUN's.  (RWF_DSYNC writes never come here: syncguard_plan
+ * leaves them to the worker threads, core/exec.c.) */
 static int prepare(struct syncguard_bs *bs, struct uring_op *op)
 {
 	struct syncguard_lun *lun = &bs->lun;
@@ -203,12 +211,6 @@ static int prepare(struct syncguard_bs *bs, struct uring_op *op)
 			memcpy(op->bounce, buf, op->plan.len);
 		}
 		syncguard_count(&lun->stats->direct_writes);
-	} else if (op->plan.dsync) {
-		op->fd = syncguard_sync_fd_get(lun);
-		if (op->fd < 0)
-			return op->fd;
-		op->pool_fd = true;
-		syncguard_count(&lun->stats->dsync_writes);
 	}
 	return 0;
 }
@@ -225,7 +227,7 @@ static void defer(struct syncguard_bs *bs, struct uring_op *op,
 static void io_done(struct syncguard_bs *bs, struct uring_op *op, int err)
 {
 	if (!err && op->plan.write &&
-	    op->plan.persist == SYNCGUARD_PERSIST_DURABLE && !op->plan.dsync) {
+	    op->plan.persist == SYNCGUARD_PERSIST_DURABLE) {
 		syncguard_plan_written(&bs->lun, &op->plan);
 		join_flush(bs, op);
 		return;
@@ -237,17 +239,23 @@ static void io_done(struct syncguard_bs *bs, struct uring_op *op, int err)
 /*
  * Answer @op from the event loop, never from inside bs_cmd_submit: tgt
  * still uses the command after its submit hook returns, and completing
- * it frees it.
+ * it frees it.  uring_event answers the ready list after its completions;
+ * syncguard_uring_submit wakes it for what it deferred itself.
  */
 static void defer(struct syncguard_bs *bs, struct uring_op *op,
 		  enum syncguard_reason r)
 {
-	uint64_t one = 1;
-
 	op->reason = r;
 	op->next = bs->uring.ready;
 	bs->uring.ready = op;
-	if (write(bs->uring.efd, &one, sizeof(one)) < 0)
+}
+
+/* Wake uring_event for answers deferred outside it. */
+static void wake(struct syncguard_bs *bs)
+{
+	uint64_t one = 1;
+
+	if (bs->uring.ready && write(bs->uring.efd, &one, sizeof(one)) < 0)
 		eprintf("syncguard: eventfd: %m\n");
 }
 
@@ -283,6 +291,7 @@ int syncguard_uring_submit(struct scsi_cmd *cmd)
 		op->err = -err;
 		defer(bs, op, syncguard_plan_done(&bs->lun, &op->plan, err));
 	}
+	wake(bs);
 	return 0;
 }
 
@@ -302,14 +311,6 @@ static void reap(struct syncguard_bs *bs, struct io_uring_cqe *cqe)
 			start_flush(bs);
 		return;
 	}
-	if (res == -EOPNOTSUPP && op->plan.dsync && !op->done) {
-		/* the file system refuses RWF_DSYNC: group commit instead */
-		__atomic_store_n(&bs->lun.no_rwf_dsync, true, __ATOMIC_RELAXED);
-		syncguard_sync_fd_put(&bs->lun, op->fd);
-		op->pool_fd = op->plan.dsync = false;
-		op->fd = bs->lun.fd;
-		res = -EAGAIN;
-	}
 	if (res > 0)
 		op->done += (uint32_t)res;
 	if (res == -EAGAIN || res == -EINTR || (res > 0 && op->done < op->plan.len)) {
@@ -323,17 +324,13 @@ static void reap(struct syncguard_bs *bs, struct io_uring_cqe *cqe)
 		-EIO : 0);
 }
 
-/* The eventfd says: completions, or deferred answers, are waiting. */
-static void uring_event(int fd, int events, void *data)
+/* Reap every completion, answer what is ready, and retry what found
+ * the ring busy. */
+static void run_ring(struct syncguard_bs *bs)
 {
-	struct syncguard_bs *bs = data;
 	struct io_uring_cqe *cqe;
 	struct uring_op *op;
-	uint64_t n;
 
-	(void)events;
-	if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
-		eprintf("syncguard: eventfd: %m\n");
 	while (io_uring_peek_cqe(&bs->uring.ring, &cqe) == 0) {
 		reap(bs, cqe);
 		io_uring_cqe_seen(&bs->uring.ring, cqe);
@@ -341,6 +338,37 @@ static void uring_event(int fd, int events, void *data)
 	while ((op = bs->uring.ready) != NULL) {
 		bs->uring.ready = op->next;
 		finish(bs, op, op->reason);
+	}
+	if (io_uring_sq_ready(&bs->uring.ring))	/* a submit failed */
+		submit(&bs->uring);
+	if (bs->uring.pending && !bs->uring.flushing && !bs->uring.batching)
+		start_flush(bs);		/* it found no SQE */
+}
+
+/* The eventfd says: completions, or deferred answers, are waiting. */
+static void uring_event(int fd, int events, void *data)
+{
+	uint64_t n;
+
+	(void)events;
+	if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		eprintf("syncguard: eventfd: %m\n");
+	run_ring(data);
+}
+
+void syncguard_uring_quiesce(struct scsi_lu *lu)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+
+	while (bs->uring.on &&
+	       __atomic_load_n(&bs->lun.async_cached, __ATOMIC_SEQ_CST)) {
+		int ret = io_uring_submit_and_wait(&bs->uring.ring, 1);
+
+		if (ret < 0 && ret != -EINTR) {
+			eprintf("syncguard: io_uring wait: %s\n", strerror(-ret));
+			return;
+		}
+		run_ring(bs);
 	}
 }
 

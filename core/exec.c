@@ -209,15 +209,12 @@ static enum syncguard_reason exec_sync_cache(struct syncguard_lun *lun,
 	return err ? io_reason(err, true) : SYNCGUARD_OK;
 }
 
-static bool plan_read(struct syncguard_lun *lun,
-		      const struct syncguard_req *req,
-		      const struct syncguard_cdb *c, struct syncguard_plan *p)
+static bool plan_read(struct syncguard_lun *lun, const struct syncguard_cdb *c)
 {
 	/* a FUA read waits for a flush unless nothing is dirty */
 	if (c->fua && policy_reported(lun, SYNCGUARD_CLASS_READ_FUA).flush_before &&
 	    !syncguard_lun_clean(lun))
 		return false;
-	p->len = (uint32_t)(p->len > req->in_len ? req->in_len : p->len);
 	syncguard_count(&lun->stats->reads);
 	return true;
 }
@@ -229,7 +226,6 @@ static bool plan_read(struct syncguard_lun *lun,
  * cached write to land before it flushes (syncguard_lun_set_wce).
  */
 static bool plan_write(struct syncguard_lun *lun,
-		       const struct syncguard_req *req,
 		       const struct syncguard_cdb *c, struct syncguard_plan *p)
 {
 	uint64_t a = lun->dio_align ? lun->dio_align : 1;
@@ -241,9 +237,6 @@ static bool plan_write(struct syncguard_lun *lun,
 	if (!p->cached_ref)
 		__atomic_fetch_sub(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
 	p->write = true;
-	p->len = (uint32_t)(p->len > req->out_len ? req->out_len : p->len);
-	p->dsync = p->persist == SYNCGUARD_PERSIST_DURABLE &&
-		   syncguard_use_dsync(lun);
 	p->direct = p->persist == SYNCGUARD_PERSIST_WRITTEN && lun->dfd >= 0 &&
 		    p->len && !(p->off % a) && !(p->len % a);
 	/* A writeout or an error, on a worker.  So is an RWF_DSYNC write:
@@ -251,17 +244,29 @@ static bool plan_write(struct syncguard_lun *lun,
 	 * its io-wq, so 32 FUA writes in flight became one (measured: 4.9k
 	 * against 14.1k IOPS on worker threads, 4 KiB, QD32). */
 	if ((p->persist == SYNCGUARD_PERSIST_WRITTEN && !p->direct) ||
-	    p->dsync || (p->persist != SYNCGUARD_PERSIST_CACHED &&
-			 syncguard_lun_latched(lun)))
+	    (p->persist != SYNCGUARD_PERSIST_CACHED &&
+	     syncguard_lun_latched(lun)) ||
+	    (p->persist == SYNCGUARD_PERSIST_DURABLE && syncguard_plan_dsync(lun)))
 		return false;
 	syncguard_count(c->fua ? &lun->stats->fua_writes : &lun->stats->writes);
 	return true;
+}
+
+/* Let a switch to WCE=0 go on (see plan_write), once per plan. */
+static void drop_cached_ref(struct syncguard_lun *lun,
+			    struct syncguard_plan *plan)
+{
+	if (plan->cached_ref) {
+		__atomic_fetch_sub(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
+		plan->cached_ref = false;
+	}
 }
 
 bool syncguard_plan(struct syncguard_lun *lun, const struct syncguard_req *req,
 		    struct syncguard_plan *plan)
 {
 	struct syncguard_cdb c;
+	uint64_t bytes, sent;
 	bool ok;
 
 	memset(plan, 0, sizeof(*plan));
@@ -270,13 +275,15 @@ bool syncguard_plan(struct syncguard_lun *lun, const struct syncguard_req *req,
 	    syncguard_check_range(lun, c.lba, c.nblocks))
 		return false;
 	plan->off = to_bytes(lun, c.lba);
-	plan->len = (uint32_t)to_bytes(lun, c.nblocks);
-	ok = c.op == SYNCGUARD_OP_READ ? plan_read(lun, req, &c, plan) :
-	     plan_write(lun, req, &c, plan);
-	if (!ok && plan->cached_ref) {
-		__atomic_fetch_sub(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
-		plan->cached_ref = false;
-	}
+	/* what the CDB asks for, but no more than the initiator sent (a
+	 * write) or has room for (a read) */
+	bytes = to_bytes(lun, c.nblocks);
+	sent = c.op == SYNCGUARD_OP_READ ? req->in_len : req->out_len;
+	plan->len = (uint32_t)(bytes < sent ? bytes : sent);
+	ok = c.op == SYNCGUARD_OP_READ ? plan_read(lun, &c) :
+	     plan_write(lun, &c, plan);
+	if (!ok)
+		drop_cached_ref(lun, plan);
 	return ok;
 }
 
@@ -286,12 +293,9 @@ void syncguard_plan_written(struct syncguard_lun *lun,
 	if (plan->written)
 		return;
 	plan->written = true;
-	if (plan->write && !plan->dsync && !plan->direct)
+	if (plan->write && !plan->direct)
 		syncguard_mark_dirty(lun);	/* in the page cache now */
-	if (plan->cached_ref) {
-		__atomic_fetch_sub(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
-		plan->cached_ref = false;
-	}
+	drop_cached_ref(lun, plan);
 }
 
 enum syncguard_reason syncguard_plan_done(struct syncguard_lun *lun,
@@ -301,10 +305,8 @@ enum syncguard_reason syncguard_plan_done(struct syncguard_lun *lun,
 
 	if (!err)
 		syncguard_plan_written(lun, plan);
-	else if (plan->cached_ref) {
-		__atomic_fetch_sub(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
-		plan->cached_ref = false;
-	}
+	else
+		drop_cached_ref(lun, plan);
 	if (err && plan->write && plan->persist != SYNCGUARD_PERSIST_CACHED)
 		syncguard_latch(lun, -err);
 	if (err) {

@@ -125,43 +125,41 @@ unsigned int syncguard_flush_hold_us(struct syncguard_lun *lun)
 		__atomic_load_n(&f->avg_us, __ATOMIC_RELAXED));
 }
 
-void syncguard_flush_done(struct syncguard_lun *lun, uint64_t covers, int res,
-			  uint64_t us, unsigned int group)
+/* With f->lock held: a device flush that took @us and answered @group
+ * callers ended with @res (0 or -errno).  Counted and timed; a failure
+ * latches, a success lets later SYNCHRONIZE CACHE commands skip what it
+ * covered (everything counted dirty up to @covers). */
+static void flush_finished(struct syncguard_lun *lun, uint64_t covers,
+			   int res, uint64_t us, unsigned int group)
 {
 	struct syncguard_flusher *f = &lun->flusher;
 
 	syncguard_count(&lun->stats->device_flushes);
 	record_latency(lun->stats, us);
-	pthread_mutex_lock(&f->lock);
 	note_flush(f, us, group);
-	pthread_mutex_unlock(&f->lock);
-	if (res) {
+	if (res)
 		syncguard_latch(lun, -res);
-		return;
-	}
-	pthread_mutex_lock(&f->lock);
-	if (covers > f->clean_at)
+	else if (covers > f->clean_at)
 		__atomic_store_n(&f->clean_at, covers, __ATOMIC_SEQ_CST);
-	pthread_mutex_unlock(&f->lock);
 }
 
-/* One device flush, timed, on a descriptor of its own; errors latch. */
+void syncguard_flush_done(struct syncguard_lun *lun, uint64_t covers, int res,
+			  uint64_t us, unsigned int group)
+{
+	pthread_mutex_lock(&lun->flusher.lock);
+	flush_finished(lun, covers, res, us, group);
+	pthread_mutex_unlock(&lun->flusher.lock);
+}
+
+/* One device flush on a descriptor of its own: 0 or -errno. */
 static int device_flush(struct syncguard_lun *lun)
 {
 	int fd = syncguard_sync_fd_get(lun), err;
-	uint64_t t0;
 
-	if (fd < 0) {
-		syncguard_latch(lun, -fd);
+	if (fd < 0)
 		return fd;
-	}
-	syncguard_count(&lun->stats->device_flushes);
-	t0 = syncguard_now_us();
 	err = syncguard_datasync(fd);
-	record_latency(lun->stats, syncguard_now_us() - t0);
 	syncguard_sync_fd_put(lun, fd);
-	if (err)
-		syncguard_latch(lun, -err);
 	return err;
 }
 
@@ -171,22 +169,18 @@ static void lead_flush(struct syncguard_lun *lun)
 	struct syncguard_flusher *f = &lun->flusher;
 	uint64_t gen = ++f->started;
 	uint64_t covers = __atomic_load_n(&f->dirty, __ATOMIC_SEQ_CST);
-	int err;
-
 	unsigned int group = f->joining;
-	uint64_t t0 = syncguard_now_us(), us;
+	uint64_t t0 = syncguard_now_us();
+	int err;
 
 	f->joining = 0;
 	f->running = true;
 	pthread_mutex_unlock(&f->lock);
 	err = device_flush(lun);
-	us = syncguard_now_us() - t0;
 	pthread_mutex_lock(&f->lock);
-	note_flush(f, us, group);
+	flush_finished(lun, covers, err, syncguard_now_us() - t0, group);
 	f->running = false;
 	f->completed = gen;
-	if (!err && covers > f->clean_at)
-		__atomic_store_n(&f->clean_at, covers, __ATOMIC_SEQ_CST);
 	pthread_cond_broadcast(&f->done);
 }
 

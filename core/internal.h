@@ -32,8 +32,13 @@ int syncguard_sync_fd_get(struct syncguard_lun *lun);
 void syncguard_sync_fd_put(struct syncguard_lun *lun, int fd);
 
 /* Is a durable write done with RWF_DSYNC (rather than a group flush)?
- * bsopts write_sync, see lun.c. */
+ * bsopts write_sync, see lun.c.  use_dsync takes the decision for a
+ * write about to be made, and counts it (auto's probes); plan_dsync is
+ * the planner's: it counts a group-commit choice, which the engine then
+ * carries out, but leaves an RWF_DSYNC one to be taken, the same way,
+ * by the worker that makes the write. */
 bool syncguard_use_dsync(struct syncguard_lun *lun);
+bool syncguard_plan_dsync(struct syncguard_lun *lun);
 
 /* fdatasync, EINTR retried: 0 or -errno */
 int syncguard_datasync(int fd);

@@ -313,7 +313,10 @@ int syncguard_lun_close(struct syncguard_lun *lun)
 
 	if (lun->fd < 0)
 		return 0;
-	if (lun->opts.mode == SYNCGUARD_MODE_WRITE_BACK)
+	/* write-back, or another mode an initiator switched to WCE=1
+	 * (allow_wce): what is only in the page cache goes to the device */
+	if (lun->opts.mode == SYNCGUARD_MODE_WRITE_BACK ||
+	    !syncguard_lun_clean(lun))
 		ret = syncguard_lun_flush(lun, true);
 	syncguard_stats_unpublish(lun);
 	close(lun->fd);
@@ -543,14 +546,9 @@ static int write_cached(struct syncguard_lun *lun, const uint8_t *buf,
 /*
  * The two ways a write becomes durable (bsopts write_sync): RWF_DSYNC on
  * that write alone, or a cached write plus a device flush shared with
- * every concurrent command (group commit).  Measured (README, "Flush
- * engine"): while WCE=1 a FUA write must not pay for everything else
- * that is dirty, and RWF_DSYNC was 1.7x (QD32) to 3x (QD1) faster than a
- * shared fdatasync; with WCE=0 nothing else is dirty and concurrent
- * writes share flushes, so group wins.  That is write_sync=auto.  The
- * file system may refuse RWF_DSYNC; then the group path serves.
- */
-/*
+ * every concurrent command (group commit).  The file system may refuse
+ * RWF_DSYNC; then the group path serves.
+ *
  * write_sync=auto, by measurement.  Both ways make the write durable
  * before it is answered; they differ only in cost.  RWF_DSYNC costs every
  * write a device sync of its own (a FUA write, or a write and a flush),
@@ -560,13 +558,12 @@ static int write_cached(struct syncguard_lun *lun, const uint8_t *buf,
  * more than a FUA write (measured here: 260 us against about 1 ms) keeps
  * it, and 32 writers, or any device whose flush is as slow as a FUA
  * write (the FUSE model: every RWF_DSYNC write is a 2 ms flush), share
- * flushes.  The times are means under the current load; one decision in
- * 32 goes each way regardless, so neither mean goes stale.
+ * flushes.  The times are means under the current load; decision @n % 64
+ * == 0 takes RWF_DSYNC and == 32 group commit regardless, so neither mean
+ * goes stale.
  */
-static bool auto_prefers_dsync(struct syncguard_lun *lun)
+static bool prefers_dsync(struct syncguard_lun *lun, unsigned int n)
 {
-	unsigned int n = __atomic_fetch_add(&lun->auto_choices, 1,
-					    __ATOMIC_RELAXED) % 64;
 	unsigned int t_dsync = __atomic_load_n(&lun->dsync_avg_us,
 					       __ATOMIC_RELAXED);
 	unsigned int t_flush = __atomic_load_n(&lun->flusher.avg_us,
@@ -576,28 +573,39 @@ static bool auto_prefers_dsync(struct syncguard_lun *lun)
 	unsigned int group = __atomic_load_n(&lun->flusher.last_group,
 					     __ATOMIC_RELAXED);
 
-	if (n == 32)
-		return false;
-	if (n == 0 || !t_dsync || !t_flush)	/* not measured yet */
-		return true;
-	if (group > k)
-		k = group;
-	return (uint64_t)k * t_dsync <= t_flush;
-}
-
-bool syncguard_use_dsync(struct syncguard_lun *lun)
-{
 	switch (lun->opts.write_sync) {
 	case SYNCGUARD_WRITE_SYNC_DSYNC:
 		break;
 	case SYNCGUARD_WRITE_SYNC_GROUP:
 		return false;
 	case SYNCGUARD_WRITE_SYNC_AUTO:
-		if (!auto_prefers_dsync(lun))
+		n %= 64;
+		if (n == 32)
+			return false;
+		if (group > k)
+			k = group;
+		if (n && t_dsync && t_flush &&	/* measured, not a probe */
+		    (uint64_t)k * t_dsync > t_flush)
 			return false;
 		break;
 	}
 	return !__atomic_load_n(&lun->no_rwf_dsync, __ATOMIC_RELAXED);
+}
+
+bool syncguard_use_dsync(struct syncguard_lun *lun)
+{
+	return prefers_dsync(lun, __atomic_fetch_add(&lun->auto_choices, 1,
+						     __ATOMIC_RELAXED));
+}
+
+bool syncguard_plan_dsync(struct syncguard_lun *lun)
+{
+	unsigned int n = __atomic_load_n(&lun->auto_choices, __ATOMIC_RELAXED);
+
+	if (prefers_dsync(lun, n))
+		return true;	/* the worker decides again, and counts it */
+	__atomic_fetch_add(&lun->auto_choices, 1, __ATOMIC_RELAXED);
+	return false;
 }
 
 static int write_persist_durable(struct syncguard_lun *lun, const uint8_t *buf,

@@ -31,8 +31,9 @@ enum syncguard_mode {
 
 /* How a write that must be durable becomes durable (bsopts write_sync). */
 enum syncguard_write_sync {
-	SYNCGUARD_WRITE_SYNC_AUTO,	/* by measurement: DSYNC for a FUA write
-					 * while WCE=1, GROUP otherwise */
+	SYNCGUARD_WRITE_SYNC_AUTO,	/* by measurement: DSYNC while it costs
+					 * less than a share of a flush
+					 * (core/lun.c), else GROUP */
 	SYNCGUARD_WRITE_SYNC_GROUP,	/* cached write, then a device flush
 					 * shared with concurrent commands */
 	SYNCGUARD_WRITE_SYNC_DSYNC,	/* RWF_DSYNC on that write alone */
@@ -381,9 +382,9 @@ struct syncguard_plan {
 	bool write;
 	uint64_t off;		/* bytes */
 	uint32_t len;		/* bytes */
-	enum syncguard_persist persist;	/* writes */
-	bool dsync;		/* PERSIST_DURABLE by RWF_DSYNC, else by a
-				 * cached write and a group flush */
+	enum syncguard_persist persist;	/* writes; PERSIST_DURABLE ones by
+					 * a cached write and a group flush
+					 * (RWF_DSYNC ones are not planned) */
 	bool direct;		/* PERSIST_WRITTEN by O_DIRECT on lun->dfd */
 	bool cached_ref;	/* holds lun->async_cached: dropped by
 				 * syncguard_plan_written() */

@@ -126,7 +126,8 @@ START_TEST(test_blockdev_round_trip)
 	scsi_free_scsi_task(t);
 	proto_assert_good(iscsi_synchronizecache16_sync(iscsi, lun, 0, 0, 0, 0),
 			  "SYNCHRONIZE CACHE(16)", false);
-	/* after SYNCHRONIZE CACHE every mode has put it on the device */
+	/* the blocks landed at LBA x block size of the device (read back
+	 * through the host; durability is the power-cut test's job) */
 	assert_on_device(_i, 3, out, sizeof(out));
 	assert_on_device(_i, 100, out, bs);
 	iscsi_destroy_context(iscsi);

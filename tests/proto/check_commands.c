@@ -36,11 +36,8 @@ static void setup(void)
 		snprintf(name, sizeof(name), "cmd%d.img", i);
 		if (proto_add_lun(luns[i].lun, proto_file(name, LUN_BYTES, false),
 				  luns[i].bsopts, 0) ||
-		    (luns[i].thin && proto_sh("'%s/scripts/tgtd-private' adm "
-			"'%s/tgtd' --lld iscsi --op update --mode logicalunit "
-			"--tid %d --lun %d --params thin_provisioning=1",
-			getenv("SYNCGUARD_TOP"), proto_dir(), PROTO_TID,
-			luns[i].lun))) {
+		    (luns[i].thin && proto_update_lun(luns[i].lun,
+						      "thin_provisioning=1"))) {
 			proto_tgtd_stop();
 			exit(EXIT_FAILURE);
 		}
@@ -160,7 +157,6 @@ START_TEST(test_cmd_compare_and_write)
 	int lun = luns[_i].lun;
 	struct iscsi_context *iscsi = proto_connect(lun);
 	unsigned char buf[4 * BS], big[2 * 129 * BS];
-	struct scsi_task *t;
 
 	pattern(buf, 2 * BS, 5);
 	proto_assert_good(iscsi_write16_sync(iscsi, lun, 900, buf, 2 * BS, BS,
@@ -171,12 +167,9 @@ START_TEST(test_cmd_compare_and_write)
 			  "COMPARE AND WRITE FUA", false);
 	assert_reads_back(iscsi, lun, 900, buf + 2 * BS, 2 * BS);
 	/* the medium now holds the second half: comparing the first fails */
-	t = iscsi_compareandwrite_sync(iscsi, lun, 900, buf, sizeof(buf), BS, 0,
-				       0, 0, 0, 0);
-	ck_assert_int_eq(t->status, SCSI_STATUS_CHECK_CONDITION);
-	ck_assert_int_eq(t->sense.key, SCSI_SENSE_MISCOMPARE);
-	ck_assert_int_eq(t->sense.ascq, 0x1d00);
-	scsi_free_scsi_task(t);
+	proto_assert_sense(iscsi_compareandwrite_sync(iscsi, lun, 900, buf,
+			   sizeof(buf), BS, 0, 0, 0, 0, 0), SCSI_SENSE_MISCOMPARE,
+			   0x1d00, "COMPARE AND WRITE miscompare");
 	/* more than MAXIMUM COMPARE AND WRITE LENGTH (128) */
 	memset(big, 0, sizeof(big));
 	proto_assert_sense(iscsi_compareandwrite_sync(iscsi, lun, 0, big,

@@ -143,8 +143,6 @@ START_TEST(test_faults_device_full)
 END_TEST
 
 /* SYNCHRONIZE CACHE IMMED=1: GOOD at once; the flush fails in the
- * background and comes back as a deferred error, once (SPC-4 4.5.5). */
-/* SYNCHRONIZE CACHE IMMED=1: GOOD at once; the flush fails in the
  * background and comes back as a deferred error, once, to the I_T nexus
  * that sent it (SPC-4 4.5.5) -- not to another initiator. */
 START_TEST(test_faults_immed_deferred_error)
@@ -162,23 +160,24 @@ START_TEST(test_faults_immed_deferred_error)
 	b = proto_connect(4);	/* another initiator: logs in, TURs fine */
 	proto_assert_good(iscsi_testunitready_sync(b, 4), "TUR, other nexus",
 			  false);
-	do {		/* A hears of it once the background flush failed */
+	for (;;) {	/* A hears of it once the background flush failed */
 		usleep(20000);
 		t = iscsi_testunitready_sync(a, 4);
 		ck_assert_ptr_nonnull(t);
-		if (t->status == SCSI_STATUS_GOOD)
-			scsi_free_scsi_task(t);
-	} while (t->status == SCSI_STATUS_GOOD && ++tries < 250);
+		if (t->status != SCSI_STATUS_GOOD || ++tries >= 250)
+			break;
+		scsi_free_scsi_task(t);
+	}
 	ck_assert_int_eq(t->status, SCSI_STATUS_CHECK_CONDITION);
 	ck_assert_int_eq(t->sense.error_type, 0x71);	/* deferred */
-	ck_assert_int_eq(t->sense.key, SCSI_SENSE_MEDIUM_ERROR);
-	ck_assert_int_eq(t->sense.ascq, 0x0c00);
-	scsi_free_scsi_task(t);
+	proto_assert_sense(t, SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "TEST UNIT READY: the deferred error");
 	proto_assert_good(iscsi_testunitready_sync(a, 4),
 			  "TEST UNIT READY after the deferred error", false);
 	proto_assert_good(iscsi_testunitready_sync(b, 4),
 			  "TUR, other nexus, after the failure", false);
 	t = iscsi_synchronizecache10_sync(b, 4, 0, 0, 0, 0);
+	ck_assert_ptr_nonnull(t);
 	ck_assert_int_eq(t->sense.error_type, 0x70);	/* latched: current */
 	proto_assert_sense(t, SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
 			   "SYNCHRONIZE CACHE(10) after the deferred error");

@@ -221,10 +221,7 @@ START_TEST(test_modes_thin_provisioning)
 {
 	int lun = modes[_i].lun;
 	bool plp = modes[_i].bsopts && !strcmp(modes[_i].bsopts, "mode=plp");
-	int ret = proto_sh("'%s/scripts/tgtd-private' adm '%s/tgtd' --lld iscsi "
-		"--op update --mode logicalunit --tid %d --lun %d --params "
-		"thin_provisioning=1 2>/dev/null", getenv("SYNCGUARD_TOP"),
-		proto_dir(), PROTO_TID, lun);
+	int ret = proto_update_lun(lun, "thin_provisioning=1");
 
 	/* a plp file LUN must stay fully allocated: refused */
 	ck_assert_int_eq(ret != 0, plp);
@@ -239,10 +236,7 @@ START_TEST(test_modes_bad_caching_page)
 	int lun = modes[_i].lun, wce, dpofua;
 	struct iscsi_context *iscsi;
 
-	ck_assert_int_ne(proto_sh("'%s/scripts/tgtd-private' adm '%s/tgtd' "
-		"--lld iscsi --op update --mode logicalunit --tid %d --lun %d "
-		"--params mode_page=8:0:0 2>/dev/null", getenv("SYNCGUARD_TOP"),
-		proto_dir(), PROTO_TID, lun), 0);
+	ck_assert_int_ne(proto_update_lun(lun, "mode_page=8:0:0"), 0);
 	ck_assert(proto_log_has("the Caching mode page must keep its 18 bytes"));
 	iscsi = proto_connect(lun);
 	proto_caching(iscsi, lun, &wce, &dpofua);

@@ -16,7 +16,6 @@ static char top[256] = ".";
 static char module[512];
 static char scratch[400];
 static char state[512];		/* tgtd-private's state directory */
-static bool running;
 static pid_t owner;		/* the process that started tgtd */
 
 int proto_sh(const char *fmt, ...)
@@ -79,7 +78,6 @@ void proto_tgtd_start(void)
 		proto_tgtd_stop();
 		exit(EXIT_FAILURE);
 	}
-	running = true;
 }
 
 void proto_tgtd_stop(void)
@@ -87,7 +85,6 @@ void proto_tgtd_stop(void)
 	if (!state[0] || getpid() != owner)
 		return;		/* forked test children never stop it */
 	proto_sh("'%s/scripts/tgtd-private' stop '%s'", top, state);
-	running = false;
 	if (scratch[0])
 		proto_sh("rm -rf '%s'", scratch);
 	state[0] = scratch[0] = '\0';
@@ -124,6 +121,13 @@ int proto_add_lun(int lun, const char *path, const char *bsopts,
 	return proto_sh("'%s/scripts/tgtd-private' lun '%s' %d %d '%s' '%s' "
 			"'%s' 2>/dev/null", top, state, PROTO_TID, lun, path,
 			bsopts ? bsopts : "", bsz);
+}
+
+int proto_update_lun(int lun, const char *params)
+{
+	return proto_sh("'%s/scripts/tgtd-private' adm '%s' --lld iscsi --op "
+			"update --mode logicalunit --tid %d --lun %d --params "
+			"'%s' 2>/dev/null", top, state, PROTO_TID, lun, params);
 }
 
 int proto_del_lun(int lun)

@@ -46,6 +46,9 @@ int proto_add_lun(int lun, const char *path, const char *bsopts,
 
 /* Delete LUN @lun; returns tgtadm's exit status. */
 int proto_del_lun(int lun);
+/* tgtadm --op update --mode logicalunit --params @params: 0 or the
+ * command's exit status (its stderr is dropped). */
+int proto_update_lun(int lun, const char *params);
 
 /* A file of @bytes in the test's scratch directory, fully written
  * (zeroes) unless @sparse; returns its path (static storage per name). */

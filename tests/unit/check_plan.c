@@ -93,8 +93,7 @@ START_TEST(test_plan_write_through_and_plp)
 	lun.flusher.avg_us = 100;
 	lun.auto_choices = 1;
 	ck_assert(plan(0x2a, false, 0, 8, 4096, &p));
-	ck_assert_int_eq(p.persist, SYNCGUARD_PERSIST_DURABLE);
-	ck_assert(!p.dsync);			/* group commit */
+	ck_assert_int_eq(p.persist, SYNCGUARD_PERSIST_DURABLE); /* group */
 	ck_assert(!p.cached_ref);
 	syncguard_latch(&lun, 5);
 	ck_assert(!plan(0x2a, false, 0, 8, 4096, &p));	/* latched: worker */
