@@ -101,19 +101,22 @@ $(BUILD)/sanpic/%.o: %.c $(HDRS)
 
 GLUE_SRCS := bs_syncguard.c bs_syncguard_ops.c bs_syncguard_uring.c
 
+# link a module: $(call link_module,compiler flags,core objects,ABI flags)
+define link_module
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(1) -fPIC -shared -isystem $(TGT_SRC)/usr \
+	  -fvisibility=hidden $(3) $(GLUE_SRCS) $(2) -o $@ -luring -lpthread
+endef
+
 bs_syncguard.so: $(GLUE_SRCS) bs_syncguard.h $(CORE_PIC) $(HDRS) \
 		 $(TGT_SRC)/.syncguard-tgt-version
-	$(CC) $(BASE) $(CFLAGS) -fPIC -shared -isystem $(TGT_SRC)/usr \
-	  -fvisibility=hidden $(ABI_FLAGS) \
-	  $(GLUE_SRCS) $(CORE_PIC) -o $@ -luring -lpthread
+	$(call link_module,$(CFLAGS),$(CORE_PIC),$(ABI_FLAGS))
 
 # the same module under AddressSanitizer and UndefinedBehaviorSanitizer,
 # for the fuzz tests (tgtd runs with libasan preloaded)
 $(BUILD)/san/bs_syncguard.so: $(GLUE_SRCS) bs_syncguard.h $(CORE_SANPIC) \
 			      $(HDRS) $(TGT_SRC)/.syncguard-tgt-version
-	$(CC) $(BASE) -O1 -g $(SAN) -fPIC -shared -isystem $(TGT_SRC)/usr \
-	  -fvisibility=hidden $(ABI_FLAGS) $(GLUE_SRCS) $(CORE_SANPIC) -o $@ \
-	  -luring -lpthread
+	$(call link_module,-O1 -g $(SAN),$(CORE_SANPIC),$(ABI_FLAGS))
 
 install: bs_syncguard.so tools/iscsi-syncbench tools/iscsi-syncbench.1 \
 	 tools/syncguard-stat
@@ -198,10 +201,7 @@ check-tools: bs_syncguard.so $(TOOLS) $(BUILD)/abi/bs_syncguard.so
 
 $(BUILD)/abi/bs_syncguard.so: $(GLUE_SRCS) bs_syncguard.h $(CORE_PIC) $(HDRS) \
 			      $(TGT_SRC)/.syncguard-tgt-version
-	@mkdir -p $(dir $@)
-	$(CC) $(BASE) $(CFLAGS) -fPIC -shared -isystem $(TGT_SRC)/usr \
-	  -fvisibility=hidden -DSYNCGUARD_TGTD_BUILD_ID='"0000"' \
-	  $(GLUE_SRCS) $(CORE_PIC) -o $@ -luring -lpthread
+	$(call link_module,$(CFLAGS),$(CORE_PIC),-DSYNCGUARD_TGTD_BUILD_ID='"0000"')
 
 # LUNs deleted, targets offlined, tgtd killed and restarted under load,
 # 64 sessions, sanitizers and LeakSanitizer on (make soak: 30 minutes)

@@ -47,7 +47,7 @@ static bool owned_by_other(const char *path)
 		return false;
 	other = pread(fd, &st, sizeof(st), 0) == (ssize_t)sizeof(st) &&
 		st.magic == SYNCGUARD_STATS_MAGIC && st.pid &&
-		st.pid != (uint32_t)getpid() && kill((pid_t)st.pid, 0) == 0;
+		st.pid != (uint32_t)getpid() && syncguard_stats_owner_alive(st.pid);
 	close(fd);
 	return other;
 }

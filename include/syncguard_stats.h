@@ -10,7 +10,11 @@
 #ifndef SYNCGUARD_STATS_H
 #define SYNCGUARD_STATS_H
 
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define SYNCGUARD_STATS_MAGIC	0x53544753u	/* "SGTS" */
 #define SYNCGUARD_STATS_VERSION	1
@@ -41,5 +45,12 @@ struct syncguard_stats {
 	uint64_t flush_us[SYNCGUARD_FLUSH_BUCKETS];
 	uint64_t flush_us_total;
 };
+
+/* Is the process that published a counters file (its pid field) alive?
+ * EPERM: alive, only not ours to signal (a reader that is not root). */
+static inline bool syncguard_stats_owner_alive(uint32_t pid)
+{
+	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
 
 #endif

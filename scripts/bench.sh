@@ -52,11 +52,12 @@ out=$top/build
 csv=$out/bench.csv
 [ -x "$bench" ] && [ -x "$model" ] && [ -f "$module" ] || { echo "bench: run make first" >&2; exit 1; }
 work=$(mktemp -d "$top/build/bench.XXXXXX") || exit 1
-mounts=()
 cleanup() {
 	trap - EXIT INT TERM
 	for d in main mem-sg mem-rdwr; do "$tp" stop "$work/$d" 2>/dev/null; done
-	for m in "${mounts[@]}"; do fusermount3 -u -z "$m" 2>/dev/null; done
+	for m in "$work"/slow-*.mnt; do	# the models exit when unmounted
+		mountpoint -q "$m" 2>/dev/null && fusermount3 -u -z "$m" 2>/dev/null
+	done
 	pkill -f "syncguard-devmodel --image $work" 2>/dev/null
 	rm -rf "$work"
 }
@@ -93,7 +94,6 @@ prepare_file() {
 	"$model" --image "$work/slow-$config.stable" --flush-ms "$flush_ms" \
 		--max-versions 1 "$work/slow-$config.mnt" -f \
 		>>"$work/model.log" 2>&1 &
-	mounts+=("$work/slow-$config.mnt")
 	for _ in $(seq 100); do
 		[ -e "$work/slow-$config.mnt/disk.img" ] && break
 		sleep 0.02

@@ -10,8 +10,8 @@
 #      and tgtd gets SIGKILL;
 #   4. a second tgtd exports the surviving image and iscsi-crashtest
 #      check reads every block back against the journal.
-# Configurations: the three syncguard modes (odd cuts with the io_uring
-# engine, even ones with tgt's worker threads), which must lose nothing,
+# Configurations: the three syncguard modes (cuts rotate through
+# engine=threads, uring and auto), which must lose nothing,
 # and tgt's own aio store, which answers SYNCHRONIZE CACHE without
 # flushing: the oracle must catch it losing data, or the test itself is
 # broken.
@@ -101,7 +101,7 @@ start_model() {
 
 # one cut; prints the checker's line "writes W durable D lost L bad_blocks B"
 one_cut() {
-	local config=$1 seed=$2 args bsopts bstype bsz plp= url wpid ms
+	local config=$1 seed=$2 bsopts bstype bsz plp= url wpid ms
 	IFS='|' read -r bsopts bstype bsz <<<"$(lun_args "$config")"
 	# every engine in turn: io_uring; tgt's worker threads; and auto, which
 	# on FUSE is the workers for I/O with SYNCHRONIZE CACHE on io_uring
@@ -109,13 +109,15 @@ one_cut() {
 	[ "$bstype" = syncguard ] && bsopts="$bsopts;engine=${engines[seed % 3]}"
 	[ "$config" = plp ] && plp=--plp
 	start_model "$plp" "$seed" || return 1
-	"$tp" start "$work/victim" "$module" >/dev/null || return 1
+	"$tp" start "$work/victim" "$module" >/dev/null || { unmount_model; return 1; }
 	"$tp" target "$work/victim" 1 "$iqn" &&
 	"$tp" lun "$work/victim" 1 1 "$mnt/disk.img" "$bsopts" "$bsz" "$bstype" || {
 		say "cannot create the $config LUN:"; tail -n 3 "$work/victim/tgtd.log" >&2
+		"$tp" kill "$work/victim"; unmount_model
 		return 1
 	}
 	url=$("$tp" url "$work/victim" "$iqn" 1)
+	rm -f "$work/journal"	# never check an earlier cut's journal
 	"$crash" run --journal "$work/journal" --seed "$seed" --time 60 "$url" \
 		2>>"$work/run.log" &
 	wpid=$!
@@ -123,7 +125,8 @@ one_cut() {
 	sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
 	echo cut >"$mnt/.ctl"		# the power goes: device first ...
 	"$tp" kill "$work/victim"	# ... and the host with it
-	wait "$wpid"
+	wait "$wpid" || { say "the workload failed:"; tail -n 3 "$work/run.log" >&2
+			  unmount_model; return 1; }
 	unmount_model
 	"$tp" lun "$work/check" 1 1 "$work/stable.img" "mode=write-back" "$bsz" || return 1
 	"$crash" check --journal "$work/journal" \
@@ -181,5 +184,5 @@ printf '%-13s %6s %9s %9s %6s %10s  %s\n' config cuts writes durable lost bad_bl
 	echo "]}"
 } 3>&1 >"$json"
 say "results: $json"
-[ "$status" -eq 0 ] || { say "details: $work is kept"; trap - EXIT; "$tp" stop "$work/check"; unmount_model; }
+[ "$status" -eq 0 ] || keep=1	# cleanup keeps the details
 exit "$status"

@@ -71,6 +71,7 @@ verify() {
 	out=$("$crash" check --all-acked --journal "$2" "$(url "$1")" 2>"$work/check.err")
 	say "LUN $1: $out"
 	case $out in *" lost 0 bad_blocks 0 "*) ;; *) fail=1; head -5 "$work/check.err" >&2 ;; esac
+	case $out in *" durable 0 "*) say "LUN $1: no durable write to check"; fail=1 ;; esac
 	[ "$soak" -eq 0 ] || case $out in *" failed 0") ;; *) say "LUN $1: commands failed"; fail=1 ;; esac
 }
 
@@ -80,10 +81,18 @@ run_loads() {		# $1 seconds; journals j1..j3; pids in $pids
 	for mode in $modes; do
 		lun=$((lun + 1)) sess=4
 		[ "$mode" = write-back ] && sess=64
+		rm -f "$work/j$lun"	# never verify an earlier round's journal
 		"$crash" run --sessions "$sess" --qd $((sess == 64 ? 2 : 8)) \
 			--time "$1" --seed "$RANDOM" --journal "$work/j$lun" \
 			"$(url "$lun")" 2>>"$work/run.err" &
 		pids="$pids $!"
+	done
+}
+
+wait_loads() {		# every workload of run_loads must have run
+	local p
+	for p in $pids; do
+		wait "$p" || { say "a workload failed:"; tail -n 3 "$work/run.err" >&2; fail=1; }
 	done
 }
 
@@ -125,7 +134,7 @@ if [ "$soak" -gt 0 ]; then
 	rounds=$(( (soak + 59) / 60 )) first=
 	for r in $(seq "$rounds"); do
 		run_loads 60
-		wait $pids
+		wait_loads
 		for lun in 1 2 3; do verify "$lun" "$work/j$lun"; done
 		rss=$(rss_kb); first=${first:-$rss}
 		say "round $r/$rounds: tgtd resident $((rss / 1024)) MiB"
@@ -137,7 +146,7 @@ if [ "$soak" -gt 0 ]; then
 else
 	run_loads "$seconds"
 	chaos $pids
-	wait $pids
+	wait_loads
 	for lun in 1 2 3; do verify "$lun" "$work/j$lun"; done
 	sanitizer_clean
 	# tgtd dies mid-run (no power cut: the page cache survives)

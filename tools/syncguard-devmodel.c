@@ -212,56 +212,57 @@ static void cut(void)
 	M.frozen = true;
 }
 
-static int do_write(const char *buf, size_t len, off_t off)
+/* Move @len bytes at @off (within the disk) block by block: into the
+ * cache from @in, or out of it (newest version, else stable) into @out.
+ * With M.lock held; 0 or -errno. */
+static int blocks_io(const char *in, char *out, size_t len, uint64_t off)
 {
-	uint8_t *blk = malloc(M.block);
+	static uint8_t *blk;
 	size_t done = 0;
-	int ret = take_fault(&M.fail_write);
+	int ret = 0;
 
-	if (!blk)
+	if (!blk && !(blk = malloc(M.block)))
 		return -ENOMEM;
-	if (!ret && (off < 0 || (uint64_t)off + len > M.size))
-		ret = -ENOSPC;
 	while (!ret && done < len) {
-		uint64_t pos = (uint64_t)off + done, b = pos / M.block;
-		size_t in = pos % M.block, n = M.block - in;
+		uint64_t pos = off + done, b = pos / M.block;
+		size_t at = pos % M.block, n = M.block - at;
 
 		if (n > len - done)
 			n = len - done;
 		ret = read_block(b, blk);
-		memcpy(blk + in, buf + done, n);
-		if (!ret)
-			ret = cache_block(b, blk);
+		if (in) {
+			memcpy(blk + at, in + done, n);
+			if (!ret)
+				ret = cache_block(b, blk);
+		} else {
+			memcpy(out + done, blk + at, n);
+		}
 		done += n;
 	}
-	free(blk);
+	return ret;
+}
+
+static int do_write(const char *buf, size_t len, off_t off)
+{
+	int ret = take_fault(&M.fail_write);
+
+	if (!ret && (off < 0 || (uint64_t)off + len > M.size))
+		ret = -ENOSPC;
+	if (!ret)
+		ret = blocks_io(buf, NULL, len, (uint64_t)off);
 	M.writes++;
 	return ret ? ret : (int)len;
 }
 
 static int do_read(char *buf, size_t len, off_t off)
 {
-	uint8_t *blk = malloc(M.block);
-	size_t done = 0;
-	int ret = 0;
+	int ret;
 
-	if (!blk)
-		return -ENOMEM;
 	if (off < 0 || (uint64_t)off >= M.size)
 		len = 0;
 	else if ((uint64_t)off + len > M.size)
 		len = M.size - (uint64_t)off;
-	while (!ret && done < len) {
-		uint64_t pos = (uint64_t)off + done, b = pos / M.block;
-		size_t in = pos % M.block, n = M.block - in;
-
-		if (n > len - done)
-			n = len - done;
-		ret = read_block(b, blk);
-		memcpy(buf + done, blk + in, n);
-		done += n;
-	}
-	free(blk);
+	ret = blocks_io(NULL, buf, len, (uint64_t)off);
 	return ret ? ret : (int)len;
 }
 

@@ -69,7 +69,7 @@ static void print(const char *target, const char *lun,
 		  const struct syncguard_stats *st, bool json, bool *first)
 {
 	const char *mode = st->mode < 3 ? modes[st->mode] : "?";
-	bool alive = kill((pid_t)st->pid, 0) == 0;
+	bool alive = syncguard_stats_owner_alive(st->pid);
 
 	if (json) {
 		printf("%s{\"target\":\"%s\",\"lun\":%s,\"mode\":\"%s\","

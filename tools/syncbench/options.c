@@ -255,7 +255,8 @@ static const struct opt opts[] = {
 	{ "queue-depth", 'q', "DEPTHS", "commands in flight per session, a "
 	  "comma list to sweep (1..1024); default 1", set_qds },
 	{ "sessions", 'n', "N", "independent iSCSI sessions, as iozone -l N "
-	  "(1..64); reports each and the aggregate; default 1", set_sessions },
+	  "(1..64); reports the aggregate and the per-session IOPS spread "
+	  "(min/avg/max); default 1", set_sessions },
 	{ "time", 't', "SECONDS", "duration of each run; default 10", set_time },
 	{ "bytes", 0, "SIZE", "instead of --time: each session moves SIZE "
 	  "bytes per run", set_bytes },

@@ -27,6 +27,7 @@ struct op {
 	uint64_t start_ns;
 	uint64_t seq;		/* --verify stamp */
 	unsigned char *buf;	/* data of this op */
+	struct scsi_iovec rd;	/* a READ's data goes to the session's rbuf */
 };
 
 struct sess {
@@ -37,6 +38,8 @@ struct sess {
 	bool dead, end_flushed;
 	unsigned int inflight, nfree;
 	struct op *slots, **free;
+	unsigned char *rbuf;	/* READ data lands here, unread: no copy
+				 * in libiscsi, and writes keep their data */
 	uint64_t base, blocks;	/* region, logical blocks */
 	uint64_t cursor;	/* next sequential offset in the region */
 	uint64_t issued_bytes, writes_since_flush;
@@ -57,7 +60,8 @@ struct run {
 	uint64_t iv_ops, iv_bytes;
 	struct verify_map *vmap;
 	uint8_t *busy;		/* --verify: blocks with a write in flight */
-	bool stopping;
+	double flushes_at_measure;	/* target's counter when the warm-up
+					 * ended; -1: unknown, -2: not read */
 	bool closing;		/* contexts being destroyed: ignore callbacks */
 	uint64_t last_progress;	/* when a command last completed */
 };
@@ -80,7 +84,6 @@ static void note_error(struct run *rn, struct op *op, const char *what,
 		       int status, struct scsi_task *t)
 {
 	rn->r->errors++;
-	op->s->res.errors++;
 	if (rn->r->errors > 5)
 		return;
 	if (status == SCSI_STATUS_CHECK_CONDITION && t)
@@ -112,7 +115,6 @@ static void account(struct run *rn, struct op *op, uint64_t now)
 	rn->iv_ops++;
 	rn->iv_bytes += bytes;
 	op->s->res.ops++;
-	op->s->res.bytes += bytes;
 	if (op->flushing)
 		rn->r->flushes++;
 	if (op->read)
@@ -194,9 +196,13 @@ static int submit_data(struct op *op)
 
 	if (!op->blocks)
 		return submit_flush(op);
-	if (op->read)
-		return iscsi_read16_task(s->iscsi, s->lun, op->lba, len,
-			(int)rn->ti->block_size, 0, 0, 0, 0, 0, data_cb, op) ? 0 : -1;
+	if (op->read) {
+		op->rd.iov_base = s->rbuf;
+		op->rd.iov_len = len;
+		return iscsi_read16_iov_task(s->iscsi, s->lun, op->lba, len,
+			(int)rn->ti->block_size, 0, 0, 0, 0, 0, data_cb, op,
+			&op->rd, 1) ? 0 : -1;
+	}
 	return iscsi_write16_task(s->iscsi, s->lun, op->lba, op->buf, len,
 		(int)rn->ti->block_size, 0, 0, fua, 0, 0, data_cb, op) ? 0 : -1;
 }
@@ -262,7 +268,7 @@ static bool due(struct sess *s, uint64_t now)
 {
 	struct run *rn = s->run;
 
-	if (interrupted || rn->stopping || s->dead)
+	if (interrupted || s->dead)
 		return false;
 	if (rn->p->bytes)
 		return s->issued_bytes < rn->p->bytes;
@@ -405,8 +411,12 @@ static void loop(struct run *rn)
 {
 	for (;;) {
 		uint64_t now = now_ns();
-		unsigned int busy = pump(rn);
+		unsigned int busy;
 
+		if (rn->flushes_at_measure == -2 && now >= rn->t_measure)
+			rn->flushes_at_measure = target_flush_counter(
+				rn->ti->target, rn->s[0].lun);
+		busy = pump(rn);
 		if (interrupted && now < rn->t_stop)
 			rn->t_stop = now;
 		tick(rn, now);
@@ -449,7 +459,8 @@ static int open_session(struct run *rn, struct sess *s, unsigned int i,
 		    (i * part) / xfer_blocks * xfer_blocks % s->blocks;
 	s->slots = calloc(p->qd, sizeof(*s->slots));
 	s->free = calloc(p->qd, sizeof(*s->free));
-	if (!s->slots || !s->free)
+	if (!s->slots || !s->free || posix_memalign((void **)&s->rbuf, 4096,
+						      p->xfer))
 		return no_memory(p);
 	for (unsigned int k = 0; k < p->qd; k++) {
 		struct op *op = &s->slots[k];
@@ -476,6 +487,7 @@ static void close_session(struct sess *s, bool clean)
 		free(s->slots[k].buf);
 	free(s->slots);
 	free(s->free);
+	free(s->rbuf);
 }
 
 const char *point_problem(const struct config *c, const struct target_info *ti,
@@ -537,7 +549,6 @@ int run_point(const struct config *c, const struct target_info *ti,
 			  .rng = c->seed * 0x9e3779b97f4a7c15ull + 1 };
 	uint64_t span_blocks = (c->span ? c->span : ti->blocks * ti->block_size) /
 			       ti->block_size;
-	double before = -1;
 	const char *why = point_problem(c, ti, p);
 	int ret = why ? -2 : 0;
 
@@ -554,20 +565,17 @@ int run_point(const struct config *c, const struct target_info *ti,
 	for (unsigned int i = 0; !ret && i < rn.nsess; i++)
 		ret = open_session(&rn, &rn.s[i], i, span_blocks);
 	if (!ret) {
-		before = target_flush_counter(ti->target, rn.s[0].lun);
+		rn.flushes_at_measure = -2;
 		rn.t0 = rn.last_tick = rn.last_progress = now_ns();
 		rn.t_measure = rn.last_iv = rn.t0 + (uint64_t)(c->warmup * 1e9);
 		rn.t_stop = p->bytes ? UINT64_MAX / 2 :
 			    rn.t_measure + (uint64_t)(p->seconds * 1e9);
 		loop(&rn);
-		/* a --time run is rated on its planned window, not on the
-		 * wait for a dead target's last answers */
-		uint64_t end = now_ns();
+		/* rated until the last answer counted, or, for a target
+		 * that stopped answering, until it went quiet */
+		uint64_t end = r->unanswered ? rn.last_progress : now_ns();
+		double before = rn.flushes_at_measure;
 
-		if (r->unanswered)		/* rated until it went quiet */
-			end = rn.last_progress;
-		else if (!p->bytes && end > rn.t_stop)
-			end = rn.t_stop;
 		summarize(&rn, end);
 		double after = target_flush_counter(ti->target, rn.s[0].lun);
 

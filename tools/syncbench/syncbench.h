@@ -111,7 +111,7 @@ struct interval {
 };
 
 struct session_result {
-	uint64_t ops, bytes, errors;
+	uint64_t ops;
 	double iops;
 };
 

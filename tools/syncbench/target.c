@@ -205,7 +205,7 @@ double target_flush_counter(const char *url_target, int lun)
 		return -1;
 	ok = fread(&st, sizeof(st), 1, f) == 1 &&
 	     st.magic == SYNCGUARD_STATS_MAGIC &&
-	     st.version == SYNCGUARD_STATS_VERSION && kill((pid_t)st.pid, 0) == 0;
+	     st.version == SYNCGUARD_STATS_VERSION && syncguard_stats_owner_alive(st.pid);
 	fclose(f);
 	return ok ? (double)(st.device_flushes + st.dsync_writes) : -1;
 }
