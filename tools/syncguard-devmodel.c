@@ -198,10 +198,11 @@ static void cut(void)
 
 		for (v = M.cache[b]; v; v = v->older)
 			n++;
-		pick = (unsigned int)(rnd() % (n + 1));	/* 0: none */
-		for (v = M.cache[b]; v && pick && --pick;)
+		pick = (unsigned int)(rnd() % (n + 1));	/* 0: none, k: the
+							 * k-th newest */
+		for (v = M.cache[b]; v && pick > 1; pick--)
 			v = v->older;
-		if (v && (rnd() % (n + 1)) && write_stable(b, v->data) == 0)
+		if (pick && v && write_stable(b, v->data) == 0)
 			M.cut_kept++;
 		else
 			M.cut_dropped++;
