@@ -124,6 +124,9 @@ START_TEST(test_opts_help_lists_every_key)
 	ck_assert_uint_lt(need, sizeof(buf));
 	ck_assert_ptr_nonnull(strstr(buf, "mode=<write-through, write-back or plp>"));
 	ck_assert_ptr_nonnull(strstr(buf, "alloc_check=<yes or no>"));
+	ck_assert_ptr_nonnull(strstr(buf, "allow_wce=<yes or no>"));
+	ck_assert_ptr_nonnull(strstr(buf, "engine=<auto, threads or uring>"));
+	ck_assert_ptr_nonnull(strstr(buf, "write_sync=<auto, group or dsync>"));
 	/* a short buffer is truncated, not overrun */
 	ck_assert_uint_eq(syncguard_opts_help(buf, 8), need);
 	ck_assert_uint_eq(strlen(buf), 7);

@@ -515,6 +515,10 @@ const char *point_problem(const struct config *c, const struct target_info *ti,
 			 "one command of %" PRIu64 " bytes", split ?
 			 "each session's part of the span" : "the span",
 			 split ? span / nsess : span, p->xfer);
+	else if (c->warmup > 0 && p->bytes)	/* a preset's --bytes point */
+		snprintf(msg, sizeof(msg), "--warmup goes with timed runs: this "
+			 "point writes %" PRIu64 " bytes, which the warm-up would "
+			 "use up", p->bytes);
 	else
 		return NULL;
 	return msg;
