@@ -200,16 +200,13 @@ static int queue_io(struct syncguard_bs *bs, struct uring_op *op)
 static int prepare(struct syncguard_bs *bs, struct uring_op *op)
 {
 	struct syncguard_lun *lun = &bs->lun;
-	void *buf = scsi_get_out_buffer(op->cmd);
 
 	op->fd = lun->fd;
 	if (op->plan.direct) {
 		op->fd = lun->dfd;
-		if ((uintptr_t)buf % lun->dio_mem_align) {
-			if (posix_memalign((void **)&op->bounce, 4096, op->plan.len))
-				return -ENOMEM;
-			memcpy(op->bounce, buf, op->plan.len);
-		}
+		if (!syncguard_direct_buf(lun, scsi_get_out_buffer(op->cmd),
+					  op->plan.len, &op->bounce))
+			return -ENOMEM;
 		syncguard_count(&lun->stats->direct_writes);
 	}
 	return 0;

@@ -228,8 +228,6 @@ static bool plan_read(struct syncguard_lun *lun, const struct syncguard_cdb *c)
 static bool plan_write(struct syncguard_lun *lun,
 		       const struct syncguard_cdb *c, struct syncguard_plan *p)
 {
-	uint64_t a = lun->dio_align ? lun->dio_align : 1;
-
 	__atomic_fetch_add(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
 	p->persist = policy(lun, c->fua ? SYNCGUARD_CLASS_WRITE_FUA :
 			    SYNCGUARD_CLASS_WRITE).persist;
@@ -237,8 +235,8 @@ static bool plan_write(struct syncguard_lun *lun,
 	if (!p->cached_ref)
 		__atomic_fetch_sub(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
 	p->write = true;
-	p->direct = p->persist == SYNCGUARD_PERSIST_WRITTEN && lun->dfd >= 0 &&
-		    p->len && !(p->off % a) && !(p->len % a);
+	p->direct = p->persist == SYNCGUARD_PERSIST_WRITTEN &&
+		    syncguard_direct_ok(lun, p->off, p->len);
 	/* A writeout or an error, on a worker.  So is an RWF_DSYNC write:
 	 * io_uring runs buffered writes that block one file at a time in
 	 * its io-wq, so 32 FUA writes in flight became one (measured: 4.9k

@@ -43,6 +43,16 @@ bool syncguard_plan_dsync(struct syncguard_lun *lun);
 /* fdatasync, EINTR retried: 0 or -errno */
 int syncguard_datasync(int fd);
 
+/* Can @len bytes at byte offset @off go to lun->dfd (O_DIRECT)?  Needs
+ * the descriptor and the file's O_DIRECT alignment (STATX_DIOALIGN). */
+bool syncguard_direct_ok(struct syncguard_lun *lun, uint64_t off, size_t len);
+
+/* @buf as O_DIRECT takes it: itself if its address is aligned, else a
+ * copy in *@bounce (the caller frees it); NULL when out of memory. */
+const uint8_t *syncguard_direct_buf(struct syncguard_lun *lun,
+				    const uint8_t *buf, size_t len,
+				    uint8_t **bounce);
+
 /* CLOCK_MONOTONIC in microseconds. */
 uint64_t syncguard_now_us(void);
 

@@ -631,18 +631,32 @@ static int write_direct(struct syncguard_lun *lun, const uint8_t *buf,
 	uint8_t *bounce = NULL;
 	int err;
 
-	if (lun->dfd < 0 || !len || off % lun->dio_align || len % lun->dio_align)
+	if (!syncguard_direct_ok(lun, off, len) ||
+	    !(buf = syncguard_direct_buf(lun, buf, len, &bounce)))
 		return -EAGAIN;
-	if ((uintptr_t)buf % lun->dio_mem_align) {
-		if (posix_memalign((void **)&bounce, 4096, len))
-			return -EAGAIN;
-		memcpy(bounce, buf, len);
-		buf = bounce;
-	}
 	syncguard_count(&lun->stats->direct_writes);
 	err = write_all(lun->dfd, buf, len, off, 0);
 	free(bounce);
 	return err;
+}
+
+bool syncguard_direct_ok(struct syncguard_lun *lun, uint64_t off, size_t len)
+{
+	return lun->dfd >= 0 && len && !(off % lun->dio_align) &&
+	       !(len % lun->dio_align);
+}
+
+const uint8_t *syncguard_direct_buf(struct syncguard_lun *lun,
+				    const uint8_t *buf, size_t len,
+				    uint8_t **bounce)
+{
+	*bounce = NULL;
+	if (!((uintptr_t)buf % lun->dio_mem_align))
+		return buf;
+	if (posix_memalign((void **)bounce, 4096, len))
+		return NULL;
+	memcpy(*bounce, buf, len);
+	return *bounce;
 }
 
 int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
