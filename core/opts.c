@@ -40,15 +40,25 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* The index of @val in @names (@n of them), or -EINVAL. */
+static int name_index(const char *val, const char *const *names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(val, names[i]))
+			return (int)i;
+	return -EINVAL;
+}
+
+#define NAME_INDEX(val, names) \
+	name_index(val, names, sizeof(names) / sizeof(names[0]))
+
 static int parse_mode(const char *val, struct syncguard_opts *opts)
 {
-	for (size_t i = 0; i < sizeof(mode_names) / sizeof(mode_names[0]); i++) {
-		if (!strcmp(val, mode_names[i])) {
-			opts->mode = (enum syncguard_mode)i;
-			return 0;
-		}
-	}
-	return -EINVAL;
+	int i = NAME_INDEX(val, mode_names);
+
+	if (i >= 0)
+		opts->mode = (enum syncguard_mode)i;
+	return i < 0 ? i : 0;
 }
 
 static int parse_bool(const char *val, bool *out)
@@ -82,27 +92,21 @@ static int parse_allow_wce(const char *val, struct syncguard_opts *opts)
 static int parse_engine(const char *val, struct syncguard_opts *opts)
 {
 	static const char *const names[] = { "auto", "threads", "uring" };
+	int i = NAME_INDEX(val, names);
 
-	for (int i = 0; i < 3; i++) {
-		if (!strcmp(val, names[i])) {
-			opts->engine = (enum syncguard_engine)i;
-			return 0;
-		}
-	}
-	return -EINVAL;
+	if (i >= 0)
+		opts->engine = (enum syncguard_engine)i;
+	return i < 0 ? i : 0;
 }
 
 static int parse_write_sync(const char *val, struct syncguard_opts *opts)
 {
-	if (!strcmp(val, "auto"))
-		opts->write_sync = SYNCGUARD_WRITE_SYNC_AUTO;
-	else if (!strcmp(val, "group"))
-		opts->write_sync = SYNCGUARD_WRITE_SYNC_GROUP;
-	else if (!strcmp(val, "dsync"))
-		opts->write_sync = SYNCGUARD_WRITE_SYNC_DSYNC;
-	else
-		return -EINVAL;
-	return 0;
+	static const char *const names[] = { "auto", "group", "dsync" };
+	int i = NAME_INDEX(val, names);
+
+	if (i >= 0)
+		opts->write_sync = (enum syncguard_write_sync)i;
+	return i < 0 ? i : 0;
 }
 
 struct opt_def {
