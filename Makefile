@@ -153,8 +153,8 @@ tools/iscsi-syncbench.1: tools/iscsi-syncbench
 tools/iscsi-crashtest: tools/iscsi-crashtest.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
 
-tools/syncguard-stat: tools/syncguard-stat.c include/syncguard_stats.h
-	$(CC) $(BASE) $(CFLAGS) $< -o $@
+tools/syncguard-stat: tools/syncguard-stat.c core/opts.c $(HDRS)
+	$(CC) $(BASE) $(CFLAGS) tools/syncguard-stat.c core/opts.c -o $@
 
 tools/iscsi-cdbfuzz: tools/iscsi-cdbfuzz.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)

@@ -15,9 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "syncguard.h"		/* syncguard_mode_name */
 #include "syncguard_stats.h"
-
-static const char *const modes[] = { "write-through", "write-back", "plp" };
 
 static bool load(const char *path, struct syncguard_stats *st)
 {
@@ -68,7 +67,7 @@ static void print_histogram(const struct syncguard_stats *st)
 static void print(const char *target, const char *lun,
 		  const struct syncguard_stats *st, bool json, bool *first)
 {
-	const char *mode = st->mode < 3 ? modes[st->mode] : "?";
+	const char *mode = syncguard_mode_name((enum syncguard_mode)st->mode);
 	bool alive = syncguard_stats_owner_alive(st->pid);
 
 	if (json) {
