@@ -122,13 +122,11 @@ static void read_block_limits(struct iscsi_context *iscsi, int lun,
 			      struct target_info *ti)
 {
 	struct scsi_task *t = iscsi_inquiry_sync(iscsi, lun, 1, 0xb0, 255);
+	struct scsi_inquiry_block_limits *bl;
 
-	if (t && t->status == SCSI_STATUS_GOOD && t->datain.size >= 12) {
-		const unsigned char *d = t->datain.data;
-
-		ti->max_transfer = (uint32_t)d[8] << 24 | (uint32_t)d[9] << 16 |
-				   (uint32_t)d[10] << 8 | d[11];
-	}
+	if (t && t->status == SCSI_STATUS_GOOD &&
+	    (bl = scsi_datain_unmarshall(t)) != NULL)
+		ti->max_transfer = bl->max_xfer_len;
 	if (t)
 		scsi_free_scsi_task(t);
 }
