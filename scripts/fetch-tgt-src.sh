@@ -73,13 +73,11 @@ if ! (cd "$work/src" && apt-get $apt_opts -q --download-only source "tgt=$ver" >
 fi
 dsc=$(ls "$work"/src/tgt_*.dsc)
 rm -rf "$dest.tmp"
-dpkg-source --no-check -x "$dsc" "$dest.tmp" >"$work/extract.log" 2>&1 || {
+dpkg-source --no-check --no-copy -x "$dsc" "$dest.tmp" >"$work/extract.log" 2>&1 || {
 	echo "fetch-tgt-src: dpkg-source -x failed (is dpkg-dev installed?)" >&2
 	tail -n 5 "$work/extract.log" >&2
 	exit 1
 }
-# dpkg-source -x leaves a copy of the orig tarball beside the output
-rm -f "$(dirname "$dest")"/tgt_*.orig.tar.* "$(dirname "$dest")"/tgt_*.debian.tar.*
 rm -rf "$dest"
 mv "$dest.tmp" "$dest"
 echo "$ver" > "$dest/.syncguard-tgt-version"

@@ -32,11 +32,7 @@ tp=$top/scripts/tgtd-private
 iqn=iqn.2026-11.org.syncguard:fuzz
 findings=$top/build/fuzz-findings
 [ -f "$module" ] && [ -x "$fuzz" ] || { echo "fuzz: run make first" >&2; exit 1; }
-TGTD_PRELOAD=$(${CC:-cc} -print-file-name=libasan.so)
-[ -f "$TGTD_PRELOAD" ] || { echo "fuzz: libasan.so not found" >&2; exit 1; }
-export TGTD_PRELOAD
-export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TGTD_SANITIZE=1		# tgtd-private: libasan, halt on a report
 mkdir -p "$findings"
 work=$(mktemp -d "$top/build/fuzz.XXXXXX") || exit 1
 trap '"$tp" stop "$work/tgtd"; rm -rf "$work"' EXIT

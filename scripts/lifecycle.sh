@@ -39,10 +39,8 @@ if [ "$soak" -gt 0 ]; then
 	module=$top/bs_syncguard.so
 else
 	module=$top/build/san/bs_syncguard.so
-	TGTD_PRELOAD=$(${CC:-cc} -print-file-name=libasan.so)
-	export TGTD_PRELOAD
+	export TGTD_SANITIZE=1	# tgtd-private: libasan, halt on a report
 	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
-	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 fi
 [ -f "$module" ] && [ -x "$crash" ] || { echo "lifecycle: run make first" >&2; exit 1; }
 work=$(mktemp -d "$top/build/life.XXXXXX") || exit 1
