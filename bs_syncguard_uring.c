@@ -45,6 +45,9 @@ struct uring_op {
 	int err;			/* errno behind it, for the log */
 	uint32_t done;		/* bytes transferred so far */
 	int fd;			/* the descriptor the I/O goes to */
+	bool own_fd;		/* fd is from the O_DIRECT pool (dsync) */
+	bool scored;		/* a durable write: write_sync=auto's trial
+				 * counts it when answered GOOD */
 	uint8_t *bounce;	/* aligned copy for O_DIRECT, or NULL */
 	struct uring_op *next;	/* flush waiters */
 };
@@ -60,6 +63,8 @@ static void finish(struct syncguard_bs *bs, struct uring_op *op,
 	struct scsi_cmd *cmd = op->cmd;
 
 	syncguard_answer(cmd, &res);
+	if (op->own_fd)
+		syncguard_direct_fd_put(&bs->lun, op->fd);
 	free(op->bounce);
 	free(op);
 	bs->uring.inflight--;
@@ -150,7 +155,7 @@ static void flush_done(struct syncguard_bs *bs, int res)
 {
 	struct syncguard_uring *u = &bs->uring;
 	struct uring_op *op, *next;
-	unsigned int n = 0;
+	unsigned int n = 0, writes = 0;
 	uint64_t us = syncguard_now_us() - u->flush_start_us;
 
 	u->flushing = false;
@@ -160,11 +165,13 @@ static void flush_done(struct syncguard_bs *bs, int res)
 	for (op = u->current; op; op = next) {
 		next = op->next;
 		op->err = syncguard_lun_latched(&bs->lun);
+		writes += op->scored && !op->err;
 		finish(bs, op, syncguard_plan_done(&bs->lun, &op->plan, -op->err));
 	}
 	if (n > 1)
 		__atomic_fetch_add(&bs->lun.stats->flushes_coalesced, n - 1,
 				   __ATOMIC_RELAXED);
+	syncguard_durable_answered(&bs->lun, writes);
 	u->current = NULL;
 	if (u->pending)
 		next_flush(bs);
@@ -189,25 +196,38 @@ static int queue_io(struct syncguard_bs *bs, struct uring_op *op)
 		io_uring_prep_write(sqe, op->fd, (op->bounce ? op->bounce :
 				    (uint8_t *)scsi_get_out_buffer(cmd)) + op->done,
 				    left, off);
+	if (op->plan.dsync)
+		sqe->rw_flags = RWF_DSYNC;
 	io_uring_sqe_set_data(sqe, op);
 	submit(&bs->uring);
 	return 0;
 }
 
-/* Choose the descriptor: O_DIRECT (aligned copy if the buffer is not),
- * else the LUN's.  (RWF_DSYNC writes never come here: syncguard_plan
- * leaves them to the worker threads, core/exec.c.) */
+/* Choose the descriptor: O_DIRECT (aligned copy if the buffer is not;
+ * one of its own for an RWF_DSYNC write, see "sync descriptors" in
+ * core/lun.c), else the LUN's.  0 or -errno. */
 static int prepare(struct syncguard_bs *bs, struct uring_op *op)
 {
 	struct syncguard_lun *lun = &bs->lun;
 
 	op->fd = lun->fd;
-	if (op->plan.direct) {
-		op->fd = lun->dfd;
-		if (!syncguard_direct_buf(lun, scsi_get_out_buffer(op->cmd),
-					  op->plan.len, &op->bounce))
-			return -ENOMEM;
-		syncguard_count(&lun->stats->direct_writes);
+	op->scored = op->plan.write &&
+		     op->plan.persist == SYNCGUARD_PERSIST_DURABLE;
+	if (!op->plan.direct)
+		return 0;
+	op->fd = lun->dfd;
+	if (!syncguard_direct_buf(lun, scsi_get_out_buffer(op->cmd),
+				  op->plan.len, &op->bounce))
+		return -ENOMEM;
+	syncguard_count(&lun->stats->direct_writes);
+	if (op->plan.dsync) {
+		int fd = syncguard_direct_fd_get(lun);
+
+		if (fd < 0)
+			return fd;
+		op->fd = fd;
+		op->own_fd = true;
+		syncguard_count(&lun->stats->dsync_writes);
 	}
 	return 0;
 }
@@ -223,7 +243,9 @@ static void defer(struct syncguard_bs *bs, struct uring_op *op,
 
 static void io_done(struct syncguard_bs *bs, struct uring_op *op, int err)
 {
-	if (!err && op->plan.write &&
+	if (op->plan.dsync && !err && op->scored)
+		syncguard_durable_answered(&bs->lun, 1);
+	if (!err && op->plan.write && !op->plan.dsync &&
 	    op->plan.persist == SYNCGUARD_PERSIST_DURABLE) {
 		syncguard_plan_written(&bs->lun, &op->plan);
 		join_flush(bs, op);
@@ -307,6 +329,12 @@ static void reap(struct syncguard_bs *bs, struct io_uring_cqe *cqe)
 		if (bs->uring.pending && !bs->uring.flushing)
 			start_flush(bs);
 		return;
+	}
+	if (res == -EOPNOTSUPP && op->plan.dsync && !op->done) {
+		/* no RWF_DSYNC here: the same write, then a group flush */
+		__atomic_store_n(&bs->lun.no_rwf_dsync, true, __ATOMIC_RELAXED);
+		op->plan.dsync = false;
+		res = -EAGAIN;
 	}
 	if (res > 0)
 		op->done += (uint32_t)res;

@@ -235,17 +235,21 @@ static bool plan_write(struct syncguard_lun *lun,
 	if (!p->cached_ref)
 		__atomic_fetch_sub(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
 	p->write = true;
-	p->direct = p->persist == SYNCGUARD_PERSIST_WRITTEN &&
-		    syncguard_direct_ok(lun, p->off, p->len);
-	/* A writeout or an error, on a worker.  So is an RWF_DSYNC write:
-	 * io_uring runs buffered writes that block one file at a time in
-	 * its io-wq, so 32 FUA writes in flight became one (measured: 4.9k
-	 * against 14.1k IOPS on worker threads, 4 KiB, QD32). */
+	p->direct = syncguard_direct_ok(lun, p->off, p->len);
+	/* A writeout or an error, on a worker.  So is a buffered RWF_DSYNC
+	 * write: io_uring runs buffered writes that block one file at a
+	 * time in its io-wq, so 32 FUA writes in flight became one
+	 * (measured: 4.9k against 14.1k IOPS on worker threads, 4 KiB,
+	 * QD32).  An O_DIRECT one does not block and stays here. */
 	if ((p->persist == SYNCGUARD_PERSIST_WRITTEN && !p->direct) ||
 	    (p->persist != SYNCGUARD_PERSIST_CACHED &&
-	     syncguard_lun_latched(lun)) ||
-	    (p->persist == SYNCGUARD_PERSIST_DURABLE && syncguard_plan_dsync(lun)))
+	     syncguard_lun_latched(lun)))
 		return false;
+	if (p->persist == SYNCGUARD_PERSIST_DURABLE) {
+		p->dsync = syncguard_use_dsync(lun);
+		if (p->dsync && !p->direct)
+			return false;
+	}
 	syncguard_count(c->fua ? &lun->stats->fua_writes : &lun->stats->writes);
 	return true;
 }
@@ -291,8 +295,11 @@ void syncguard_plan_written(struct syncguard_lun *lun,
 	if (plan->written)
 		return;
 	plan->written = true;
-	if (plan->write && !plan->direct)
-		syncguard_mark_dirty(lun);	/* in the page cache now */
+	/* in the page cache now, or (O_DIRECT without RWF_DSYNC) in the
+	 * device's cache; plp's device cache is not volatile */
+	if (plan->write && !plan->dsync &&
+	    !(plan->direct && plan->persist == SYNCGUARD_PERSIST_WRITTEN))
+		syncguard_mark_dirty(lun);
 	drop_cached_ref(lun, plan);
 }
 

@@ -82,27 +82,31 @@ uint64_t syncguard_lun_dirty(struct syncguard_lun *lun)
  * keep arriving during a flush anyway, it cost 10-20%.  So it is a
  * running trial: epochs of 16 flushes, one without and one with every 8
  * epochs, and the 6 between take whichever answered more commands per
- * second.  With f->lock held, after each flush that answered @group.
+ * second (struct syncguard_trial; note_flush scores it after each flush,
+ * with f->lock held).  write_sync=auto runs the same kind of trial
+ * (core/lun.c).
  */
 #define SYNCGUARD_TRIAL_FLUSHES 16
 
-static void trial_note(struct syncguard_batch_trial *t, unsigned int group)
+void syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
+			  uint64_t now_us, unsigned int epoch_ticks,
+			  uint64_t epoch_us)
 {
-	uint64_t now = syncguard_now_us();
 	unsigned int phase;
 
 	if (!t->t0_us)
-		t->t0_us = now;
-	t->answered += group;
-	if (++t->flushes < SYNCGUARD_TRIAL_FLUSHES || now <= t->t0_us)
+		t->t0_us = now_us;
+	t->answered += answered;
+	if (++t->ticks < epoch_ticks || now_us < t->t0_us + epoch_us ||
+	    now_us <= t->t0_us)
 		return;
-	t->rate[t->hold] = t->answered * 1000000u / (now - t->t0_us);
+	t->rate[t->arm] = t->answered * 1000000u / (now_us - t->t0_us);
 	phase = ++t->epoch % 8;
-	__atomic_store_n(&t->hold, phase == 1 || (phase > 1 &&
+	__atomic_store_n(&t->arm, phase == 1 || (phase > 1 &&
 			 t->rate[1] > t->rate[0]), __ATOMIC_RELAXED);
-	t->flushes = 0;
+	t->ticks = 0;
 	t->answered = 0;
-	t->t0_us = now;
+	t->t0_us = now_us;
 }
 
 /* With f->lock held: a flush of @us answered @group commands. */
@@ -111,14 +115,15 @@ static void note_flush(struct syncguard_flusher *f, uint64_t us,
 {
 	syncguard_ewma(&f->avg_us, us);
 	__atomic_store_n(&f->last_group, group, __ATOMIC_RELAXED);
-	trial_note(&f->trial, group);
+	syncguard_trial_note(&f->trial, group, syncguard_now_us(),
+			     SYNCGUARD_TRIAL_FLUSHES, 0);
 }
 
 unsigned int syncguard_flush_hold_us(struct syncguard_lun *lun)
 {
 	struct syncguard_flusher *f = &lun->flusher;
 
-	if (!__atomic_load_n(&f->trial.hold, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&f->trial.arm, __ATOMIC_RELAXED))
 		return 0;
 	return syncguard_flush_batch_us(
 		__atomic_load_n(&f->last_group, __ATOMIC_RELAXED),

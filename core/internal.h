@@ -30,15 +30,17 @@ void syncguard_latch(struct syncguard_lun *lun, int err);
  * (see "sync descriptors" in lun.c); >= 0, or -errno. */
 int syncguard_sync_fd_get(struct syncguard_lun *lun);
 void syncguard_sync_fd_put(struct syncguard_lun *lun, int fd);
+/* The same, opened O_DIRECT: for an RWF_DSYNC write that bypasses the
+ * page cache (its errors then reach that write alone). */
+int syncguard_direct_fd_get(struct syncguard_lun *lun);
+void syncguard_direct_fd_put(struct syncguard_lun *lun, int fd);
 
 /* Is a durable write done with RWF_DSYNC (rather than a group flush)?
- * bsopts write_sync, see lun.c.  use_dsync takes the decision for a
- * write about to be made, and counts it (auto's probes); plan_dsync is
- * the planner's: it counts a group-commit choice, which the engine then
- * carries out, but leaves an RWF_DSYNC one to be taken, the same way,
- * by the worker that makes the write. */
+ * bsopts write_sync; auto asks the running trial (see lun.c). */
 bool syncguard_use_dsync(struct syncguard_lun *lun);
-bool syncguard_plan_dsync(struct syncguard_lun *lun);
+
+/* @n durable writes were answered GOOD: write_sync=auto's score. */
+void syncguard_durable_answered(struct syncguard_lun *lun, unsigned int n);
 
 /* fdatasync, EINTR retried: 0 or -errno */
 int syncguard_datasync(int fd);

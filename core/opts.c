@@ -109,6 +109,16 @@ static int parse_write_sync(const char *val, struct syncguard_opts *opts)
 	return i < 0 ? i : 0;
 }
 
+static int parse_direct(const char *val, struct syncguard_opts *opts)
+{
+	static const char *const names[] = { "auto", "yes", "no" };
+	int i = NAME_INDEX(val, names);
+
+	if (i >= 0)
+		opts->direct = (enum syncguard_direct)i;
+	return i < 0 ? i : 0;
+}
+
 struct opt_def {
 	const char *name;
 	int (*parse)(const char *val, struct syncguard_opts *opts);
@@ -134,10 +144,14 @@ static const struct opt_def opt_table[] = {
 	{ "write_sync", parse_write_sync, "auto, group or dsync",
 	  "how a write that must be durable becomes durable: group = cached "
 	  "write, then a device flush shared with concurrent commands; "
-	  "dsync = RWF_DSYNC on that write alone; auto (default) = whichever "
-	  "measures cheaper: dsync while (overlapping durable writes) x "
-	  "(mean RWF_DSYNC write time) <= (mean device flush time), else "
-	  "group" },
+	  "dsync = RWF_DSYNC on that write alone; auto (default) = a running "
+	  "trial of the two, taking the one that answers more durable "
+	  "writes per second" },
+	{ "direct", parse_direct, "auto, yes or no",
+	  "writes bypass the host page cache with O_DIRECT where aligned: "
+	  "they land in the device (its cache, in write-back), and a "
+	  "durable one is RWF_DSYNC on O_DIRECT or a group flush; auto "
+	  "(default) = yes for write-through and plp, no for write-back" },
 };
 
 #define NR_OPTS (sizeof(opt_table) / sizeof(opt_table[0]))

@@ -39,6 +39,13 @@ enum syncguard_write_sync {
 	SYNCGUARD_WRITE_SYNC_DSYNC,	/* RWF_DSYNC on that write alone */
 };
 
+/* Whether writes bypass the host page cache (bsopts direct). */
+enum syncguard_direct {
+	SYNCGUARD_DIRECT_AUTO,		/* by mode, as measured (core/lun.c) */
+	SYNCGUARD_DIRECT_YES,		/* O_DIRECT where aligned */
+	SYNCGUARD_DIRECT_NO,		/* the page cache */
+};
+
 /* How commands reach the backing file (bsopts engine). */
 enum syncguard_engine {
 	SYNCGUARD_ENGINE_AUTO,		/* io_uring where the kernel allows */
@@ -50,6 +57,7 @@ struct syncguard_opts {
 	enum syncguard_mode mode;
 	enum syncguard_engine engine;
 	enum syncguard_write_sync write_sync;
+	enum syncguard_direct direct;
 	/* plp on a regular file: verify at open that every block is
 	 * allocated and written (FIEMAP).  false only when the user vouches
 	 * for it on a file system without FIEMAP. */
@@ -218,6 +226,29 @@ extern struct syncguard_sysops syncguard_sys;
 
 /* ---- a LUN (core/lun.c) ---- */
 
+/*
+ * A running A/B trial between two ways of doing something (core/flush.c):
+ * epochs, one run each way every 8, the rest the way whose last epoch
+ * answered more commands per second.
+ */
+struct syncguard_trial {
+	bool arm;		/* the way this epoch runs (read lock-free) */
+	unsigned int epoch, ticks;
+	uint64_t answered, t0_us;	/* in this epoch */
+	uint64_t rate[2];	/* answered/s, last epoch of each way */
+};
+
+/*
+ * Note (under the caller's lock) that @answered commands were answered
+ * at @now_us (microseconds, monotonic).  An epoch ends after
+ * @epoch_ticks notes and at least @epoch_us; then the next arm is set:
+ * epoch % 8 == 0 runs arm 0, == 1 arm 1, the others the faster one
+ * (arm 0 on a tie).
+ */
+void syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
+			  uint64_t now_us, unsigned int epoch_ticks,
+			  uint64_t epoch_us);
+
 /* Group commit state (core/flush.c). */
 struct syncguard_flusher {
 	pthread_mutex_t lock;
@@ -228,12 +259,7 @@ struct syncguard_flusher {
 	unsigned int joining;	/* callers the next flush will answer */
 	unsigned int last_group;	/* callers the last flush answered */
 	unsigned int avg_us;	/* mean device flush time, microseconds */
-	struct syncguard_batch_trial {	/* does holding flushes back pay? */
-		bool hold;		/* this epoch holds them back */
-		unsigned int epoch, flushes;
-		uint64_t answered, t0_us;	/* in this epoch */
-		uint64_t rate[2];	/* answered/s, last epoch without/with */
-	} trial;
+	struct syncguard_trial trial;	/* hold flushes back (arm 1)? */
 	uint64_t dirty;		/* bumped (atomically) by each write that
 				 * leaves data volatile */
 	uint64_t clean_at;	/* value of dirty the last completed flush
@@ -261,24 +287,29 @@ struct syncguard_lun {
 	int flush_error;		/* first failed flush's errno, latched */
 	bool no_rwf_dsync;		/* the file system refused RWF_DSYNC:
 					 * write, then fdatasync */
-	/* write_sync=auto's measurements (syncguard_use_dsync) */
-	unsigned int dsync_avg_us;	/* mean RWF_DSYNC write time */
-	unsigned int dsync_inflight;	/* RWF_DSYNC writes running now */
-	unsigned int auto_choices;	/* decisions made, for the probes */
+	/* write_sync=auto: RWF_DSYNC (arm 0) or group commit (arm 1),
+	 * by a running trial (syncguard_use_dsync) */
+	pthread_mutex_t sync_trial_lock;
+	struct syncguard_trial sync_trial;
 	int async_cached;		/* planned cached writes in flight
 					 * (syncguard_plan); a switch to WCE=0
 					 * waits for them */
-	/* plp: an O_DIRECT descriptor for aligned writes, which then reach
-	 * the device without a page-cache copy or a writeout; -1 if none */
+	/* An O_DIRECT descriptor for aligned writes, which then reach the
+	 * device without a page-cache copy or a writeout; -1 if none.
+	 * direct_io: writes use it (bsopts direct; see open_direct). */
 	int dfd;
+	bool direct_io;
 	unsigned int dio_align;		/* offset and length, bytes */
 	unsigned int dio_mem_align;	/* buffer address, bytes */
 	/* Descriptors for durability calls, one per call in flight (see
-	 * "sync descriptors" in core/lun.c). */
+	 * "sync descriptors" in core/lun.c): pool[0] buffered, pool[1]
+	 * O_DIRECT (RWF_DSYNC writes that bypass the page cache). */
 	char *path;
 	pthread_mutex_t pool_lock;
-	int *pool;
-	unsigned int npool, pool_cap;
+	struct syncguard_fd_pool {
+		int *fds;
+		unsigned int n, cap;
+	} pool[2];
 	struct syncguard_flusher flusher;
 	struct syncguard_stats *stats;	/* local_stats or a shared mapping */
 	char *stats_path;		/* the mapping's file, or NULL */
@@ -383,9 +414,12 @@ struct syncguard_plan {
 	uint64_t off;		/* bytes */
 	uint32_t len;		/* bytes */
 	enum syncguard_persist persist;	/* writes; PERSIST_DURABLE ones by
-					 * a cached write and a group flush
-					 * (RWF_DSYNC ones are not planned) */
-	bool direct;		/* PERSIST_WRITTEN by O_DIRECT on lun->dfd */
+					 * dsync, else a cached write and a
+					 * group flush */
+	bool direct;		/* by O_DIRECT (lun->dfd, or with dsync a
+				 * descriptor of its own) */
+	bool dsync;		/* PERSIST_DURABLE by RWF_DSYNC, O_DIRECT,
+				 * on a descriptor of its own */
 	bool cached_ref;	/* holds lun->async_cached: dropped by
 				 * syncguard_plan_written() */
 	bool written;		/* syncguard_plan_written() was called */

@@ -26,10 +26,12 @@ static const struct {
 	  "bsopts: bad value 'writeback' for mode (use write-through, "
 	  "write-back or plp)" },
 	{ "mode=write-back;cache=off", P_GOOD,
-	  "bsopts: unknown key 'cache' (known: mode, alloc_check, allow_wce, engine, write_sync)" },
+	  "bsopts: unknown key 'cache' (known: mode, alloc_check, allow_wce, engine, write_sync, direct)" },
 	{ "write-back", P_GOOD, "bsopts: 'write-back' is not key=value" },
 	{ "alloc_check=perhaps", P_GOOD,
 	  "bad value 'perhaps' for alloc_check" },
+	{ "mode=write-through;direct=maybe", P_GOOD,
+	  "bad value 'maybe' for direct (use auto, yes or no)" },
 	{ "mode=write-back", P_DIR, ": is a directory" },
 	{ "mode=write-back", P_MISSING, "missing.img: No such file or directory" },
 	{ "mode=write-back", P_ODD_SIZE,

@@ -234,55 +234,26 @@ START_TEST(test_exec_write_back_dsync_costs)
 }
 END_TEST
 
-/* Set write_sync=auto's measurements: mean RWF_DSYNC write and device
- * flush times (us), commands the last flush answered; no probe next. */
-static void measured(unsigned int dsync_us, unsigned int flush_us,
-		     unsigned int group)
-{
-	lun.dsync_avg_us = dsync_us;
-	lun.flusher.avg_us = flush_us;
-	lun.flusher.last_group = group;
-	lun.auto_choices = 1;
-}
-
-/* write_sync=auto: RWF_DSYNC while k * t_dsync <= t_flush, else group
- * commit; unmeasured: RWF_DSYNC; probes each way once in 64 */
+/* write_sync=auto: the running trial's arm decides, RWF_DSYNC (arm 0,
+ * also before anything is measured) or group commit (arm 1); a write
+ * that needs no durability costs nothing either way */
 START_TEST(test_exec_auto_write_sync)
 {
 	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_AUTO);
 	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
 	ck_assert_int_eq(fx.dsyncs, 1);		/* nothing measured yet */
 	ck_assert_int_eq(fx.fdatasyncs, 0);
-	measured(260, 1000, 1);			/* a lone writer, a disk */
+	lun.sync_trial.arm = 1;			/* group commit measured faster */
 	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.dsyncs, 2);
-	measured(260, 1000, 8);			/* 8 overlap: share a flush */
-	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.dsyncs, 2);
-	ck_assert_int_eq(fx.fdatasyncs, 1);
-	measured(2500, 2000, 1);		/* flush no dearer than a write */
-	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.fdatasyncs, 2);
-	measured(2500, 2000, 1);
-	lun.auto_choices = 64;			/* the RWF_DSYNC probe */
-	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.dsyncs, 3);
-	measured(260, 1000, 1);
-	lun.auto_choices = 32;			/* the group commit probe */
-	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.fdatasyncs, 3);
-	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);	/* not FUA */
-	ck_assert_int_eq(fx.dsyncs + fx.fdatasyncs, 6);		/* no cost */
-	syncguard_lun_close(&lun);
-	/* write-through: every write is durable the same way */
-	open_lun_ws(SYNCGUARD_MODE_WRITE_THROUGH, SYNCGUARD_WRITE_SYNC_AUTO);
-	measured(260, 1000, 8);
-	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.dsyncs, 0);
-	ck_assert_int_eq(fx.fdatasyncs, 1);
-	measured(260, 1000, 1);
-	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
 	ck_assert_int_eq(fx.dsyncs, 1);
+	ck_assert_int_eq(fx.fdatasyncs, 1);
+	lun.sync_trial.arm = 0;
+	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.dsyncs, 2);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);	/* not FUA */
+	ck_assert_int_eq(fx.dsyncs + fx.fdatasyncs, 3);		/* no cost */
+	/* the answered durable writes are scored: 3 so far */
+	ck_assert_uint_eq(lun.sync_trial.answered, 3);
 }
 END_TEST
 

@@ -156,6 +156,44 @@ START_TEST(test_flush_batch_policy)
 }
 END_TEST
 
+/* The running trial: epochs of at least @ticks notes and @us; epoch 0
+ * runs arm 0, epoch 1 arm 1, then the faster of the two, which is
+ * measured again every 8 epochs. */
+static void trial_epoch(struct syncguard_trial *t, uint64_t *now,
+			unsigned int per_us)
+{
+	for (int i = 0; i < 4; i++) {
+		*now += 1000;		/* 1 ms per note */
+		syncguard_trial_note(t, per_us, *now, 4, 3000);
+	}
+}
+
+START_TEST(test_flush_trial)
+{
+	struct syncguard_trial t = { 0 };
+	uint64_t now = 1000000;
+
+	ck_assert(!t.arm);			/* nothing measured: arm 0 */
+	trial_epoch(&t, &now, 10);		/* arm 0: 10 per ms */
+	ck_assert(t.arm);			/* epoch 1 always tries arm 1 */
+	trial_epoch(&t, &now, 30);		/* arm 1: 30 per ms */
+	ck_assert_uint_eq(t.rate[0], 40000 / 3);	/* from its first note */
+	ck_assert_uint_eq(t.rate[1], 30000);
+	ck_assert(t.arm);			/* arm 1 won */
+	for (int e = 2; e < 8; e++)
+		trial_epoch(&t, &now, 30);
+	ck_assert(!t.arm);			/* epoch 8: arm 0 again */
+	trial_epoch(&t, &now, 40);		/* arm 0 got faster */
+	ck_assert(t.arm);			/* epoch 9: arm 1 again */
+	trial_epoch(&t, &now, 20);		/* and arm 1 slower */
+	ck_assert(!t.arm);			/* so arm 0 from now on */
+	/* an epoch lasts at least its time, whatever the notes */
+	for (int i = 0; i < 10; i++)
+		syncguard_trial_note(&t, 1, now + 1 + (uint64_t)i, 4, 3000);
+	ck_assert_uint_eq(t.epoch, 10);
+}
+END_TEST
+
 START_TEST(test_flush_elision)
 {
 	ck_assert_int_eq(syncguard_lun_flush(&lun, true), 0);
@@ -266,6 +304,7 @@ Suite *flush_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_flush_group_commit);
 	tcase_add_test(tc, test_flush_batch_policy);
+	tcase_add_test(tc, test_flush_trial);
 	tcase_add_test(tc, test_flush_elision);
 	tcase_add_test(tc, test_flush_stats_published);
 	tcase_add_test(tc, test_flush_wce_switch_window);

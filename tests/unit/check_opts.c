@@ -118,7 +118,7 @@ END_TEST
 
 START_TEST(test_opts_help_lists_every_key)
 {
-	char buf[1024];
+	char buf[2048];
 	size_t need = syncguard_opts_help(buf, sizeof(buf));
 
 	ck_assert_uint_lt(need, sizeof(buf));
@@ -127,6 +127,7 @@ START_TEST(test_opts_help_lists_every_key)
 	ck_assert_ptr_nonnull(strstr(buf, "allow_wce=<yes or no>"));
 	ck_assert_ptr_nonnull(strstr(buf, "engine=<auto, threads or uring>"));
 	ck_assert_ptr_nonnull(strstr(buf, "write_sync=<auto, group or dsync>"));
+	ck_assert_ptr_nonnull(strstr(buf, "direct=<auto, yes or no>"));
 	/* a short buffer is truncated, not overrun */
 	ck_assert_uint_eq(syncguard_opts_help(buf, 8), need);
 	ck_assert_uint_eq(strlen(buf), 7);

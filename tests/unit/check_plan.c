@@ -89,12 +89,19 @@ START_TEST(test_plan_write_through_and_plp)
 	struct syncguard_plan p;
 
 	open_mode(SYNCGUARD_MODE_WRITE_THROUGH);
-	lun.dsync_avg_us = 1000;		/* a flush is cheaper here: */
-	lun.flusher.avg_us = 100;
-	lun.auto_choices = 1;
+	/* write-through writes go O_DIRECT (direct=auto), and a durable
+	 * one is RWF_DSYNC on it while the trial says so, on the ring */
+	ck_assert(lun.direct_io);
 	ck_assert(plan(0x2a, false, 0, 8, 4096, &p));
-	ck_assert_int_eq(p.persist, SYNCGUARD_PERSIST_DURABLE); /* group */
+	ck_assert_int_eq(p.persist, SYNCGUARD_PERSIST_DURABLE);
+	ck_assert(p.direct && p.dsync);
 	ck_assert(!p.cached_ref);
+	lun.sync_trial.arm = 1;			/* group commit measured faster */
+	ck_assert(plan(0x2a, false, 0, 8, 4096, &p));
+	ck_assert(p.direct && !p.dsync);	/* O_DIRECT, then a group flush */
+	lun.sync_trial.arm = 0;
+	ck_assert(!plan(0x2a, false, 0, 8, 1000, &p));	/* not aligned: the
+							 * worker, RWF_DSYNC */
 	syncguard_latch(&lun, 5);
 	ck_assert(!plan(0x2a, false, 0, 8, 4096, &p));	/* latched: worker */
 	teardown();
