@@ -240,14 +240,15 @@ static bool plan_write(struct syncguard_lun *lun,
 	 * write: io_uring runs buffered writes that block one file at a
 	 * time in its io-wq, so 32 FUA writes in flight became one
 	 * (measured: 4.9k against 14.1k IOPS on worker threads, 4 KiB,
-	 * QD32).  An O_DIRECT one does not block and stays here. */
+	 * QD32).  An O_DIRECT one does not block and stays here, where the
+	 * file system honours it asynchronously (see core/lun.c). */
 	if ((p->persist == SYNCGUARD_PERSIST_WRITTEN && !p->direct) ||
 	    (p->persist != SYNCGUARD_PERSIST_CACHED &&
 	     syncguard_lun_latched(lun)))
 		return false;
 	if (p->persist == SYNCGUARD_PERSIST_DURABLE) {
 		p->dsync = syncguard_use_dsync(lun);
-		if (p->dsync && !p->direct)
+		if (p->dsync && !(p->direct && lun->async_dsync_ok))
 			return false;
 	}
 	syncguard_count(c->fua ? &lun->stats->fua_writes : &lun->stats->writes);

@@ -299,6 +299,8 @@ struct syncguard_lun {
 	 * direct_io: writes use it (bsopts direct; see open_direct). */
 	int dfd;
 	bool direct_io;
+	bool async_dsync_ok;		/* RWF_DSYNC on dfd is honoured when
+					 * asynchronous (io_uring) too */
 	unsigned int dio_align;		/* offset and length, bytes */
 	unsigned int dio_mem_align;	/* buffer address, bytes */
 	/* Descriptors for durability calls, one per call in flight (see

@@ -11,7 +11,10 @@
 #   4. a second tgtd exports the surviving image and iscsi-crashtest
 #      check reads every block back against the journal.
 # Configurations: the three syncguard modes (cuts rotate through
-# engine=threads, uring and auto), which must lose nothing,
+# engine=threads, uring and auto; write-through and write-back also
+# through 512-byte and 4 KiB blocks, and direct=auto and its opposite,
+# so O_DIRECT and page-cache writes both meet the cut), which must lose
+# nothing,
 # and tgt's own aio store, which answers SYNCHRONIZE CACHE without
 # flushing: the oracle must catch it losing data, or the test itself is
 # broken.
@@ -73,13 +76,21 @@ trap 'echo "crashtest: interrupted" >&2; exit 130' INT TERM
 
 say() { printf 'crashtest: %s\n' "$*" >&2; }
 
-# bsopts|bstype|block size per configuration; the device model is plp
-# only for plp, whose 4 KiB blocks send its writes down the O_DIRECT path
+# bsopts|bstype|block size per configuration and cut (seed); the device
+# model is plp only for plp, whose 4 KiB blocks send its writes down the
+# O_DIRECT path.  The model reports no O_DIRECT alignment, so syncguard
+# takes 4 KiB: with 512-byte blocks most writes take the page cache,
+# with 4 KiB blocks all of them go O_DIRECT where direct says so.
 lun_args() {
+	local bsz= direct=
+	(( ($2 / 3) % 2 )) && bsz=4096
+	if (( ($2 / 6) % 2 )); then	# the opposite of direct=auto
+		[ "$1" = write-back ] && direct=";direct=yes" || direct=";direct=no"
+	fi
 	case $1 in
 	aio) echo "|aio|" ;;
 	plp) echo "mode=plp;alloc_check=no|syncguard|4096" ;;	# FUSE: no FIEMAP
-	*) echo "mode=$1|syncguard|" ;;
+	*) echo "mode=$1$direct|syncguard|$bsz" ;;
 	esac
 }
 
@@ -102,7 +113,7 @@ start_model() {
 # one cut; prints the checker's line "writes W durable D lost L bad_blocks B"
 one_cut() {
 	local config=$1 seed=$2 bsopts bstype bsz plp= url wpid ms
-	IFS='|' read -r bsopts bstype bsz <<<"$(lun_args "$config")"
+	IFS='|' read -r bsopts bstype bsz <<<"$(lun_args "$config" "$seed")"
 	# every engine in turn: io_uring; tgt's worker threads; and auto, which
 	# on FUSE is the workers for I/O with SYNCHRONIZE CACHE on io_uring
 	local engines=(threads uring auto)
