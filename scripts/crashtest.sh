@@ -13,20 +13,23 @@
 # Configurations: the three syncguard modes (cuts rotate through
 # engine=threads, uring and auto; write-through and write-back also
 # through 512-byte and 4 KiB blocks, and direct=auto and its opposite,
-# so O_DIRECT and page-cache writes both meet the cut), which must lose
-# nothing,
+# so O_DIRECT and page-cache writes both meet the cut), and a block
+# device: a loop device over the model (sector size 512 or 4096), where
+# RWF_DSYNC writes go asynchronously through io_uring as FUA writes, in
+# write-through and in write-back with direct=yes in turn; all of them
+# must lose nothing,
 # and tgt's own aio store, which answers SYNCHRONIZE CACHE without
 # flushing: the oracle must catch it losing data, or the test itself is
 # broken.
 #
-# usage: crashtest.sh [--cuts N] [--configs "write-through write-back plp aio"]
+# usage: crashtest.sh [--cuts N] [--configs "write-through write-back plp blockdev aio"]
 #                     [--json FILE] [--seed N] [--keep]
 # --keep leaves the work directory (journals, logs, last image) in build/.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cuts=20
-configs="write-through write-back plp aio"
+configs="write-through write-back plp blockdev aio"
 json=$top/build/crashtest.json
 seed0=1
 keep=
@@ -54,8 +57,13 @@ mkdir -p "$top/build"
 work=$(mktemp -d "$top/build/crash.XXXXXX") || exit 1
 mnt=$work/mnt
 mpid=
+loopdev=
 
 unmount_model() {
+	if [ -n "$loopdev" ]; then
+		losetup -d "$loopdev" 2>/dev/null
+		loopdev=
+	fi
 	mountpoint -q "$mnt" 2>/dev/null && fusermount3 -u -z "$mnt" 2>/dev/null
 	if [ -n "$mpid" ]; then
 		kill "$mpid" 2>/dev/null
@@ -90,8 +98,18 @@ lun_args() {
 	case $1 in
 	aio) echo "|aio|" ;;
 	plp) echo "mode=plp;alloc_check=no|syncguard|4096" ;;	# FUSE: no FIEMAP
+	blockdev) (( ($2 / 6) % 2 )) && echo "mode=write-back;direct=yes|syncguard|$bsz" ||
+		  echo "mode=write-through|syncguard|$bsz" ;;
 	*) echo "mode=$1$direct|syncguard|$bsz" ;;
 	esac
+}
+
+# blockdev: a loop device over the model's disk, with the LUN's block
+# size as its sector size; prints its path
+attach_loop() {
+	loopdev=$(losetup --find --show --sector-size "${1:-512}" "$mnt/disk.img") || {
+		say "cannot attach a loop device to the model"; loopdev=; return 1; }
+	echo "$loopdev"
 }
 
 start_model() {
@@ -112,7 +130,7 @@ start_model() {
 
 # one cut; prints the checker's line "writes W durable D lost L bad_blocks B"
 one_cut() {
-	local config=$1 seed=$2 bsopts bstype bsz plp= url wpid ms
+	local config=$1 seed=$2 bsopts bstype bsz plp= url wpid ms lunpath
 	IFS='|' read -r bsopts bstype bsz <<<"$(lun_args "$config" "$seed")"
 	# every engine in turn: io_uring; tgt's worker threads; and auto, which
 	# on FUSE is the workers for I/O with SYNCHRONIZE CACHE on io_uring
@@ -120,9 +138,13 @@ one_cut() {
 	[ "$bstype" = syncguard ] && bsopts="$bsopts;engine=${engines[seed % 3]}"
 	[ "$config" = plp ] && plp=--plp
 	start_model "$plp" "$seed" || return 1
+	lunpath=$mnt/disk.img
+	if [ "$config" = blockdev ]; then
+		attach_loop "$bsz" >/dev/null && lunpath=$loopdev || { unmount_model; return 1; }
+	fi
 	"$tp" start "$work/victim" "$module" >/dev/null || { unmount_model; return 1; }
 	"$tp" target "$work/victim" 1 "$iqn" &&
-	"$tp" lun "$work/victim" 1 1 "$mnt/disk.img" "$bsopts" "$bsz" "$bstype" || {
+	"$tp" lun "$work/victim" 1 1 "$lunpath" "$bsopts" "$bsz" "$bstype" || {
 		say "cannot create the $config LUN:"; tail -n 3 "$work/victim/tgtd.log" >&2
 		"$tp" kill "$work/victim"; unmount_model
 		return 1
