@@ -139,8 +139,9 @@ static void next_flush(struct syncguard_bs *bs)
 	u->batching = true;
 }
 
-/* @op's data (if any) is in the page cache: answer it after the first
- * device flush that starts from now on. */
+/* @op's data (if any) is in a volatile cache (the page cache, or with
+ * O_DIRECT the device's): answer it after the first device flush that
+ * starts from now on. */
 static void join_flush(struct syncguard_bs *bs, struct uring_op *op)
 {
 	struct syncguard_uring *u = &bs->uring;
@@ -401,8 +402,8 @@ void syncguard_uring_quiesce(struct scsi_lu *lu)
  * SYNCHRONIZE CACHE that needs a device flush (the event thread already
  * answered the rest, bs_syncguard_ops.c): join the engine's group flush.
  * This works with reads and writes on either engine (it only needs their
- * data in the page cache and counted dirty, which both do before they
- * complete), so the ring also runs for flushes alone where engine=auto
+ * data written, to the page cache or the device, and counted dirty,
+ * which both do before they complete), so the ring also runs for flushes alone where engine=auto
  * leaves reads and writes on the workers: a waiting SYNCHRONIZE CACHE
  * then holds no worker thread.  (Measured on the 2 ms-flush FUSE model,
  * write-back WRITE+SYNCHRONIZE CACHE at QD32: with every waiter parked

@@ -12,7 +12,8 @@
  * own flush merging, done one level up where the commands are.
  *
  * Elision: every write that leaves data volatile bumps a counter
- * (syncguard_mark_dirty) after the data is in the page cache.  A flush
+ * (syncguard_mark_dirty) after the data is written (to the page cache,
+ * or with O_DIRECT to the device's cache).  A flush
  * records the counter's value before it starts; once it succeeds,
  * everything counted up to that value is durable.  A SYNCHRONIZE CACHE
  * that finds the counter unchanged since has nothing to make durable and
@@ -89,15 +90,16 @@ uint64_t syncguard_lun_dirty(struct syncguard_lun *lun)
 #define SYNCGUARD_TRIAL_FLUSHES 16
 
 void syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
-			  uint64_t now_us, unsigned int epoch_ticks,
-			  uint64_t epoch_us)
+			  unsigned int ticks, uint64_t now_us,
+			  unsigned int epoch_ticks, uint64_t epoch_us)
 {
 	unsigned int phase;
 
 	if (!t->t0_us)
 		t->t0_us = now_us;
 	t->answered += answered;
-	if (++t->ticks < epoch_ticks || now_us < t->t0_us + epoch_us ||
+	t->ticks += ticks;
+	if (t->ticks < epoch_ticks || now_us < t->t0_us + epoch_us ||
 	    now_us <= t->t0_us)
 		return;
 	t->rate[t->arm] = t->answered * 1000000u / (now_us - t->t0_us);
@@ -115,7 +117,7 @@ static void note_flush(struct syncguard_flusher *f, uint64_t us,
 {
 	syncguard_ewma(&f->avg_us, us);
 	__atomic_store_n(&f->last_group, group, __ATOMIC_RELAXED);
-	syncguard_trial_note(&f->trial, group, syncguard_now_us(),
+	syncguard_trial_note(&f->trial, group, 1, syncguard_now_us(),
 			     SYNCGUARD_TRIAL_FLUSHES, 0);
 }
 

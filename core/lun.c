@@ -278,9 +278,13 @@ static bool async_dsync_honoured(struct syncguard_lun *lun)
 /*
  * The O_DIRECT descriptor, if the LUN's writes use it.  The alignment
  * O_DIRECT needs comes from statx (STATX_DIOALIGN), else the logical
- * sector size of a block device; writes that do not meet it take the
- * buffered path.  No O_DIRECT (the file system refuses it) is not an
- * error: every write then takes the buffered path.
+ * sector size of a block device, else 4 KiB.  The LUN's logical block
+ * must be a multiple of it, or a write of one block would take the page
+ * cache while its neighbours in the same page went O_DIRECT: writeback
+ * of that page could then put old data over an O_DIRECT write already
+ * acknowledged as durable.  So with 512-byte blocks on a 4 KiB-sector
+ * device, or no O_DIRECT at all (the file system refuses it), every
+ * write takes the page cache; that is not an error.
  */
 static void open_direct(struct syncguard_lun *lun, const char *path)
 {
@@ -298,6 +302,8 @@ static void open_direct(struct syncguard_lun *lun, const char *path)
 	} else {
 		lun->dio_align = lun->dio_mem_align = 4096;	/* safe */
 	}
+	if ((1u << lun->block_shift) % lun->dio_align)
+		return;
 	lun->dfd = open(path, O_RDWR | O_CLOEXEC | O_DIRECT);
 	lun->direct_io = lun->dfd >= 0;
 	lun->async_dsync_ok = lun->direct_io && async_dsync_honoured(lun);
@@ -363,6 +369,10 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	if (ret) {
 		close(lun->fd);
 		lun->fd = -1;
+		if (lun->dfd >= 0)
+			close(lun->dfd);
+		lun->dfd = -1;
+		lun->direct_io = false;
 	}
 	return ret;
 }
@@ -587,24 +597,22 @@ static int writeout(struct syncguard_lun *lun, uint64_t off, uint64_t len)
 }
 
 /*
- * Where a write goes: O_DIRECT when the LUN's writes do (bsopts direct)
- * and this one is aligned for it, through an aligned copy in *@bounce
- * (the caller frees it) if @buf is not; else the page cache.  Returns
- * the buffer to write, and whether it goes direct in *@direct.
+ * Where a write goes: O_DIRECT when the LUN's writes do (bsopts direct),
+ * through an aligned copy in *@bounce (the caller frees it) if @buf is
+ * not aligned; else the page cache.  Returns the buffer to write, whether
+ * it goes direct in *@direct, or NULL when the copy found no memory (the
+ * page cache is no way out: see open_direct).
  */
 static const uint8_t *route(struct syncguard_lun *lun, const uint8_t *buf,
 			    size_t len, uint64_t off, bool *direct,
 			    uint8_t **bounce)
 {
-	const uint8_t *out = NULL;
-
 	*bounce = NULL;
-	if (syncguard_direct_ok(lun, off, len))
-		out = syncguard_direct_buf(lun, buf, len, bounce);
-	*direct = out != NULL;	/* no memory for the copy: buffered */
-	if (*direct)
-		syncguard_count(&lun->stats->direct_writes);
-	return out ? out : buf;
+	*direct = syncguard_direct_ok(lun, off, len);
+	if (!*direct)
+		return buf;
+	syncguard_count(&lun->stats->direct_writes);
+	return syncguard_direct_buf(lun, buf, len, bounce);
 }
 
 /*
@@ -620,7 +628,8 @@ static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 	bool direct;
 	int fd, err = -EOPNOTSUPP;
 
-	buf = route(lun, buf, len, off, &direct, &bounce);
+	if (!(buf = route(lun, buf, len, off, &direct, &bounce)))
+		return -ENOMEM;
 	fd = direct ? syncguard_direct_fd_get(lun) : syncguard_sync_fd_get(lun);
 	if (fd < 0) {
 		free(bounce);
@@ -652,7 +661,8 @@ static int write_cached(struct syncguard_lun *lun, const uint8_t *buf,
 	bool direct;
 	int err;
 
-	buf = route(lun, buf, len, off, &direct, &bounce);
+	if (!(buf = route(lun, buf, len, off, &direct, &bounce)))
+		return -ENOMEM;
 	err = write_all(direct ? lun->dfd : lun->fd, buf, len, off, 0);
 	free(bounce);
 	if (!err)
@@ -669,7 +679,8 @@ static int write_written(struct syncguard_lun *lun, const uint8_t *buf,
 	bool direct;
 	int err;
 
-	buf = route(lun, buf, len, off, &direct, &bounce);
+	if (!(buf = route(lun, buf, len, off, &direct, &bounce)))
+		return -ENOMEM;
 	err = write_all(direct ? lun->dfd : lun->fd, buf, len, off, 0);
 	free(bounce);
 	if (!err && !direct)
@@ -724,7 +735,7 @@ void syncguard_durable_answered(struct syncguard_lun *lun, unsigned int n)
 	if (lun->opts.write_sync != SYNCGUARD_WRITE_SYNC_AUTO || !n)
 		return;
 	pthread_mutex_lock(&lun->sync_trial_lock);
-	syncguard_trial_note(&lun->sync_trial, n, syncguard_now_us(),
+	syncguard_trial_note(&lun->sync_trial, n, n, syncguard_now_us(),
 			     SYNC_TRIAL_WRITES, SYNC_TRIAL_US);
 	pthread_mutex_unlock(&lun->sync_trial_lock);
 }

@@ -91,7 +91,8 @@ size_t syncguard_opts_help(char *buf, size_t len);
 
 /* How far a write's own data must have gone before GOOD. */
 enum syncguard_persist {
-	SYNCGUARD_PERSIST_CACHED,	/* host page cache (volatile) */
+	SYNCGUARD_PERSIST_CACHED,	/* host page cache or, O_DIRECT, the
+					 * device's cache (volatile) */
 	SYNCGUARD_PERSIST_WRITTEN,	/* in the device, host holds nothing
 					 * volatile; no device cache flush */
 	SYNCGUARD_PERSIST_DURABLE,	/* data + metadata on stable media:
@@ -240,14 +241,15 @@ struct syncguard_trial {
 
 /*
  * Note (under the caller's lock) that @answered commands were answered
- * at @now_us (microseconds, monotonic).  An epoch ends after
- * @epoch_ticks notes and at least @epoch_us; then the next arm is set:
- * epoch % 8 == 0 runs arm 0, == 1 arm 1, the others the faster one
- * (arm 0 on a tie).
+ * at @now_us (microseconds, monotonic), counting @ticks toward the
+ * epoch's length (what an epoch is measured in: flushes, writes).  An
+ * epoch ends after @epoch_ticks and at least @epoch_us; then the next
+ * arm is set: epoch % 8 == 0 runs arm 0, == 1 arm 1, the others the
+ * faster one (arm 0 on a tie).
  */
 void syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
-			  uint64_t now_us, unsigned int epoch_ticks,
-			  uint64_t epoch_us);
+			  unsigned int ticks, uint64_t now_us,
+			  unsigned int epoch_ticks, uint64_t epoch_us);
 
 /* Group commit state (core/flush.c). */
 struct syncguard_flusher {

@@ -59,10 +59,14 @@ mnt=$work/mnt
 mpid=
 loopdev=
 
+# one_cut runs in $(...): the loop device it attaches is also named in
+# $work/loopdev, so that cleanup detaches it after an interrupt
 unmount_model() {
+	[ -z "$loopdev" ] && [ -f "$work/loopdev" ] && loopdev=$(cat "$work/loopdev")
 	if [ -n "$loopdev" ]; then
 		losetup -d "$loopdev" 2>/dev/null
 		loopdev=
+		rm -f "$work/loopdev"
 	fi
 	mountpoint -q "$mnt" 2>/dev/null && fusermount3 -u -z "$mnt" 2>/dev/null
 	if [ -n "$mpid" ]; then
@@ -109,6 +113,7 @@ lun_args() {
 attach_loop() {
 	loopdev=$(losetup --find --show --sector-size "${1:-512}" "$mnt/disk.img") || {
 		say "cannot attach a loop device to the model"; loopdev=; return 1; }
+	echo "$loopdev" >"$work/loopdev"
 	echo "$loopdev"
 }
 
@@ -130,7 +135,11 @@ start_model() {
 
 # one cut; prints the checker's line "writes W durable D lost L bad_blocks B"
 one_cut() {
-	local config=$1 seed=$2 bsopts bstype bsz plp= url wpid ms lunpath
+	local config=$1 seed=$2 bsopts bstype bsz plp= url wpid= ms lunpath
+	# this runs in $(...): on an interrupt, take down what it started
+	# (they hold the substitution's pipe open, so the caller would wait)
+	trap '[ -n "$wpid" ] && kill "$wpid" 2>/dev/null
+	      "$tp" kill "$work/victim" 2>/dev/null; unmount_model; exit 130' INT TERM
 	IFS='|' read -r bsopts bstype bsz <<<"$(lun_args "$config" "$seed")"
 	# every engine in turn: io_uring; tgt's worker threads; and auto, which
 	# on FUSE is the workers for I/O with SYNCHRONIZE CACHE on io_uring

@@ -164,7 +164,7 @@ static void trial_epoch(struct syncguard_trial *t, uint64_t *now,
 {
 	for (int i = 0; i < 4; i++) {
 		*now += 1000;		/* 1 ms per note */
-		syncguard_trial_note(t, per_us, *now, 4, 3000);
+		syncguard_trial_note(t, per_us, 1, *now, 4, 3000);
 	}
 }
 
@@ -189,7 +189,7 @@ START_TEST(test_flush_trial)
 	ck_assert(!t.arm);			/* so arm 0 from now on */
 	/* an epoch lasts at least its time, whatever the notes */
 	for (int i = 0; i < 10; i++)
-		syncguard_trial_note(&t, 1, now + 1 + (uint64_t)i, 4, 3000);
+		syncguard_trial_note(&t, 1, 1, now + 1 + (uint64_t)i, 4, 3000);
 	ck_assert_uint_eq(t.epoch, 10);
 }
 END_TEST
