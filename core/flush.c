@@ -88,6 +88,7 @@ uint64_t syncguard_lun_dirty(struct syncguard_lun *lun)
  * (core/lun.c).
  */
 #define SYNCGUARD_TRIAL_FLUSHES 16
+#define SYNCGUARD_TRIAL_GAP_US 100000
 
 void syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 			  unsigned int ticks, uint64_t now_us,
@@ -95,20 +96,42 @@ void syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 {
 	unsigned int phase;
 
-	if (!t->t0_us)
+	/* An idle LUN answers nothing, whichever way: an epoch with a gap
+	 * in it (no note for longer than an epoch and 100 ms) starts over,
+	 * unscored, or the way that was running when the load paused would
+	 * look slow. */
+	if (!t->t0_us || now_us > t->last_us + epoch_us + SYNCGUARD_TRIAL_GAP_US) {
 		t->t0_us = now_us;
+		t->m0_us = 0;
+		t->ticks = 0;
+		t->answered = 0;
+	}
+	t->last_us = now_us;
+	/* The first half of an epoch is not scored: commands the other way
+	 * started are still finishing (32 RWF_DSYNC writes queued behind a
+	 * 2 ms flush each take 64 ms to drain), and would be counted
+	 * against this way. */
+	if (!t->m0_us) {
+		if (now_us >= t->t0_us + epoch_us / 2)
+			t->m0_us = now_us;
+		return;
+	}
 	t->answered += answered;
 	t->ticks += ticks;
 	if (t->ticks < epoch_ticks || now_us < t->t0_us + epoch_us ||
-	    now_us <= t->t0_us)
+	    now_us <= t->m0_us)
 		return;
-	t->rate[t->arm] = t->answered * 1000000u / (now_us - t->t0_us);
-	phase = ++t->epoch % 8;
+	t->rate[t->arm] = t->answered * 1000000u / (now_us - t->m0_us);
+	/* trying the way that lost costs throughput: where it lost by more
+	 * than 2x, try it every 64 epochs instead of every 8 */
+	phase = ++t->epoch % (t->rate[0] > 2 * t->rate[1] ||
+			      t->rate[1] > 2 * t->rate[0] ? 64 : 8);
 	__atomic_store_n(&t->arm, phase == 1 || (phase > 1 &&
 			 t->rate[1] > t->rate[0]), __ATOMIC_RELAXED);
 	t->ticks = 0;
 	t->answered = 0;
 	t->t0_us = now_us;
+	t->m0_us = 0;
 }
 
 /* With f->lock held: a flush of @us answered @group commands. */

@@ -711,8 +711,8 @@ static int write_written(struct syncguard_lun *lun, const uint8_t *buf,
  * second (struct syncguard_trial, core/flush.c).  RWF_DSYNC until
  * measured otherwise.
  */
-#define SYNC_TRIAL_WRITES 64
-#define SYNC_TRIAL_US 50000
+#define SYNC_TRIAL_WRITES 16
+#define SYNC_TRIAL_US 200000
 
 bool syncguard_use_dsync(struct syncguard_lun *lun)
 {

@@ -229,13 +229,16 @@ extern struct syncguard_sysops syncguard_sys;
 
 /*
  * A running A/B trial between two ways of doing something (core/flush.c):
- * epochs, one run each way every 8, the rest the way whose last epoch
+ * epochs, one run each way every 8 (every 64 while one way answers more
+ * than twice as many as the other), the rest the way whose last epoch
  * answered more commands per second.
  */
 struct syncguard_trial {
 	bool arm;		/* the way this epoch runs (read lock-free) */
 	unsigned int epoch, ticks;
 	uint64_t answered, t0_us;	/* in this epoch */
+	uint64_t m0_us;		/* its scored second half began (0: not) */
+	uint64_t last_us;	/* the last note */
 	uint64_t rate[2];	/* answered/s, last epoch of each way */
 };
 
@@ -243,9 +246,11 @@ struct syncguard_trial {
  * Note (under the caller's lock) that @answered commands were answered
  * at @now_us (microseconds, monotonic), counting @ticks toward the
  * epoch's length (what an epoch is measured in: flushes, writes).  An
- * epoch ends after @epoch_ticks and at least @epoch_us; then the next
- * arm is set: epoch % 8 == 0 runs arm 0, == 1 arm 1, the others the
- * faster one (arm 0 on a tie).
+ * epoch lasts at least @epoch_us; only its second half is scored, and
+ * it ends once that has seen @epoch_ticks; then the next
+ * arm is set: epoch % P == 0 runs arm 0, == 1 arm 1, the others the
+ * faster one (arm 0 on a tie); P = 8, or 64 while one arm's last rate
+ * is more than twice the other's.
  */
 void syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 			  unsigned int ticks, uint64_t now_us,

@@ -6,7 +6,8 @@
 # device model with a volatile cache whose flush takes --flush-ms, 2 ms
 # by default, and which merges flushes that arrive while one runs, as
 # the block layer does).  Configurations: syncguard write-through,
-# write-back and plp; tgt's rdwr with WCE=1 and with WCE=0; tgt's aio
+# write-back (page cache, the default, and direct=yes: O_DIRECT) and plp;
+# tgt's rdwr with WCE=1 and with WCE=0; tgt's aio
 # (which never flushes: the ceiling for anything that includes a flush).
 # Disciplines (iscsi-syncbench --sync): none, fua, flush, flush-only;
 # queue depths 1 and 32; 4 KiB and 64 KiB writes.  Every cell of one
@@ -32,7 +33,7 @@ devices="disk slow"
 sizes="4k 64k"
 qds="1 32"
 discs="none fua flush flush-only"
-configs="sg-wt sg-wb sg-plp rdwr-wce1 rdwr-wce0 aio"
+configs="sg-wt sg-wb sg-wbd sg-plp rdwr-wce1 rdwr-wce0 aio"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--seconds) secs=$2; shift 2 ;;
@@ -70,6 +71,7 @@ lun_spec() {
 	case $1 in
 	sg-wt) echo "syncguard|mode=write-through" ;;
 	sg-wb) echo "syncguard|mode=write-back" ;;
+	sg-wbd) echo "syncguard|mode=write-back;direct=yes" ;;
 	sg-plp) echo "syncguard|mode=plp" ;;
 	sg-wt-dsync) echo "syncguard|mode=write-through;write_sync=dsync" ;;
 	sg-wb-dsync) echo "syncguard|mode=write-back;write_sync=dsync" ;;
@@ -210,19 +212,21 @@ report_table() {
 		nc = split(configs, c, " ")
 		printf "%-4s %-4s %3s %-10s |", "dev", "size", "QD", "sync"
 		for (i = 1; i <= nc; i++) printf " %11s", c[i]
-		printf " | wt/r0  wb/r1  wb/aio plp/r0 | p99 us"
-		for (i = 1; i <= 3; i++) printf " %7s", c[i]
+		printf " | wt/r0  wb/r1  wb/aio wbd/r1 wbd/aio plp/r0 | p99 us"
+		for (i = 1; i <= 4; i++) printf " %7s", c[i]
 		printf " %7s\n", "rdwr1"
 		for (k = 1; k <= n; k++) {
 			key = order[k]; split(key, f, " ")
 			printf "%-4s %-4s %3s %-10s |", f[1], f[2], f[3], f[4]
 			for (i = 1; i <= nc; i++) printf " %11.0f", iops[key, c[i]]
-			printf " | %s %s %s %s |       ",
+			printf " | %s %s %s %s  %s %s |       ",
 				r(iops[key, "sg-wt"], iops[key, "rdwr-wce0"]),
 				r(iops[key, "sg-wb"], iops[key, "rdwr-wce1"]),
 				r(iops[key, "sg-wb"], iops[key, "aio"]),
+				r(iops[key, "sg-wbd"], iops[key, "rdwr-wce1"]),
+				r(iops[key, "sg-wbd"], iops[key, "aio"]),
 				r(iops[key, "sg-plp"], iops[key, "rdwr-wce0"])
-			for (i = 1; i <= 3; i++) printf " %7.0f", p99[key, c[i]]
+			for (i = 1; i <= 4; i++) printf " %7.0f", p99[key, c[i]]
 			printf " %7.0f\n", p99[key, "rdwr-wce1"]
 		}
 	}' "$csv"
@@ -245,6 +249,10 @@ report_targets() {
 		y = ratio(v("disk","4096",32,"flush","sg-wb"), v("disk","4096",32,"flush","aio"))
 		say("write-back WRITE+SYNC CACHE QD32 4K disk: >=1.4x rdwr, >=0.85x aio",
 		    sprintf("%.2fx, %.2fx", x, y), x >= 1.4 && y >= 0.85)
+		x = ratio(v("disk","4096",32,"flush","sg-wbd"), v("disk","4096",32,"flush","rdwr-wce1"))
+		y = ratio(v("disk","4096",32,"flush","sg-wbd"), v("disk","4096",32,"flush","aio"))
+		say("  the same, write-back direct=yes",
+		    sprintf("%.2fx, %.2fx", x, y), x >= 1.4 && y >= 0.85)
 		x = ratio(v("disk","4096",32,"flush-only","sg-wb"), v("disk","4096",32,"flush-only","rdwr-wce1"))
 		y = ratio(v("disk","4096",32,"flush-only","sg-wb"), v("disk","4096",32,"flush-only","aio"))
 		say("SYNC CACHE on a clean cache QD32 4K disk: >=2x rdwr, >=0.9x aio",
@@ -254,9 +262,9 @@ report_targets() {
 		worst = 99; wc = ""
 		for (k in iops) {
 			split(k, f, SUBSEP)
-			if (f[5] !~ /^sg-(wt|wb|plp)$/) continue
+			if (f[5] !~ /^sg-(wt|wb|wbd|plp)$/) continue
 			# the peer makes the same promise: the WCE it reports
-			peer = f[5] == "sg-wb" ? "rdwr-wce1" : "rdwr-wce0"
+			peer = f[5] ~ /^sg-wb/ ? "rdwr-wce1" : "rdwr-wce0"
 			q = ratio(iops[k], iops[f[1], f[2], f[3], f[4], peer])
 			if (f[3] == 1 && q < worst) { worst = q; wc = f[1] " " f[2] " " f[4] " " f[5] }
 			if (f[4] == "none" && q < nworst) { nworst = q; nc = f[1] " " f[2] " QD" f[3] " " f[5] }

@@ -24,6 +24,7 @@ static struct {
 	{ 1, 512, "mode=write-back", "", "" },
 	{ 2, 4096, "mode=write-through", "", "" },
 	{ 3, 4096, "mode=plp", "", "" },
+	{ 4, 512, "mode=write-back;direct=yes", "", "" },
 };
 #define NDEVS (int)(sizeof(devs) / sizeof(devs[0]))
 

@@ -24,6 +24,7 @@ static const struct {
 	{ 2, "mode=write-back", true, 1, 0 },
 	{ 3, "mode=plp", false, 0, 1 },
 	{ 4, "mode=write-through;allow_wce=yes", true, 1, 0 },
+	{ 5, "mode=write-back;direct=yes", true, 1, 0 },
 };
 #define NLUNS (int)(sizeof(luns) / sizeof(luns[0]))
 

@@ -141,11 +141,12 @@ START_TEST(test_flush_batch_policy)
 	ck_assert_uint_gt(lun.flusher.avg_us, 0);
 	ck_assert_uint_eq(syncguard_flush_batch_us(lun.flusher.last_group,
 						   lun.flusher.avg_us), 0);
-	/* the trial: the first epoch (16 flushes) does not hold back, the
-	 * second does, for a concurrent load */
+	/* the trial: the first epoch (16 flushes scored after the first,
+	 * which starts it) does not hold back, the second does, for a
+	 * concurrent load */
 	lun.flusher.last_group = 8;
 	ck_assert_uint_eq(syncguard_flush_hold_us(&lun), 0);
-	for (int i = 3; i < 16; i++) {
+	for (int i = 3; i < 17; i++) {
 		syncguard_mark_dirty(&lun);
 		ck_assert_int_eq(syncguard_lun_flush(&lun, false), 0);
 	}
@@ -156,41 +157,56 @@ START_TEST(test_flush_batch_policy)
 }
 END_TEST
 
-/* The running trial: epochs of at least @ticks notes and @us; epoch 0
- * runs arm 0, epoch 1 arm 1, then the faster of the two, which is
- * measured again every 8 epochs. */
+/* The running trial: epochs of at least @us, scored in their second half
+ * (at least @ticks notes there); epoch 0
+ * runs arm 0, epoch 1 arm 1, then the faster of the two; both are
+ * measured again every 8 epochs, or every 64 when one is more than twice
+ * as fast. */
 static void trial_epoch(struct syncguard_trial *t, uint64_t *now,
 			unsigned int per_us)
 {
-	for (int i = 0; i < 4; i++) {
-		*now += 1000;		/* 1 ms per note */
-		syncguard_trial_note(t, per_us, 1, *now, 4, 3000);
+	for (int i = 0; i < 4; i++) {	/* 1 ms per note: the first */
+		*now += 1000;		/* two settle, the last two score */
+		syncguard_trial_note(t, per_us, 1, *now, 2, 4000);
 	}
 }
 
 START_TEST(test_flush_trial)
 {
-	struct syncguard_trial t = { 0 };
 	uint64_t now = 1000000;
+	struct syncguard_trial t = { .t0_us = now, .last_us = now };
 
 	ck_assert(!t.arm);			/* nothing measured: arm 0 */
 	trial_epoch(&t, &now, 10);		/* arm 0: 10 per ms */
 	ck_assert(t.arm);			/* epoch 1 always tries arm 1 */
-	trial_epoch(&t, &now, 30);		/* arm 1: 30 per ms */
-	ck_assert_uint_eq(t.rate[0], 40000 / 3);	/* from its first note */
-	ck_assert_uint_eq(t.rate[1], 30000);
+	trial_epoch(&t, &now, 15);		/* arm 1: 15 per ms */
+	ck_assert_uint_eq(t.rate[0], 10000);
+	ck_assert_uint_eq(t.rate[1], 15000);
 	ck_assert(t.arm);			/* arm 1 won */
 	for (int e = 2; e < 8; e++)
-		trial_epoch(&t, &now, 30);
+		trial_epoch(&t, &now, 15);
 	ck_assert(!t.arm);			/* epoch 8: arm 0 again */
-	trial_epoch(&t, &now, 40);		/* arm 0 got faster */
+	trial_epoch(&t, &now, 20);		/* arm 0 got faster */
 	ck_assert(t.arm);			/* epoch 9: arm 1 again */
-	trial_epoch(&t, &now, 20);		/* and arm 1 slower */
-	ck_assert(!t.arm);			/* so arm 0 from now on */
+	trial_epoch(&t, &now, 5);		/* and arm 1 4x slower */
+	for (int e = 10; e < 64; e++) {		/* so arm 0 until epoch 64 */
+		ck_assert(!t.arm);
+		trial_epoch(&t, &now, 20);
+	}
+	ck_assert(!t.arm);			/* epoch 64: arm 0 */
+	trial_epoch(&t, &now, 20);
+	ck_assert(t.arm);			/* epoch 65: arm 1 tried again */
 	/* an epoch lasts at least its time, whatever the notes */
 	for (int i = 0; i < 10; i++)
-		syncguard_trial_note(&t, 1, 1, now + 1 + (uint64_t)i, 4, 3000);
-	ck_assert_uint_eq(t.epoch, 10);
+		syncguard_trial_note(&t, 1, 1, now + 1 + (uint64_t)i, 2, 4000);
+	ck_assert_uint_eq(t.epoch, 65);
+	/* a pause (1 s without a note) restarts the epoch, unscored */
+	now += 1000000;
+	syncguard_trial_note(&t, 1, 1, now, 2, 4000);
+	ck_assert_uint_eq(t.t0_us, now);
+	ck_assert_uint_eq(t.m0_us, 0);
+	ck_assert_uint_eq(t.epoch, 65);
+	ck_assert_uint_eq(t.rate[1], 5000);	/* arm 1's last score stands */
 }
 END_TEST
 
