@@ -284,15 +284,18 @@ static bool async_dsync_honoured(struct syncguard_lun *lun)
  * of that page could then put old data over an O_DIRECT write already
  * acknowledged as durable.  So with 512-byte blocks on a 4 KiB-sector
  * device, or no O_DIRECT at all (the file system refuses it), every
- * write takes the page cache; that is not an error.
+ * write takes the page cache; that is an error only for direct=yes.
+ * Returns 0 or -errno with the reason in @err.
  */
-static void open_direct(struct syncguard_lun *lun, const char *path)
+static int open_direct(struct syncguard_lun *lun, const char *path,
+		       char *err, size_t errlen)
 {
+	bool asked = lun->opts.direct == SYNCGUARD_DIRECT_YES;
 	struct statx stx;
 	unsigned int sector = 0;
 
 	if (!want_direct(&lun->opts))
-		return;
+		return 0;
 	if (statx(AT_FDCWD, path, 0, STATX_DIOALIGN, &stx) == 0 &&
 	    (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align) {
 		lun->dio_align = stx.stx_dio_offset_align;
@@ -302,11 +305,24 @@ static void open_direct(struct syncguard_lun *lun, const char *path)
 	} else {
 		lun->dio_align = lun->dio_mem_align = 4096;	/* safe */
 	}
-	if ((1u << lun->block_shift) % lun->dio_align)
-		return;
+	if ((1u << lun->block_shift) % lun->dio_align) {
+		if (!asked)
+			return 0;
+		syncguard_seterr(err, errlen, "%s: direct=yes, but %u-byte "
+			"logical blocks are not aligned for O_DIRECT here (%u "
+			"bytes): use --blocksize %u or direct=auto", path,
+			1u << lun->block_shift, lun->dio_align, lun->dio_align);
+		return -EINVAL;
+	}
 	lun->dfd = open(path, O_RDWR | O_CLOEXEC | O_DIRECT);
+	if (lun->dfd < 0 && asked) {
+		syncguard_seterr(err, errlen, "%s: direct=yes, but O_DIRECT "
+				 "fails here: %s", path, strerror(errno));
+		return -errno;
+	}
 	lun->direct_io = lun->dfd >= 0;
 	lun->async_dsync_ok = lun->direct_io && async_dsync_honoured(lun);
+	return 0;
 }
 
 /* plp: the file's allocation must be durable and complete at open. */
@@ -355,7 +371,7 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	if (!ret && plp)
 		ret = check_plp(lun, path, err, errlen);
 	if (!ret)
-		open_direct(lun, path);
+		ret = open_direct(lun, path, err, errlen);
 	if (!ret)
 		ret = -pthread_rwlock_init(&lun->write_lock, NULL);
 	if (!ret)

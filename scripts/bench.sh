@@ -262,7 +262,8 @@ report_targets() {
 		worst = 99; wc = ""
 		for (k in iops) {
 			split(k, f, SUBSEP)
-			if (f[5] !~ /^sg-(wt|wb|wbd|plp)$/) continue
+			# the defaults; sg-wbd (direct=yes) is an option beside them
+			if (f[5] !~ /^sg-(wt|wb|plp)$/) continue
 			# the peer makes the same promise: the WCE it reports
 			peer = f[5] ~ /^sg-wb/ ? "rdwr-wce1" : "rdwr-wce0"
 			q = ratio(iops[k], iops[f[1], f[2], f[3], f[4], peer])

@@ -98,6 +98,7 @@ lun_args() {
 	(( ($2 / 3) % 2 )) && bsz=4096
 	if (( ($2 / 6) % 2 )); then	# the opposite of direct=auto
 		[ "$1" = write-back ] && direct=";direct=yes" || direct=";direct=no"
+		[ "$1" = write-back ] && bsz=4096	# direct=yes needs it here
 	fi
 	case $1 in
 	aio) echo "|aio|" ;;
@@ -183,6 +184,17 @@ one_cut() {
 declare -A W D L B N
 eol='\n'; [ -t 2 ] && eol='\r'   # one progress line per cut
 status=0
+# blockdev needs loop devices (root, /dev/loop-control): left out without
+if [[ " $configs " == *" blockdev "* ]]; then
+	truncate -s 1M "$work/probe.img"
+	if probe=$(losetup --find --show "$work/probe.img" 2>/dev/null); then
+		losetup -d "$probe"
+	else
+		say "blockdev: left out: cannot attach a loop device"
+		configs=$(sed 's/\bblockdev\b//' <<<"$configs")
+	fi
+	rm -f "$work/probe.img"
+fi
 for config in $configs; do
 	W[$config]=0 D[$config]=0 L[$config]=0 B[$config]=0 N[$config]=0
 	for i in $(seq "$cuts"); do

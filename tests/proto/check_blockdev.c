@@ -135,6 +135,23 @@ START_TEST(test_blockdev_round_trip)
 }
 END_TEST
 
+/* direct=yes on a device whose sectors are larger than the LUN's blocks
+ * is refused with a reason; direct=auto takes the page cache there. */
+START_TEST(test_blockdev_direct_needs_alignment)
+{
+	char dev[64];
+	const char *file = proto_file("loop4k.img", DEV_BYTES, false);
+
+	ck_assert_int_eq(attach(file, 4096, dev, sizeof(dev)), 0);
+	ck_assert_int_ne(proto_add_lun(9, dev, "mode=write-back;direct=yes", 0), 0);
+	ck_assert(proto_log_has("direct=yes, but 512-byte logical blocks are "
+				"not aligned for O_DIRECT here (4096 bytes)"));
+	ck_assert_int_eq(proto_add_lun(9, dev, "mode=write-back", 0), 0);
+	proto_del_lun(9);
+	proto_sh("losetup -d '%s'", dev);
+}
+END_TEST
+
 /* Can this machine attach a loop device with 4096-byte sectors? */
 static bool loop_available(void)
 {
@@ -166,6 +183,7 @@ Suite *blockdev_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_blockdev_capacity, 0, NDEVS);
 	tcase_add_loop_test(tc, test_blockdev_round_trip, 0, NDEVS);
+	tcase_add_test(tc, test_blockdev_direct_needs_alignment);
 	suite_add_tcase(s, tc);
 	return s;
 }
