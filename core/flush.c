@@ -97,14 +97,18 @@ void syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 	unsigned int phase;
 
 	/* An idle LUN answers nothing, whichever way: an epoch with a gap
-	 * in it (no note for longer than an epoch and 100 ms) starts over,
-	 * unscored, or the way that was running when the load paused would
-	 * look slow. */
+	 * in it (no note for longer than an epoch and 100 ms) is not scored,
+	 * or the way that was running when the load paused would look slow.
+	 * The load that comes back may want the other way (queue depth 1
+	 * after 32, say), so both are tried again first: arm 0 now, arm 1
+	 * next. */
 	if (!t->t0_us || now_us > t->last_us + epoch_us + SYNCGUARD_TRIAL_GAP_US) {
 		t->t0_us = now_us;
 		t->m0_us = 0;
 		t->ticks = 0;
 		t->answered = 0;
+		t->epoch = 0;
+		__atomic_store_n(&t->arm, false, __ATOMIC_RELAXED);
 	}
 	t->last_us = now_us;
 	/* The first half of an epoch is not scored: commands the other way

@@ -668,19 +668,29 @@ static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 	return err;
 }
 
+/* One plain write through the LUN's descriptor for it (see route); whether
+ * it went O_DIRECT in *@direct.  0 or -errno. */
+static int write_plain(struct syncguard_lun *lun, const uint8_t *buf,
+		       size_t len, uint64_t off, bool *direct)
+{
+	uint8_t *bounce;
+	int err;
+
+	if (!(buf = route(lun, buf, len, off, direct, &bounce)))
+		return -ENOMEM;
+	err = write_all(*direct ? lun->dfd : lun->fd, buf, len, off, 0);
+	free(bounce);
+	return err;
+}
+
 /* A write into the page cache, or with O_DIRECT into the device's cache:
  * volatile until the next device flush. */
 static int write_cached(struct syncguard_lun *lun, const uint8_t *buf,
 			size_t len, uint64_t off)
 {
-	uint8_t *bounce;
 	bool direct;
-	int err;
+	int err = write_plain(lun, buf, len, off, &direct);
 
-	if (!(buf = route(lun, buf, len, off, &direct, &bounce)))
-		return -ENOMEM;
-	err = write_all(direct ? lun->dfd : lun->fd, buf, len, off, 0);
-	free(bounce);
 	if (!err)
 		syncguard_mark_dirty(lun);
 	return err;
@@ -691,14 +701,9 @@ static int write_cached(struct syncguard_lun *lun, const uint8_t *buf,
 static int write_written(struct syncguard_lun *lun, const uint8_t *buf,
 			 size_t len, uint64_t off)
 {
-	uint8_t *bounce;
 	bool direct;
-	int err;
+	int err = write_plain(lun, buf, len, off, &direct);
 
-	if (!(buf = route(lun, buf, len, off, &direct, &bounce)))
-		return -ENOMEM;
-	err = write_all(direct ? lun->dfd : lun->fd, buf, len, off, 0);
-	free(bounce);
 	if (!err && !direct)
 		err = writeout(lun, off, len);
 	return err;

@@ -200,13 +200,17 @@ START_TEST(test_flush_trial)
 	for (int i = 0; i < 10; i++)
 		syncguard_trial_note(&t, 1, 1, now + 1 + (uint64_t)i, 2, 4000);
 	ck_assert_uint_eq(t.epoch, 65);
-	/* a pause (1 s without a note) restarts the epoch, unscored */
+	/* a pause (1 s without a note) restarts the trial: the epoch is not
+	 * scored, and both arms are tried again, arm 0 first */
+	ck_assert(t.arm);
 	now += 1000000;
 	syncguard_trial_note(&t, 1, 1, now, 2, 4000);
 	ck_assert_uint_eq(t.t0_us, now);
 	ck_assert_uint_eq(t.m0_us, 0);
-	ck_assert_uint_eq(t.epoch, 65);
+	ck_assert(!t.arm);
 	ck_assert_uint_eq(t.rate[1], 5000);	/* arm 1's last score stands */
+	trial_epoch(&t, &now, 20);
+	ck_assert(t.arm);			/* then arm 1 */
 }
 END_TEST
 
