@@ -56,6 +56,16 @@ struct uring_op {
  * never these addresses) */
 static char flush_tag, batch_tag;
 
+/* What prepare() took for @op: its descriptor, its aligned copy. */
+static void release(struct syncguard_bs *bs, struct uring_op *op)
+{
+	if (op->own_fd)
+		syncguard_direct_fd_put(&bs->lun, op->fd);
+	op->own_fd = false;
+	free(op->bounce);
+	op->bounce = NULL;
+}
+
 static void finish(struct syncguard_bs *bs, struct uring_op *op,
 		   enum syncguard_reason r)
 {
@@ -63,9 +73,7 @@ static void finish(struct syncguard_bs *bs, struct uring_op *op,
 	struct scsi_cmd *cmd = op->cmd;
 
 	syncguard_answer(cmd, &res);
-	if (op->own_fd)
-		syncguard_direct_fd_put(&bs->lun, op->fd);
-	free(op->bounce);
+	release(bs, op);
 	free(op);
 	bs->uring.inflight--;
 	target_cmd_io_done(cmd, scsi_get_result(cmd));
@@ -206,7 +214,8 @@ static int queue_io(struct syncguard_bs *bs, struct uring_op *op)
 
 /* Choose the descriptor: O_DIRECT (aligned copy if the buffer is not;
  * one of its own for an RWF_DSYNC write, see "sync descriptors" in
- * core/lun.c), else the LUN's.  0 or -errno. */
+ * core/lun.c), else the LUN's.  0, or -ENOMEM / -EMFILE and the like,
+ * after which release() gives back what was taken. */
 static int prepare(struct syncguard_bs *bs, struct uring_op *op)
 {
 	struct syncguard_lun *lun = &bs->lun;
@@ -220,16 +229,16 @@ static int prepare(struct syncguard_bs *bs, struct uring_op *op)
 	if (!syncguard_direct_buf(lun, scsi_get_out_buffer(op->cmd),
 				  op->plan.len, &op->bounce))
 		return -ENOMEM;
-	syncguard_count(&lun->stats->direct_writes);
 	if (op->plan.dsync) {
 		int fd = syncguard_direct_fd_get(lun);
 
 		if (fd < 0)
-			return fd;
+			return fd;	/* the caller releases the copy */
 		op->fd = fd;
 		op->own_fd = true;
 		syncguard_count(&lun->stats->dsync_writes);
 	}
+	syncguard_count(&lun->stats->direct_writes);
 	return 0;
 }
 
@@ -300,10 +309,16 @@ int syncguard_uring_submit(struct scsi_cmd *cmd)
 		return bs_thread_cmd_submit(cmd);
 	}
 	op->cmd = cmd;
+	if (op->plan.len && prepare(bs, op)) {	/* a worker may manage */
+		release(bs, op);
+		syncguard_plan_cancel(&bs->lun, &op->plan);
+		free(op);
+		return bs_thread_cmd_submit(cmd);
+	}
 	set_cmd_async(cmd);
 	bs->uring.inflight++;
-	err = op->plan.len ? prepare(bs, op) : 0;
-	if (!err && op->plan.len)
+	err = 0;
+	if (op->plan.len)
 		err = queue_io(bs, op);
 	else if (!err)
 		io_done(bs, op, 0);	/* nothing to move: at most a flush */

@@ -251,6 +251,7 @@ static bool plan_write(struct syncguard_lun *lun,
 		if (p->dsync && !(p->direct && lun->async_dsync_ok))
 			return false;
 	}
+	p->fua = c->fua;
 	syncguard_count(c->fua ? &lun->stats->fua_writes : &lun->stats->writes);
 	return true;
 }
@@ -263,6 +264,17 @@ static void drop_cached_ref(struct syncguard_lun *lun,
 		__atomic_fetch_sub(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
 		plan->cached_ref = false;
 	}
+}
+
+void syncguard_plan_cancel(struct syncguard_lun *lun,
+			   struct syncguard_plan *plan)
+{
+	uint64_t *counter = !plan->write ? &lun->stats->reads :
+			    plan->fua ? &lun->stats->fua_writes :
+			    &lun->stats->writes;
+
+	drop_cached_ref(lun, plan);
+	__atomic_fetch_sub(counter, 1, __ATOMIC_RELAXED);
 }
 
 bool syncguard_plan(struct syncguard_lun *lun, const struct syncguard_req *req,

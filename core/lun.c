@@ -727,10 +727,11 @@ static int write_written(struct syncguard_lun *lun, const uint8_t *buf,
  * extra write and hand-offs), and comparing mean command times, sampled
  * one choice in 64, chose RWF_DSYNC at QD32 (a probe's time depends on
  * what the other 63 do).  So the LUN measures what it cares about: in
- * epochs of at least 64 durable writes and 50 ms, one each way every 8
- * epochs, the rest the way whose last epoch answered more of them per
- * second (struct syncguard_trial, core/flush.c).  RWF_DSYNC until
- * measured otherwise.
+ * epochs of 200 ms (scored in their second half, on at least 16 durable
+ * writes), one each way every 8 epochs, the rest the way whose last
+ * epoch answered more of them per second (struct syncguard_trial,
+ * core/flush.c, which also says how pauses and a 2x loser are handled).
+ * RWF_DSYNC until measured otherwise.
  */
 #define SYNC_TRIAL_WRITES 16
 #define SYNC_TRIAL_US 200000

@@ -429,6 +429,7 @@ struct syncguard_plan {
 				 * descriptor of its own) */
 	bool dsync;		/* PERSIST_DURABLE by RWF_DSYNC, O_DIRECT,
 				 * on a descriptor of its own */
+	bool fua;		/* the write had FUA (for the counters) */
 	bool cached_ref;	/* holds lun->async_cached: dropped by
 				 * syncguard_plan_written() */
 	bool written;		/* syncguard_plan_written() was called */
@@ -450,6 +451,13 @@ bool syncguard_plan(struct syncguard_lun *lun, const struct syncguard_req *req,
  * calls it otherwise. */
 void syncguard_plan_written(struct syncguard_lun *lun,
 			    struct syncguard_plan *plan);
+
+/* The engine cannot carry out @plan after all (no memory for an aligned
+ * copy, no descriptor): undo what syncguard_plan did -- its count and
+ * its hold on a WCE switch -- so that the command can go to a worker,
+ * which counts it again.  Nothing was written. */
+void syncguard_plan_cancel(struct syncguard_lun *lun,
+			   struct syncguard_plan *plan);
 
 /* The planned I/O completed with @err (0 or -errno, after retrying
  * short transfers, and after the flush it needed): note what became

@@ -67,6 +67,14 @@ START_TEST(test_plan_write_back)
 	ck_assert_uint_eq(p.off, 4096);
 	ck_assert_uint_eq(p.len, 4096);
 	ck_assert_int_eq(lun.async_cached, 1);
+	/* an engine that cannot carry it out hands it back */
+	ck_assert_uint_eq(lun.stats->writes, 1);
+	syncguard_plan_cancel(&lun, &p);
+	ck_assert_int_eq(lun.async_cached, 0);
+	ck_assert_uint_eq(lun.stats->writes, 0);
+	ck_assert(syncguard_lun_clean(&lun));	/* nothing was written */
+	ck_assert(plan(0x2a, false, 8, 8, 4096, &p));
+	ck_assert_int_eq(lun.async_cached, 1);
 	syncguard_plan_done(&lun, &p, 0);
 	ck_assert_int_eq(lun.async_cached, 0);
 	ck_assert(!syncguard_lun_clean(&lun));	/* it is dirty now */
