@@ -215,7 +215,7 @@ report_table() {
 		if (!(key in seen)) { seen[key] = 1; order[++n] = key }
 		iops[key, $2] = $15; p99[key, $2] = $19
 	}
-	function r(a, b) { return b > 0 ? sprintf("%6.2f", a / b) : "     -" }
+	function r(a, b) { return a > 0 && b > 0 ? sprintf("%6.2f", a / b) : "     -" }
 	END {
 		nc = split(configs, c, " ")
 		printf "%-4s %-4s %3s %-10s |", "dev", "size", "QD", "sync"
@@ -236,7 +236,9 @@ report_table() {
 				r(iops[key, "sg-wbd"], iops[key, "rdwr-wce1"]),
 				r(iops[key, "sg-wbd"], iops[key, "aio"]),
 				r(iops[key, "sg-plp"], iops[key, "rdwr-wce0"])
-			for (i = 1; i <= 4; i++) printf " %7.0f", p99[key, c[i]]
+			for (i = 1; i <= 4; i++)
+				if ((key, c[i]) in p99) printf " %7.0f", p99[key, c[i]]
+				else printf " %7s", "-"
 			printf " %7.0f\n", p99[key, "rdwr-wce1"]
 		}
 	}' "$csv"
