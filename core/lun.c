@@ -614,21 +614,23 @@ static int writeout(struct syncguard_lun *lun, uint64_t off, uint64_t len)
 
 /*
  * Where a write goes: O_DIRECT when the LUN's writes do (bsopts direct),
- * through an aligned copy in *@bounce (the caller frees it) if @buf is
- * not aligned; else the page cache.  Returns the buffer to write, whether
- * it goes direct in *@direct, or NULL when the copy found no memory (the
- * page cache is no way out: see open_direct).
+ * through an aligned copy in *@bounce (the caller frees it) if *@buf is
+ * not aligned (then *@buf points to the copy); else the page cache.
+ * Whether it goes direct in *@direct.  0, or -ENOMEM when the copy found
+ * no memory (the page cache is no way out: see open_direct).
  */
-static const uint8_t *route(struct syncguard_lun *lun, const uint8_t *buf,
-			    size_t len, uint64_t off, bool *direct,
-			    uint8_t **bounce)
+static int route(struct syncguard_lun *lun, const uint8_t **buf,
+		 size_t len, uint64_t off, bool *direct, uint8_t **bounce)
 {
 	*bounce = NULL;
 	*direct = syncguard_direct_ok(lun, off, len);
 	if (!*direct)
-		return buf;
+		return 0;
+	*buf = syncguard_direct_buf(lun, *buf, len, bounce);
+	if (!*buf)
+		return -ENOMEM;
 	syncguard_count(&lun->stats->direct_writes);
-	return syncguard_direct_buf(lun, buf, len, bounce);
+	return 0;
 }
 
 /*
@@ -642,10 +644,12 @@ static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 {
 	uint8_t *bounce;
 	bool direct;
-	int fd, err = -EOPNOTSUPP;
+	int fd, err;
 
-	if (!(buf = route(lun, buf, len, off, &direct, &bounce)))
-		return -ENOMEM;
+	err = route(lun, &buf, len, off, &direct, &bounce);
+	if (err)
+		return err;
+	err = -EOPNOTSUPP;
 	fd = direct ? syncguard_direct_fd_get(lun) : syncguard_sync_fd_get(lun);
 	if (fd < 0) {
 		free(bounce);
@@ -676,8 +680,9 @@ static int write_plain(struct syncguard_lun *lun, const uint8_t *buf,
 	uint8_t *bounce;
 	int err;
 
-	if (!(buf = route(lun, buf, len, off, direct, &bounce)))
-		return -ENOMEM;
+	err = route(lun, &buf, len, off, direct, &bounce);
+	if (err)
+		return err;
 	err = write_all(*direct ? lun->dfd : lun->fd, buf, len, off, 0);
 	free(bounce);
 	return err;

@@ -162,7 +162,8 @@ static enum syncguard_reason write16(uint64_t lba, uint32_t n, bool fua)
 		cdb[2 + i] = (uint8_t)(lba >> (56 - 8 * i));
 	cdb[12] = (uint8_t)(n >> 8);
 	cdb[13] = (uint8_t)n;
-	return run(cdb, 16, data, n * BS, NULL, 0).reason;
+	/* no Data-Out at all for zero blocks, as tgt passes it */
+	return run(cdb, 16, n ? data : NULL, n * BS, NULL, 0).reason;
 }
 
 static enum syncguard_reason read10(uint32_t lba, uint16_t n, bool fua)
@@ -255,6 +256,28 @@ START_TEST(test_exec_auto_write_sync)
 	/* the answered durable writes reach the trial (its first epoch
 	 * starts with the first of them) */
 	ck_assert_uint_gt(lun.sync_trial.t0_us, 0);
+}
+END_TEST
+
+/* A WRITE of zero blocks does nothing and answers GOOD (SBC-3 5.32), in
+ * every mode, FUA or not, with O_DIRECT writes or without; it must never
+ * latch the LUN (it once did: no buffer looked like no memory). */
+START_TEST(test_exec_zero_blocks)
+{
+	static const enum syncguard_mode modes[] = {
+		SYNCGUARD_MODE_WRITE_THROUGH, SYNCGUARD_MODE_WRITE_BACK,
+		SYNCGUARD_MODE_PLP,
+	};
+
+	for (int i = 0; i < 3; i++) {
+		open_lun_ws(modes[i], SYNCGUARD_WRITE_SYNC_AUTO);
+		ck_assert_int_eq(write16(8, 0, false), SYNCGUARD_OK);
+		ck_assert_int_eq(write16(8, 0, true), SYNCGUARD_OK);
+		ck_assert_int_eq(syncguard_lun_latched(&lun), 0);
+		ck_assert_int_eq(write16(8, 8, true), SYNCGUARD_OK);
+		syncguard_lun_close(&lun);
+		unlink(path);
+	}
 }
 END_TEST
 
@@ -618,6 +641,7 @@ Suite *exec_suite(void)
 	tcase_add_test(cost, test_exec_write_back_costs);
 	tcase_add_test(cost, test_exec_write_back_dsync_costs);
 	tcase_add_test(cost, test_exec_auto_write_sync);
+	tcase_add_test(cost, test_exec_zero_blocks);
 	tcase_add_test(cost, test_exec_write_through_costs);
 	tcase_add_test(cost, test_exec_plp_costs);
 	tcase_add_test(cost, test_exec_wce_off_flushes_then_writes_through);
