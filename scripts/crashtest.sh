@@ -16,20 +16,21 @@
 # so O_DIRECT and page-cache writes both meet the cut), and a block
 # device: a loop device over the model (sector size 512 or 4096), where
 # RWF_DSYNC writes go asynchronously through io_uring as FUA writes, in
-# write-through and in write-back with direct=yes in turn; all of them
-# must lose nothing,
+# write-through and in write-back with direct=yes in turn; and ext4 on
+# such a loop device, the LUN a file in it (ext4's own O_DIRECT and
+# RWF_DSYNC handling, its journal); all of them must lose nothing,
 # and tgt's own aio store, which answers SYNCHRONIZE CACHE without
 # flushing: the oracle must catch it losing data, or the test itself is
 # broken.
 #
-# usage: crashtest.sh [--cuts N] [--configs "write-through write-back plp blockdev aio"]
+# usage: crashtest.sh [--cuts N] [--configs "write-through write-back plp blockdev ext4 aio"]
 #                     [--json FILE] [--seed N] [--keep]
 # --keep leaves the work directory (journals, logs, last image) in build/.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cuts=20
-configs="write-through write-back plp blockdev aio"
+configs="write-through write-back plp blockdev ext4 aio"
 json=$top/build/crashtest.json
 seed0=1
 keep=
@@ -63,6 +64,10 @@ loopdev=
 # $work/loopdev, so that cleanup detaches it after an interrupt
 unmount_model() {
 	[ -z "$loopdev" ] && [ -f "$work/loopdev" ] && loopdev=$(cat "$work/loopdev")
+	# ext4: after the cut every write fails, so unmounting logs I/O
+	# errors (expected: the power went)
+	mountpoint -q "$work/fs" 2>/dev/null &&
+		{ umount "$work/fs" 2>/dev/null || umount -l "$work/fs"; }
 	if [ -n "$loopdev" ]; then
 		losetup -d "$loopdev" 2>/dev/null
 		loopdev=
@@ -81,6 +86,7 @@ cleanup() {
 	"$tp" kill "$work/victim" 2>/dev/null
 	unmount_model
 	"$tp" stop "$work/check"
+	unmount_check_fs
 	if [ -n "$keep" ]; then say "kept $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
@@ -103,7 +109,7 @@ lun_args() {
 	case $1 in
 	aio) echo "|aio|" ;;
 	plp) echo "mode=plp;alloc_check=no|syncguard|4096" ;;	# FUSE: no FIEMAP
-	blockdev) (( ($2 / 6) % 2 )) && echo "mode=write-back;direct=yes|syncguard|$bsz" ||
+	blockdev|ext4) (( ($2 / 6) % 2 )) && echo "mode=write-back;direct=yes|syncguard|$bsz" ||
 		  echo "mode=write-through|syncguard|$bsz" ;;
 	*) echo "mode=$1$direct|syncguard|$bsz" ;;
 	esac
@@ -118,11 +124,48 @@ attach_loop() {
 	echo "$loopdev"
 }
 
+# ext4: a file system on a loop device over the model, and in it the
+# LUN's file, written out (no unwritten extents); prints the file's path
+make_fs() {
+	attach_loop 512 >/dev/null || return 1
+	# 4 KiB blocks: the file's blocks then line up with the model's
+	# (which never tears one); 1 KiB ones let a LUN block straddle two,
+	# and a write in flight at the cut could come back torn
+	mkfs.ext4 -q -F -b 4096 \
+		-E lazy_itable_init=0,lazy_journal_init=0,nodiscard \
+		"$loopdev" >>"$work/model.log" 2>&1 &&
+	mkdir -p "$work/fs" && mount -t ext4 "$loopdev" "$work/fs" &&
+	dd if=/dev/zero of="$work/fs/lun.img" bs=1M count=8 conv=fsync status=none || {
+		say "cannot make ext4 on the model"; return 1; }
+	echo "$work/fs/lun.img"
+}
+
+# ext4: what survived, mounted (its journal replayed), and the LUN's file
+# copied out of it (the checking tgtd runs in a mount namespace made
+# before this mount); prints the copy's path
+mount_check_fs() {
+	local dev
+	dev=$(losetup --find --show "$work/stable.img") || return 1
+	echo "$dev" >"$work/chkloop"
+	mkdir -p "$work/chk" && mount -t ext4 "$dev" "$work/chk" || {
+		say "the surviving ext4 does not mount"; return 1; }
+	cp "$work/chk/lun.img" "$work/ext4-lun.img" || return 1
+	unmount_check_fs
+	echo "$work/ext4-lun.img"
+}
+
+unmount_check_fs() {
+	mountpoint -q "$work/chk" 2>/dev/null && umount "$work/chk"
+	[ -f "$work/chkloop" ] && losetup -d "$(cat "$work/chkloop")" 2>/dev/null
+	rm -f "$work/chkloop"
+}
+
 start_model() {
-	local plp=$1 seed=$2
+	local plp=$1 seed=$2 size=8M
+	[ "$3" = ext4 ] && size=32M
 	mkdir -p "$mnt"
 	rm -f "$work/stable.img"
-	truncate -s 8M "$work/stable.img"
+	truncate -s "$size" "$work/stable.img"
 	"$model" --image "$work/stable.img" --block 4096 $plp --seed "$seed" \
 		"$mnt" -f >>"$work/model.log" 2>&1 &
 	mpid=$!
@@ -147,10 +190,13 @@ one_cut() {
 	local engines=(threads uring auto)
 	[ "$bstype" = syncguard ] && bsopts="$bsopts;engine=${engines[seed % 3]}"
 	[ "$config" = plp ] && plp=--plp
-	start_model "$plp" "$seed" || return 1
+	start_model "$plp" "$seed" "$config" || return 1
 	lunpath=$mnt/disk.img
 	if [ "$config" = blockdev ]; then
 		attach_loop "$bsz" >/dev/null && lunpath=$loopdev || { unmount_model; return 1; }
+	elif [ "$config" = ext4 ]; then
+		lunpath=$(make_fs) || { unmount_model; return 1; }
+		loopdev=$(cat "$work/loopdev")
 	fi
 	"$tp" start "$work/victim" "$module" >/dev/null || { unmount_model; return 1; }
 	"$tp" target "$work/victim" 1 "$iqn" &&
@@ -171,11 +217,17 @@ one_cut() {
 	wait "$wpid" || { say "the workload failed:"; tail -n 3 "$work/run.log" >&2
 			  unmount_model; return 1; }
 	unmount_model
-	"$tp" lun "$work/check" 1 1 "$work/stable.img" "mode=write-back" "$bsz" || return 1
+	lunpath=$work/stable.img
+	if [ "$config" = ext4 ]; then
+		lunpath=$(mount_check_fs) || { unmount_check_fs; return 1; }
+	fi
+	"$tp" lun "$work/check" 1 1 "$lunpath" "mode=write-back" "$bsz" ||
+		{ unmount_check_fs; return 1; }
 	"$crash" check --journal "$work/journal" \
 		"$("$tp" url "$work/check" "$iqn" 1)" 2>>"$work/check.log"
 	"$tp" adm "$work/check" --lld iscsi --op delete --mode logicalunit \
 		--tid 1 --lun 1
+	unmount_check_fs
 	return 0
 }
 
@@ -184,16 +236,21 @@ one_cut() {
 declare -A W D L B N
 eol='\n'; [ -t 2 ] && eol='\r'   # one progress line per cut
 status=0
-# blockdev needs loop devices (root, /dev/loop-control): left out without
-if [[ " $configs " == *" blockdev "* ]]; then
+# blockdev and ext4 need loop devices (root, /dev/loop-control), ext4
+# also mkfs.ext4: left out without
+if [[ " $configs " == *" blockdev "* || " $configs " == *" ext4 "* ]]; then
 	truncate -s 1M "$work/probe.img"
 	if probe=$(losetup --find --show "$work/probe.img" 2>/dev/null); then
 		losetup -d "$probe"
 	else
-		say "blockdev: left out: cannot attach a loop device"
-		configs=$(sed 's/\bblockdev\b//' <<<"$configs")
+		say "blockdev, ext4: left out: cannot attach a loop device"
+		configs=$(sed 's/\bblockdev\b//; s/\bext4\b//' <<<"$configs")
 	fi
 	rm -f "$work/probe.img"
+fi
+if [[ " $configs " == *" ext4 "* ]] && ! command -v mkfs.ext4 >/dev/null; then
+	say "ext4: left out: no mkfs.ext4 (e2fsprogs)"
+	configs=$(sed 's/\bext4\b//' <<<"$configs")
 fi
 for config in $configs; do
 	W[$config]=0 D[$config]=0 L[$config]=0 B[$config]=0 N[$config]=0
