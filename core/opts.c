@@ -89,34 +89,30 @@ static int parse_allow_wce(const char *val, struct syncguard_opts *opts)
 	return parse_bool(val, &opts->allow_wce);
 }
 
+/* The body of a parser for an enum option: @field of opts gets the index
+ * of val among the names (in the enum's order), or -EINVAL. */
+#define PARSE_ENUM(field, ...) do {					\
+	static const char *const names[] = { __VA_ARGS__ };		\
+	int i = NAME_INDEX(val, names);					\
+									\
+	if (i >= 0)							\
+		opts->field = i;					\
+	return i < 0 ? i : 0;						\
+} while (0)
+
 static int parse_engine(const char *val, struct syncguard_opts *opts)
 {
-	static const char *const names[] = { "auto", "threads", "uring" };
-	int i = NAME_INDEX(val, names);
-
-	if (i >= 0)
-		opts->engine = (enum syncguard_engine)i;
-	return i < 0 ? i : 0;
+	PARSE_ENUM(engine, "auto", "threads", "uring");
 }
 
 static int parse_write_sync(const char *val, struct syncguard_opts *opts)
 {
-	static const char *const names[] = { "auto", "group", "dsync" };
-	int i = NAME_INDEX(val, names);
-
-	if (i >= 0)
-		opts->write_sync = (enum syncguard_write_sync)i;
-	return i < 0 ? i : 0;
+	PARSE_ENUM(write_sync, "auto", "group", "dsync");
 }
 
 static int parse_direct(const char *val, struct syncguard_opts *opts)
 {
-	static const char *const names[] = { "auto", "yes", "no" };
-	int i = NAME_INDEX(val, names);
-
-	if (i >= 0)
-		opts->direct = (enum syncguard_direct)i;
-	return i < 0 ? i : 0;
+	PARSE_ENUM(direct, "auto", "yes", "no");
 }
 
 struct opt_def {
