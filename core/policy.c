@@ -58,6 +58,14 @@
  * WRITE AND VERIFY is classed as a FUA write by the caller: SBC-3 says
  * it writes to the medium and then verifies the medium, which a page
  * cache copy cannot honour.
+ *
+ * How each level is reached is core/lun.c's business, and changes none
+ * of the above: with O_DIRECT (bsopts direct) a PERSIST_CACHED write
+ * sits in the device's volatile cache instead of the page cache and is
+ * counted dirty the same way, so SYNCHRONIZE CACHE still flushes it; a
+ * PERSIST_DURABLE one is RWF_DSYNC on O_DIRECT or an O_DIRECT write and
+ * a device flush.  A LUN's aligned writes never mix the two caches
+ * (core/lun.c, open_direct, says why that would lose data).
  */
 #include "syncguard.h"
 
