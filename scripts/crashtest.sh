@@ -144,14 +144,17 @@ make_fs() {
 # copied out of it (the checking tgtd runs in a mount namespace made
 # before this mount); prints the copy's path
 mount_check_fs() {
-	local dev
+	local dev ok=1
 	dev=$(losetup --find --show "$work/stable.img") || return 1
 	echo "$dev" >"$work/chkloop"
-	mkdir -p "$work/chk" && mount -t ext4 "$dev" "$work/chk" || {
-		say "the surviving ext4 does not mount"; return 1; }
-	cp "$work/chk/lun.img" "$work/ext4-lun.img" || return 1
+	if mkdir -p "$work/chk" && mount -t ext4 "$dev" "$work/chk"; then
+		cp "$work/chk/lun.img" "$work/ext4-lun.img" && ok=0
+	else
+		say "the surviving ext4 does not mount"
+	fi
 	unmount_check_fs
-	echo "$work/ext4-lun.img"
+	[ "$ok" = 0 ] && echo "$work/ext4-lun.img"
+	return "$ok"
 }
 
 unmount_check_fs() {
@@ -219,15 +222,13 @@ one_cut() {
 	unmount_model
 	lunpath=$work/stable.img
 	if [ "$config" = ext4 ]; then
-		lunpath=$(mount_check_fs) || { unmount_check_fs; return 1; }
+		lunpath=$(mount_check_fs) || return 1
 	fi
-	"$tp" lun "$work/check" 1 1 "$lunpath" "mode=write-back" "$bsz" ||
-		{ unmount_check_fs; return 1; }
+	"$tp" lun "$work/check" 1 1 "$lunpath" "mode=write-back" "$bsz" || return 1
 	"$crash" check --journal "$work/journal" \
 		"$("$tp" url "$work/check" "$iqn" 1)" 2>>"$work/check.log"
 	"$tp" adm "$work/check" --lld iscsi --op delete --mode logicalunit \
 		--tid 1 --lun 1
-	unmount_check_fs
 	return 0
 }
 
