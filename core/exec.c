@@ -247,9 +247,11 @@ static bool plan_write(struct syncguard_lun *lun,
 	     syncguard_lun_latched(lun)))
 		return false;
 	if (p->persist == SYNCGUARD_PERSIST_DURABLE) {
+		syncguard_durable_begin(lun);
+		p->durable_ref = true;
 		p->dsync = syncguard_use_dsync(lun);
 		if (p->dsync && !(p->direct && lun->async_dsync_ok))
-			return false;
+			return false;	/* syncguard_plan drops the ref */
 	}
 	p->fua = c->fua;
 	syncguard_count(c->fua ? &lun->stats->fua_writes : &lun->stats->writes);
@@ -266,6 +268,17 @@ static void drop_cached_ref(struct syncguard_lun *lun,
 	}
 }
 
+/* Uncount a durable write in flight (see syncguard_use_dsync) once it is
+ * answered, cancelled or sent to a worker: once per plan. */
+static void drop_refs(struct syncguard_lun *lun, struct syncguard_plan *plan)
+{
+	drop_cached_ref(lun, plan);
+	if (plan->durable_ref) {
+		syncguard_durable_end(lun);
+		plan->durable_ref = false;
+	}
+}
+
 void syncguard_plan_cancel(struct syncguard_lun *lun,
 			   struct syncguard_plan *plan)
 {
@@ -273,7 +286,7 @@ void syncguard_plan_cancel(struct syncguard_lun *lun,
 			    plan->fua ? &lun->stats->fua_writes :
 			    &lun->stats->writes;
 
-	drop_cached_ref(lun, plan);
+	drop_refs(lun, plan);
 	__atomic_fetch_sub(counter, 1, __ATOMIC_RELAXED);
 }
 
@@ -298,7 +311,7 @@ bool syncguard_plan(struct syncguard_lun *lun, const struct syncguard_req *req,
 	ok = c.op == SYNCGUARD_OP_READ ? plan_read(lun, &c) :
 	     plan_write(lun, &c, plan);
 	if (!ok)
-		drop_cached_ref(lun, plan);
+		drop_refs(lun, plan);
 	return ok;
 }
 
@@ -323,8 +336,7 @@ enum syncguard_reason syncguard_plan_done(struct syncguard_lun *lun,
 
 	if (!err)
 		syncguard_plan_written(lun, plan);
-	else
-		drop_cached_ref(lun, plan);
+	drop_refs(lun, plan);
 	if (err && plan->write && plan->persist != SYNCGUARD_PERSIST_CACHED)
 		syncguard_latch(lun, -err);
 	if (err) {

@@ -298,6 +298,9 @@ struct syncguard_lun {
 	 * by a running trial (syncguard_use_dsync) */
 	pthread_mutex_t sync_trial_lock;
 	struct syncguard_trial sync_trial;
+	unsigned int durable_inflight;	/* durable writes between their
+					 * write_sync choice and their answer
+					 * (atomic; see syncguard_use_dsync) */
 	int async_cached;		/* planned cached writes in flight
 					 * (syncguard_plan); a switch to WCE=0
 					 * waits for them */
@@ -433,6 +436,8 @@ struct syncguard_plan {
 	bool cached_ref;	/* holds lun->async_cached: dropped by
 				 * syncguard_plan_written() */
 	bool written;		/* syncguard_plan_written() was called */
+	bool durable_ref;	/* counted in lun->durable_inflight until
+				 * answered or cancelled */
 };
 
 /*

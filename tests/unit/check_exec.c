@@ -236,8 +236,9 @@ START_TEST(test_exec_write_back_dsync_costs)
 END_TEST
 
 /* write_sync=auto: the running trial's arm decides, RWF_DSYNC (arm 0,
- * also before anything is measured) or group commit (arm 1); a write
- * that needs no durability costs nothing either way */
+ * also before anything is measured) or group commit (arm 1) -- but a
+ * durable write alone in flight, which no flush could share, always
+ * takes RWF_DSYNC; a write that needs no durability costs nothing */
 START_TEST(test_exec_auto_write_sync)
 {
 	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_AUTO);
@@ -246,13 +247,21 @@ START_TEST(test_exec_auto_write_sync)
 	ck_assert_int_eq(fx.fdatasyncs, 0);
 	lun.sync_trial.arm = 1;			/* group commit measured faster */
 	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.dsyncs, 1);
-	ck_assert_int_eq(fx.fdatasyncs, 1);
-	lun.sync_trial.arm = 0;
+	ck_assert_int_eq(fx.dsyncs, 2);		/* but it was alone */
+	ck_assert_int_eq(fx.fdatasyncs, 0);
+	syncguard_durable_begin(&lun);		/* another one in flight */
 	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
+	syncguard_durable_end(&lun);
 	ck_assert_int_eq(fx.dsyncs, 2);
+	ck_assert_int_eq(fx.fdatasyncs, 1);	/* a group flush */
+	ck_assert_uint_eq(lun.durable_inflight, 0);
+	lun.sync_trial.arm = 0;
+	syncguard_durable_begin(&lun);
+	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
+	syncguard_durable_end(&lun);
+	ck_assert_int_eq(fx.dsyncs, 3);
 	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);	/* not FUA */
-	ck_assert_int_eq(fx.dsyncs + fx.fdatasyncs, 3);		/* no cost */
+	ck_assert_int_eq(fx.dsyncs + fx.fdatasyncs, 4);		/* no cost */
 	/* the answered durable writes reach the trial (its first epoch
 	 * starts with the first of them) */
 	ck_assert_uint_gt(lun.sync_trial.t0_us, 0);

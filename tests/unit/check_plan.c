@@ -105,12 +105,30 @@ START_TEST(test_plan_write_through_and_plp)
 		ck_assert_int_eq(p.persist, SYNCGUARD_PERSIST_DURABLE);
 		ck_assert(p.direct && p.dsync);
 		ck_assert(!p.cached_ref);
+		ck_assert_uint_eq(lun.durable_inflight, 1);
+		syncguard_plan_done(&lun, &p, 0);
 	} else {				/* a worker's pwritev2 */
 		ck_assert(!plan(0x2a, false, 0, 8, 4096, &p));
 	}
+	ck_assert_uint_eq(lun.durable_inflight, 0);
 	lun.sync_trial.arm = 1;			/* group commit measured faster */
+	syncguard_durable_begin(&lun);		/* and another durable write is
+						 * in flight (a worker's) */
 	ck_assert(plan(0x2a, false, 0, 8, 4096, &p));
 	ck_assert(p.direct && !p.dsync);	/* O_DIRECT, then a group flush */
+	ck_assert_uint_eq(lun.durable_inflight, 2);
+	syncguard_plan_cancel(&lun, &p);	/* handed back: uncounted */
+	ck_assert_uint_eq(lun.durable_inflight, 1);
+	ck_assert(plan(0x2a, false, 0, 8, 4096, &p));
+	syncguard_plan_written(&lun, &p);	/* waiting for its flush: */
+	ck_assert_uint_eq(lun.durable_inflight, 2);	/* still counted */
+	syncguard_plan_done(&lun, &p, 0);
+	syncguard_durable_end(&lun);
+	ck_assert_uint_eq(lun.durable_inflight, 0);
+	/* alone, it cannot share a flush: RWF_DSYNC whatever the trial */
+	syncguard_durable_begin(&lun);
+	ck_assert(syncguard_use_dsync(&lun));
+	syncguard_durable_end(&lun);
 	lun.sync_trial.arm = 0;
 	ck_assert(!plan(0x2a, false, 0, 8, 1000, &p));	/* not aligned: the
 							 * worker, RWF_DSYNC */
