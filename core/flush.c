@@ -138,6 +138,14 @@ void syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 	t->m0_us = 0;
 }
 
+void syncguard_trial_publish(const struct syncguard_trial *t, uint64_t *way,
+			     uint64_t rate[2])
+{
+	__atomic_store_n(way, (uint64_t)t->arm, __ATOMIC_RELAXED);
+	__atomic_store_n(&rate[0], t->rate[0], __ATOMIC_RELAXED);
+	__atomic_store_n(&rate[1], t->rate[1], __ATOMIC_RELAXED);
+}
+
 /* With f->lock held: a flush of @us answered @group commands. */
 static void note_flush(struct syncguard_flusher *f, uint64_t us,
 		       unsigned int group)
@@ -171,6 +179,8 @@ static void flush_finished(struct syncguard_lun *lun, uint64_t covers,
 	syncguard_count(&lun->stats->device_flushes);
 	record_latency(lun->stats, us);
 	note_flush(f, us, group);
+	syncguard_trial_publish(&f->trial, &lun->stats->batch_way,
+				lun->stats->batch_rate);
 	if (res)
 		syncguard_latch(lun, -res);
 	else if (covers > f->clean_at)

@@ -372,6 +372,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		ret = check_plp(lun, path, err, errlen);
 	if (!ret)
 		ret = open_direct(lun, path, err, errlen);
+	lun->local_stats.write_sync = (uint32_t)opts->write_sync;
+	lun->local_stats.direct_io = lun->direct_io;
 	if (!ret)
 		ret = -pthread_rwlock_init(&lun->write_lock, NULL);
 	if (!ret)
@@ -783,6 +785,8 @@ void syncguard_durable_answered(struct syncguard_lun *lun, unsigned int n)
 	pthread_mutex_lock(&lun->sync_trial_lock);
 	syncguard_trial_note(&lun->sync_trial, n, n, syncguard_now_us(),
 			     SYNC_TRIAL_WRITES, SYNC_TRIAL_US);
+	syncguard_trial_publish(&lun->sync_trial, &lun->stats->write_sync_way,
+				lun->stats->write_sync_rate);
 	pthread_mutex_unlock(&lun->sync_trial_lock);
 }
 

@@ -19,11 +19,23 @@ static const char *const mode_names[] = {
 	[SYNCGUARD_MODE_PLP] = "plp",
 };
 
+static const char *const write_sync_names[] = {
+	[SYNCGUARD_WRITE_SYNC_AUTO] = "auto",
+	[SYNCGUARD_WRITE_SYNC_GROUP] = "group",
+	[SYNCGUARD_WRITE_SYNC_DSYNC] = "dsync",
+};
+
+#define NAME_OF(i, names) \
+	((unsigned int)(i) < sizeof(names) / sizeof(names[0]) ? names[i] : "?")
+
 const char *syncguard_mode_name(enum syncguard_mode mode)
 {
-	if ((unsigned int)mode >= sizeof(mode_names) / sizeof(mode_names[0]))
-		return "?";
-	return mode_names[mode];
+	return NAME_OF(mode, mode_names);
+}
+
+const char *syncguard_write_sync_name(enum syncguard_write_sync ws)
+{
+	return NAME_OF(ws, write_sync_names);
 }
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -107,7 +119,11 @@ static int parse_engine(const char *val, struct syncguard_opts *opts)
 
 static int parse_write_sync(const char *val, struct syncguard_opts *opts)
 {
-	PARSE_ENUM(write_sync, "auto", "group", "dsync");
+	int i = NAME_INDEX(val, write_sync_names);
+
+	if (i >= 0)
+		opts->write_sync = (enum syncguard_write_sync)i;
+	return i < 0 ? i : 0;
 }
 
 static int parse_direct(const char *val, struct syncguard_opts *opts)

@@ -31,9 +31,8 @@ enum syncguard_mode {
 
 /* How a write that must be durable becomes durable (bsopts write_sync). */
 enum syncguard_write_sync {
-	SYNCGUARD_WRITE_SYNC_AUTO,	/* by measurement: DSYNC while it costs
-					 * less than a share of a flush
-					 * (core/lun.c), else GROUP */
+	SYNCGUARD_WRITE_SYNC_AUTO,	/* DSYNC or GROUP, whichever a running
+					 * trial measures faster (core/lun.c) */
 	SYNCGUARD_WRITE_SYNC_GROUP,	/* cached write, then a device flush
 					 * shared with concurrent commands */
 	SYNCGUARD_WRITE_SYNC_DSYNC,	/* RWF_DSYNC on that write alone */
@@ -69,6 +68,8 @@ struct syncguard_opts {
 
 /* Short name of @mode as used in bsopts ("write-back", ...). */
 const char *syncguard_mode_name(enum syncguard_mode mode);
+/* "auto", "group", "dsync" (bsopts write_sync); "?" if out of range */
+const char *syncguard_write_sync_name(enum syncguard_write_sync ws);
 
 /*
  * Parse a tgt --bsopts string: "key=value" pairs separated by ';'
@@ -255,6 +256,12 @@ struct syncguard_trial {
 void syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 			  unsigned int ticks, uint64_t now_us,
 			  unsigned int epoch_ticks, uint64_t epoch_us);
+
+/* Copy @t's way (0 or 1) and its two last rates (commands answered per
+ * second) into a LUN's counters (include/syncguard_stats.h), under the
+ * trial's lock; readers see each field whole. */
+void syncguard_trial_publish(const struct syncguard_trial *t, uint64_t *way,
+			     uint64_t rate[2]);
 
 /* Group commit state (core/flush.c). */
 struct syncguard_flusher {

@@ -17,7 +17,7 @@
 #include <sys/types.h>
 
 #define SYNCGUARD_STATS_MAGIC	0x53544753u	/* "SGTS" */
-#define SYNCGUARD_STATS_VERSION	1
+#define SYNCGUARD_STATS_VERSION	2	/* 2: how writes go, the trials */
 #define SYNCGUARD_STATS_DIR	"/run/syncguard"
 #define SYNCGUARD_FLUSH_BUCKETS	32	/* log2 microseconds */
 
@@ -44,6 +44,20 @@ struct syncguard_stats {
 	/* device flush latency: bucket i counts flushes of [2^i, 2^(i+1)) us */
 	uint64_t flush_us[SYNCGUARD_FLUSH_BUCKETS];
 	uint64_t flush_us_total;
+	/* how writes go (set at open): bsopts write_sync (enum
+	 * syncguard_write_sync), and whether aligned writes are O_DIRECT */
+	uint32_t write_sync;
+	uint32_t direct_io;
+	/* the running trials (core/flush.c), as of their last scored epoch:
+	 * the way they run now (0 or 1) and each way's last rate, commands
+	 * answered per second (0: not scored yet).  write_sync=auto: way 0
+	 * RWF_DSYNC, way 1 group commit, rated in durable writes answered;
+	 * flush batching: way 0 flush at once, way 1 hold the flush back,
+	 * rated in commands its flushes answered. */
+	uint64_t write_sync_way;
+	uint64_t write_sync_rate[2];
+	uint64_t batch_way;
+	uint64_t batch_rate[2];
 };
 
 /* Is the process that published a counters file (its pid field) alive?

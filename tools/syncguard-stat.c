@@ -25,11 +25,69 @@ static bool load(const char *path, struct syncguard_stats *st)
 
 	if (!f)
 		return false;
-	ok = fread(st, sizeof(*st), 1, f) == 1 &&
-	     st->magic == SYNCGUARD_STATS_MAGIC &&
-	     st->version == SYNCGUARD_STATS_VERSION;
+	/* a version 1 file is shorter: read what is there, then judge */
+	ok = fread(st, 1, sizeof(*st), f) >= 2 * sizeof(uint32_t) &&
+	     st->magic == SYNCGUARD_STATS_MAGIC;
 	fclose(f);
+	if (ok && st->version != SYNCGUARD_STATS_VERSION) {
+		fprintf(stderr, "syncguard-stat: %s: counters version %u, this "
+			"tool reads %u (a tgtd with another bs_syncguard.so)\n",
+			path, st->version, SYNCGUARD_STATS_VERSION);
+		ok = false;
+	}
 	return ok;
+}
+
+/* A trial's rate for text: "-" until that way was scored. */
+static const char *rate(uint64_t r, char *buf, size_t len)
+{
+	if (!r)
+		return "-";
+	snprintf(buf, len, "%" PRIu64 "/s", r);
+	return buf;
+}
+
+/* ", a trial epoch" while a trial runs the way that lost last time (it
+ * tries each way every few epochs) */
+static const char *trying(uint64_t way, const uint64_t rate[2])
+{
+	return rate[0] && rate[1] && rate[way & 1] < rate[!(way & 1)] ?
+	       ", a trial epoch" : "";
+}
+
+/* How writes go and what the running trials chose (stats version 2). */
+static void print_ways(const struct syncguard_stats *st)
+{
+	char a[32], b[32];
+
+	printf("  writes: %s, write_sync %s", st->direct_io ?
+	       "O_DIRECT where aligned" : "page cache",
+	       syncguard_write_sync_name((enum syncguard_write_sync)st->write_sync));
+	if (st->write_sync == SYNCGUARD_WRITE_SYNC_AUTO)
+		printf(" (now %s%s; last epochs: RWF_DSYNC %s, group %s)",
+		       st->write_sync_way ? "group commit where writes overlap" :
+		       "RWF_DSYNC",
+		       trying(st->write_sync_way, st->write_sync_rate),
+		       rate(st->write_sync_rate[0], a, sizeof(a)),
+		       rate(st->write_sync_rate[1], b, sizeof(b)));
+	printf("\n  flush batching: %s%s (last epochs: at once %s, held %s)\n",
+	       st->batch_way ? "holds flushes back" : "flushes at once",
+	       trying(st->batch_way, st->batch_rate),
+	       rate(st->batch_rate[0], a, sizeof(a)),
+	       rate(st->batch_rate[1], b, sizeof(b)));
+}
+
+static void print_ways_json(const struct syncguard_stats *st)
+{
+	printf(",\"write_sync\":\"%s\",\"direct_io\":%s,"
+	       "\"write_sync_way\":\"%s\",\"write_sync_rate\":{\"dsync\":%"
+	       PRIu64 ",\"group\":%" PRIu64 "},\"batch_way\":\"%s\","
+	       "\"batch_rate\":{\"at_once\":%" PRIu64 ",\"hold\":%" PRIu64 "}",
+	       syncguard_write_sync_name((enum syncguard_write_sync)st->write_sync),
+	       st->direct_io ? "true" : "false",
+	       st->write_sync_way ? "group" : "dsync", st->write_sync_rate[0],
+	       st->write_sync_rate[1], st->batch_way ? "hold" : "at_once",
+	       st->batch_rate[0], st->batch_rate[1]);
 }
 
 /* Median device flush latency in microseconds (bucket lower bound). */
@@ -84,6 +142,7 @@ static void print(const char *target, const char *lun,
 		       st->errors, st->device_flushes, st->dsync_writes,
 		       st->writeouts, st->direct_writes, st->flushes_coalesced,
 		       st->flushes_elided, st->flush_us_total);
+		print_ways_json(st);
 		print_histogram(st);
 	} else {
 		printf("%s lun %s: %s, tgtd %u%s\n"
@@ -100,6 +159,7 @@ static void print(const char *target, const char *lun,
 		       st->device_flushes, flush_p50(st), st->dsync_writes,
 		       st->writeouts, st->direct_writes, st->flushes_coalesced,
 		       st->flushes_elided);
+		print_ways(st);
 	}
 	*first = false;
 }
@@ -145,7 +205,10 @@ int main(int argc, char **argv)
 		       "/<target>/lun<N>.stats:\ncommands by kind, device "
 		       "flushes (fdatasync) and their latency, RWF_DSYNC\n"
 		       "writes, plp writeouts and O_DIRECT writes, flushes "
-		       "saved by coalescing and\nelision.  Counters of a tgtd "
+		       "saved by coalescing and\nelision; whether writes go "
+		       "O_DIRECT, and which way write_sync and flush\n"
+		       "batching run now, with each way's rate in its last "
+		       "measured epoch.\nCounters of a tgtd "
 		       "that has exited are marked (gone).\n--json: one array "
 		       "of objects, with the flush latency histogram.\n");
 		return 0;

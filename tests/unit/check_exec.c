@@ -227,6 +227,7 @@ END_TEST
 START_TEST(test_exec_write_back_dsync_costs)
 {
 	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_DSYNC);
+	ck_assert_uint_eq(lun.stats->write_sync, SYNCGUARD_WRITE_SYNC_DSYNC);
 	ck_assert_int_eq(write16(8, 8, true), SYNCGUARD_OK);
 	ck_assert_int_eq(fx.dsyncs, 1);		/* that write only */
 	ck_assert_int_eq(fx.fdatasyncs, 0);	/* no whole-device flush */

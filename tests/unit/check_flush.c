@@ -247,6 +247,22 @@ START_TEST(test_flush_stats_published)
 	ck_assert_uint_eq(seen.magic, SYNCGUARD_STATS_MAGIC);
 	ck_assert_uint_eq(seen.pid, (uint32_t)getpid());
 	ck_assert_uint_eq(seen.device_flushes, 1);
+	/* how writes go, as the LUN opened them */
+	ck_assert_uint_eq(seen.write_sync, lun.opts.write_sync);
+	ck_assert_uint_eq(seen.direct_io, lun.direct_io);
+	/* a trial's way and rates reach the counters as they are */
+	lun.sync_trial.arm = 1;
+	lun.sync_trial.rate[0] = 5400;
+	lun.sync_trial.rate[1] = 2900;
+	syncguard_trial_publish(&lun.sync_trial, &lun.stats->write_sync_way,
+				lun.stats->write_sync_rate);
+	fd = open(sp, O_RDONLY);
+	ck_assert_int_eq(pread(fd, &seen, sizeof(seen), 0), sizeof(seen));
+	close(fd);
+	ck_assert_uint_eq(seen.write_sync_way, 1);
+	ck_assert_uint_eq(seen.write_sync_rate[0], 5400);
+	ck_assert_uint_eq(seen.write_sync_rate[1], 2900);
+	lun.sync_trial.arm = 0;
 	/* a second LUN of this (live) process may publish over it; a live
 	 * other process's file would be left alone (-EEXIST) */
 	syncguard_stats_unpublish(&lun);

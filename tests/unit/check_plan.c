@@ -100,6 +100,7 @@ START_TEST(test_plan_write_through_and_plp)
 	/* write-through writes go O_DIRECT (direct=auto), and a durable
 	 * one is RWF_DSYNC on it while the trial says so, on the ring */
 	ck_assert(lun.direct_io);
+	ck_assert_uint_eq(lun.stats->direct_io, 1);	/* syncguard-stat shows it */
 	if (lun.async_dsync_ok) {		/* ext4, xfs */
 		ck_assert(plan(0x2a, false, 0, 8, 4096, &p));
 		ck_assert_int_eq(p.persist, SYNCGUARD_PERSIST_DURABLE);
