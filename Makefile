@@ -222,7 +222,7 @@ check-fuzz: $(BUILD)/san/bs_syncguard.so $(TOOLS)
 fuzz: $(BUILD)/san/bs_syncguard.so $(TOOLS)
 	scripts/fuzz.sh --count $(FUZZ_COUNT)
 
-# syncguard vs tgt's rdwr and aio; reports, never fails (about 6 minutes)
+# syncguard vs tgt's rdwr and aio; reports, never fails (about 7 minutes)
 bench: all
 	scripts/bench.sh
 

@@ -484,6 +484,43 @@ static int check_thin(struct scsi_lu *lu)
  * before tgtadm gets its answer (tgtd waits for it: an administrator's
  * command, done rarely).
  */
+/* Does @params ("key=value,key=value", after tgtadm's "targetOps "
+ * prefix, which tgt's own parser skips too) set @key? */
+static bool has_param(const char *params, const char *key)
+{
+	size_t n = strlen(key);
+	const char *p = params;
+
+	if (p && !strncmp(p, "targetOps ", 10))
+		p += 10;
+	while (p) {
+		if (!strncmp(p, key, n) && p[n] == '=')
+			return true;
+		p = strchr(p, ',');
+		if (p)
+			p++;
+	}
+	return false;
+}
+
+/*
+ * tgt's path= update closes the backing store and opens it again without
+ * waiting for the commands in flight (offline only stops new ones), and a
+ * worker still running one would use what close freed (helper-found:
+ * tgtd died at a QD32 FUA load).  Refused until they are answered, as
+ * tgt refuses to delete such a LUN.
+ */
+static bool busy_for_path(struct scsi_lu *lu, const char *params)
+{
+	if (!has_param(params, "path") ||
+	    (list_empty(&lu->cmd_queue.queue) && !lu->cmd_queue.active_cmd))
+		return false;
+	eprintf("syncguard: lun %" PRIu64 ": path change refused: %d commands "
+		"still in flight; try again once they are answered\n", lu->lun,
+		lu->cmd_queue.active_cmd);
+	return true;
+}
+
 static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
@@ -492,6 +529,8 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	tgtadm_err adm;
 	int wce, err = 0;
 
+	if (busy_for_path(lu, params))
+		return TGTADM_LUN_ACTIVE;
 	page_save(lu, &before);
 	adm = bs->tgt_lu_config(lu, params);
 	if (!caching_page(lu) || caching_page(lu)->pcode_size != CACHING_PAGE_LEN) {

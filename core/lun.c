@@ -36,17 +36,6 @@ struct syncguard_sysops syncguard_sys = {
 	.fallocate = fallocate,
 };
 
-void syncguard_seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* ---- open-time checks ---- */
 
 /* File systems on which plp cannot hold for a regular file: copy-on-write
@@ -417,6 +406,7 @@ int syncguard_lun_close(struct syncguard_lun *lun)
 			close(lun->pool[i].fds[--lun->pool[i].n]);
 		free(lun->pool[i].fds);
 		lun->pool[i].fds = NULL;
+		lun->pool[i].cap = 0;
 	}
 	free(lun->path);
 	lun->path = NULL;

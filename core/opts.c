@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "syncguard.h"
+#include "internal.h"
 
 static const char *const mode_names[] = {
 	[SYNCGUARD_MODE_WRITE_THROUGH] = "write-through",
@@ -38,10 +39,7 @@ const char *syncguard_write_sync_name(enum syncguard_write_sync ws)
 	return NAME_OF(ws, write_sync_names);
 }
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
+void syncguard_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -213,7 +211,7 @@ static void unknown_key(const char *key, char *err, size_t errlen)
 	}
 	char k[64];
 
-	seterr(err, errlen, "bsopts: unknown key '%s' (known: %s)",
+	syncguard_seterr(err, errlen, "bsopts: unknown key '%s' (known: %s)",
 	       printable(key, k, sizeof(k)), known);
 }
 
@@ -228,7 +226,7 @@ static int parse_item(char *item, struct syncguard_opts *opts,
 	char v[64];
 
 	if (!eq) {
-		seterr(err, errlen, "bsopts: '%s' is not key=value",
+		syncguard_seterr(err, errlen, "bsopts: '%s' is not key=value",
 		       printable(item, v, sizeof(v)));
 		return -EINVAL;
 	}
@@ -239,12 +237,12 @@ static int parse_item(char *item, struct syncguard_opts *opts,
 		return -EINVAL;
 	}
 	if (*seen & (1u << (def - opt_table))) {
-		seterr(err, errlen, "bsopts: %s given twice", def->name);
+		syncguard_seterr(err, errlen, "bsopts: %s given twice", def->name);
 		return -EINVAL;
 	}
 	*seen |= 1u << (def - opt_table);
 	if (def->parse(eq + 1, opts)) {
-		seterr(err, errlen, "bsopts: bad value '%s' for %s (use %s)",
+		syncguard_seterr(err, errlen, "bsopts: bad value '%s' for %s (use %s)",
 		       printable(eq + 1, v, sizeof(v)), def->name, def->values);
 		return -EINVAL;
 	}
@@ -268,7 +266,7 @@ int syncguard_opts_parse(const char *bsopts, struct syncguard_opts *opts,
 
 	copy = strdup(bsopts);
 	if (!copy) {
-		seterr(err, errlen, "bsopts: out of memory");
+		syncguard_seterr(err, errlen, "bsopts: out of memory");
 		return -ENOMEM;
 	}
 	cur = copy;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,12 +41,14 @@ static int make_parents(const char *path)
 static bool owned_by_other(const char *path)
 {
 	struct syncguard_stats st;
+	/* magic, version and pid: the same in every version of the file */
+	const ssize_t head = offsetof(struct syncguard_stats, mode);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	bool other;
 
 	if (fd < 0)
 		return false;
-	other = pread(fd, &st, sizeof(st), 0) == (ssize_t)sizeof(st) &&
+	other = pread(fd, &st, sizeof(st), 0) >= head &&
 		st.magic == SYNCGUARD_STATS_MAGIC && st.pid &&
 		st.pid != (uint32_t)getpid() && syncguard_stats_owner_alive(st.pid);
 	close(fd);

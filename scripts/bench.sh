@@ -47,20 +47,37 @@ sizes="4k 64k"
 qds="1 32"
 discs="none fua flush flush-only"
 configs="sg-wt sg-wb sg-wbd sg-plp rdwr-wce1 rdwr-wce0 aio"
+usage() {
+	echo "usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--variants] [--quick]" >&2
+	exit 2
+}
+# Print value $3 of option $2 if it is a number > 0 (decimal; whole, and
+# without leading zeros' octal meaning, when $1 is "whole"); else the
+# usage error.
+number() {
+	case $1:$3 in
+	whole:*[!0-9]*|whole:|whole:???????*) ;;	# at most 6 digits
+	whole:*) [ "$((10#$3))" -gt 0 ] && { echo "$((10#$3))"; return; } ;;
+	*) awk -v v="$3" 'BEGIN { exit !(v ~ /^[0-9]*\.?[0-9]+$/ && v + 0 > 0) }' &&
+	   { echo "$3"; return; } ;;
+	esac
+	echo "bench: $2 wants a ${1:+whole }number > 0, not '$3'" >&2
+	usage
+}
 while [ $# -gt 0 ]; do
 	case $1 in
-	--seconds) secs=$2; shift 2 ;;
-	--rounds) rounds=$2; shift 2 ;;
-	--flush-ms) flush_ms=$2; shift 2 ;;
+	--seconds|--rounds|--flush-ms)
+		[ $# -ge 2 ] || { echo "bench: $1 wants a value" >&2; usage; } ;;
+	esac
+	case $1 in
+	--seconds) secs=$(number "" "$1" "$2") || exit 2; shift 2 ;;
+	--rounds) rounds=$(number whole "$1" "$2") || exit 2; shift 2 ;;
+	--flush-ms) flush_ms=$(number "" "$1" "$2") || exit 2; shift 2 ;;
 	--variants) configs="$configs sg-wt-group sg-wb-group sg-wt-dsync sg-wb-dsync"; shift ;;
 	--quick) devices=disk sizes=4k qds=32; shift ;;
-	*) echo "usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--variants] [--quick]" >&2
-	   exit 2 ;;
+	*) usage ;;
 	esac
 done
-case $rounds in
-''|*[!0-9]*|0) echo "bench: --rounds wants a whole number >= 1, not '$rounds'" >&2; exit 2 ;;
-esac
 
 bench=$top/tools/iscsi-syncbench
 model=$top/tools/syncguard-devmodel
@@ -304,17 +321,17 @@ report_targets() {
 	# the IOPS of a cell; one that did not run (--quick, a failed cell) marks
 	# the target it is asked for as not run (say)
 	function v(d, b, q, s, c) {
-		if (!((d, b, q, s, c) in iops)) missing = 1
+		if (!((d, b, q, s, c) in iops)) { missing = 1; return 0 }
 		return iops[d, b, q, s, c] + 0
 	}
 	function say(what, got, ok) {
 		if (missing) {
-			printf "%-66s %-24s %s\n", what, "-", "not run"
+			printf "%-66s %-42s %s\n", what, "-", "not run"
 			verdicts = verdicts sprintf("{\"target\":\"%s\",\"measured\":null,\"met\":null},", what)
 			missing = 0
 			return
 		}
-		printf "%-66s %-24s %s\n", what, got, ok ? "met" : "MISSED"
+		printf "%-66s %-42s %s\n", what, got, ok ? "met" : "MISSED"
 		verdicts = verdicts sprintf("{\"target\":\"%s\",\"measured\":\"%s\",\"met\":%s},", what, got, ok ? "true" : "false")
 	}
 	function ratio(a, b) { return b > 0 ? a / b : 0 }
@@ -425,7 +442,8 @@ say "setting up: $(wc -w <<<"$configs") configurations on $(wc -w <<<"$devices")
 setup_luns || { say "set-up failed"; exit 1; }
 say "$(wc -w <<<"$devices") devices x sizes ($sizes) x QD ($qds) x ($discs) x $(wc -w <<<"$configs") configurations, $rounds rounds of ${warmup}s + ${secs}s each"
 run_cells
-mv "$csv.tmp" "$csv"
+[ "$(wc -l <"$csv.tmp")" -gt 1 ] || { say "no cell ran (see $work/bench.err)"; cat "$work/bench.err" >&2; exit 1; }
+mv "$csv.tmp" "$csv" || exit 1
 limits=$(limit_line | paste -sd';')
 say "memory: 8 syncguard LUNs, then 8 rdwr LUNs, under load"
 mem_sg=$(memory_of sg) mem_rdwr=$(memory_of rdwr)

@@ -28,6 +28,7 @@
  *   fail-fsync ERRNO [N]      the next N fsyncs fail (N omitted: all)
  *   fail-write ERRNO [N]      the next N writes fail (ERRNO: EIO, ENOSPC)
  *   clear                     stop injecting faults
+ *   flush-ms MS               flushes take MS milliseconds from now on
  * Reading .ctl gives counters: writes, fsyncs (requests), flushes (device
  * flushes done), cached blocks.
  *
@@ -296,6 +297,16 @@ static int control(const char *cmd)
 		M.fail_write.err = M.fail_fsync.err = 0;
 		return 0;
 	}
+	if (!strcmp(verb, "flush-ms")) {
+		char *end;
+		double ms = strtod(err, &end);
+
+		if (end == err || *end || ms < 0 || ms > 60000)
+			return -EINVAL;
+		__atomic_store_n(&M.flush_us, (unsigned int)(ms * 1000),
+				 __ATOMIC_RELAXED);
+		return 0;
+	}
 	if (!strcmp(verb, "fail-fsync"))
 		f = &M.fail_fsync;
 	else if (!strcmp(verb, "fail-write"))
@@ -420,7 +431,7 @@ static int slow_flush(void)
 		ret = flush_all();
 		M.flushes++;
 		pthread_mutex_unlock(&M.lock);
-		usleep(M.flush_us);
+		usleep(__atomic_load_n(&M.flush_us, __ATOMIC_RELAXED));
 		pthread_mutex_lock(&M.lock);
 		M.flushing = false;
 		M.completed = gen;
@@ -445,7 +456,7 @@ static int m_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 		ret = take_fault(&M.fail_fsync);
 	if (ret && !M.frozen)	/* a failed flush loses what it covered */
 		lose_cache();
-	if (!ret && M.flush_us)
+	if (!ret && __atomic_load_n(&M.flush_us, __ATOMIC_RELAXED))
 		ret = slow_flush();
 	else if (!ret) {
 		ret = flush_all();

@@ -21,21 +21,34 @@
 static bool load(const char *path, struct syncguard_stats *st)
 {
 	FILE *f = fopen(path, "r");
-	bool ok;
+	size_t n;
 
 	if (!f)
 		return false;
-	/* a version 1 file is shorter: read what is there, then judge */
-	ok = fread(st, 1, sizeof(*st), f) >= 2 * sizeof(uint32_t) &&
-	     st->magic == SYNCGUARD_STATS_MAGIC;
+	/* another version's file may be shorter: read what is there, then
+	 * judge by its header */
+	memset(st, 0, sizeof(*st));
+	n = fread(st, 1, sizeof(*st), f);
 	fclose(f);
-	if (ok && st->version != SYNCGUARD_STATS_VERSION) {
-		fprintf(stderr, "syncguard-stat: %s: counters version %u, this "
-			"tool reads %u (a tgtd with another bs_syncguard.so)\n",
-			path, st->version, SYNCGUARD_STATS_VERSION);
-		ok = false;
+	if (n < 2 * sizeof(uint32_t) || st->magic != SYNCGUARD_STATS_MAGIC)
+		return false;		/* not a counters file */
+	if (st->version != SYNCGUARD_STATS_VERSION) {
+		/* a dead tgtd's leftover is skipped quietly; a live one's
+		 * is worth a word (magic, version and pid never move) */
+		if (n >= 3 * sizeof(uint32_t) && st->pid &&
+		    syncguard_stats_owner_alive(st->pid))
+			fprintf(stderr, "syncguard-stat: %s: counters version "
+				"%u, this tool reads %u (a tgtd with another "
+				"bs_syncguard.so)\n", path, st->version,
+				SYNCGUARD_STATS_VERSION);
+		return false;
 	}
-	return ok;
+	if (n < sizeof(*st)) {
+		fprintf(stderr, "syncguard-stat: %s: truncated (%zu of %zu "
+			"bytes)\n", path, n, sizeof(*st));
+		return false;
+	}
+	return true;
 }
 
 /* A trial's rate for text: "-" until that way was scored. */
@@ -122,22 +135,40 @@ static void print_histogram(const struct syncguard_stats *st)
 	printf("]}");
 }
 
-static void print(const char *target, const char *lun,
+/* @s as the body of a JSON string (quotes, backslashes and control
+ * characters escaped) */
+static void print_json_string(const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+}
+
+static void print(const char *target, unsigned long lun,
 		  const struct syncguard_stats *st, bool json, bool *first)
 {
 	const char *mode = syncguard_mode_name((enum syncguard_mode)st->mode);
 	bool alive = syncguard_stats_owner_alive(st->pid);
 
 	if (json) {
-		printf("%s{\"target\":\"%s\",\"lun\":%s,\"mode\":\"%s\","
+		printf("%s{\"target\":\"", *first ? "" : ",");
+		print_json_string(target);
+		printf("\",\"lun\":%lu,\"mode\":\"%s\","
 		       "\"tgtd_pid\":%u,\"tgtd_alive\":%s,\"reads\":%" PRIu64
 		       ",\"writes\":%" PRIu64 ",\"fua_writes\":%" PRIu64
 		       ",\"sync_caches\":%" PRIu64 ",\"errors\":%" PRIu64
 		       ",\"device_flushes\":%" PRIu64 ",\"dsync_writes\":%" PRIu64
 		       ",\"writeouts\":%" PRIu64 ",\"direct_writes\":%" PRIu64
 		       ",\"flushes_coalesced\":%" PRIu64 ",\"flushes_elided\":%"
-		       PRIu64 ",\"flush_us_total\":%" PRIu64, *first ? "" : ",",
-		       target, lun, mode, st->pid, alive ? "true" : "false",
+		       PRIu64 ",\"flush_us_total\":%" PRIu64,
+		       lun, mode, st->pid, alive ? "true" : "false",
 		       st->reads, st->writes, st->fua_writes, st->sync_caches,
 		       st->errors, st->device_flushes, st->dsync_writes,
 		       st->writeouts, st->direct_writes, st->flushes_coalesced,
@@ -145,7 +176,7 @@ static void print(const char *target, const char *lun,
 		print_ways_json(st);
 		print_histogram(st);
 	} else {
-		printf("%s lun %s: %s, tgtd %u%s\n"
+		printf("%s lun %lu: %s, tgtd %u%s\n"
 		       "  commands: %" PRIu64 " reads, %" PRIu64 " writes, %" PRIu64
 		       " FUA writes, %" PRIu64 " SYNCHRONIZE CACHE, %" PRIu64
 		       " errors\n"
@@ -164,10 +195,38 @@ static void print(const char *target, const char *lun,
 	*first = false;
 }
 
-static int walk_target(const char *target, const char *want_lun, bool json,
+/* A LUN number in [s, end): decimal digits only, at most 9 of them.
+ * -1 if it is not one. */
+static long lun_number(const char *s, const char *end)
+{
+	long v = 0;
+
+	if (s == end || end - s > 9)
+		return -1;
+	for (; s < end; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		v = v * 10 + (*s - '0');
+	}
+	return v;
+}
+
+/* The LUN of a counters file name "lun<N>.stats", or -1 (a temporary
+ * file being published, anything else). */
+static long lun_of(const char *name)
+{
+	size_t len = strlen(name);
+
+	if (len < 10 || strncmp(name, "lun", 3) ||
+	    strcmp(name + len - 6, ".stats"))
+		return -1;
+	return lun_number(name + 3, name + len - 6);
+}
+
+static int walk_target(const char *target, long want_lun, bool json,
 		       bool *first)
 {
-	char dir[512], path[1024], lun[32];
+	char dir[512], path[1024];
 	struct dirent *e;
 	DIR *d;
 	int n = 0;
@@ -178,13 +237,13 @@ static int walk_target(const char *target, const char *want_lun, bool json,
 		return 0;
 	while ((e = readdir(d)) != NULL) {
 		struct syncguard_stats st;
+		long lun = lun_of(e->d_name);
 
-		if (sscanf(e->d_name, "lun%31[0-9].stats", lun) != 1 ||
-		    (want_lun && strcmp(lun, want_lun)))
+		if (lun < 0 || (want_lun >= 0 && lun != want_lun))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		if (load(path, &st)) {
-			print(target, lun, &st, json, first);
+			print(target, (unsigned long)lun, &st, json, first);
 			n++;
 		}
 	}
@@ -196,6 +255,7 @@ int main(int argc, char **argv)
 {
 	bool json = false, first = true;
 	int i = 1, n = 0;
+	long want_lun = -1;
 	struct dirent *e;
 	DIR *d;
 
@@ -217,24 +277,33 @@ int main(int argc, char **argv)
 		json = true;
 		i++;
 	}
-	if (argc - i > 2 || (argc > i && argv[i][0] == '-')) {
+	if (argc - i == 2)
+		want_lun = lun_number(argv[i + 1], argv[i + 1] + strlen(argv[i + 1]));
+	if (argc - i > 2 || (argc > i && argv[i][0] == '-') ||
+	    (argc - i == 2 && want_lun < 0)) {
 		fprintf(stderr, "usage: syncguard-stat [--json] [TARGET-IQN [LUN]]\n");
 		return 2;
 	}
 	if (json)
 		printf("[");
 	if (argc > i) {
-		n = walk_target(argv[i], argc > i + 1 ? argv[i + 1] : NULL, json,
-				&first);
+		n = walk_target(argv[i], want_lun, json, &first);
 	} else if ((d = opendir(SYNCGUARD_STATS_DIR)) != NULL) {
 		while ((e = readdir(d)) != NULL)
 			if (e->d_name[0] != '.')
-				n += walk_target(e->d_name, NULL, json, &first);
+				n += walk_target(e->d_name, -1, json, &first);
 		closedir(d);
 	}
 	if (json)
 		printf("]\n");
-	if (!n)
+	if (!n && argc - i == 2)
+		fprintf(stderr, "syncguard-stat: no counters for LUN %ld of %s "
+			"in " SYNCGUARD_STATS_DIR " (is it a syncguard LUN of a "
+			"running tgtd?)\n", want_lun, argv[i]);
+	else if (!n && argc - i == 1)
+		fprintf(stderr, "syncguard-stat: no counters for target %s in "
+			SYNCGUARD_STATS_DIR "\n", argv[i]);
+	else if (!n)
 		fprintf(stderr, "syncguard-stat: no syncguard LUN counters found "
 			"in " SYNCGUARD_STATS_DIR "\n");
 	return n ? 0 : 1;

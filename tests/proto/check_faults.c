@@ -6,6 +6,7 @@
  * (the documented procedure); a full device gets DATA PROTECT / SPACE
  * ALLOCATION FAILED WRITE PROTECT.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +189,47 @@ START_TEST(test_faults_immed_deferred_error)
 }
 END_TEST
 
+static void *fua_write(void *arg)
+{
+	struct iscsi_context *iscsi = arg;
+
+	return write_lba(iscsi, 5, 0, 1);
+}
+
+/* tgtadm path= while a command is in flight is refused (tgt would close
+ * the backing store under a worker still running it: tgtd died), and
+ * done once it was answered.  The model's 400 ms flushes keep a FUA
+ * write in flight. */
+START_TEST(test_faults_path_change_waits)
+{
+	struct iscsi_context *iscsi;
+	struct scsi_task *t;
+	char params[800];
+	pthread_t th;
+
+	ck_assert_int_eq(proto_add_lun(5, disk, "mode=write-through;"
+				       "engine=threads;write_sync=dsync", 0), 0);
+	iscsi = proto_connect(5);
+	model_ctl("flush-ms 400");
+	ck_assert_int_eq(pthread_create(&th, NULL, fua_write, iscsi), 0);
+	usleep(150000);			/* the write waits for its flush */
+	ck_assert_int_eq(proto_update_lun(5, "online=0"), 0);
+	snprintf(params, sizeof(params), "path=%s", disk);
+	ck_assert_int_ne(proto_update_lun(5, params), 0);
+	ck_assert(proto_log_has("path change refused"));
+	ck_assert_int_eq(pthread_join(th, (void **)&t), 0);
+	model_ctl("flush-ms 0");
+	proto_assert_good(t, "FUA WRITE(10) during the path change", false);
+	ck_assert_int_eq(proto_update_lun(5, params), 0);	/* now idle */
+	ck_assert_int_eq(proto_update_lun(5, "online=1"), 0);
+	proto_assert_good(write_lba(iscsi, 5, 8, 1), "FUA WRITE(10) after it",
+			  false);
+	ck_assert(proto_tgtd_alive());
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(5), 0);
+}
+END_TEST
+
 /* FUSE needs /dev/fuse and fusermount3; the model must be built. */
 static bool fuse_available(void)
 {
@@ -215,6 +257,7 @@ Suite *faults_suite(void)
 	tcase_add_test(tc, test_faults_write_through_eio);
 	tcase_add_test(tc, test_faults_device_full);
 	tcase_add_test(tc, test_faults_immed_deferred_error);
+	tcase_add_test(tc, test_faults_path_change_waits);
 	suite_add_tcase(s, tc);
 	return s;
 }
