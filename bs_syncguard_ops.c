@@ -477,13 +477,6 @@ static int check_thin(struct scsi_lu *lu)
 	return 0;
 }
 
-/*
- * tgtadm --op update --mode logicalunit (mode_page=, thin_provisioning=,
- * ...).  A Caching page that is not 18 bytes, or a WCE change the LUN
- * does not allow, is undone and refused.  A switch to WCE=0 flushes
- * before tgtadm gets its answer (tgtd waits for it: an administrator's
- * command, done rarely).
- */
 /* Does @params ("key=value,key=value", after tgtadm's "targetOps "
  * prefix, which tgt's own parser skips too) set @key? */
 static bool has_param(const char *params, const char *key)
@@ -521,6 +514,14 @@ static bool busy_for_path(struct scsi_lu *lu, const char *params)
 	return true;
 }
 
+/*
+ * tgtadm --op update --mode logicalunit (mode_page=, thin_provisioning=,
+ * path=, ...).  A path change is refused while commands are in flight
+ * (busy_for_path).  A Caching page that is not 18 bytes, or a WCE change
+ * the LUN does not allow, is undone and refused.  A switch to WCE=0
+ * flushes before tgtadm gets its answer (tgtd waits for it: an
+ * administrator's command, done rarely).
+ */
 static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
