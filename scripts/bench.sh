@@ -51,6 +51,25 @@ usage() {
 	echo "usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--variants] [--quick]" >&2
 	exit 2
 }
+help() {
+	cat <<EOF
+usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--variants] [--quick]
+
+syncguard in each mode against tgt's rdwr (WCE=1, WCE=0) and aio, on the
+machine's disk and on a slow-flush FUSE model; writes build/bench.csv,
+build/bench-rounds.csv, build/bench.json and build/bench.png.
+
+  --seconds S    measured seconds per cell and round (default $secs; each
+                 round is preceded by ${warmup}s unmeasured)
+  --rounds N     rounds per cell, interleaved across configurations; the
+                 best is reported (default $rounds)
+  --flush-ms MS  the model's flush time (default $flush_ms)
+  --variants     also write_sync=group and =dsync for write-through and
+                 write-back
+  --quick        the disk's 4 KiB QD32 cells only
+EOF
+	exit 0
+}
 # Print value $3 of option $2 if it is a number > 0 (decimal; whole, and
 # without leading zeros' octal meaning, when $1 is "whole"); else the
 # usage error.
@@ -75,6 +94,7 @@ while [ $# -gt 0 ]; do
 	--flush-ms) flush_ms=$(number "" "$1" "$2") || exit 2; shift 2 ;;
 	--variants) configs="$configs sg-wt-group sg-wb-group sg-wt-dsync sg-wb-dsync"; shift ;;
 	--quick) devices=disk sizes=4k qds=32; shift ;;
+	-h|--help) help ;;
 	*) usage ;;
 	esac
 done
