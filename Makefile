@@ -24,7 +24,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer \
 
 DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
 	gcc make util-linux mount iproute2 e2fsprogs sdparm libfuse3-dev fuse3 \
-	liburing-dev gnuplot-nox jq binutils
+	liburing-dev gnuplot-nox jq binutils procps
 
 CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c \
 	     core/exec.c core/flush.c core/stats.c

@@ -3,9 +3,10 @@
  *
  * bs_syncguard keeps each LUN's counters in a small file it maps shared:
  * /run/syncguard/<target name>/lun<N>.stats.  Readers (tools/syncguard-stat,
- * iscsi-syncbench) map or read the same file; every field is a 64-bit
- * counter updated atomically, so a reader sees each one whole (fields
- * are not a consistent snapshot of each other).
+ * iscsi-syncbench) map or read the same file.  Every counter is a 64-bit
+ * field updated atomically, so a reader sees each one whole (they are not
+ * a consistent snapshot of each other); the 32-bit fields are set once,
+ * when the LUN opens.
  */
 #ifndef SYNCGUARD_STATS_H
 #define SYNCGUARD_STATS_H
@@ -36,7 +37,7 @@ struct syncguard_stats {
 	uint64_t device_flushes;	/* fdatasync calls: device cache flushes */
 	uint64_t dsync_writes;		/* RWF_DSYNC writes (a flush each) */
 	uint64_t writeouts;		/* sync_file_range writeouts (plp) */
-	uint64_t direct_writes;		/* O_DIRECT writes (plp) */
+	uint64_t direct_writes;		/* O_DIRECT writes (bsopts direct) */
 	uint64_t flushes_coalesced;	/* durability waits answered by a flush
 					 * another command started */
 	uint64_t flushes_elided;	/* SYNCHRONIZE CACHE with nothing dirty

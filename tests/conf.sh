@@ -38,20 +38,21 @@ tgt-admin -C "$ctl" --execute -c "$work/targets.conf" >"$work/tgt-admin.log" 2>&
 	{ say "tgt-admin failed:"; cat "$work/tgt-admin.log" >&2; exit 1; }
 show=$(tgtadm -C "$ctl" --lld iscsi --op show --mode target)
 
-# expected: target, backing file, mode
-while read -r iqn file mode; do
+# expected: target, backing file, mode, write_sync (from syncguard-stat's
+# JSON, which jq must parse)
+while read -r iqn file mode ws; do
 	block=$(awk -v t="$iqn" '/^Target [0-9]+:/ { on = ($3 == t) } on' <<<"$show")
 	if ! grep -q "Backing store path: $work/$file.img" <<<"$block" ||
 	   ! grep -q "Backing store type: syncguard" <<<"$block"; then
 		say "$iqn: no syncguard LUN on $file.img"; fail=1; continue
 	fi
-	got=$("$top/tools/syncguard-stat" --json "$iqn" 1 | sed -n 's/.*"mode":"\([^"]*\)".*/\1/p')
-	[ "$got" = "$mode" ] || { say "$iqn: mode $got, expected $mode"; fail=1; }
+	got=$("$top/tools/syncguard-stat" --json "$iqn" 1 | jq -r '.[0] | .mode + " " + .write_sync')
+	[ "$got" = "$mode $ws" ] || { say "$iqn: $got, expected $mode $ws"; fail=1; }
 done <<EXPECT
-iqn.2026-11.org.example:zvol zvol write-back
-iqn.2026-11.org.example:file file write-through
-iqn.2026-11.org.example:plp plp plp
-iqn.2026-11.org.example:two-keys two write-through
+iqn.2026-11.org.example:zvol zvol write-back auto
+iqn.2026-11.org.example:file file write-through auto
+iqn.2026-11.org.example:plp plp plp auto
+iqn.2026-11.org.example:two-keys two write-through dsync
 EXPECT
 grep -q "Block size: 4096" <<<"$(awk '/^Target [0-9]+: iqn.2026-11.org.example:plp/ { on = 1 } /^Target/ && !/plp/ { on = 0 } on' <<<"$show")" ||
 	{ say "plp LUN: block-size 4096 not applied"; fail=1; }
