@@ -137,10 +137,11 @@ uninstall:
 	  $(DESTDIR)/usr/local/share/man/man1/iscsi-syncbench.1
 
 # ---- the tester ----
-SYNCBENCH_SRCS := $(wildcard tools/syncbench/*.c) tools/histogram.c
+SYNCBENCH_SRCS := $(wildcard tools/syncbench/*.c) tools/histogram.c \
+		  tools/stats_ways.c core/opts.c
 SYNCBENCH_HDRS := $(wildcard tools/syncbench/*.h) tools/histogram.h \
-		  tools/toolutil.h \
-		  include/syncguard_stats.h
+		  tools/toolutil.h tools/stats_ways.h \
+		  include/syncguard_stats.h include/syncguard.h
 
 tools/iscsi-syncbench: $(SYNCBENCH_SRCS) $(SYNCBENCH_HDRS)
 	$(CC) $(BASE) -Itools -Itools/syncbench $(CFLAGS) $(SYNCBENCH_SRCS) \
@@ -153,8 +154,10 @@ tools/iscsi-syncbench.1: tools/iscsi-syncbench
 tools/iscsi-crashtest: tools/iscsi-crashtest.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
 
-tools/syncguard-stat: tools/syncguard-stat.c core/opts.c $(HDRS)
-	$(CC) $(BASE) $(CFLAGS) tools/syncguard-stat.c core/opts.c -o $@
+tools/syncguard-stat: tools/syncguard-stat.c tools/stats_ways.c \
+		      tools/stats_ways.h core/opts.c $(HDRS)
+	$(CC) $(BASE) -Itools $(CFLAGS) tools/syncguard-stat.c \
+	  tools/stats_ways.c core/opts.c -o $@
 
 tools/iscsi-cdbfuzz: tools/iscsi-cdbfuzz.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)

@@ -70,6 +70,9 @@ expect "JSON parses, says WCE=1 on write-back and 0 on write-through, DPOFUA=1" 
 	 [ "$(jq -r .target.wce "$work/wt.json")" = 0 ]'
 expect "JSON results have IOPS, percentiles and device flushes per op" \
 	'jq -e ".results[] | select(.iops > 0 and .latency_us.p99 >= .latency_us.p50 and .device_flushes_per_op >= 0)" "$work/wb.json" >/dev/null'
+expect "JSON results say how the LUN ran (write-back: the page cache; the write_sync trial's way)" \
+	'[ "$(jq -r ".results[1].target_writes" "$work/wb.json" | cut -c1-33)" = "page cache, write_sync auto (now " ] &&
+	 jq -r ".results[1].target_flush_batching" "$work/wt.json" | grep -q "^flushes at once\|^holds flushes back"'
 
 cmp=$("$sb" --compare "$work/wb.json" "$work/wt.json")
 expect "--compare matches runs with different labels by workload, with ratios" \

@@ -17,6 +17,7 @@
 
 #include "syncguard.h"		/* syncguard_mode_name */
 #include "syncguard_stats.h"
+#include "stats_ways.h"
 
 static bool load(const char *path, struct syncguard_stats *st)
 {
@@ -51,43 +52,14 @@ static bool load(const char *path, struct syncguard_stats *st)
 	return true;
 }
 
-/* A trial's rate for text: "-" until that way was scored. */
-static const char *rate(uint64_t r, char *buf, size_t len)
-{
-	if (!r)
-		return "-";
-	snprintf(buf, len, "%" PRIu64 "/s", r);
-	return buf;
-}
-
-/* ", a trial epoch" while a trial runs the way that lost last time (it
- * tries each way every few epochs) */
-static const char *trying(uint64_t way, const uint64_t rate[2])
-{
-	return rate[0] && rate[1] && rate[way & 1] < rate[!(way & 1)] ?
-	       ", a trial epoch" : "";
-}
-
 /* How writes go and what the running trials chose (stats version 2). */
 static void print_ways(const struct syncguard_stats *st)
 {
-	char a[32], b[32];
+	char w[256], f[160];
 
-	printf("  writes: %s, write_sync %s", st->direct_io ?
-	       "O_DIRECT where aligned" : "page cache",
-	       syncguard_write_sync_name((enum syncguard_write_sync)st->write_sync));
-	if (st->write_sync == SYNCGUARD_WRITE_SYNC_AUTO)
-		printf(" (now %s%s; last epochs: RWF_DSYNC %s, group %s)",
-		       st->write_sync_way ? "group commit where writes overlap" :
-		       "RWF_DSYNC",
-		       trying(st->write_sync_way, st->write_sync_rate),
-		       rate(st->write_sync_rate[0], a, sizeof(a)),
-		       rate(st->write_sync_rate[1], b, sizeof(b)));
-	printf("\n  flush batching: %s%s (last epochs: at once %s, held %s)\n",
-	       st->batch_way ? "holds flushes back" : "flushes at once",
-	       trying(st->batch_way, st->batch_rate),
-	       rate(st->batch_rate[0], a, sizeof(a)),
-	       rate(st->batch_rate[1], b, sizeof(b)));
+	syncguard_ways_writes(st, w, sizeof(w));
+	syncguard_ways_batching(st, f, sizeof(f));
+	printf("  writes: %s\n  flush batching: %s\n", w, f);
 }
 
 static void print_ways_json(const struct syncguard_stats *st)

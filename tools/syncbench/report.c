@@ -137,6 +137,9 @@ static void print_text(const struct config *c, const struct result *r)
 		printf("  target: %.3f device syncs per operation (fdatasync "
 		       "calls + RWF_DSYNC writes, from syncguard's counters)\n",
 		       r->flushes_per_op);
+	if (r->target_writes[0])
+		printf("  target writes: %s\n  target flush batching: %s\n",
+		       r->target_writes, r->target_batching);
 	if (r->verify_checked)
 		printf("  verify: %" PRIu64 " blocks checked, %" PRIu64
 		       " mismatches\n", r->verify_checked, r->verify_bad);
@@ -172,7 +175,13 @@ static void print_json(const struct config *c, const struct result *r,
 	for (size_t i = 0; i < NCDF; i++)
 		printf("%s[%g,%.1f]", i ? "," : "", cdf_points[i],
 		       us(r, cdf_points[i]));
-	printf("],\"intervals\":[");
+	if (r->target_writes[0])	/* plain text: no quotes in it */
+		printf("],\"target_writes\":\"%s\",\"target_flush_batching\""
+		       ":\"%s\",\"intervals\":[", r->target_writes,
+		       r->target_batching);
+	else
+		printf("],\"target_writes\":null,\"target_flush_batching\":"
+		       "null,\"intervals\":[");
 	for (unsigned int i = 0; i < r->niv; i++)
 		printf("%s[%.1f,%.1f,%.3f,%.1f]", i ? "," : "", r->iv[i].t,
 		       r->iv[i].iops, r->iv[i].mbps, r->iv[i].p99_us);

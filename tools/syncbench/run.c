@@ -583,6 +583,8 @@ int run_point(const struct config *c, const struct target_info *ti,
 		summarize(&rn, end);
 		double after = target_flush_counter(ti->target, rn.s[0].lun);
 
+		target_ways(ti->target, rn.s[0].lun, r);
+
 		if (before >= 0 && after >= before && r->ops)
 			r->flushes_per_op = (after - before) / (double)r->ops;
 		if (rn.vmap && (r->unanswered || rn.s[0].dead)) {

@@ -13,6 +13,7 @@
 
 #include "syncbench.h"
 #include "syncguard_stats.h"
+#include "stats_ways.h"
 
 /* Why a login failed, in words a user can act on: libiscsi's message
  * after a refused TCP connection names its reconnect logic instead. */
@@ -187,12 +188,13 @@ int target_set_wce(struct iscsi_context *iscsi, int lun, int wce)
 	return ret;
 }
 
-/* device flushes so far on a syncguard LUN of a tgtd on this host
- * (include/syncguard_stats.h); -1 when there is none */
-double target_flush_counter(const char *url_target, int lun)
+/* The counters of a syncguard LUN of a live tgtd on this host
+ * (include/syncguard_stats.h) into @st: true, or false when there are
+ * none (another backing store, another host, another version). */
+static bool read_stats(const char *url_target, int lun,
+		       struct syncguard_stats *st)
 {
 	char path[512];
-	struct syncguard_stats st;
 	FILE *f;
 	bool ok;
 
@@ -200,10 +202,34 @@ double target_flush_counter(const char *url_target, int lun)
 		 url_target, lun);
 	f = fopen(path, "r");
 	if (!f)
-		return -1;
-	ok = fread(&st, sizeof(st), 1, f) == 1 &&
-	     st.magic == SYNCGUARD_STATS_MAGIC &&
-	     st.version == SYNCGUARD_STATS_VERSION && syncguard_stats_owner_alive(st.pid);
+		return false;
+	ok = fread(st, sizeof(*st), 1, f) == 1 &&
+	     st->magic == SYNCGUARD_STATS_MAGIC &&
+	     st->version == SYNCGUARD_STATS_VERSION &&
+	     syncguard_stats_owner_alive(st->pid);
 	fclose(f);
-	return ok ? (double)(st.device_flushes + st.dsync_writes) : -1;
+	return ok;
+}
+
+/* device flushes so far on a syncguard LUN of a tgtd on this host; -1
+ * when there is none */
+double target_flush_counter(const char *url_target, int lun)
+{
+	struct syncguard_stats st;
+
+	if (!read_stats(url_target, lun, &st))
+		return -1;
+	return (double)(st.device_flushes + st.dsync_writes);
+}
+
+void target_ways(const char *url_target, int lun, struct result *r)
+{
+	struct syncguard_stats st;
+
+	r->target_writes[0] = r->target_batching[0] = '\0';
+	if (!read_stats(url_target, lun, &st))
+		return;
+	syncguard_ways_writes(&st, r->target_writes, sizeof(r->target_writes));
+	syncguard_ways_batching(&st, r->target_batching,
+				sizeof(r->target_batching));
 }

@@ -1,0 +1,57 @@
+/*
+ * The trials' state as text (tools/stats_ways.h).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "syncguard.h"		/* syncguard_write_sync_name */
+#include "stats_ways.h"
+
+/* A trial's rate: "-" until that way was scored. */
+static const char *rate(uint64_t r, char *buf, size_t len)
+{
+	if (!r)
+		return "-";
+	snprintf(buf, len, "%" PRIu64 "/s", r);
+	return buf;
+}
+
+/* ", a trial epoch" while a trial runs the way that lost last time (it
+ * tries each way every few epochs) */
+static const char *trying(uint64_t way, const uint64_t r[2])
+{
+	return r[0] && r[1] && r[way & 1] < r[!(way & 1)] ?
+	       ", a trial epoch" : "";
+}
+
+void syncguard_ways_writes(const struct syncguard_stats *st, char *buf,
+			   size_t len)
+{
+	char a[32], b[32];
+	int n = snprintf(buf, len, "%s, write_sync %s", st->direct_io ?
+			 "O_DIRECT where aligned" : "page cache",
+			 syncguard_write_sync_name(
+				 (enum syncguard_write_sync)st->write_sync));
+
+	if (n < 0 || (size_t)n >= len ||
+	    st->write_sync != SYNCGUARD_WRITE_SYNC_AUTO)
+		return;
+	snprintf(buf + n, len - (size_t)n,
+		 " (now %s%s; last epochs: RWF_DSYNC %s, group %s)",
+		 st->write_sync_way ? "group commit where writes overlap" :
+		 "RWF_DSYNC", trying(st->write_sync_way, st->write_sync_rate),
+		 rate(st->write_sync_rate[0], a, sizeof(a)),
+		 rate(st->write_sync_rate[1], b, sizeof(b)));
+}
+
+void syncguard_ways_batching(const struct syncguard_stats *st, char *buf,
+			     size_t len)
+{
+	char a[32], b[32];
+
+	snprintf(buf, len, "%s%s (last epochs: at once %s, held %s)",
+		 st->batch_way ? "holds flushes back" : "flushes at once",
+		 trying(st->batch_way, st->batch_rate),
+		 rate(st->batch_rate[0], a, sizeof(a)),
+		 rate(st->batch_rate[1], b, sizeof(b)));
+}
