@@ -138,9 +138,9 @@ uninstall:
 
 # ---- the tester ----
 SYNCBENCH_SRCS := $(wildcard tools/syncbench/*.c) tools/histogram.c \
-		  tools/stats_ways.c core/opts.c
+		  tools/statsfile.c core/opts.c
 SYNCBENCH_HDRS := $(wildcard tools/syncbench/*.h) tools/histogram.h \
-		  tools/toolutil.h tools/stats_ways.h \
+		  tools/toolutil.h tools/statsfile.h \
 		  include/syncguard_stats.h include/syncguard.h
 
 tools/iscsi-syncbench: $(SYNCBENCH_SRCS) $(SYNCBENCH_HDRS)
@@ -154,10 +154,10 @@ tools/iscsi-syncbench.1: tools/iscsi-syncbench
 tools/iscsi-crashtest: tools/iscsi-crashtest.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
 
-tools/syncguard-stat: tools/syncguard-stat.c tools/stats_ways.c \
-		      tools/stats_ways.h core/opts.c $(HDRS)
+tools/syncguard-stat: tools/syncguard-stat.c tools/statsfile.c \
+		      tools/statsfile.h core/opts.c $(HDRS)
 	$(CC) $(BASE) -Itools $(CFLAGS) tools/syncguard-stat.c \
-	  tools/stats_ways.c core/opts.c -o $@
+	  tools/statsfile.c core/opts.c -o $@
 
 tools/iscsi-cdbfuzz: tools/iscsi-cdbfuzz.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)

@@ -90,10 +90,11 @@ uint64_t syncguard_lun_dirty(struct syncguard_lun *lun)
 #define SYNCGUARD_TRIAL_FLUSHES 16
 #define SYNCGUARD_TRIAL_GAP_US 100000
 
-void syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
+bool syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 			  unsigned int ticks, uint64_t now_us,
 			  unsigned int epoch_ticks, uint64_t epoch_us)
 {
+	bool restarted = false;
 	unsigned int phase;
 
 	/* An idle LUN answers nothing, whichever way: an epoch with a gap
@@ -109,6 +110,7 @@ void syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 		t->answered = 0;
 		t->epoch = 0;
 		__atomic_store_n(&t->arm, false, __ATOMIC_RELAXED);
+		restarted = true;
 	}
 	t->last_us = now_us;
 	/* The first half of an epoch is not scored: commands the other way
@@ -118,13 +120,13 @@ void syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 	if (!t->m0_us) {
 		if (now_us >= t->t0_us + epoch_us / 2)
 			t->m0_us = now_us;
-		return;
+		return restarted;
 	}
 	t->answered += answered;
 	t->ticks += ticks;
 	if (t->ticks < epoch_ticks || now_us < t->t0_us + epoch_us ||
 	    now_us <= t->m0_us)
-		return;
+		return restarted;
 	t->rate[t->arm] = t->answered * 1000000u / (now_us - t->m0_us);
 	/* trying the way that lost costs throughput: where it lost by more
 	 * than 2x, try it every 64 epochs instead of every 8 */
@@ -136,6 +138,7 @@ void syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 	t->answered = 0;
 	t->t0_us = now_us;
 	t->m0_us = 0;
+	return true;
 }
 
 void syncguard_trial_publish(const struct syncguard_trial *t, uint64_t *way,
@@ -146,14 +149,15 @@ void syncguard_trial_publish(const struct syncguard_trial *t, uint64_t *way,
 	__atomic_store_n(&rate[1], t->rate[1], __ATOMIC_RELAXED);
 }
 
-/* With f->lock held: a flush of @us answered @group commands. */
-static void note_flush(struct syncguard_flusher *f, uint64_t us,
+/* With f->lock held: a flush of @us answered @group commands.  Whether
+ * the batching trial's way or rates changed (syncguard_trial_note). */
+static bool note_flush(struct syncguard_flusher *f, uint64_t us,
 		       unsigned int group)
 {
 	syncguard_ewma(&f->avg_us, us);
 	__atomic_store_n(&f->last_group, group, __ATOMIC_RELAXED);
-	syncguard_trial_note(&f->trial, group, 1, syncguard_now_us(),
-			     SYNCGUARD_TRIAL_FLUSHES, 0);
+	return syncguard_trial_note(&f->trial, group, 1, syncguard_now_us(),
+				    SYNCGUARD_TRIAL_FLUSHES, 0);
 }
 
 unsigned int syncguard_flush_hold_us(struct syncguard_lun *lun)
@@ -178,9 +182,9 @@ static void flush_finished(struct syncguard_lun *lun, uint64_t covers,
 
 	syncguard_count(&lun->stats->device_flushes);
 	record_latency(lun->stats, us);
-	note_flush(f, us, group);
-	syncguard_trial_publish(&f->trial, &lun->stats->batch_way,
-				lun->stats->batch_rate);
+	if (note_flush(f, us, group))
+		syncguard_trial_publish(&f->trial, &lun->stats->batch_way,
+					lun->stats->batch_rate);
 	if (res)
 		syncguard_latch(lun, -res);
 	else if (covers > f->clean_at)

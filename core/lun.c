@@ -773,10 +773,11 @@ void syncguard_durable_answered(struct syncguard_lun *lun, unsigned int n)
 	if (lun->opts.write_sync != SYNCGUARD_WRITE_SYNC_AUTO || !n)
 		return;
 	pthread_mutex_lock(&lun->sync_trial_lock);
-	syncguard_trial_note(&lun->sync_trial, n, n, syncguard_now_us(),
-			     SYNC_TRIAL_WRITES, SYNC_TRIAL_US);
-	syncguard_trial_publish(&lun->sync_trial, &lun->stats->write_sync_way,
-				lun->stats->write_sync_rate);
+	if (syncguard_trial_note(&lun->sync_trial, n, n, syncguard_now_us(),
+				 SYNC_TRIAL_WRITES, SYNC_TRIAL_US))
+		syncguard_trial_publish(&lun->sync_trial,
+					&lun->stats->write_sync_way,
+					lun->stats->write_sync_rate);
 	pthread_mutex_unlock(&lun->sync_trial_lock);
 }
 

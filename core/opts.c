@@ -26,6 +26,18 @@ static const char *const write_sync_names[] = {
 	[SYNCGUARD_WRITE_SYNC_DSYNC] = "dsync",
 };
 
+static const char *const engine_names[] = {
+	[SYNCGUARD_ENGINE_AUTO] = "auto",
+	[SYNCGUARD_ENGINE_THREADS] = "threads",
+	[SYNCGUARD_ENGINE_URING] = "uring",
+};
+
+static const char *const direct_names[] = {
+	[SYNCGUARD_DIRECT_AUTO] = "auto",
+	[SYNCGUARD_DIRECT_YES] = "yes",
+	[SYNCGUARD_DIRECT_NO] = "no",
+};
+
 #define NAME_OF(i, names) \
 	((unsigned int)(i) < sizeof(names) / sizeof(names[0]) ? names[i] : "?")
 
@@ -62,13 +74,19 @@ static int name_index(const char *val, const char *const *names, size_t n)
 #define NAME_INDEX(val, names) \
 	name_index(val, names, sizeof(names) / sizeof(names[0]))
 
+/* The body of a parser for an enum option: @field of opts gets the index
+ * of val in @names (a table indexed by the enum), or -EINVAL. */
+#define PARSE_ENUM(field, names) do {					\
+	int i = NAME_INDEX(val, names);					\
+									\
+	if (i >= 0)							\
+		opts->field = i;					\
+	return i < 0 ? i : 0;						\
+} while (0)
+
 static int parse_mode(const char *val, struct syncguard_opts *opts)
 {
-	int i = NAME_INDEX(val, mode_names);
-
-	if (i >= 0)
-		opts->mode = (enum syncguard_mode)i;
-	return i < 0 ? i : 0;
+	PARSE_ENUM(mode, mode_names);
 }
 
 static int parse_bool(const char *val, bool *out)
@@ -99,34 +117,19 @@ static int parse_allow_wce(const char *val, struct syncguard_opts *opts)
 	return parse_bool(val, &opts->allow_wce);
 }
 
-/* The body of a parser for an enum option: @field of opts gets the index
- * of val among the names (in the enum's order), or -EINVAL. */
-#define PARSE_ENUM(field, ...) do {					\
-	static const char *const names[] = { __VA_ARGS__ };		\
-	int i = NAME_INDEX(val, names);					\
-									\
-	if (i >= 0)							\
-		opts->field = i;					\
-	return i < 0 ? i : 0;						\
-} while (0)
-
 static int parse_engine(const char *val, struct syncguard_opts *opts)
 {
-	PARSE_ENUM(engine, "auto", "threads", "uring");
+	PARSE_ENUM(engine, engine_names);
 }
 
 static int parse_write_sync(const char *val, struct syncguard_opts *opts)
 {
-	int i = NAME_INDEX(val, write_sync_names);
-
-	if (i >= 0)
-		opts->write_sync = (enum syncguard_write_sync)i;
-	return i < 0 ? i : 0;
+	PARSE_ENUM(write_sync, write_sync_names);
 }
 
 static int parse_direct(const char *val, struct syncguard_opts *opts)
 {
-	PARSE_ENUM(direct, "auto", "yes", "no");
+	PARSE_ENUM(direct, direct_names);
 }
 
 struct opt_def {

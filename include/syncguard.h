@@ -251,9 +251,11 @@ struct syncguard_trial {
  * it ends once that has seen @epoch_ticks; then the next
  * arm is set: epoch % P == 0 runs arm 0, == 1 arm 1, the others the
  * faster one (arm 0 on a tie); P = 8, or 64 while one arm's last rate
- * is more than twice the other's.
+ * is more than twice the other's.  Returns true when the arm or the
+ * rates may have changed (an epoch ended, or the trial started again
+ * after a pause): only then is there anything new to publish.
  */
-void syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
+bool syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 			  unsigned int ticks, uint64_t now_us,
 			  unsigned int epoch_ticks, uint64_t epoch_us);
 

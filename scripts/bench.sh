@@ -161,13 +161,22 @@ prepare_file() {
 
 iqn_of() { echo "iqn.2026-11.org.syncguard:bench-$1"; }
 
+# Does configuration $2 run on device $1?  Not write-back direct=yes on
+# the model: it reports no O_DIRECT alignment (4 KiB is taken), so
+# direct=yes is refused for 512-byte blocks there.
+runs_on() { [ "$1" != slow ] || [ "$2" != sg-wbd ]; }
+
+# Is discipline $1 measured at size $2?  SYNCHRONIZE CACHE alone moves
+# no data: flush-only at one size is enough.
+measured_at() { [ "$1" != flush-only ] || [ "$2" = 4k ]; }
+
 setup_luns() {
 	local tid=0 dev config lun spec bsopts
 	declare -gA URL
 	declare -A PATHS
 	for dev in $devices; do		# mount models before tgtd starts
 		for config in $configs; do
-			[ "$dev" = slow ] && [ "$config" = sg-wbd ] && continue
+			runs_on "$dev" "$config" || continue
 			PATHS[$dev,$config]=$(prepare_file "$dev" "$config")
 		done
 	done
@@ -177,9 +186,7 @@ setup_luns() {
 		"$tp" target "$work/main" "$tid" "$(iqn_of "$dev")" || return 1
 		for config in $configs; do
 			lun=$((lun + 1))
-			# the model reports no O_DIRECT alignment (4 KiB taken):
-			# direct=yes is refused for 512-byte blocks there
-			[ "$dev" = slow ] && [ "$config" = sg-wbd ] && continue
+			runs_on "$dev" "$config" || continue
 			spec=$(lun_spec "$config")
 			bsopts=${spec#*|}
 			[ "$dev" = slow ] && [ "$config" = sg-plp ] && bsopts="$bsopts;alloc_check=no"
@@ -236,15 +243,14 @@ run_cells() {
 	local n=0 total=0 dev bs qd disc config row r
 	for dev in $devices; do for bs in $sizes; do for qd in $qds; do
 	for disc in $discs; do
-		[ "$disc" = flush-only ] && [ "$bs" != 4k ] && continue
+		measured_at "$disc" "$bs" || continue
 		total=$((total + $(group_cells "$dev") * rounds))
 	done; done; done; done
 	echo "$header,rounds,iops_worst_round" >"$csv.tmp"
 	echo "$header,round" >"$rounds_csv"
 	for dev in $devices; do for bs in $sizes; do for qd in $qds; do
 	for disc in $discs; do
-		# SYNCHRONIZE CACHE alone moves no data: one size is enough
-		[ "$disc" = flush-only ] && [ "$bs" != 4k ] && continue
+		measured_at "$disc" "$bs" || continue
 		: >"$work/group.csv"
 		for r in $(seq "$rounds"); do for config in $configs; do
 			[ -n "${URL[$dev,$config]:-}" ] || continue

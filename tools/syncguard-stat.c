@@ -8,6 +8,7 @@
  * when nothing matched, 2 on a usage error.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -17,39 +18,29 @@
 
 #include "syncguard.h"		/* syncguard_mode_name */
 #include "syncguard_stats.h"
-#include "stats_ways.h"
+#include "statsfile.h"
 
+/* @path's counters, or false after saying why not where it matters: a
+ * live tgtd's file of another version, a truncated file (a dead tgtd's
+ * leftover of another version, or no counters file, is skipped). */
 static bool load(const char *path, struct syncguard_stats *st)
 {
-	FILE *f = fopen(path, "r");
-	size_t n;
-
-	if (!f)
-		return false;
-	/* another version's file may be shorter: read what is there, then
-	 * judge by its header */
-	memset(st, 0, sizeof(*st));
-	n = fread(st, 1, sizeof(*st), f);
-	fclose(f);
-	if (n < 2 * sizeof(uint32_t) || st->magic != SYNCGUARD_STATS_MAGIC)
-		return false;		/* not a counters file */
-	if (st->version != SYNCGUARD_STATS_VERSION) {
-		/* a dead tgtd's leftover is skipped quietly; a live one's
-		 * is worth a word (magic, version and pid never move) */
-		if (n >= 3 * sizeof(uint32_t) && st->pid &&
-		    syncguard_stats_owner_alive(st->pid))
+	switch (syncguard_stats_load(path, st)) {
+	case 0:
+		return true;
+	case -ESTALE:
+		if (st->pid && syncguard_stats_owner_alive(st->pid))
 			fprintf(stderr, "syncguard-stat: %s: counters version "
 				"%u, this tool reads %u (a tgtd with another "
 				"bs_syncguard.so)\n", path, st->version,
 				SYNCGUARD_STATS_VERSION);
 		return false;
-	}
-	if (n < sizeof(*st)) {
-		fprintf(stderr, "syncguard-stat: %s: truncated (%zu of %zu "
-			"bytes)\n", path, n, sizeof(*st));
+	case -EIO:
+		fprintf(stderr, "syncguard-stat: %s: truncated (shorter than "
+			"%zu bytes)\n", path, sizeof(*st));
 		return false;
 	}
-	return true;
+	return false;
 }
 
 /* How writes go and what the running trials chose (stats version 2). */

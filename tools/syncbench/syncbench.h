@@ -128,7 +128,7 @@ struct result {
 	unsigned int nsess;
 	double flushes_per_op;		/* device flushes (syncguard), -1 */
 	/* how the syncguard LUN ran, as its counters said at the end
-	 * (tools/stats_ways.h); empty when it is no syncguard LUN here */
+	 * (tools/statsfile.h); empty when it is no syncguard LUN here */
 	char target_writes[256], target_batching[160];
 	uint64_t verify_checked, verify_bad;
 	bool interrupted;
@@ -151,7 +151,7 @@ int target_describe(struct iscsi_context *iscsi, int lun,
 		    struct target_info *ti);
 int target_set_wce(struct iscsi_context *iscsi, int lun, int wce);
 double target_flush_counter(const char *url_target, int lun);
-/* How the syncguard LUN runs (tools/stats_ways.h) into @r's target_*
+/* How the syncguard LUN runs (tools/statsfile.h) into @r's target_*
  * strings; left empty when there are no live counters for it. */
 void target_ways(const char *url_target, int lun, struct result *r);
 

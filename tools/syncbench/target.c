@@ -13,7 +13,7 @@
 
 #include "syncbench.h"
 #include "syncguard_stats.h"
-#include "stats_ways.h"
+#include "statsfile.h"
 
 /* Why a login failed, in words a user can act on: libiscsi's message
  * after a refused TCP connection names its reconnect logic instead. */
@@ -195,20 +195,11 @@ static bool read_stats(const char *url_target, int lun,
 		       struct syncguard_stats *st)
 {
 	char path[512];
-	FILE *f;
-	bool ok;
 
 	snprintf(path, sizeof(path), SYNCGUARD_STATS_DIR "/%s/lun%d.stats",
 		 url_target, lun);
-	f = fopen(path, "r");
-	if (!f)
-		return false;
-	ok = fread(st, sizeof(*st), 1, f) == 1 &&
-	     st->magic == SYNCGUARD_STATS_MAGIC &&
-	     st->version == SYNCGUARD_STATS_VERSION &&
-	     syncguard_stats_owner_alive(st->pid);
-	fclose(f);
-	return ok;
+	return syncguard_stats_load(path, st) == 0 &&
+	       syncguard_stats_owner_alive(st->pid);
 }
 
 /* device flushes so far on a syncguard LUN of a tgtd on this host; -1

@@ -1,14 +1,20 @@
 /*
- * How a syncguard LUN runs, as text, from its counters file
- * (include/syncguard_stats.h, version 2): shared by syncguard-stat and
- * iscsi-syncbench so both say it the same way.
+ * A syncguard LUN's counters file (include/syncguard_stats.h) for the
+ * tools that read it, syncguard-stat and iscsi-syncbench: loading it,
+ * and how the LUN runs as text, so both read and say it the same way.
  */
-#ifndef SYNCGUARD_STATS_WAYS_H
-#define SYNCGUARD_STATS_WAYS_H
+#ifndef SYNCGUARD_STATSFILE_H
+#define SYNCGUARD_STATSFILE_H
 
 #include <stddef.h>
 
 #include "syncguard_stats.h"
+
+/* Read the counters file @path into @st (zeroed first).  0; -ENOENT
+ * when it cannot be read or is no counters file; -ESTALE when a module
+ * of another version wrote it (st->version and st->pid say which);
+ * -EIO when it is shorter than this version's file. */
+int syncguard_stats_load(const char *path, struct syncguard_stats *st);
 
 /* Where writes go and which way write_sync runs now, into @buf (@len
  * bytes, NUL-terminated, no newline): "O_DIRECT where aligned,

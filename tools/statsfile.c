@@ -1,11 +1,33 @@
 /*
- * The trials' state as text (tools/stats_ways.h).
+ * Reading a counters file, and the trials' state as text
+ * (tools/statsfile.h).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "syncguard.h"		/* syncguard_write_sync_name */
-#include "stats_ways.h"
+#include "statsfile.h"
+
+int syncguard_stats_load(const char *path, struct syncguard_stats *st)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	memset(st, 0, sizeof(*st));
+	if (!f)
+		return -ENOENT;
+	/* another version's file may be shorter: read what is there, then
+	 * judge by its header (magic, version and pid never move) */
+	n = fread(st, 1, sizeof(*st), f);
+	fclose(f);
+	if (n < 2 * sizeof(uint32_t) || st->magic != SYNCGUARD_STATS_MAGIC)
+		return -ENOENT;
+	if (st->version != SYNCGUARD_STATS_VERSION)
+		return -ESTALE;
+	return n < sizeof(*st) ? -EIO : 0;
+}
 
 /* A trial's rate: "-" until that way was scored. */
 static const char *rate(uint64_t r, char *buf, size_t len)
