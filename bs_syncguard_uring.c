@@ -463,6 +463,30 @@ static bool nowait_capable(int fd)
 	return preadv2(fd, &iov, 1, 0, RWF_NOWAIT) >= 0 || errno != EOPNOTSUPP;
 }
 
+/*
+ * Completions reach the event thread cooperatively: without
+ * IORING_SETUP_COOP_TASKRUN, each one interrupts the thread with an IPI
+ * to run io_uring's task work, wherever it is in tgtd's loop; with it,
+ * the work waits for the thread's next system call (tgtd makes several
+ * per command), a sleeping thread is still woken, and TASKRUN_FLAG
+ * tells io_uring_peek_cqe to enter the kernel for work still pending.
+ * Measured side by side (QD32 4 KiB, 6-10 rounds of 2 s): write-back
+ * plain writes 44.8k IOPS against 33.4k, write-through FUA writes 31.4k
+ * against 23.6k, write-back WRITE+SYNCHRONIZE CACHE 17.8k against 15.9k,
+ * plp plain writes 32.8k against 26.7k; QD1 unchanged.  Kernels before
+ * 5.19 refuse the flags (EINVAL) and get a ring without them.
+ * Returns 0 or -errno from io_uring_queue_init.
+ */
+static int ring_init(struct io_uring *ring)
+{
+	int ret = io_uring_queue_init(RING_ENTRIES, ring,
+				      IORING_SETUP_COOP_TASKRUN |
+				      IORING_SETUP_TASKRUN_FLAG);
+
+	return ret == -EINVAL ? io_uring_queue_init(RING_ENTRIES, ring, 0) :
+	       ret;
+}
+
 int syncguard_uring_open(struct scsi_lu *lu)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
@@ -473,7 +497,7 @@ int syncguard_uring_open(struct scsi_lu *lu)
 	u->efd = u->flush_fd = -1;
 	if (bs->opts.engine == SYNCGUARD_ENGINE_THREADS)
 		return 0;
-	ret = io_uring_queue_init(RING_ENTRIES, &u->ring, 0);
+	ret = ring_init(&u->ring);
 	if (ret)
 		return bs->opts.engine == SYNCGUARD_ENGINE_URING ? ret : 0;
 	u->ring_ok = true;
