@@ -130,6 +130,25 @@ static enum syncguard_reason exec_read(struct syncguard_lun *lun,
 	return SYNCGUARD_OK;
 }
 
+/*
+ * A write whose Data-Out ends inside a logical block: the initiator's
+ * expected data transfer length (iSCSI EDTL) is shorter than the CDB's
+ * transfer length and not a whole number of blocks.  Writing the part
+ * that came would leave a torn block and, on an O_DIRECT LUN, put it
+ * through the page cache beside O_DIRECT writes of the same page (see
+ * syncguard_direct_ok).  Such a write is refused before anything is
+ * written: CHECK CONDITION, ILLEGAL REQUEST, INVALID FIELD IN COMMAND
+ * INFORMATION UNIT: for a command that asks for more data than the
+ * expected length, FCP-4 lets a device server either do that or write
+ * up to the expected length, and libiscsi's residual tests accept
+ * both.  @len and @sent are bytes.
+ */
+static bool torn_write(const struct syncguard_lun *lun, uint64_t len,
+		       uint64_t sent)
+{
+	return sent < len && sent % to_bytes(lun, 1) != 0;
+}
+
 /* WRITE(6/10/12/16) and WRITE AND VERIFY(10/12/16) */
 static enum syncguard_reason exec_write(struct syncguard_lun *lun,
 					const struct syncguard_req *req,
@@ -146,8 +165,11 @@ static enum syncguard_reason exec_write(struct syncguard_lun *lun,
 	syncguard_count(fua ? &lun->stats->fua_writes : &lun->stats->writes);
 	if (r)
 		return r;
-	/* Data-Out shorter than the transfer (iSCSI EDTL underflow): write
-	 * what was sent, as tgt's rdwr does; tgt reports the residual */
+	if (torn_write(lun, len, req->out_len))
+		return SYNCGUARD_ERR_INVALID_IU;
+	/* Data-Out shorter than the transfer by whole blocks (iSCSI EDTL
+	 * underflow): write what was sent, as tgt's rdwr does; tgt reports
+	 * the residual */
 	if (len > req->out_len)
 		len = req->out_len;
 	pthread_rwlock_rdlock(&lun->write_lock);
@@ -308,6 +330,8 @@ bool syncguard_plan(struct syncguard_lun *lun, const struct syncguard_req *req,
 	bytes = to_bytes(lun, c.nblocks);
 	sent = c.op == SYNCGUARD_OP_READ ? req->in_len : req->out_len;
 	plan->len = (uint32_t)(bytes < sent ? bytes : sent);
+	if (c.op == SYNCGUARD_OP_WRITE && torn_write(lun, bytes, sent))
+		return false;	/* exec_write refuses it */
 	ok = c.op == SYNCGUARD_OP_READ ? plan_read(lun, &c) :
 	     plan_write(lun, &c, plan);
 	if (!ok)

@@ -180,6 +180,41 @@ START_TEST(test_cmd_compare_and_write)
 }
 END_TEST
 
+/* WRITE(10/16) whose Data-Out (iSCSI EDTL) ends inside a logical block:
+ * refused with INVALID FIELD IN COMMAND INFORMATION UNIT and nothing
+ * written; one that stops at a block boundary writes the whole blocks
+ * that came, and not the rest. */
+START_TEST(test_cmd_torn_data_out)
+{
+	static const uint8_t ops[] = { 0x2a, 0x8a };
+	int lun = luns[_i].lun;
+	struct iscsi_context *iscsi = proto_connect(lun);
+	unsigned char old[2 * BS], buf[2 * BS], want[2 * BS];
+	uint8_t cdb[16];
+
+	for (size_t k = 0; k < sizeof(ops); k++) {
+		uint64_t lba = 512 + 8 * k;
+		int len = rw_cdb(cdb, ops[k], 0, lba, 2);
+
+		pattern(old, sizeof(old), (unsigned int)(40 + k));
+		proto_assert_good(iscsi_write16_sync(iscsi, lun, lba, old,
+						     sizeof(old), BS, 0, 0, 0,
+						     0, 0), "WRITE(16)", false);
+		pattern(buf, sizeof(buf), (unsigned int)(50 + k));
+		proto_assert_sense(raw(iscsi, lun, cdb, len, buf, BS + 188, 0),
+				   SCSI_SENSE_ILLEGAL_REQUEST, 0x0e03,
+				   "Data-Out of 1.4 blocks for 2");
+		assert_reads_back(iscsi, lun, lba, old, sizeof(old));
+		proto_assert_good(raw(iscsi, lun, cdb, len, buf, BS, 0),
+				  "Data-Out of 1 block for 2", false);
+		memcpy(want, buf, BS);
+		memcpy(want + BS, old + BS, BS);
+		assert_reads_back(iscsi, lun, lba, want, sizeof(want));
+	}
+	iscsi_destroy_context(iscsi);
+}
+END_TEST
+
 /* SBC-3 4.5: every block command beyond the capacity */
 START_TEST(test_cmd_beyond_capacity)
 {
@@ -316,6 +351,7 @@ Suite *commands_suite(void)
 	tcase_add_loop_test(tc, test_cmd_read_fua, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_compare_and_write, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_beyond_capacity, 0, NLUNS);
+	tcase_add_loop_test(tc, test_cmd_torn_data_out, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_sync_cache_immed, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_vpd_pages, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_unmap_reads_zeroes, 0, NLUNS);

@@ -102,10 +102,12 @@ static void make_file(const char *p, size_t size, bool written)
 	close(fd);
 }
 
-static void open_lun_ws(enum syncguard_mode mode, enum syncguard_write_sync ws)
+static void open_lun_opts(enum syncguard_mode mode,
+			  enum syncguard_write_sync ws,
+			  enum syncguard_direct direct)
 {
 	struct syncguard_opts o = { .mode = mode, .alloc_check = true,
-				    .write_sync = ws };
+				    .write_sync = ws, .direct = direct };
 	char err[256];
 
 	make_file(path, LUN_BYTES, true);
@@ -113,6 +115,11 @@ static void open_lun_ws(enum syncguard_mode mode, enum syncguard_write_sync ws)
 					 sizeof(err)) == 0, "%s", err);
 	syncguard_lun_set_wce(&lun, syncguard_mode_wce(mode));
 	memset(&fx, 0, sizeof(fx));
+}
+
+static void open_lun_ws(enum syncguard_mode mode, enum syncguard_write_sync ws)
+{
+	open_lun_opts(mode, ws, SYNCGUARD_DIRECT_AUTO);
 }
 
 static void open_lun(enum syncguard_mode mode)
@@ -321,13 +328,23 @@ START_TEST(test_exec_plp_costs)
 	ck_assert_int_eq(fx.writeouts, 0);	/* straight, no page cache */
 	ck_assert_int_eq(fx.dsyncs, 0);		/* and no device flush at all */
 	ck_assert_int_eq(fx.fdatasyncs, 0);
-	/* a length O_DIRECT cannot take: buffered, then written out */
+	/* Data-Out ending inside a block never reaches the page cache of
+	 * an O_DIRECT LUN: it is refused */
 	fill(2);
-	ck_assert_int_eq(run(w10, 10, data, 1000, NULL, 0).reason, SYNCGUARD_OK);
+	ck_assert_int_eq(run(w10, 10, data, 1000, NULL, 0).reason,
+			 SYNCGUARD_ERR_INVALID_IU);
+	ck_assert_int_eq(fx.pwrites, 2);
+	/* with direct=no a plp write is buffered, then written out */
+	syncguard_lun_close(&lun);
+	open_lun_opts(SYNCGUARD_MODE_PLP, SYNCGUARD_WRITE_SYNC_AUTO,
+		      SYNCGUARD_DIRECT_NO);
+	ck_assert_int_lt(lun.dfd, 0);
+	ck_assert_int_eq(run(w10, 10, data, 2 * BS, NULL, 0).reason,
+			 SYNCGUARD_OK);
 	ck_assert_int_eq(fx.writeouts, 1);
 	ck_assert_int_eq(fx.fdatasyncs, 0);
 	ck_assert_int_eq(read10(32, 2, false), SYNCGUARD_OK);
-	ck_assert_mem_eq(back, data, 1000);
+	ck_assert_mem_eq(back, data, 2 * BS);
 }
 END_TEST
 
@@ -421,11 +438,20 @@ START_TEST(test_exec_short_data_in_and_out)
 	ck_assert_int_eq(r.reason, SYNCGUARD_OK);
 	ck_assert_uint_eq(r.in_done, 1000);
 	ck_assert_mem_eq(back, data, 1000);
-	/* Data-Out 1000 < 1024: what was sent is written, as rdwr does */
+	/* Data-Out 1000 < 1024 ends inside block 1: refused, nothing
+	 * written (a torn block, and page-cache I/O on an O_DIRECT LUN) */
+	memcpy(back + 2 * BS, data, 2 * BS);
 	fill(5);
-	ck_assert_int_eq(run(w10, 10, data, 1000, NULL, 0).reason, SYNCGUARD_OK);
+	r = run(w10, 10, data, 1000, NULL, 0);
+	ck_assert_int_eq(r.reason, SYNCGUARD_ERR_INVALID_IU);
+	assert_sense(r.reason, 0x05, 0x0e03);
 	ck_assert_int_eq(read10(0, 2, false), SYNCGUARD_OK);
-	ck_assert_mem_eq(back, data, 1000);
+	ck_assert_mem_eq(back, back + 2 * BS, 2 * BS);
+	/* Data-Out of one whole block of two: that block is written */
+	ck_assert_int_eq(run(w10, 10, data, BS, NULL, 0).reason, SYNCGUARD_OK);
+	ck_assert_int_eq(read10(0, 2, false), SYNCGUARD_OK);
+	ck_assert_mem_eq(back, data, BS);
+	ck_assert_mem_eq(back + BS, back + 3 * BS, BS);
 }
 END_TEST
 

@@ -87,7 +87,14 @@ START_TEST(test_plan_write_back)
 	ck_assert(plan(0x28, true, 0, 1, 512, &p));	/* clean now */
 	/* beyond the capacity: the worker reports it */
 	ck_assert(!plan(0x2a, false, 2048, 1, 512, &p));
-	ck_assert_uint_eq(lun.stats->writes, 1);
+	/* Data-Out ending inside a block: the worker refuses it; one
+	 * whole block of two is a plain write of that block */
+	ck_assert(!plan(0x2a, false, 8, 2, 700, &p));
+	ck_assert_int_eq(lun.async_cached, 0);
+	ck_assert(plan(0x2a, false, 8, 2, 512, &p));
+	ck_assert_uint_eq(p.len, 512);
+	syncguard_plan_done(&lun, &p, 0);
+	ck_assert_uint_eq(lun.stats->writes, 2);
 	ck_assert_uint_eq(lun.stats->reads, 1);
 }
 END_TEST
