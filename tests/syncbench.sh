@@ -74,6 +74,11 @@ expect "JSON results say how the LUN ran (write-back: the page cache; the write_
 	'[ "$(jq -r ".results[1].target_writes" "$work/wb.json" | cut -c1-33)" = "page cache, write_sync auto (now " ] &&
 	 jq -r ".results[1].target_flush_batching" "$work/wt.json" | grep -q "^flushes at once\|^holds flushes back"'
 
+"$sb" -t 1.5 --interval 0.5 --json --no-progress "$u1" >"$work/iv.json"
+expect "--interval 0.5 over 1.5 s gives three intervals, the last one ending the run" \
+	'[ "$(jq -r ".results[0].intervals | length" "$work/iv.json")" = 3 ] &&
+	 jq -e ".results[0].intervals[2][0] >= 1.4" "$work/iv.json" >/dev/null'
+
 cmp=$("$sb" --compare "$work/wb.json" "$work/wt.json")
 expect "--compare matches runs with different labels by workload, with ratios" \
 	'[ "$(awk "\$1 == \"wt\" && \$5 == 4 && \$8 ~ /^[0-9.]+$/" <<<"$cmp" | wc -l)" = 1 ]'

@@ -321,6 +321,26 @@ static void end_flush(struct sess *s)
 
 /* ---- the loop ---- */
 
+/* One --interval line: the operations completed since the last one. */
+static void emit_interval(struct run *rn, uint64_t now)
+{
+	double dt = (double)(now - rn->last_iv) / 1e9;
+	struct result *r = rn->r;
+	struct interval iv = { (double)(now - rn->t_measure) / 1e9,
+		(double)rn->iv_ops / dt, (double)rn->iv_bytes / dt / 1e6,
+		(double)hist_percentile(&rn->iv_hist, 99) / 1e3 };
+	struct interval *n = realloc(r->iv, (r->niv + 1) * sizeof(*n));
+
+	if (n) {
+		r->iv = n;
+		r->iv[r->niv++] = iv;
+	}
+	report_interval(rn->c, &iv);
+	rn->last_iv = now;
+	rn->iv_ops = rn->iv_bytes = 0;
+	hist_init(&rn->iv_hist);
+}
+
 static void tick(struct run *rn, uint64_t now)
 {
 	const struct config *c = rn->c;
@@ -337,23 +357,8 @@ static void tick(struct run *rn, uint64_t now)
 	double every = rn->p->interval > 0 ? rn->p->interval : c->interval;
 
 	if (every > 0 && now >= rn->t_measure &&
-	    now - rn->last_iv >= (uint64_t)(every * 1e9)) {
-		double dt = (double)(now - rn->last_iv) / 1e9;
-		struct result *r = rn->r;
-		struct interval iv = { (double)(now - rn->t_measure) / 1e9,
-			(double)rn->iv_ops / dt, (double)rn->iv_bytes / dt / 1e6,
-			(double)hist_percentile(&rn->iv_hist, 99) / 1e3 };
-		struct interval *n = realloc(r->iv, (r->niv + 1) * sizeof(*n));
-
-		if (n) {
-			r->iv = n;
-			r->iv[r->niv++] = iv;
-		}
-		report_interval(c, &iv);
-		rn->last_iv = now;
-		rn->iv_ops = rn->iv_bytes = 0;
-		hist_init(&rn->iv_hist);
-	}
+	    now - rn->last_iv >= (uint64_t)(every * 1e9))
+		emit_interval(rn, now);
 }
 
 /* When to stop waiting for commands in flight: after --timeout seconds
@@ -430,6 +435,9 @@ static void loop(struct run *rn)
 			break;
 		}
 	}
+	/* the last, partial interval: its operations are in the totals */
+	if ((rn->p->interval > 0 || rn->c->interval > 0) && rn->iv_ops)
+		emit_interval(rn, now_ns());
 	if (rn->c->progress)
 		fputc('\n', stderr);
 }
