@@ -177,18 +177,21 @@ static int fail(struct scsi_cmd *cmd, enum syncguard_reason r)
 
 /*
  * VERIFY(10/12/16): tgt's handler answers GOOD for BYTCHK=0 before it
- * checks the LBA range; SBC-3 5.33 wants LOGICAL BLOCK ADDRESS OUT OF
- * RANGE for a range beyond the capacity whatever BYTCHK says.
+ * checks the LBA range, and reads only BYTCHK's low bit; SBC-3 5.33
+ * wants LOGICAL BLOCK ADDRESS OUT OF RANGE for a range beyond the
+ * capacity whatever BYTCHK says, and SBC-4 reserves BYTCHK 10b.
  */
 static int syncguard_verify(int host_no, struct scsi_cmd *cmd)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
 	struct syncguard_cdb c;
+	enum syncguard_reason r;
 
 	if (bs->open &&
 	    syncguard_cdb_decode(cmd->scb, (size_t)cmd->scb_len, &c) == 0 &&
-	    syncguard_check_range(&bs->lun, c.lba, c.nblocks))
-		return fail(cmd, SYNCGUARD_ERR_LBA_RANGE);
+	    ((r = syncguard_check_bytchk(&c)) ||
+	     (r = syncguard_check_range(&bs->lun, c.lba, c.nblocks))))
+		return fail(cmd, r);
 	return bs->tgt_ops[cmd->scb[0]](host_no, cmd);
 }
 

@@ -39,6 +39,11 @@ enum syncguard_reason syncguard_check_range(const struct syncguard_lun *lun,
 	return SYNCGUARD_OK;
 }
 
+enum syncguard_reason syncguard_check_bytchk(const struct syncguard_cdb *c)
+{
+	return c->bytchk == 2 ? SYNCGUARD_ERR_INVALID_CDB : SYNCGUARD_OK;
+}
+
 /* The policy for @class under the WCE the LUN honours now.  Writers call
  * it holding write_lock, so a WCE change cannot slip between the
  * decision and the write (syncguard_lun_set_wce takes it exclusively). */
@@ -158,11 +163,14 @@ static enum syncguard_reason exec_write(struct syncguard_lun *lun,
 	bool verify = c->op == SYNCGUARD_OP_WRITE_VERIFY;
 	bool fua = c->fua || verify;	/* see policy.c on WRITE AND VERIFY */
 	struct syncguard_action a;
-	enum syncguard_reason r = syncguard_check_range(lun, c->lba, c->nblocks);
+	enum syncguard_reason r = verify ? syncguard_check_bytchk(c) :
+				  SYNCGUARD_OK;
 	uint64_t len = to_bytes(lun, c->nblocks), off = to_bytes(lun, c->lba);
 	int err;
 
 	syncguard_count(fua ? &lun->stats->fua_writes : &lun->stats->writes);
+	if (!r)
+		r = syncguard_check_range(lun, c->lba, c->nblocks);
 	if (r)
 		return r;
 	if (torn_write(lun, len, req->out_len))
@@ -390,14 +398,14 @@ static enum syncguard_reason exec_verify(struct syncguard_lun *lun,
 					 const struct syncguard_cdb *c,
 					 struct syncguard_result *res)
 {
-	enum syncguard_reason r = syncguard_check_range(lun, c->lba, c->nblocks);
+	enum syncguard_reason r = syncguard_check_bytchk(c);
 	uint64_t len = to_bytes(lun, c->nblocks);
 	uint64_t stride = c->bytchk == 3 ? to_bytes(lun, 1) : len;
 
+	if (!r)
+		r = syncguard_check_range(lun, c->lba, c->nblocks);
 	if (r || c->bytchk == 0 || len == 0)
 		return r;
-	if (c->bytchk == 2)
-		return SYNCGUARD_ERR_INVALID_CDB;	/* reserved */
 	if (req->out_len < stride)
 		return SYNCGUARD_ERR_PARAM_LEN;
 	return compare_medium(lun, to_bytes(lun, c->lba), req->out, len,

@@ -485,6 +485,13 @@ enum syncguard_reason syncguard_plan_done(struct syncguard_lun *lun,
 /* ---- executing a command (core/exec.c) ---- */
 
 /*
+ * VERIFY and WRITE AND VERIFY (SBC-4): BYTCHK 10b is reserved (SBC-3
+ * had one BYTCHK bit, and the other reserved).  Returns SYNCGUARD_OK or
+ * SYNCGUARD_ERR_INVALID_CDB.
+ */
+enum syncguard_reason syncguard_check_bytchk(const struct syncguard_cdb *c);
+
+/*
  * SBC-3 4.5: does [lba, lba + nblocks) lie inside @lun's medium?
  * nblocks == 0 checks only that @lba is addressable.  Returns
  * SYNCGUARD_OK or SYNCGUARD_ERR_LBA_RANGE.

@@ -215,6 +215,36 @@ START_TEST(test_cmd_torn_data_out)
 }
 END_TEST
 
+/* VERIFY and WRITE AND VERIFY with BYTCHK 10b (reserved in SBC-4): INVALID
+ * FIELD IN CDB, and nothing written.  Found by a helper: tgt's VERIFY
+ * handler reads only BYTCHK's low bit and answered GOOD. */
+START_TEST(test_cmd_bytchk_reserved)
+{
+	static const uint8_t ops[] = { 0x2f, 0x8f, 0x2e, 0x8e };
+	int lun = luns[_i].lun;
+	struct iscsi_context *iscsi = proto_connect(lun);
+	unsigned char old[BS], buf[BS];
+	uint8_t cdb[16];
+
+	for (size_t k = 0; k < sizeof(ops); k++) {
+		uint64_t lba = 600 + k;
+		int len = rw_cdb(cdb, ops[k], 0x04, lba, 1);
+		char what[48];
+
+		pattern(old, sizeof(old), (unsigned int)(60 + k));
+		proto_assert_good(iscsi_write16_sync(iscsi, lun, lba, old,
+						     sizeof(old), BS, 0, 0, 0,
+						     0, 0), "WRITE(16)", false);
+		pattern(buf, sizeof(buf), (unsigned int)(70 + k));
+		snprintf(what, sizeof(what), "opcode 0x%02x BYTCHK=10b", ops[k]);
+		proto_assert_sense(raw(iscsi, lun, cdb, len, buf, BS, 0),
+				   SCSI_SENSE_ILLEGAL_REQUEST, 0x2400, what);
+		assert_reads_back(iscsi, lun, lba, old, sizeof(old));
+	}
+	iscsi_destroy_context(iscsi);
+}
+END_TEST
+
 /* SBC-3 4.5: every block command beyond the capacity */
 START_TEST(test_cmd_beyond_capacity)
 {
@@ -352,6 +382,7 @@ Suite *commands_suite(void)
 	tcase_add_loop_test(tc, test_cmd_compare_and_write, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_beyond_capacity, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_torn_data_out, 0, NLUNS);
+	tcase_add_loop_test(tc, test_cmd_bytchk_reserved, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_sync_cache_immed, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_vpd_pages, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_unmap_reads_zeroes, 0, NLUNS);

@@ -399,6 +399,25 @@ START_TEST(test_exec_write_same_lbdata)
 }
 END_TEST
 
+/* BYTCHK 10b is reserved: refused before anything is written or read */
+START_TEST(test_exec_bytchk_reserved)
+{
+	uint8_t wv10[10] = { 0x2e, 0x04, 0, 0, 0, 8, 0, 0, 1, 0 };
+	uint8_t v10[10] = { 0x2f, 0x04, 0, 0, 0, 8, 0, 0, 1, 0 };
+
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	fill(6);
+	ck_assert_int_eq(run(wv10, 10, data, BS, NULL, 0).reason,
+			 SYNCGUARD_ERR_INVALID_CDB);
+	ck_assert_int_eq(run(v10, 10, data, BS, NULL, 0).reason,
+			 SYNCGUARD_ERR_INVALID_CDB);
+	ck_assert_int_eq(fx.pwrites, 0);
+	wv10[1] = 0x02;		/* BYTCHK 01b: written and compared */
+	ck_assert_int_eq(run(wv10, 10, data, BS, NULL, 0).reason, SYNCGUARD_OK);
+	ck_assert_int_eq(fx.pwrites, 1);
+}
+END_TEST
+
 START_TEST(test_exec_compare_and_write)
 {
 	uint8_t cdb[16] = { 0x89, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 1, 0, 0 };
@@ -683,6 +702,7 @@ Suite *exec_suite(void)
 	tcase_add_test(cost, test_exec_wce_off_flushes_then_writes_through);
 	tcase_add_test(data, test_exec_data_round_trip);
 	tcase_add_test(data, test_exec_write_same_lbdata);
+	tcase_add_test(data, test_exec_bytchk_reserved);
 	tcase_add_test(data, test_exec_compare_and_write);
 	tcase_add_test(data, test_exec_lba_out_of_range);
 	tcase_add_test(data, test_exec_short_data_in_and_out);
