@@ -37,6 +37,14 @@
 
 #define RING_ENTRIES 256
 
+/* liburing before 2.2 (the kernel's values; Debian 12 has 2.3) */
+#ifndef IORING_SETUP_COOP_TASKRUN
+#define IORING_SETUP_COOP_TASKRUN	(1U << 8)
+#endif
+#ifndef IORING_SETUP_TASKRUN_FLAG
+#define IORING_SETUP_TASKRUN_FLAG	(1U << 9)
+#endif
+
 /* One command in flight in the engine. */
 struct uring_op {
 	struct scsi_cmd *cmd;
@@ -483,8 +491,11 @@ static int ring_init(struct io_uring *ring)
 				      IORING_SETUP_COOP_TASKRUN |
 				      IORING_SETUP_TASKRUN_FLAG);
 
-	return ret == -EINVAL ? io_uring_queue_init(RING_ENTRIES, ring, 0) :
-	       ret;
+	if (ret != -EINVAL)
+		return ret;
+	eprintf("syncguard: io_uring without COOP_TASKRUN (a kernel before "
+		"5.19): completions interrupt tgtd's event thread\n");
+	return io_uring_queue_init(RING_ENTRIES, ring, 0);
 }
 
 int syncguard_uring_open(struct scsi_lu *lu)

@@ -39,9 +39,17 @@ enum syncguard_reason syncguard_check_range(const struct syncguard_lun *lun,
 	return SYNCGUARD_OK;
 }
 
-enum syncguard_reason syncguard_check_bytchk(const struct syncguard_cdb *c)
+enum syncguard_reason syncguard_check_verify(const struct syncguard_lun *lun,
+					     const struct syncguard_cdb *c)
 {
-	return c->bytchk == 2 ? SYNCGUARD_ERR_INVALID_CDB : SYNCGUARD_OK;
+	enum syncguard_reason r = syncguard_check_range(lun, c->lba, c->nblocks);
+
+	if (r)
+		return r;
+	if (c->bytchk == 2 ||
+	    (c->bytchk == 3 && c->op == SYNCGUARD_OP_WRITE_VERIFY))
+		return SYNCGUARD_ERR_INVALID_CDB;	/* reserved */
+	return SYNCGUARD_OK;
 }
 
 /* The policy for @class under the WCE the LUN honours now.  Writers call
@@ -136,17 +144,17 @@ static enum syncguard_reason exec_read(struct syncguard_lun *lun,
 }
 
 /*
- * A write whose Data-Out ends inside a logical block: the initiator's
- * expected data transfer length (iSCSI EDTL) is shorter than the CDB's
- * transfer length and not a whole number of blocks.  Writing the part
- * that came would leave a torn block and, on an O_DIRECT LUN, put it
- * through the page cache beside O_DIRECT writes of the same page (see
- * syncguard_direct_ok).  Such a write is refused before anything is
- * written: CHECK CONDITION, ILLEGAL REQUEST, INVALID FIELD IN COMMAND
- * INFORMATION UNIT: for a command that asks for more data than the
- * expected length, FCP-4 lets a device server either do that or write
- * up to the expected length, and libiscsi's residual tests accept
- * both.  @len and @sent are bytes.
+ * True (refuse it) for a write whose Data-Out ends inside a logical
+ * block: the initiator's expected data transfer length (iSCSI EDTL,
+ * @sent bytes) is shorter than the CDB's transfer length (@len bytes)
+ * and not a whole number of blocks.  Writing the part that came would
+ * leave a torn block and, on an O_DIRECT LUN, put it through the page
+ * cache beside O_DIRECT writes of the same page (see
+ * syncguard_direct_ok).  It is refused before anything is written, with
+ * CHECK CONDITION, ILLEGAL REQUEST, INVALID FIELD IN COMMAND INFORMATION
+ * UNIT: for a command that asks for more data than the expected length,
+ * FCP-4 lets a device server either refuse it so or process it up to
+ * the expected length, and libiscsi's residual tests accept both.
  */
 static bool torn_write(const struct syncguard_lun *lun, uint64_t len,
 		       uint64_t sent)
@@ -163,14 +171,12 @@ static enum syncguard_reason exec_write(struct syncguard_lun *lun,
 	bool verify = c->op == SYNCGUARD_OP_WRITE_VERIFY;
 	bool fua = c->fua || verify;	/* see policy.c on WRITE AND VERIFY */
 	struct syncguard_action a;
-	enum syncguard_reason r = verify ? syncguard_check_bytchk(c) :
-				  SYNCGUARD_OK;
+	enum syncguard_reason r = verify ? syncguard_check_verify(lun, c) :
+		syncguard_check_range(lun, c->lba, c->nblocks);
 	uint64_t len = to_bytes(lun, c->nblocks), off = to_bytes(lun, c->lba);
 	int err;
 
 	syncguard_count(fua ? &lun->stats->fua_writes : &lun->stats->writes);
-	if (!r)
-		r = syncguard_check_range(lun, c->lba, c->nblocks);
 	if (r)
 		return r;
 	if (torn_write(lun, len, req->out_len))
@@ -398,12 +404,10 @@ static enum syncguard_reason exec_verify(struct syncguard_lun *lun,
 					 const struct syncguard_cdb *c,
 					 struct syncguard_result *res)
 {
-	enum syncguard_reason r = syncguard_check_bytchk(c);
+	enum syncguard_reason r = syncguard_check_verify(lun, c);
 	uint64_t len = to_bytes(lun, c->nblocks);
 	uint64_t stride = c->bytchk == 3 ? to_bytes(lun, 1) : len;
 
-	if (!r)
-		r = syncguard_check_range(lun, c->lba, c->nblocks);
 	if (r || c->bytchk == 0 || len == 0)
 		return r;
 	if (req->out_len < stride)

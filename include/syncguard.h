@@ -485,11 +485,16 @@ enum syncguard_reason syncguard_plan_done(struct syncguard_lun *lun,
 /* ---- executing a command (core/exec.c) ---- */
 
 /*
- * VERIFY and WRITE AND VERIFY (SBC-4): BYTCHK 10b is reserved (SBC-3
- * had one BYTCHK bit, and the other reserved).  Returns SYNCGUARD_OK or
+ * The CDB checks of VERIFY and WRITE AND VERIFY (10/12/16), in the order
+ * tgt's core checks WRITE AND VERIFY before a backing store sees it: the
+ * range (syncguard_check_range), then BYTCHK.  SBC-4 defines BYTCHK 00b
+ * and 01b for both, 11b (one block compared with every block) for VERIFY
+ * only, and reserves the rest; SBC-3 had one BYTCHK bit beside a
+ * reserved one.  Returns SYNCGUARD_OK, SYNCGUARD_ERR_LBA_RANGE or
  * SYNCGUARD_ERR_INVALID_CDB.
  */
-enum syncguard_reason syncguard_check_bytchk(const struct syncguard_cdb *c);
+enum syncguard_reason syncguard_check_verify(const struct syncguard_lun *lun,
+					     const struct syncguard_cdb *c);
 
 /*
  * SBC-3 4.5: does [lba, lba + nblocks) lie inside @lun's medium?

@@ -21,10 +21,10 @@
 # (iops_worst_round) and every round in build/bench-rounds.csv.
 #
 # Also: a "limit" line, 1 / (iSCSI round trip at QD1 + local O_DSYNC 4 KiB
-# write latency, each the least of three readings), and tgtd's resident memory with 8 syncguard LUNs vs 8
-# rdwr LUNs under load.  Writes build/bench.csv, build/bench.json and
-# build/bench.png.  It reports; it does not pass or fail (exit 1 only if
-# it could not run).
+# write latency, each the least of three readings), and tgtd's resident
+# memory with 8 syncguard LUNs vs 8 rdwr LUNs under load.  Writes
+# build/bench.csv, build/bench.json and build/bench.png.  It reports; it
+# does not pass or fail (exit 1 only if it could not run).
 #
 # usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--variants]
 #                 [--quick]
@@ -268,10 +268,11 @@ run_cells() {
 
 # The smallest of three readings of a command that prints a number: this
 # machine's noise only ever slows a run down (as the cells' best round).
+# Fails if a reading fails or is not a number.
 least_of_3() {
 	local v best= i
 	for i in 1 2 3; do
-		v=$("$@") || return 1
+		v=$("$@") && [[ $v =~ ^[0-9]+(\.[0-9]+)?$ ]] || return 1
 		best=$(awk -v a="$best" -v b="$v" 'BEGIN { print (a == "" || b + 0 < a + 0) ? b : a }')
 	done
 	echo "$best"
@@ -279,7 +280,9 @@ least_of_3() {
 
 # mean iSCSI round trip at QD1 (microseconds), 4 KiB, to the null LUN
 rtt_us() {
-	"$bench" --csv --no-header --no-progress -t 1 -q 1 -b 4k "${URL[null]}" | cut -d, -f15
+	local out
+	out=$("$bench" --csv --no-header --no-progress -t 1 -q 1 -b 4k "${URL[null]}") &&
+		cut -d, -f15 <<<"$out"
 }
 
 # mean latency (microseconds) of 500 O_DSYNC 4 KiB writes to file $1,
@@ -293,13 +296,15 @@ dsync_us() {
 }
 
 # 1 / (iSCSI round trip at QD1 + local O_DSYNC 4 KiB write), per device
+# (a device whose readings failed is left out, and said so)
 limit_line() {
-	local rtt dev f
-	rtt=$(least_of_3 rtt_us)
+	local rtt dev f us
+	rtt=$(least_of_3 rtt_us) || { say "limit: the iSCSI round trip could not be measured"; return; }
 	for dev in $devices; do
 		if [ "$dev" = disk ]; then f=$work/dsync.img
 		else f=$work/slow-rdwr-wce1.mnt/disk.img; fi
-		echo "$dev,$rtt,$(least_of_3 dsync_us "$f")"
+		if us=$(least_of_3 dsync_us "$f"); then echo "$dev,$rtt,$us"
+		else say "limit ($dev): the O_DSYNC write could not be measured"; fi
 	done
 }
 

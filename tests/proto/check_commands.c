@@ -215,12 +215,13 @@ START_TEST(test_cmd_torn_data_out)
 }
 END_TEST
 
-/* VERIFY and WRITE AND VERIFY with BYTCHK 10b (reserved in SBC-4): INVALID
- * FIELD IN CDB, and nothing written.  Found by a helper: tgt's VERIFY
- * handler reads only BYTCHK's low bit and answered GOOD. */
+/* VERIFY and WRITE AND VERIFY with BYTCHK 10b, and WRITE AND VERIFY with
+ * 11b (reserved in SBC-4): INVALID FIELD IN CDB, and nothing written.
+ * Found by a helper: tgt's VERIFY handler reads only BYTCHK's low bit
+ * and answered GOOD. */
 START_TEST(test_cmd_bytchk_reserved)
 {
-	static const uint8_t ops[] = { 0x2f, 0x8f, 0x2e, 0x8e };
+	static const uint8_t ops[] = { 0x2f, 0x8f, 0x2e, 0x8e, 0xae };
 	int lun = luns[_i].lun;
 	struct iscsi_context *iscsi = proto_connect(lun);
 	unsigned char old[BS], buf[BS];
@@ -228,7 +229,8 @@ START_TEST(test_cmd_bytchk_reserved)
 
 	for (size_t k = 0; k < sizeof(ops); k++) {
 		uint64_t lba = 600 + k;
-		int len = rw_cdb(cdb, ops[k], 0x04, lba, 1);
+		uint8_t b1 = ops[k] == 0xae ? 0x06 : 0x04;
+		int len = rw_cdb(cdb, ops[k], b1, lba, 1);
 		char what[48];
 
 		pattern(old, sizeof(old), (unsigned int)(60 + k));
@@ -236,7 +238,8 @@ START_TEST(test_cmd_bytchk_reserved)
 						     sizeof(old), BS, 0, 0, 0,
 						     0, 0), "WRITE(16)", false);
 		pattern(buf, sizeof(buf), (unsigned int)(70 + k));
-		snprintf(what, sizeof(what), "opcode 0x%02x BYTCHK=10b", ops[k]);
+		snprintf(what, sizeof(what), "opcode 0x%02x BYTCHK=%u", ops[k],
+			 (unsigned int)(b1 >> 1));
 		proto_assert_sense(raw(iscsi, lun, cdb, len, buf, BS, 0),
 				   SCSI_SENSE_ILLEGAL_REQUEST, 0x2400, what);
 		assert_reads_back(iscsi, lun, lba, old, sizeof(old));

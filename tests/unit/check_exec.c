@@ -399,7 +399,8 @@ START_TEST(test_exec_write_same_lbdata)
 }
 END_TEST
 
-/* BYTCHK 10b is reserved: refused before anything is written or read */
+/* BYTCHK 10b, and 11b for WRITE AND VERIFY, are reserved: refused
+ * before anything is written or read */
 START_TEST(test_exec_bytchk_reserved)
 {
 	uint8_t wv10[10] = { 0x2e, 0x04, 0, 0, 0, 8, 0, 0, 1, 0 };
@@ -410,6 +411,9 @@ START_TEST(test_exec_bytchk_reserved)
 	ck_assert_int_eq(run(wv10, 10, data, BS, NULL, 0).reason,
 			 SYNCGUARD_ERR_INVALID_CDB);
 	ck_assert_int_eq(run(v10, 10, data, BS, NULL, 0).reason,
+			 SYNCGUARD_ERR_INVALID_CDB);
+	wv10[1] = 0x06;		/* 11b: VERIFY's alone */
+	ck_assert_int_eq(run(wv10, 10, data, BS, NULL, 0).reason,
 			 SYNCGUARD_ERR_INVALID_CDB);
 	ck_assert_int_eq(fx.pwrites, 0);
 	wv10[1] = 0x02;		/* BYTCHK 01b: written and compared */

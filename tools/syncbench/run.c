@@ -321,7 +321,14 @@ static void end_flush(struct sess *s)
 
 /* ---- the loop ---- */
 
-/* One --interval line: the operations completed since the last one. */
+/* --interval of this point, seconds (0: none) */
+static double interval_s(const struct run *rn)
+{
+	return rn->p->interval > 0 ? rn->p->interval : rn->c->interval;
+}
+
+/* One --interval line: the operations completed since the last one, up
+ * to @now (nanoseconds, now_ns's clock). */
 static void emit_interval(struct run *rn, uint64_t now)
 {
 	double dt = (double)(now - rn->last_iv) / 1e9;
@@ -354,7 +361,7 @@ static void tick(struct run *rn, uint64_t now)
 		rn->last_tick = now;
 		rn->ops_at_tick = rn->r->ops;
 	}
-	double every = rn->p->interval > 0 ? rn->p->interval : c->interval;
+	double every = interval_s(rn);
 
 	if (every > 0 && now >= rn->t_measure &&
 	    now - rn->last_iv >= (uint64_t)(every * 1e9))
@@ -435,9 +442,13 @@ static void loop(struct run *rn)
 			break;
 		}
 	}
-	/* the last, partial interval: its operations are in the totals */
-	if ((rn->p->interval > 0 || rn->c->interval > 0) && rn->iv_ops)
-		emit_interval(rn, now_ns());
+	/* the last, partial interval (its operations are in the totals),
+	 * unless it is a sliver of the drain after a full one */
+	uint64_t end = now_ns();
+
+	if (interval_s(rn) > 0 && rn->iv_ops &&
+	    end - rn->last_iv >= (uint64_t)(interval_s(rn) * 1e8))
+		emit_interval(rn, end);
 	if (rn->c->progress)
 		fputc('\n', stderr);
 }
