@@ -181,9 +181,9 @@ static enum syncguard_reason exec_write(struct syncguard_lun *lun,
 		return r;
 	if (torn_write(lun, len, req->out_len))
 		return SYNCGUARD_ERR_INVALID_IU;
-	/* Data-Out shorter than the transfer by whole blocks (iSCSI EDTL
-	 * underflow): write what was sent, as tgt's rdwr does; tgt reports
-	 * the residual */
+	/* Data-Out shorter than the transfer by whole blocks (an iSCSI
+	 * residual overflow: EDTL below the CDB's length): write what was
+	 * sent, as tgt's rdwr does; tgt reports the residual */
 	if (len > req->out_len)
 		len = req->out_len;
 	pthread_rwlock_rdlock(&lun->write_lock);
