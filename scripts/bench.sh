@@ -422,7 +422,7 @@ report_targets() {
 		say("none discipline never below rdwr (same WCE)", sprintf("worst %.2fx (%s)", nworst, nc), nworst >= 1)
 		a = ratio(v("disk","4096",32,"fua","sg-plp"), v("disk","4096",32,"none","sg-plp"))
 		b = ratio(v("disk","4096",32,"flush","sg-plp"), v("disk","4096",32,"none","sg-plp"))
-		say("plp QD32 4K disk: fua and flush within 10% of none",
+		say("plp QD32 4K disk: fua and flush >= 0.9x none",
 		    sprintf("%.2f, %.2f of none", a, b), a >= 0.9 && b >= 0.9)
 		x = ratio(v("slow","4096",32,"flush","sg-wb"), v("slow","4096",32,"flush","rdwr-wce1"))
 		fl = fpo["slow","4096",32,"flush","sg-wb"]
