@@ -118,6 +118,9 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		syncguard_mode_name(bs->opts.mode), bs->lun.size,
 		1u << lu->blk_shift, bs->uring.on ? "io_uring" : bs->uring.flush_on ?
 		"threads, flushes through io_uring" : "threads",
+		bs->lun.mix.on ? (bs->lun.async_dsync_ok && bs->uring.on ?
+		"through the page cache, RWF_DSYNC ones O_DIRECT through "
+		"io_uring" : "through the page cache, RWF_DSYNC ones O_DIRECT") :
 		!bs->lun.direct_io ? "through the page cache" :
 		bs->lun.async_dsync_ok && bs->uring.on ?
 		"O_DIRECT, RWF_DSYNC ones through io_uring too" : "O_DIRECT");

@@ -255,6 +255,24 @@ static bool plan_read(struct syncguard_lun *lun, const struct syncguard_cdb *c)
 	return true;
 }
 
+/* Claim @p's pages in lun->mix for a write of @kind (core/mix.c); true
+ * when it holds them, until drop_refs or syncguard_plan_written. */
+static bool claim(struct syncguard_lun *lun, struct syncguard_plan *p,
+		  enum syncguard_mix_kind kind)
+{
+	if (!syncguard_mix_try(&lun->mix, kind, p->off, p->len))
+		return false;
+	p->mix = kind;
+	return true;
+}
+
+/* Release what claim() took, once. */
+static void unclaim(struct syncguard_lun *lun, struct syncguard_plan *p)
+{
+	syncguard_mix_end(&lun->mix, p->mix, p->off, p->len);
+	p->mix = SYNCGUARD_MIX_NONE;
+}
+
 /*
  * WCE is read with a reference on async_cached already held (Dekker
  * style, both sides sequentially consistent): either this command sees
@@ -271,7 +289,7 @@ static bool plan_write(struct syncguard_lun *lun,
 	if (!p->cached_ref)
 		__atomic_fetch_sub(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
 	p->write = true;
-	p->direct = syncguard_direct_ok(lun, p->off, p->len);
+	p->direct = syncguard_direct_ok(lun, p->off, p->len, false);
 	/* A writeout or an error, on a worker.  So is a buffered RWF_DSYNC
 	 * write: io_uring runs buffered writes that block one file at a
 	 * time in its io-wq, so 32 FUA writes in flight became one
@@ -286,9 +304,15 @@ static bool plan_write(struct syncguard_lun *lun,
 		syncguard_durable_begin(lun);
 		p->durable_ref = true;
 		p->dsync = syncguard_use_dsync(lun);
+		if (p->dsync && !p->direct && lun->async_dsync_ok &&
+		    syncguard_direct_ok(lun, p->off, p->len, true))
+			p->direct = claim(lun, p, SYNCGUARD_MIX_DIRECT);
 		if (p->dsync && !(p->direct && lun->async_dsync_ok))
-			return false;	/* syncguard_plan drops the ref */
+			return false;	/* syncguard_plan drops the refs */
 	}
+	/* a page-cache write next to an O_DIRECT one waits on a worker */
+	if (lun->mix.on && !p->direct && !claim(lun, p, SYNCGUARD_MIX_CACHED))
+		return false;
 	p->fua = c->fua;
 	syncguard_count(c->fua ? &lun->stats->fua_writes : &lun->stats->writes);
 	return true;
@@ -309,6 +333,7 @@ static void drop_cached_ref(struct syncguard_lun *lun,
 static void drop_refs(struct syncguard_lun *lun, struct syncguard_plan *plan)
 {
 	drop_cached_ref(lun, plan);
+	unclaim(lun, plan);
 	if (plan->durable_ref) {
 		syncguard_durable_end(lun);
 		plan->durable_ref = false;
@@ -365,6 +390,7 @@ void syncguard_plan_written(struct syncguard_lun *lun,
 	    !(plan->direct && plan->persist == SYNCGUARD_PERSIST_WRITTEN))
 		syncguard_mark_dirty(lun);
 	drop_cached_ref(lun, plan);
+	unclaim(lun, plan);	/* done with the page cache or the device */
 }
 
 enum syncguard_reason syncguard_plan_done(struct syncguard_lun *lun,

@@ -49,9 +49,34 @@ void syncguard_durable_answered(struct syncguard_lun *lun, unsigned int n);
 /* fdatasync, EINTR retried: 0 or -errno */
 int syncguard_datasync(int fd);
 
-/* Can @len bytes at byte offset @off go to lun->dfd (O_DIRECT)?  Needs
- * the descriptor and the file's O_DIRECT alignment (STATX_DIOALIGN). */
-bool syncguard_direct_ok(struct syncguard_lun *lun, uint64_t off, size_t len);
+/* Can a write of @len bytes at byte offset @off go to lun->dfd
+ * (O_DIRECT)?  Every aligned one with lun->direct_io; with lun->mix.on
+ * only an RWF_DSYNC one (@dsync), which must then also win its pages
+ * (syncguard_mix_try).  Alignment: the file's (STATX_DIOALIGN). */
+bool syncguard_direct_ok(struct syncguard_lun *lun, uint64_t off, size_t len,
+			 bool dsync);
+
+/* ---- page cache and O_DIRECT on one LUN (core/mix.c) ---- */
+
+/* Set up @m; @on when the LUN writes both ways.  0 or -errno. */
+int syncguard_mix_init(struct syncguard_mix *m, bool on);
+void syncguard_mix_destroy(struct syncguard_mix *m);
+
+/* Claim the pages of @len bytes at byte offset @off for a write of
+ * @kind (CACHED or DIRECT) if no write of the other kind holds any of
+ * them; never waits.  true when claimed (release with syncguard_mix_end).
+ * Only with m->on. */
+bool syncguard_mix_try(struct syncguard_mix *m, enum syncguard_mix_kind kind,
+		       uint64_t off, uint64_t len);
+
+/* Claim the pages for a page-cache write, then wait until no O_DIRECT
+ * write holds any of them (no new one can take them meanwhile).  Blocks:
+ * worker threads only.  Only with m->on. */
+void syncguard_mix_wait(struct syncguard_mix *m, uint64_t off, uint64_t len);
+
+/* Release what a write of @kind claimed (NONE: nothing). */
+void syncguard_mix_end(struct syncguard_mix *m, enum syncguard_mix_kind kind,
+		       uint64_t off, uint64_t len);
 
 /* @buf as O_DIRECT takes it: itself if its address is aligned, else a
  * copy in *@bounce (the caller frees it); NULL when out of memory. */

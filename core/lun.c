@@ -218,11 +218,8 @@ static int open_path(struct syncguard_lun *lun, const char *path,
  * write must be durable (measured, 4 KiB QD32 on this disk: 17.2-22.7k
  * IOPS against 13.9-16.3k buffered with group flushes).  write-back: a
  * plain write into the page cache is cheaper than one into the device
- * (measured below, in the README), so the page cache.
- * A LUN never mixes the two for aligned writes: Linux flags the file
- * with EIO when an O_DIRECT write cannot drop a page a buffered write
- * has dirtied meanwhile ("Page cache invalidation failure on direct
- * I/O"), and a flush would then fail.
+ * (measured in the README), so the page cache, and O_DIRECT only for its
+ * RWF_DSYNC writes (mix_wanted; core/mix.c keeps the two apart).
  */
 static bool want_direct(const struct syncguard_opts *opts)
 {
@@ -235,6 +232,14 @@ static bool want_direct(const struct syncguard_opts *opts)
 		break;
 	}
 	return opts->mode != SYNCGUARD_MODE_WRITE_BACK;
+}
+
+/* write-back with direct=auto: an O_DIRECT descriptor for RWF_DSYNC
+ * writes only, on a regular file (core/mix.c) */
+static bool mix_wanted(const struct syncguard_opts *opts)
+{
+	return opts->direct == SYNCGUARD_DIRECT_AUTO &&
+	       opts->mode == SYNCGUARD_MODE_WRITE_BACK;
 }
 
 /*
@@ -265,7 +270,8 @@ static bool async_dsync_honoured(struct syncguard_lun *lun)
 }
 
 /*
- * The O_DIRECT descriptor, if the LUN's writes use it.  The alignment
+ * The O_DIRECT descriptor, if the LUN's writes (or its RWF_DSYNC writes,
+ * mix_wanted) use it.  The alignment
  * O_DIRECT needs comes from statx (STATX_DIOALIGN), else the logical
  * sector size of a block device, else 4 KiB.  The LUN's logical block
  * must be a multiple of it, or a write of one block would take the page
@@ -283,7 +289,7 @@ static int open_direct(struct syncguard_lun *lun, const char *path,
 	struct statx stx;
 	unsigned int sector = 0;
 
-	if (!want_direct(&lun->opts))
+	if (!want_direct(&lun->opts) && !mix_wanted(&lun->opts))
 		return 0;
 	if (statx(AT_FDCWD, path, 0, STATX_DIOALIGN, &stx) == 0 &&
 	    (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align) {
@@ -309,8 +315,15 @@ static int open_direct(struct syncguard_lun *lun, const char *path,
 				 "fails here: %s", path, strerror(errno));
 		return -errno;
 	}
-	lun->direct_io = lun->dfd >= 0;
-	lun->async_dsync_ok = lun->direct_io && async_dsync_honoured(lun);
+	lun->direct_io = lun->dfd >= 0 && want_direct(&lun->opts);
+	/* not a block device: its asynchronous O_DIRECT writes do not drop
+	 * the cached pages a read brought in meanwhile (core/mix.c) */
+	lun->mix.on = lun->dfd >= 0 && !lun->direct_io && !lun->blockdev;
+	if (mix_wanted(&lun->opts) && !lun->mix.on && lun->dfd >= 0) {
+		close(lun->dfd);	/* nothing uses it */
+		lun->dfd = -1;
+	}
+	lun->async_dsync_ok = lun->dfd >= 0 && async_dsync_honoured(lun);
 	return 0;
 }
 
@@ -362,7 +375,7 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	if (!ret)
 		ret = open_direct(lun, path, err, errlen);
 	lun->local_stats.write_sync = (uint32_t)opts->write_sync;
-	lun->local_stats.direct_io = lun->direct_io;
+	lun->local_stats.direct_io = lun->direct_io ? 1 : lun->mix.on ? 2 : 0;
 	if (!ret)
 		ret = -pthread_rwlock_init(&lun->write_lock, NULL);
 	if (!ret)
@@ -371,6 +384,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		ret = -pthread_mutex_init(&lun->sync_trial_lock, NULL);
 	if (!ret)
 		ret = syncguard_flusher_init(&lun->flusher);
+	if (!ret)
+		ret = syncguard_mix_init(&lun->mix, lun->mix.on);
 	if (!ret && !(lun->path = strdup(path)))
 		ret = -ENOMEM;
 	if (ret) {
@@ -379,7 +394,7 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		if (lun->dfd >= 0)
 			close(lun->dfd);
 		lun->dfd = -1;
-		lun->direct_io = false;
+		lun->direct_io = lun->mix.on = false;
 	}
 	return ret;
 }
@@ -414,6 +429,7 @@ int syncguard_lun_close(struct syncguard_lun *lun)
 	pthread_mutex_destroy(&lun->pool_lock);
 	pthread_mutex_destroy(&lun->sync_trial_lock);
 	syncguard_flusher_destroy(&lun->flusher);
+	syncguard_mix_destroy(&lun->mix);
 	return ret;
 }
 
@@ -604,25 +620,55 @@ static int writeout(struct syncguard_lun *lun, uint64_t off, uint64_t len)
 	return err;
 }
 
+/* How one write goes (route) and what it holds until unroute. */
+struct route {
+	bool direct;			/* O_DIRECT, else the page cache */
+	enum syncguard_mix_kind held;	/* its claim in lun->mix */
+	uint8_t *bounce;		/* aligned copy, or NULL */
+};
+
 /*
- * Where a write goes: O_DIRECT when the LUN's writes do (bsopts direct),
- * through an aligned copy in *@bounce (the caller frees it) if *@buf is
- * not aligned (then *@buf points to the copy); else the page cache.
- * Whether it goes direct in *@direct.  0, or -ENOMEM when the copy found
- * no memory (the page cache is no way out: see open_direct).
+ * Where a write (@dsync: an RWF_DSYNC one) goes: O_DIRECT where
+ * syncguard_direct_ok says so and, on a LUN that writes both ways, its
+ * pages are free of page-cache writes; through an aligned copy if *@buf
+ * is not aligned (then *@buf points to the copy).  Else the page cache,
+ * after any O_DIRECT write on its pages (core/mix.c).  0, or -ENOMEM
+ * when the copy found no memory (the page cache is no way out: see
+ * open_direct); unroute() in every case.
  */
-static int route(struct syncguard_lun *lun, const uint8_t **buf,
-		 size_t len, uint64_t off, bool *direct, uint8_t **bounce)
+static int route(struct syncguard_lun *lun, const uint8_t **buf, size_t len,
+		 uint64_t off, bool dsync, struct route *r)
 {
-	*bounce = NULL;
-	*direct = syncguard_direct_ok(lun, off, len);
-	if (!*direct)
+	r->bounce = NULL;
+	r->held = SYNCGUARD_MIX_NONE;
+	r->direct = syncguard_direct_ok(lun, off, len, dsync);
+	if (r->direct && lun->mix.on) {
+		r->direct = syncguard_mix_try(&lun->mix, SYNCGUARD_MIX_DIRECT,
+					      off, len);
+		r->held = r->direct ? SYNCGUARD_MIX_DIRECT : SYNCGUARD_MIX_NONE;
+	}
+	if (!r->direct) {
+		if (lun->mix.on) {
+			syncguard_mix_wait(&lun->mix, off, len);
+			r->held = SYNCGUARD_MIX_CACHED;
+		}
 		return 0;
-	*buf = syncguard_direct_buf(lun, *buf, len, bounce);
+	}
+	*buf = syncguard_direct_buf(lun, *buf, len, &r->bounce);
 	if (!*buf)
 		return -ENOMEM;
 	syncguard_count(&lun->stats->direct_writes);
 	return 0;
+}
+
+/* The write routed by @r to @len bytes at @off is over. */
+static void unroute(struct syncguard_lun *lun, struct route *r,
+		    size_t len, uint64_t off)
+{
+	syncguard_mix_end(&lun->mix, r->held, off, len);
+	r->held = SYNCGUARD_MIX_NONE;
+	free(r->bounce);
+	r->bounce = NULL;
 }
 
 /*
@@ -634,19 +680,17 @@ static int route(struct syncguard_lun *lun, const uint8_t **buf,
 static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 			 size_t len, uint64_t off)
 {
-	uint8_t *bounce;
-	bool direct;
+	struct route r;
 	int fd, err;
 
-	err = route(lun, &buf, len, off, &direct, &bounce);
-	if (err)
-		return err;
-	err = -EOPNOTSUPP;
-	fd = direct ? syncguard_direct_fd_get(lun) : syncguard_sync_fd_get(lun);
+	err = route(lun, &buf, len, off, true, &r);
+	fd = err ? err : r.direct ? syncguard_direct_fd_get(lun) :
+			 syncguard_sync_fd_get(lun);
 	if (fd < 0) {
-		free(bounce);
+		unroute(lun, &r, len, off);
 		return fd;
 	}
+	err = -EOPNOTSUPP;
 	syncguard_count(&lun->stats->dsync_writes);
 	if (!__atomic_load_n(&lun->no_rwf_dsync, __ATOMIC_RELAXED))
 		err = write_all(fd, buf, len, off, RWF_DSYNC);
@@ -656,11 +700,11 @@ static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 		if (!err)
 			err = syncguard_datasync(fd);
 	}
-	if (direct)
+	if (r.direct)
 		syncguard_direct_fd_put(lun, fd);
 	else
 		syncguard_sync_fd_put(lun, fd);
-	free(bounce);
+	unroute(lun, &r, len, off);
 	return err;
 }
 
@@ -669,14 +713,14 @@ static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 static int write_plain(struct syncguard_lun *lun, const uint8_t *buf,
 		       size_t len, uint64_t off, bool *direct)
 {
-	uint8_t *bounce;
+	struct route r;
 	int err;
 
-	err = route(lun, &buf, len, off, direct, &bounce);
-	if (err)
-		return err;
-	err = write_all(*direct ? lun->dfd : lun->fd, buf, len, off, 0);
-	free(bounce);
+	err = route(lun, &buf, len, off, false, &r);
+	*direct = r.direct;
+	if (!err)
+		err = write_all(r.direct ? lun->dfd : lun->fd, buf, len, off, 0);
+	unroute(lun, &r, len, off);
 	return err;
 }
 
@@ -800,10 +844,11 @@ static int write_persist_durable(struct syncguard_lun *lun, const uint8_t *buf,
 	return err;
 }
 
-bool syncguard_direct_ok(struct syncguard_lun *lun, uint64_t off, size_t len)
+bool syncguard_direct_ok(struct syncguard_lun *lun, uint64_t off, size_t len,
+			 bool dsync)
 {
-	return lun->direct_io && len && !(off % lun->dio_align) &&
-	       !(len % lun->dio_align);
+	return (lun->direct_io || (lun->mix.on && dsync)) && len &&
+	       !(off % lun->dio_align) && !(len % lun->dio_align);
 }
 
 const uint8_t *syncguard_direct_buf(struct syncguard_lun *lun,
@@ -887,14 +932,24 @@ int syncguard_lun_read(struct syncguard_lun *lun, uint8_t *buf, size_t len,
 
 int syncguard_lun_punch(struct syncguard_lun *lun, uint64_t off, uint64_t len)
 {
+	int err = 0;
+
+	/* it changes the page cache (zeroes a partial page): core/mix.c */
+	if (lun->mix.on)
+		syncguard_mix_wait(&lun->mix, off, len);
 	/* On a block device this is blkdev_fallocate: zeroes the range and
 	 * discards where the device can, so reads return zeroes (LBPRZ). */
 	while (syncguard_sys.fallocate(lun->fd, FALLOC_FL_PUNCH_HOLE |
 				       FALLOC_FL_KEEP_SIZE, (off_t)off,
 				       (off_t)len)) {
-		if (errno != EINTR)
-			return -errno;
+		if (errno != EINTR) {
+			err = -errno;
+			break;
+		}
 	}
-	syncguard_mark_dirty(lun);	/* new metadata, volatile */
-	return 0;
+	if (lun->mix.on)
+		syncguard_mix_end(&lun->mix, SYNCGUARD_MIX_CACHED, off, len);
+	if (!err)
+		syncguard_mark_dirty(lun);	/* new metadata, volatile */
+	return err;
 }

@@ -64,8 +64,10 @@
  * sits in the device's volatile cache instead of the page cache and is
  * counted dirty the same way, so SYNCHRONIZE CACHE still flushes it; a
  * PERSIST_DURABLE one is RWF_DSYNC on O_DIRECT or an O_DIRECT write and
- * a device flush.  A LUN's aligned writes never mix the two caches
- * (core/lun.c, open_direct, says why that would lose data).
+ * a device flush.  A write-back LUN on a file (direct=auto) writes its
+ * RWF_DSYNC writes O_DIRECT and the rest into the page cache, never both
+ * at once on one page: core/mix.c says why that would lose data, and
+ * why not on a block device.
  */
 #include "syncguard.h"
 

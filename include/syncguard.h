@@ -284,6 +284,31 @@ struct syncguard_flusher {
 				 * covered */
 };
 
+/*
+ * Page-cache writes and O_DIRECT writes to the same pages of one file
+ * never run at the same time (core/mix.c says why).  Pages are counted
+ * in SYNCGUARD_MIX_SLOTS slots by page index modulo the slot count: two
+ * writes that share a page share a slot (two that only share a slot wait
+ * for nothing worse than each other).
+ */
+#define SYNCGUARD_MIX_SLOTS 1024
+
+enum syncguard_mix_kind {
+	SYNCGUARD_MIX_NONE,		/* holds nothing */
+	SYNCGUARD_MIX_CACHED,		/* a write through the page cache */
+	SYNCGUARD_MIX_DIRECT,		/* an O_DIRECT write */
+};
+
+struct syncguard_mix {
+	bool on;			/* the LUN writes both ways */
+	unsigned int page_shift;	/* log2(page size in bytes) */
+	pthread_mutex_t lock;
+	pthread_cond_t drained;		/* an O_DIRECT write ended */
+	unsigned int waiting;		/* threads in syncguard_mix_wait */
+	uint32_t cached[SYNCGUARD_MIX_SLOTS];
+	uint32_t direct[SYNCGUARD_MIX_SLOTS];
+};
+
 struct syncguard_lun {
 	int fd;
 	uint64_t size;			/* bytes, multiple of the block size */
@@ -317,9 +342,12 @@ struct syncguard_lun {
 					 * waits for them */
 	/* An O_DIRECT descriptor for aligned writes, which then reach the
 	 * device without a page-cache copy or a writeout; -1 if none.
-	 * direct_io: writes use it (bsopts direct; see open_direct). */
+	 * direct_io: writes use it (bsopts direct; see open_direct);
+	 * else with mix.on (write-back, direct=auto) RWF_DSYNC writes do,
+	 * and the rest take the page cache. */
 	int dfd;
 	bool direct_io;
+	struct syncguard_mix mix;
 	bool async_dsync_ok;		/* RWF_DSYNC on dfd is honoured when
 					 * asynchronous (io_uring) too */
 	unsigned int dio_align;		/* offset and length, bytes */
@@ -449,6 +477,8 @@ struct syncguard_plan {
 	bool written;		/* syncguard_plan_written() was called */
 	bool durable_ref;	/* counted in lun->durable_inflight until
 				 * answered or cancelled */
+	enum syncguard_mix_kind mix;	/* what it holds in lun->mix, until
+					 * written, answered or cancelled */
 };
 
 /*

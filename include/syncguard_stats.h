@@ -46,7 +46,8 @@ struct syncguard_stats {
 	uint64_t flush_us[SYNCGUARD_FLUSH_BUCKETS];
 	uint64_t flush_us_total;
 	/* how writes go (set at open): bsopts write_sync (enum
-	 * syncguard_write_sync), and whether aligned writes are O_DIRECT */
+	 * syncguard_write_sync), and which aligned writes are O_DIRECT:
+	 * 0 none, 1 all, 2 RWF_DSYNC ones (write-back, direct=auto) */
 	uint32_t write_sync;
 	uint32_t direct_io;
 	/* the running trials (core/flush.c), as of their last scored epoch:

@@ -16,7 +16,10 @@
 # so O_DIRECT and page-cache writes both meet the cut), and a block
 # device: a loop device over the model (sector size 512 or 4096), where
 # RWF_DSYNC writes go asynchronously through io_uring as FUA writes, in
-# write-through and in write-back with direct=yes in turn; and ext4 on
+# write-through, in write-back with direct=yes and in write-back with
+# direct=auto in turn (on the device, every write in the page cache; in
+# ext4, page-cache plain writes beside O_DIRECT FUA writes, in the same
+# pages with 512-byte blocks: core/mix.c); and ext4 on
 # such a loop device, the LUN a file in it (ext4's own O_DIRECT and
 # RWF_DSYNC handling, its journal); all of them must lose nothing,
 # and tgt's own aio store, which answers SYNCHRONIZE CACHE without
@@ -109,8 +112,11 @@ lun_args() {
 	case $1 in
 	aio) echo "|aio|" ;;
 	plp) echo "mode=plp;alloc_check=no|syncguard|4096" ;;	# FUSE: no FIEMAP
-	blockdev|ext4) (( ($2 / 6) % 2 )) && echo "mode=write-back;direct=yes|syncguard|$bsz" ||
-		  echo "mode=write-through|syncguard|$bsz" ;;
+	blockdev|ext4) case $(( ($2 / 6) % 3 )) in
+		0) echo "mode=write-through|syncguard|$bsz" ;;
+		1) echo "mode=write-back;direct=yes|syncguard|$bsz" ;;
+		2) echo "mode=write-back|syncguard|$bsz" ;;
+		esac ;;
 	*) echo "mode=$1$direct|syncguard|$bsz" ;;
 	esac
 }

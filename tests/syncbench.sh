@@ -70,8 +70,8 @@ expect "JSON parses, says WCE=1 on write-back and 0 on write-through, DPOFUA=1" 
 	 [ "$(jq -r .target.wce "$work/wt.json")" = 0 ]'
 expect "JSON results have IOPS, percentiles and device flushes per op" \
 	'jq -e ".results[] | select(.iops > 0 and .latency_us.p99 >= .latency_us.p50 and .device_flushes_per_op >= 0)" "$work/wb.json" >/dev/null'
-expect "JSON results say how the LUN ran (write-back: the page cache; the write_sync trial's way)" \
-	'[ "$(jq -r ".results[1].target_writes" "$work/wb.json" | cut -c1-33)" = "page cache, write_sync auto (now " ] &&
+expect "JSON results say how the LUN ran (write-back: the page cache, RWF_DSYNC writes O_DIRECT; the write_sync trial's way)" \
+	'[ "$(jq -r ".results[1].target_writes" "$work/wb.json" | cut -c1-60)" = "page cache, RWF_DSYNC writes O_DIRECT, write_sync auto (now " ] &&
 	 jq -r ".results[1].target_flush_batching" "$work/wt.json" | grep -q "^flushes at once\|^holds flushes back"'
 
 "$sb" -t 1.2 --interval 0.5 --json --no-progress "$u1" >"$work/iv.json"

@@ -50,8 +50,12 @@ void syncguard_ways_writes(const struct syncguard_stats *st, char *buf,
 			   size_t len)
 {
 	char a[32], b[32];
-	int n = snprintf(buf, len, "%s, write_sync %s", st->direct_io ?
-			 "O_DIRECT where aligned" : "page cache",
+	static const char *const ways[] = {
+		"page cache", "O_DIRECT where aligned",
+		"page cache, RWF_DSYNC writes O_DIRECT",
+	};
+	int n = snprintf(buf, len, "%s, write_sync %s",
+			 ways[st->direct_io < 3 ? st->direct_io : 1],
 			 syncguard_write_sync_name(
 				 (enum syncguard_write_sync)st->write_sync));
 

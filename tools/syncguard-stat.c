@@ -55,11 +55,12 @@ static void print_ways(const struct syncguard_stats *st)
 
 static void print_ways_json(const struct syncguard_stats *st)
 {
-	printf(",\"write_sync\":\"%s\",\"direct_io\":%s,"
+	printf(",\"write_sync\":\"%s\",\"direct_io\":%s,\"dsync_direct_io\":%s,"
 	       "\"write_sync_way\":\"%s\",\"write_sync_rate\":{\"dsync\":%"
 	       PRIu64 ",\"group\":%" PRIu64 "},\"batch_way\":\"%s\","
 	       "\"batch_rate\":{\"at_once\":%" PRIu64 ",\"hold\":%" PRIu64 "}",
 	       syncguard_write_sync_name((enum syncguard_write_sync)st->write_sync),
+	       st->direct_io == 1 ? "true" : "false",
 	       st->direct_io ? "true" : "false",
 	       st->write_sync_way ? "group" : "dsync", st->write_sync_rate[0],
 	       st->write_sync_rate[1], st->batch_way ? "hold" : "at_once",

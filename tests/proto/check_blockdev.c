@@ -152,6 +152,33 @@ START_TEST(test_blockdev_direct_needs_alignment)
 }
 END_TEST
 
+/* write-back with direct=auto keeps every write of a block device in
+ * the page cache (its asynchronous O_DIRECT writes do not drop pages a
+ * read cached meanwhile: core/mix.c); direct=yes is O_DIRECT throughout */
+START_TEST(test_blockdev_write_back_page_cache)
+{
+	static const char *const engines[] = { "io_uring", "threads" };
+	char line[256];
+	bool found = false;
+
+	for (int e = 0; e < 2; e++) {
+		snprintf(line, sizeof(line), "%s, mode=write-back, %u bytes, "
+			 "512-byte blocks, engine %s, writes through the page "
+			 "cache\n", devs[0].dev, DEV_BYTES, engines[e]);
+		found = found || proto_log_has(line);
+	}
+	ck_assert_msg(found, "no page-cache line for %s", devs[0].dev);
+	found = false;
+	for (int e = 0; e < 2; e++) {
+		snprintf(line, sizeof(line), "%s, mode=write-back, %u bytes, "
+			 "512-byte blocks, engine %s, writes O_DIRECT",
+			 devs[3].dev, DEV_BYTES, engines[e]);
+		found = found || proto_log_has(line);
+	}
+	ck_assert_msg(found, "no O_DIRECT line for %s", devs[3].dev);
+}
+END_TEST
+
 /* Can this machine attach a loop device with 4096-byte sectors? */
 static bool loop_available(void)
 {
@@ -184,6 +211,7 @@ Suite *blockdev_suite(void)
 	tcase_add_loop_test(tc, test_blockdev_capacity, 0, NDEVS);
 	tcase_add_loop_test(tc, test_blockdev_round_trip, 0, NDEVS);
 	tcase_add_test(tc, test_blockdev_direct_needs_alignment);
+	tcase_add_test(tc, test_blockdev_write_back_page_cache);
 	suite_add_tcase(s, tc);
 	return s;
 }

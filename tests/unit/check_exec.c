@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +241,60 @@ START_TEST(test_exec_write_back_dsync_costs)
 	ck_assert_int_eq(fx.fdatasyncs, 0);	/* no whole-device flush */
 	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
 	ck_assert_int_eq(fx.fdatasyncs, 0);	/* nothing volatile left */
+}
+END_TEST
+
+static volatile int plain_written;
+
+static void *write_plain_block_15(void *arg)
+{
+	(void)arg;
+	ck_assert_int_eq(write16(15, 1, false), SYNCGUARD_OK);
+	plain_written = 1;
+	return NULL;
+}
+
+/* write-back with direct=auto: an RWF_DSYNC write goes O_DIRECT unless a
+ * page-cache write holds one of its pages (then RWF_DSYNC through the
+ * page cache), and a page-cache write waits while an O_DIRECT write holds
+ * one of its pages (core/mix.c); the data is right either way */
+START_TEST(test_exec_write_back_mix)
+{
+	const uint64_t page = 4096, fifteen = 15 * BS;
+	pthread_t t;
+
+	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_DSYNC);
+	ck_assert(lun.mix.on && !lun.direct_io);
+	fill(1);
+	ck_assert_int_eq(write16(8, 8, true), SYNCGUARD_OK);
+	ck_assert_uint_eq(lun.stats->direct_writes, 1);
+	ck_assert_int_eq(fx.dsyncs, 1);
+	ck_assert(syncguard_mix_try(&lun.mix, SYNCGUARD_MIX_CACHED, fifteen, BS));
+	fill(2);
+	ck_assert_int_eq(write16(8, 8, true), SYNCGUARD_OK);
+	ck_assert_uint_eq(lun.stats->direct_writes, 1);	/* the page cache */
+	ck_assert_int_eq(fx.dsyncs, 2);
+	syncguard_mix_end(&lun.mix, SYNCGUARD_MIX_CACHED, fifteen, BS);
+	ck_assert_int_eq(read10(8, 8, false), SYNCGUARD_OK);
+	ck_assert_mem_eq(back, data, 8 * BS);
+	ck_assert(syncguard_mix_try(&lun.mix, SYNCGUARD_MIX_DIRECT, page, page));
+	fill(3);
+	pthread_create(&t, NULL, write_plain_block_15, NULL);
+	usleep(50000);
+	ck_assert_int_eq(plain_written, 0);	/* waits for the O_DIRECT one */
+	syncguard_mix_end(&lun.mix, SYNCGUARD_MIX_DIRECT, page, page);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(plain_written, 1);
+	ck_assert_int_eq(read10(15, 1, false), SYNCGUARD_OK);
+	ck_assert_mem_eq(back, data, BS);
+	ck_assert_uint_eq(lun.stats->direct_writes, 1);
+	/* direct=no: never O_DIRECT */
+	syncguard_lun_close(&lun);
+	open_lun_opts(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_DSYNC,
+		      SYNCGUARD_DIRECT_NO);
+	ck_assert(!lun.mix.on && lun.dfd < 0);
+	ck_assert_int_eq(write16(8, 8, true), SYNCGUARD_OK);
+	ck_assert_uint_eq(lun.stats->direct_writes, 0);
 }
 END_TEST
 
@@ -700,6 +755,7 @@ Suite *exec_suite(void)
 	tcase_add_test(cost, test_exec_write_back_costs);
 	tcase_add_test(cost, test_exec_write_back_dsync_costs);
 	tcase_add_test(cost, test_exec_auto_write_sync);
+	tcase_add_test(cost, test_exec_write_back_mix);
 	tcase_add_test(cost, test_exec_zero_blocks);
 	tcase_add_test(cost, test_exec_write_through_costs);
 	tcase_add_test(cost, test_exec_plp_costs);
