@@ -13,7 +13,8 @@
 # queue depths 1 and 32; 4 KiB and 64 KiB writes (flush-only carries no
 # data: 4 KiB only).  The cells of one (device, size, depth, discipline)
 # run back to back across the configurations, so they share the
-# machine's mood, and that is repeated --rounds times; each cell reports
+# machine's mood, and that is repeated --rounds times (every other round
+# in the reverse order); each cell reports
 # its best round.  This machine's noise (other guests' CPU and I/O) only
 # ever slows a cell down, for a second or more at a time, so a burst
 # that hits one round of one configuration is dropped instead of
@@ -239,6 +240,15 @@ best_rounds() {
 	END { for (i = 1; i <= k; i++) print row[order[i]], n[order[i]], worst[order[i]] }' "$1"
 }
 
+# The configurations in round $1's order: every other round reversed,
+# so no configuration always runs first after a change of cell (a slow
+# spell of the disk that outlasts one cell hit the first ones of the
+# next, syncguard's, in one run)
+round_order() {
+	if (( $1 % 2 )); then echo $configs
+	else tr ' ' '\n' <<<"$configs" | tac | paste -sd' '; fi
+}
+
 run_cells() {
 	local n=0 total=0 dev bs qd disc config row r
 	for dev in $devices; do for bs in $sizes; do for qd in $qds; do
@@ -252,7 +262,7 @@ run_cells() {
 	for disc in $discs; do
 		measured_at "$disc" "$bs" || continue
 		: >"$work/group.csv"
-		for r in $(seq "$rounds"); do for config in $configs; do
+		for r in $(seq "$rounds"); do for config in $(round_order "$r"); do
 			[ -n "${URL[$dev,$config]:-}" ] || continue
 			n=$((n + 1))
 			printf 'bench: [%3d/%d] %-4s %-3s QD %-2s %-10s %-11s round %d%b' \
