@@ -110,8 +110,10 @@ int syncguard_uring_submit(struct scsi_cmd *cmd);
 bool syncguard_uring_sync_cache(struct scsi_cmd *cmd);
 
 /* From tgtd's event thread, before it switches @lu to WCE=0 itself
- * (tgtadm): wait for the ring's cached writes and answer them, since
- * syncguard_lun_set_wce waits for them and only this thread reaps them. */
+ * (tgtadm): finish and answer every command on the ring, since
+ * syncguard_lun_set_wce waits for its cached writes, and for worker
+ * writes that may wait for its O_DIRECT ones (core/mix.c), and only
+ * this thread reaps them. */
 void syncguard_uring_quiesce(struct scsi_lu *lu);
 
 #endif

@@ -409,15 +409,19 @@ void syncguard_uring_quiesce(struct scsi_lu *lu)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
 
-	while (bs->uring.on &&
-	       __atomic_load_n(&bs->lun.async_cached, __ATOMIC_SEQ_CST)) {
+	if (!bs->uring.flush_on)
+		return;
+	/* answer what is ready first: a deferred answer has no completion
+	 * to wait for */
+	for (run_ring(bs); bs->uring.inflight ||
+	     __atomic_load_n(&bs->lun.async_cached, __ATOMIC_SEQ_CST);
+	     run_ring(bs)) {
 		int ret = io_uring_submit_and_wait(&bs->uring.ring, 1);
 
 		if (ret < 0 && ret != -EINTR) {
 			eprintf("syncguard: io_uring wait: %s\n", strerror(-ret));
 			return;
 		}
-		run_ring(bs);
 	}
 }
 

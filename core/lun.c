@@ -454,6 +454,13 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 {
 	bool was;
 
+	/* 0 -> 1 promises less: a write decided durable under WCE=0 may
+	 * finish after it, so no lock (and tgtd's event thread, which runs
+	 * this for MODE SELECT, must not wait for workers: core/mix.c) */
+	if (wce) {
+		__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
+		return 0;
+	}
 	pthread_rwlock_wrlock(&lun->write_lock);
 	was = lun->wce;
 	if (was && !wce)

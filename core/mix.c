@@ -22,16 +22,35 @@
  * than blocks (eight 512-byte blocks in a 4 KiB page), so this needs no
  * overlapping writes from the initiator, only neighbours.
  *
- * So each write claims the pages it covers for its kind before it
+ * Linux drops and writes back whole folios, and a file's folios can be
+ * larger than a page (ext4 and XFS cache data in folios of up to a
+ * PMD, 2 MiB on x86-64, naturally aligned; a helper's test saw 16 KiB
+ * readahead folios and 1 MiB ones after large writes): a page-cache
+ * write to one page of a folio and an O_DIRECT write to another page of
+ * it collide just the same (the test made Linux fail the O_DIRECT
+ * write's drop and latch EIO on the file in 6 of 9 runs with 4 KiB
+ * claims).  So the unit of a claim is the largest folio, the
+ * "granule" below (the PMD size, from transparent_hugepage/
+ * hpage_pmd_size; 2 MiB when that is missing).
+ *
+ * So each write claims the granules it covers for its kind before it
  * starts and releases them when it is done, and a kind waits while the
- * other holds a page:
+ * other holds a granule:
  *   - an O_DIRECT write never waits: if a page-cache write holds one of
- *     its pages it takes the page cache (RWF_DSYNC through it, as before
- *     this existed), which is just as durable;
+ *     its granules it takes the page cache (RWF_DSYNC through it, as
+ *     before this existed), which is just as durable;
  *   - a page-cache write on io_uring (tgtd's event thread, which must
- *     not block) that finds an O_DIRECT write on its pages goes to a
- *     worker thread, which claims the pages and waits there; its claim
- *     keeps new O_DIRECT writes off them, so the wait ends.
+ *     not block) that finds an O_DIRECT write on its granules goes to a
+ *     worker thread, which claims them and waits there; its claim keeps
+ *     new O_DIRECT writes off them, so the wait ends.
+ * The O_DIRECT writes a worker waits for may be io_uring's, which only
+ * the event thread reaps: so the event thread must never wait for a
+ * worker that may be waiting here.  It does so only for WCE changes
+ * (write_lock, taken by every worker write): a switch to WCE=1 takes no
+ * lock (syncguard_lun_set_wce), and one to WCE=0 from tgtadm first lets
+ * the ring finish every command it has (syncguard_uring_quiesce).  A
+ * helper's test hung tgtd within a second before that, by toggling WCE
+ * with MODE SELECT under load.
  * Everything else that touches the page cache (UNMAP's hole punch, the
  * pages of WRITE SAME and COMPARE AND WRITE) claims as a page-cache
  * write.  Reads claim nothing: on a file, an O_DIRECT write drops the
@@ -52,19 +71,38 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "internal.h"
 
+/* The largest folio the page cache may use, in bytes: at least a page. */
+static unsigned long granule_bytes(void)
+{
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size",
+			"r");
+	unsigned long pmd = 0;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (f) {
+		if (fscanf(f, "%lu", &pmd) != 1)
+			pmd = 0;
+		fclose(f);
+	}
+	if (!pmd)
+		pmd = 2ul << 20;
+	return page > 0 && (unsigned long)page > pmd ? (unsigned long)page : pmd;
+}
+
 int syncguard_mix_init(struct syncguard_mix *m, bool on)
 {
-	long page = sysconf(_SC_PAGESIZE);
+	unsigned long granule = on ? granule_bytes() : 4096;
 	int ret;
 
 	m->on = on;
 	m->waiting = 0;
-	for (m->page_shift = 12; page > 0 && (1L << m->page_shift) < page;)
-		m->page_shift++;
+	for (m->granule_shift = 12; (1ul << m->granule_shift) < granule;)
+		m->granule_shift++;
 	ret = pthread_mutex_init(&m->lock, NULL);
 	if (ret)
 		return -ret;
@@ -82,17 +120,17 @@ void syncguard_mix_destroy(struct syncguard_mix *m)
 	pthread_mutex_destroy(&m->lock);
 }
 
-/* The slots of the pages of [off, off + len): the first, and how many
- * (at most every slot once). */
+/* The slots of the granules of [off, off + len): the first, and how
+ * many (at most every slot once). */
 static unsigned int slots_of(const struct syncguard_mix *m, uint64_t off,
 			     uint64_t len, unsigned int *first)
 {
-	uint64_t p0 = off >> m->page_shift, n;
+	uint64_t p0 = off >> m->granule_shift, n;
 
 	*first = (unsigned int)(p0 % SYNCGUARD_MIX_SLOTS);
 	if (!len)
 		return 0;
-	n = ((off + len - 1) >> m->page_shift) - p0 + 1;
+	n = ((off + len - 1) >> m->granule_shift) - p0 + 1;
 	return n < SYNCGUARD_MIX_SLOTS ? (unsigned int)n : SYNCGUARD_MIX_SLOTS;
 }
 

@@ -285,11 +285,12 @@ struct syncguard_flusher {
 };
 
 /*
- * Page-cache writes and O_DIRECT writes to the same pages of one file
- * never run at the same time (core/mix.c says why).  Pages are counted
- * in SYNCGUARD_MIX_SLOTS slots by page index modulo the slot count: two
- * writes that share a page share a slot (two that only share a slot wait
- * for nothing worse than each other).
+ * Page-cache writes and O_DIRECT writes to the same folio of one file
+ * never run at the same time (core/mix.c says why).  The file is cut in
+ * granules of the largest folio size (2 MiB on x86-64), counted in
+ * SYNCGUARD_MIX_SLOTS slots by granule index modulo the slot count: two
+ * writes that share a granule share a slot (two that only share a slot
+ * wait for nothing worse than each other).
  */
 #define SYNCGUARD_MIX_SLOTS 1024
 
@@ -301,7 +302,7 @@ enum syncguard_mix_kind {
 
 struct syncguard_mix {
 	bool on;			/* the LUN writes both ways */
-	unsigned int page_shift;	/* log2(page size in bytes) */
+	unsigned int granule_shift;	/* log2(granule size in bytes) */
 	pthread_mutex_t lock;
 	pthread_cond_t drained;		/* an O_DIRECT write ended */
 	unsigned int waiting;		/* threads in syncguard_mix_wait */

@@ -124,9 +124,22 @@ lun_args() {
 # blockdev: a loop device over the model's disk, with the LUN's block
 # size as its sector size; prints its path
 attach_loop() {
+	local wc
 	loopdev=$(losetup --find --show --sector-size "${1:-512}" "$mnt/disk.img") || {
 		say "cannot attach a loop device to the model"; loopdev=; return 1; }
 	echo "$loopdev" >"$work/loopdev"
+	# the loop device must pass flushes on to the model: one set to
+	# "write through" by hand (the setting outlives a detach) drops
+	# them, and the test would blame syncguard for the model's losses
+	wc=/sys/block/${loopdev#/dev/}/queue/write_cache
+	if [ "$(cat "$wc" 2>/dev/null)" = "write through" ]; then
+		echo "write back" >"$wc" 2>/dev/null
+		if [ "$(cat "$wc")" = "write through" ]; then
+			say "$loopdev is set to write through (it would drop flushes): not used"
+			losetup -d "$loopdev"; loopdev=; return 1
+		fi
+		say "$loopdev was set to write through: set back to write back"
+	fi
 	echo "$loopdev"
 }
 

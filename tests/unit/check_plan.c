@@ -29,7 +29,7 @@ static void open_mode(enum syncguard_mode mode)
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/lun.img", dir);
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-	for (int i = 0; i < 16; i++)
+	for (int i = 0; i < 64; i++)	/* 4 MiB: two 2 MiB granules */
 		ck_assert_int_eq(write(fd, zero, sizeof(zero)), sizeof(zero));
 	fsync(fd);
 	close(fd);
@@ -57,31 +57,35 @@ static bool plan(uint8_t op, bool fua, uint32_t lba, uint16_t n,
 }
 
 /* write-back, direct=auto, ext4: a FUA write goes O_DIRECT and holds its
- * page against page-cache writes, which wait on a worker (core/mix.c) */
+ * granule (2 MiB, the largest folio on x86-64) against page-cache writes,
+ * which wait on a worker (core/mix.c) */
 static void plan_write_back_fua(void)
 {
 	struct syncguard_plan p, q, r;
+	uint32_t g = 1u << (lun.mix.granule_shift - 9);	/* in blocks */
 
 	ck_assert(lun.mix.on && !lun.direct_io);
 	ck_assert_uint_eq(lun.stats->direct_io, 2);
+	ck_assert_uint_eq(lun.mix.granule_shift, 21);
 	ck_assert(plan(0x2a, true, 8, 8, 4096, &p));
 	ck_assert(p.direct && p.dsync && !p.cached_ref);
 	ck_assert_int_eq(p.mix, SYNCGUARD_MIX_DIRECT);
 	ck_assert(!plan(0x2a, false, 15, 1, 512, &q));	/* its page */
-	ck_assert(plan(0x2a, false, 16, 1, 512, &q));	/* the next one */
+	ck_assert(!plan(0x2a, false, g - 1, 1, 512, &q)); /* its granule */
+	ck_assert(plan(0x2a, false, g, 1, 512, &q));	/* the next one */
 	ck_assert(!q.direct);
 	ck_assert_int_eq(q.mix, SYNCGUARD_MIX_CACHED);
 	/* a FUA write there now: the page cache's RWF_DSYNC, on a worker */
-	ck_assert(!plan(0x2a, true, 17, 1, 512, &r));
+	ck_assert(!plan(0x2a, true, g + 1, 1, 512, &r));
 	syncguard_plan_done(&lun, &q, 0);
 	ck_assert_int_eq(q.mix, SYNCGUARD_MIX_NONE);
 	syncguard_plan_done(&lun, &p, 0);
 	ck_assert(plan(0x2a, false, 15, 1, 512, &q));	/* free again */
 	syncguard_plan_done(&lun, &q, 0);
-	ck_assert(plan(0x2a, true, 16, 1, 512, &r));	/* O_DIRECT again */
+	ck_assert(plan(0x2a, true, g, 1, 512, &r));	/* O_DIRECT again */
 	ck_assert(r.direct);
-	syncguard_plan_cancel(&lun, &r);		/* releases the page */
-	ck_assert(plan(0x2a, false, 16, 1, 512, &q));
+	syncguard_plan_cancel(&lun, &r);		/* releases it */
+	ck_assert(plan(0x2a, false, g, 1, 512, &q));
 	syncguard_plan_cancel(&lun, &q);
 }
 
@@ -119,7 +123,7 @@ START_TEST(test_plan_write_back)
 	ck_assert_int_eq(syncguard_lun_flush(&lun, true), 0);
 	ck_assert(plan(0x28, true, 0, 1, 512, &p));	/* clean now */
 	/* beyond the capacity: the worker reports it */
-	ck_assert(!plan(0x2a, false, 2048, 1, 512, &p));
+	ck_assert(!plan(0x2a, false, 8192, 1, 512, &p));
 	/* Data-Out ending inside a block: the worker refuses it; one
 	 * whole block of two is a plain write of that block */
 	ck_assert(!plan(0x2a, false, 8, 2, 700, &p));
@@ -215,48 +219,70 @@ START_TEST(test_plan_wce_switch_waits)
 }
 END_TEST
 
+/* WCE 0 -> 1 takes no lock: tgtd's event thread runs it for MODE
+ * SELECT, and a worker's write that holds write_lock may be waiting for
+ * that thread's O_DIRECT writes (core/mix.c); it used to hang tgtd */
+START_TEST(test_wce_on_takes_no_lock)
+{
+	open_mode(SYNCGUARD_MODE_WRITE_BACK);
+	ck_assert_int_eq(syncguard_lun_set_wce(&lun, false), 0);
+	ck_assert(!syncguard_lun_wce(&lun));
+	pthread_rwlock_rdlock(&lun.write_lock);	/* a worker's write */
+	ck_assert_int_eq(syncguard_lun_set_wce(&lun, true), 0);
+	ck_assert(syncguard_lun_wce(&lun));
+	pthread_rwlock_unlock(&lun.write_lock);
+}
+END_TEST
+
 static struct syncguard_mix mix;
 static volatile int waited;
+
+static uint64_t G;	/* the granule, bytes */
 
 static void *wait_cached(void *arg)
 {
 	(void)arg;
-	syncguard_mix_wait(&mix, 4096, 512);
+	syncguard_mix_wait(&mix, G, 512);
 	waited = 1;
 	return NULL;
 }
 
-/* The page claims of core/mix.c: kinds exclude each other page by page,
- * never themselves; a page-cache write waits for O_DIRECT ones and keeps
- * new ones off its pages while it waits. */
+/* The claims of core/mix.c: kinds exclude each other granule by granule
+ * (the largest folio, 2 MiB on x86-64), never themselves; a page-cache
+ * write waits for O_DIRECT ones and keeps new ones off its granules
+ * while it waits. */
 START_TEST(test_mix_claims)
 {
-	const uint64_t wide = (uint64_t)SYNCGUARD_MIX_SLOTS * 4096;
+	uint64_t wide;
 	pthread_t t;
 
 	ck_assert_int_eq(syncguard_mix_init(&mix, true), 0);
-	ck_assert(syncguard_mix_try(&mix, SYNCGUARD_MIX_DIRECT, 4096, 512));
-	ck_assert(!syncguard_mix_try(&mix, SYNCGUARD_MIX_CACHED, 7680, 512));
-	ck_assert(syncguard_mix_try(&mix, SYNCGUARD_MIX_CACHED, 8192, 512));
-	ck_assert(!syncguard_mix_try(&mix, SYNCGUARD_MIX_DIRECT, 4096, 8192));
-	ck_assert(syncguard_mix_try(&mix, SYNCGUARD_MIX_DIRECT, 4096, 4096));
-	/* a range wider than the slots meets every page */
-	ck_assert(!syncguard_mix_try(&mix, SYNCGUARD_MIX_CACHED, 1 << 30, wide));
+	ck_assert_uint_eq(mix.granule_shift, 21);
+	G = 1ull << mix.granule_shift;
+	wide = (uint64_t)SYNCGUARD_MIX_SLOTS * G;
+	ck_assert(syncguard_mix_try(&mix, SYNCGUARD_MIX_DIRECT, G, 512));
+	/* another page of the same granule (of a folio, maybe) */
+	ck_assert(!syncguard_mix_try(&mix, SYNCGUARD_MIX_CACHED, 2 * G - 512, 512));
+	ck_assert(syncguard_mix_try(&mix, SYNCGUARD_MIX_CACHED, 2 * G, 512));
+	ck_assert(!syncguard_mix_try(&mix, SYNCGUARD_MIX_DIRECT, G, G + 512));
+	ck_assert(syncguard_mix_try(&mix, SYNCGUARD_MIX_DIRECT, G, G));
+	/* a range wider than the slots meets every granule */
+	ck_assert(!syncguard_mix_try(&mix, SYNCGUARD_MIX_CACHED, 1ull << 40, wide));
 	ck_assert(syncguard_mix_try(&mix, SYNCGUARD_MIX_CACHED, 0, 0));
 	pthread_create(&t, NULL, wait_cached, NULL);
 	usleep(50000);
 	ck_assert_int_eq(waited, 0);
-	ck_assert(!syncguard_mix_try(&mix, SYNCGUARD_MIX_DIRECT, 4096, 512));
-	syncguard_mix_end(&mix, SYNCGUARD_MIX_DIRECT, 4096, 512);
+	ck_assert(!syncguard_mix_try(&mix, SYNCGUARD_MIX_DIRECT, G, 512));
+	syncguard_mix_end(&mix, SYNCGUARD_MIX_DIRECT, G, 512);
 	usleep(50000);
 	ck_assert_int_eq(waited, 0);		/* the second still holds it */
-	syncguard_mix_end(&mix, SYNCGUARD_MIX_DIRECT, 4096, 4096);
+	syncguard_mix_end(&mix, SYNCGUARD_MIX_DIRECT, G, G);
 	pthread_join(t, NULL);
 	ck_assert_int_eq(waited, 1);
-	syncguard_mix_end(&mix, SYNCGUARD_MIX_CACHED, 4096, 512);
-	syncguard_mix_end(&mix, SYNCGUARD_MIX_CACHED, 8192, 512);
-	ck_assert(syncguard_mix_try(&mix, SYNCGUARD_MIX_DIRECT, 0, 16384));
-	syncguard_mix_end(&mix, SYNCGUARD_MIX_DIRECT, 0, 16384);
+	syncguard_mix_end(&mix, SYNCGUARD_MIX_CACHED, G, 512);
+	syncguard_mix_end(&mix, SYNCGUARD_MIX_CACHED, 2 * G, 512);
+	ck_assert(syncguard_mix_try(&mix, SYNCGUARD_MIX_DIRECT, 0, 4 * G));
+	syncguard_mix_end(&mix, SYNCGUARD_MIX_DIRECT, 0, 4 * G);
 	syncguard_mix_destroy(&mix);
 }
 END_TEST
@@ -270,6 +296,7 @@ Suite *plan_suite(void)
 	tcase_add_test(tc, test_plan_write_back);
 	tcase_add_test(tc, test_plan_write_through_and_plp);
 	tcase_add_test(tc, test_plan_wce_switch_waits);
+	tcase_add_test(tc, test_wce_on_takes_no_lock);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("mix");
 	tcase_add_test(tc, test_mix_claims);
