@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "syncguard.h"
 #include "internal.h"
@@ -282,6 +283,11 @@ static void unclaim(struct syncguard_lun *lun, struct syncguard_plan *p)
 static bool plan_write(struct syncguard_lun *lun,
 		       const struct syncguard_cdb *c, struct syncguard_plan *p)
 {
+	/* COMPARE AND WRITE runs alone (exec_compare_and_write) */
+	__atomic_fetch_add(&lun->async_writes, 1, __ATOMIC_SEQ_CST);
+	p->write_ref = true;
+	if (__atomic_load_n(&lun->caw_running, __ATOMIC_SEQ_CST))
+		return false;	/* syncguard_plan drops the ref */
 	__atomic_fetch_add(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
 	p->persist = policy(lun, c->fua ? SYNCGUARD_CLASS_WRITE_FUA :
 			    SYNCGUARD_CLASS_WRITE).persist;
@@ -318,13 +324,18 @@ static bool plan_write(struct syncguard_lun *lun,
 	return true;
 }
 
-/* Let a switch to WCE=0 go on (see plan_write), once per plan. */
+/* Let a switch to WCE=0 (see plan_write) and a COMPARE AND WRITE go
+ * on, once per plan: the write is in the page cache or the device. */
 static void drop_cached_ref(struct syncguard_lun *lun,
 			    struct syncguard_plan *plan)
 {
 	if (plan->cached_ref) {
 		__atomic_fetch_sub(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
 		plan->cached_ref = false;
+	}
+	if (plan->write_ref) {
+		__atomic_fetch_sub(&lun->async_writes, 1, __ATOMIC_SEQ_CST);
+		plan->write_ref = false;
 	}
 }
 
@@ -613,7 +624,16 @@ static enum syncguard_reason exec_compare_and_write(
 	if ((lun->max_caw_blocks && c->nblocks > lun->max_caw_blocks) ||
 	    req->out_len != 2 * len)
 		return SYNCGUARD_ERR_INVALID_CDB;
-	pthread_rwlock_wrlock(&lun->write_lock);	/* atomic vs. all writes */
+	/* Atomic against every other write (SBC-3 5.3): the workers' take
+	 * write_lock; an asynchronous engine's (syncguard_plan) go to the
+	 * workers from the moment caw_running is set, and the ones it
+	 * already planned are waited for (Dekker style with plan_write:
+	 * either the plan sees caw_running or this sees its reference).
+	 * They need no worker to finish, so the wait ends. */
+	__atomic_fetch_add(&lun->caw_running, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&lun->async_writes, __ATOMIC_SEQ_CST))
+		usleep(50);
+	pthread_rwlock_wrlock(&lun->write_lock);
 	a = policy(lun, c->fua ? SYNCGUARD_CLASS_WRITE_FUA :
 		   SYNCGUARD_CLASS_WRITE);
 	r = compare_medium(lun, off, req->out, len, len, res);
@@ -623,6 +643,7 @@ static enum syncguard_reason exec_compare_and_write(
 		r = err ? io_reason(err, true) : SYNCGUARD_OK;
 	}
 	pthread_rwlock_unlock(&lun->write_lock);
+	__atomic_fetch_sub(&lun->caw_running, 1, __ATOMIC_SEQ_CST);
 	return r;
 }
 

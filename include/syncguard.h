@@ -338,6 +338,11 @@ struct syncguard_lun {
 	unsigned int durable_inflight;	/* durable writes between their
 					 * write_sync choice and their answer
 					 * (atomic; see syncguard_use_dsync) */
+	int async_writes;		/* planned writes in flight (any kind),
+					 * and COMPARE AND WRITEs running:
+					 * each waits for the other (atomic;
+					 * see exec_compare_and_write) */
+	int caw_running;
 	int async_cached;		/* planned cached writes in flight
 					 * (syncguard_plan); a switch to WCE=0
 					 * waits for them */
@@ -473,6 +478,8 @@ struct syncguard_plan {
 	bool dsync;		/* PERSIST_DURABLE by RWF_DSYNC, O_DIRECT,
 				 * on a descriptor of its own */
 	bool fua;		/* the write had FUA (for the counters) */
+	bool write_ref;		/* holds lun->async_writes until written,
+				 * answered or cancelled */
 	bool cached_ref;	/* holds lun->async_cached: dropped by
 				 * syncguard_plan_written() */
 	bool written;		/* syncguard_plan_written() was called */

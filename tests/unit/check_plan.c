@@ -219,6 +219,48 @@ START_TEST(test_plan_wce_switch_waits)
 }
 END_TEST
 
+static volatile int caw_done;
+
+static void *compare_and_write_block_0(void *arg)
+{
+	static uint8_t cdb[16] = { 0x89, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+				   1, 0, 0 };
+	static uint8_t out[1024];	/* compare zeroes, write zeroes */
+	struct syncguard_req req = { cdb, 16, out, sizeof(out), NULL, 0 };
+	struct syncguard_result res;
+
+	(void)arg;
+	syncguard_execute(&lun, &req, &res);
+	ck_assert_int_eq(res.reason, SYNCGUARD_OK);
+	caw_done = 1;
+	return NULL;
+}
+
+/* COMPARE AND WRITE is atomic against writes an asynchronous engine
+ * planned too: it waits for the ones planned before it, and while it
+ * runs new ones go to the workers (which wait on write_lock) */
+START_TEST(test_plan_compare_and_write_alone)
+{
+	struct syncguard_plan p, q;
+	pthread_t t;
+
+	open_mode(SYNCGUARD_MODE_WRITE_BACK);
+	ck_assert(plan(0x2a, false, 0, 8, 4096, &p));	/* in flight */
+	pthread_create(&t, NULL, compare_and_write_block_0, NULL);
+	usleep(50000);
+	ck_assert_int_eq(caw_done, 0);		/* waits for it */
+	ck_assert(!plan(0x2a, false, 16, 1, 512, &q));	/* to a worker */
+	ck_assert_int_eq(lun.async_writes, 1);
+	syncguard_plan_done(&lun, &p, 0);	/* the write landed */
+	pthread_join(t, NULL);
+	ck_assert_int_eq(caw_done, 1);
+	ck_assert_int_eq(lun.async_writes, 0);
+	ck_assert(plan(0x2a, false, 16, 1, 512, &q));	/* here again */
+	syncguard_plan_cancel(&lun, &q);
+	ck_assert_int_eq(lun.async_writes, 0);
+}
+END_TEST
+
 /* WCE 0 -> 1 takes no lock: tgtd's event thread runs it for MODE
  * SELECT, and a worker's write that holds write_lock may be waiting for
  * that thread's O_DIRECT writes (core/mix.c); it used to hang tgtd */
@@ -297,6 +339,7 @@ Suite *plan_suite(void)
 	tcase_add_test(tc, test_plan_write_through_and_plp);
 	tcase_add_test(tc, test_plan_wce_switch_waits);
 	tcase_add_test(tc, test_wce_on_takes_no_lock);
+	tcase_add_test(tc, test_plan_compare_and_write_alone);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("mix");
 	tcase_add_test(tc, test_mix_claims);
