@@ -66,8 +66,8 @@
  * PERSIST_DURABLE one is RWF_DSYNC on O_DIRECT or an O_DIRECT write and
  * a device flush.  A write-back LUN on a file (direct=auto) writes its
  * RWF_DSYNC writes O_DIRECT and the rest into the page cache, never both
- * at once on one page: core/mix.c says why that would lose data, and
- * why not on a block device.
+ * at once in one 2 MiB granule (as large as a folio): core/mix.c says
+ * why that would lose data, and why not on a block device.
  */
 #include "syncguard.h"
 
