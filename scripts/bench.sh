@@ -414,9 +414,10 @@ report_targets() {
 		    sprintf("%.2fx, %.2fx", x, y), x >= 2 && y >= 0.9)
 		x = ratio(v("disk","4096",32,"none","sg-wt"), v("disk","4096",32,"none","rdwr-wce0"))
 		say("write-through QD32 4K disk: >=1.5x rdwr WCE=0", sprintf("%.2fx", x), x >= 1.5)
-		worst = 99; wc = ""
+		worst = 99; wc = ""; both = 0
 		for (k in iops) {
 			split(k, f, SUBSEP)
+			both = both || f[1] == "slow"	# --quick: the disk alone
 			# the defaults; sg-wbd (direct=yes) is an option beside them
 			if (f[5] !~ /^sg-(wt|wb|plp)$/) continue
 			# the peer makes the same promise: the WCE it reports
@@ -426,9 +427,10 @@ report_targets() {
 			if (f[3] == 1 && q < worst) { worst = q; wc = f[1] " " f[2] " " f[4] " " f[5] }
 			if (f[4] == "none" && q < nworst) { nworst = q; nc = f[1] " " f[2] " QD" f[3] " " f[5] }
 		}
-		missing = wc == ""
+		# both judged over QD1 and QD32 cells of both devices, or not run
+		missing = wc == "" || !both
 		say("no QD1 cell below 0.95x rdwr (same WCE)", sprintf("worst %.2fx (%s)", worst, wc), worst >= 0.95)
-		missing = nc == ""
+		missing = nc == "" || wc == "" || !both
 		say("none discipline never below rdwr (same WCE)", sprintf("worst %.2fx (%s)", nworst, nc), nworst >= 1)
 		a = ratio(v("disk","4096",32,"fua","sg-plp"), v("disk","4096",32,"none","sg-plp"))
 		b = ratio(v("disk","4096",32,"flush","sg-plp"), v("disk","4096",32,"none","sg-plp"))
