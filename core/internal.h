@@ -51,7 +51,7 @@ int syncguard_datasync(int fd);
 
 /* Can a write of @len bytes at byte offset @off go to lun->dfd
  * (O_DIRECT)?  Every aligned one with lun->direct_io; with lun->mix.on
- * only an RWF_DSYNC one (@dsync), which must then also win its pages
+ * only an RWF_DSYNC one (@dsync), which must then also win its granules
  * (syncguard_mix_try).  Alignment: the file's (STATX_DIOALIGN). */
 bool syncguard_direct_ok(struct syncguard_lun *lun, uint64_t off, size_t len,
 			 bool dsync);
@@ -62,16 +62,17 @@ bool syncguard_direct_ok(struct syncguard_lun *lun, uint64_t off, size_t len,
 int syncguard_mix_init(struct syncguard_mix *m, bool on);
 void syncguard_mix_destroy(struct syncguard_mix *m);
 
-/* Claim the pages of @len bytes at byte offset @off for a write of
- * @kind (CACHED or DIRECT) if no write of the other kind holds any of
- * them; never waits.  true when claimed (release with syncguard_mix_end).
- * Only with m->on. */
+/* Claim the granules (2 MiB) of @len bytes at byte offset @off for a
+ * write of @kind (CACHED or DIRECT) if no write of the other kind holds
+ * any of them; never waits.  true when claimed (release with
+ * syncguard_mix_end).  Only with m->on. */
 bool syncguard_mix_try(struct syncguard_mix *m, enum syncguard_mix_kind kind,
 		       uint64_t off, uint64_t len);
 
-/* Claim the pages for a page-cache write, then wait until no O_DIRECT
+/* Claim the granules for a page-cache write, then wait until no O_DIRECT
  * write holds any of them (no new one can take them meanwhile).  Blocks:
- * worker threads only.  Only with m->on. */
+ * worker threads only, and tgtd's event thread must never wait for one
+ * that may be waiting here (core/mix.c).  Only with m->on. */
 void syncguard_mix_wait(struct syncguard_mix *m, uint64_t off, uint64_t len);
 
 /* Release what a write of @kind claimed (NONE: nothing). */

@@ -637,9 +637,9 @@ struct route {
 /*
  * Where a write (@dsync: an RWF_DSYNC one) goes: O_DIRECT where
  * syncguard_direct_ok says so and, on a LUN that writes both ways, its
- * pages are free of page-cache writes; through an aligned copy if *@buf
- * is not aligned (then *@buf points to the copy).  Else the page cache,
- * after any O_DIRECT write on its pages (core/mix.c).  0, or -ENOMEM
+ * granules are free of page-cache writes; through an aligned copy if
+ * *@buf is not aligned (then *@buf points to the copy).  Else the page
+ * cache, after any O_DIRECT write in its granules (core/mix.c).  0, or -ENOMEM
  * when the copy found no memory (the page cache is no way out: see
  * open_direct); unroute() in every case.
  */
