@@ -256,7 +256,7 @@ static bool plan_read(struct syncguard_lun *lun, const struct syncguard_cdb *c)
 	return true;
 }
 
-/* Claim @p's pages in lun->mix for a write of @kind (core/mix.c); true
+/* Claim @p's granules in lun->mix for a write of @kind (core/mix.c); true
  * when it holds them, until drop_refs or syncguard_plan_written. */
 static bool claim(struct syncguard_lun *lun, struct syncguard_plan *p,
 		  enum syncguard_mix_kind kind)
@@ -326,7 +326,7 @@ static bool plan_write(struct syncguard_lun *lun,
 
 /* Let a switch to WCE=0 (see plan_write) and a COMPARE AND WRITE go
  * on, once per plan: the write is in the page cache or the device. */
-static void drop_cached_ref(struct syncguard_lun *lun,
+static void drop_write_refs(struct syncguard_lun *lun,
 			    struct syncguard_plan *plan)
 {
 	if (plan->cached_ref) {
@@ -343,7 +343,7 @@ static void drop_cached_ref(struct syncguard_lun *lun,
  * answered, cancelled or sent to a worker: once per plan. */
 static void drop_refs(struct syncguard_lun *lun, struct syncguard_plan *plan)
 {
-	drop_cached_ref(lun, plan);
+	drop_write_refs(lun, plan);
 	unclaim(lun, plan);
 	if (plan->durable_ref) {
 		syncguard_durable_end(lun);
@@ -400,7 +400,7 @@ void syncguard_plan_written(struct syncguard_lun *lun,
 	if (plan->write && !plan->dsync &&
 	    !(plan->direct && plan->persist == SYNCGUARD_PERSIST_WRITTEN))
 		syncguard_mark_dirty(lun);
-	drop_cached_ref(lun, plan);
+	drop_write_refs(lun, plan);
 	unclaim(lun, plan);	/* done with the page cache or the device */
 }
 
