@@ -114,7 +114,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	*fd = bs->lun.fd;
 	*size = bs->lun.size;
 	eprintf("syncguard: lun %" PRIu64 ": %s, mode=%s, %" PRIu64
-		" bytes, %u-byte blocks, engine %s, writes %s\n", lu->lun, path,
+		" bytes, %u-byte blocks, engine %s, writes %s%s\n", lu->lun, path,
 		syncguard_mode_name(bs->opts.mode), bs->lun.size,
 		1u << lu->blk_shift, bs->uring.on ? "io_uring" : bs->uring.flush_on ?
 		"threads, flushes through io_uring" : "threads",
@@ -123,7 +123,8 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		"io_uring" : "through the page cache, RWF_DSYNC ones O_DIRECT") :
 		!bs->lun.direct_io ? "through the page cache" :
 		bs->lun.async_dsync_ok && bs->uring.on ?
-		"O_DIRECT, RWF_DSYNC ones through io_uring too" : "O_DIRECT");
+		"O_DIRECT, RWF_DSYNC ones through io_uring too" : "O_DIRECT",
+		bs->lun.direct_reads ? ", reads O_DIRECT" : "");
 	return 0;
 }
 

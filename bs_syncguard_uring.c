@@ -220,9 +220,9 @@ static int queue_io(struct syncguard_bs *bs, struct uring_op *op)
 	return 0;
 }
 
-/* Choose the descriptor: O_DIRECT (aligned copy if the buffer is not;
- * one of its own for an RWF_DSYNC write, see "sync descriptors" in
- * core/lun.c), else the LUN's.  0, or -ENOMEM / -EMFILE and the like,
+/* Choose the descriptor: O_DIRECT (a write through an aligned copy if
+ * its buffer is not, a read to a worker; an RWF_DSYNC write on one of
+ * its own, see "sync descriptors" in core/lun.c), else the LUN's.  0, or -ENOMEM / -EMFILE and the like,
  * after which release() gives back what was taken. */
 static int prepare(struct syncguard_bs *bs, struct uring_op *op)
 {
@@ -234,6 +234,9 @@ static int prepare(struct syncguard_bs *bs, struct uring_op *op)
 	if (!op->plan.direct)
 		return 0;
 	op->fd = lun->dfd;
+	if (!op->plan.write)	/* a worker reads into an aligned copy */
+		return (uintptr_t)scsi_get_in_buffer(op->cmd) %
+		       lun->dio_mem_align ? -EINVAL : 0;
 	if (!syncguard_direct_buf(lun, scsi_get_out_buffer(op->cmd),
 				  op->plan.len, &op->bounce))
 		return -ENOMEM;

@@ -246,11 +246,17 @@ static enum syncguard_reason exec_sync_cache(struct syncguard_lun *lun,
 	return err ? io_reason(err, true) : SYNCGUARD_OK;
 }
 
-static bool plan_read(struct syncguard_lun *lun, const struct syncguard_cdb *c)
+static bool plan_read(struct syncguard_lun *lun, const struct syncguard_cdb *c,
+		      struct syncguard_plan *p)
 {
 	/* a FUA read waits for a flush unless nothing is dirty */
 	if (c->fua && policy_reported(lun, SYNCGUARD_CLASS_READ_FUA).flush_before &&
 	    !syncguard_lun_clean(lun))
+		return false;
+	/* O_DIRECT where the LUN reads so (core/lun.c), whole sectors only:
+	 * a short Data-In goes to a worker, which reads through a copy */
+	p->direct = lun->direct_reads;
+	if (p->direct && p->len % lun->dio_align)
 		return false;
 	syncguard_count(&lun->stats->reads);
 	return true;
@@ -382,7 +388,7 @@ bool syncguard_plan(struct syncguard_lun *lun, const struct syncguard_req *req,
 	plan->len = (uint32_t)(bytes < sent ? bytes : sent);
 	if (c.op == SYNCGUARD_OP_WRITE && torn_write(lun, bytes, sent))
 		return false;	/* exec_write refuses it */
-	ok = c.op == SYNCGUARD_OP_READ ? plan_read(lun, &c) :
+	ok = c.op == SYNCGUARD_OP_READ ? plan_read(lun, &c, plan) :
 	     plan_write(lun, &c, plan);
 	if (!ok)
 		drop_refs(lun, plan);

@@ -121,7 +121,9 @@ int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
 int syncguard_lun_persist_range(struct syncguard_lun *lun, uint64_t off,
 				uint64_t len, enum syncguard_persist persist);
 
-/* Read exactly @len bytes at byte offset @off.  0 or -errno (-EIO at EOF). */
+/* Read exactly @len bytes at byte offset @off, O_DIRECT where the LUN
+ * reads so (lun->direct_reads; through an aligned copy if @buf or @len
+ * is not aligned).  0 or -errno (-ENOMEM for the copy, -EIO at EOF). */
 int syncguard_lun_read(struct syncguard_lun *lun, uint8_t *buf, size_t len,
 		       uint64_t off);
 

@@ -353,6 +353,8 @@ struct syncguard_lun {
 	 * and the rest take the page cache. */
 	int dfd;
 	bool direct_io;
+	bool direct_reads;		/* reads use dfd too (a block device
+					 * with direct_io; see open_direct) */
 	struct syncguard_mix mix;
 	bool async_dsync_ok;		/* RWF_DSYNC on dfd is honoured when
 					 * asynchronous (io_uring) too */
@@ -474,7 +476,7 @@ struct syncguard_plan {
 					 * dsync, else a cached write and a
 					 * group flush */
 	bool direct;		/* by O_DIRECT (lun->dfd, or with dsync a
-				 * descriptor of its own) */
+				 * descriptor of its own); a read too */
 	bool dsync;		/* PERSIST_DURABLE by RWF_DSYNC, O_DIRECT,
 				 * on a descriptor of its own */
 	bool fua;		/* the write had FUA (for the counters) */
