@@ -13,8 +13,8 @@
 # queue depths 1 and 32; 4 KiB and 64 KiB writes (flush-only carries no
 # data: 4 KiB only).  The cells of one (device, size, depth, discipline)
 # run back to back across the configurations, so they share the
-# machine's mood, and that is repeated --rounds times (every other round
-# in the reverse order); each cell reports
+# machine's mood, and that is repeated --rounds times (--qd1-rounds at
+# QD 1; every other round in the reverse order); each cell reports
 # its best round.  This machine's noise (other guests' CPU and I/O) only
 # ever slows a cell down, for a second or more at a time, so a burst
 # that hits one round of one configuration is dropped instead of
@@ -27,10 +27,13 @@
 # build/bench.csv, build/bench.json and build/bench.png.  It reports; it
 # does not pass or fail (exit 1 only if it could not run).
 #
-# usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--variants]
-#                 [--quick]
+# usage: bench.sh [--seconds S] [--rounds N] [--qd1-rounds N] [--flush-ms MS]
+#                 [--variants] [--quick]
 #   --seconds   measured seconds per cell and round (default 0.6)
 #   --rounds    rounds per cell, the best reported (default 2)
+#   --qd1-rounds  the same for the QD 1 cells (default 3: a stall of the
+#               disk costs a latency-bound cell all its IOs, and two
+#               rounds of one cell were both hit in two runs)
 #   --variants  also syncguard write_sync=group and =dsync (the choice
 #               behind write_sync=auto)
 #   --quick     disk only, 4 KiB, QD 32 (a smoke run)
@@ -39,6 +42,7 @@ set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=0.6
 rounds=2
+qd1_rounds=3
 warmup=0.4	# not counted: lets syncguard's running trials settle on
 		# the new load (every cell changes it; after a pause they try
 		# both ways for 200 ms each), as fio's ramp_time
@@ -49,12 +53,12 @@ qds="1 32"
 discs="none fua flush flush-only"
 configs="sg-wt sg-wb sg-wbd sg-plp rdwr-wce1 rdwr-wce0 aio"
 usage() {
-	echo "usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--variants] [--quick]" >&2
+	echo "usage: bench.sh [--seconds S] [--rounds N] [--qd1-rounds N] [--flush-ms MS] [--variants] [--quick]" >&2
 	exit 2
 }
 help() {
 	cat <<EOF
-usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--variants] [--quick]
+usage: bench.sh [--seconds S] [--rounds N] [--qd1-rounds N] [--flush-ms MS] [--variants] [--quick]
 
 syncguard in each mode against tgt's rdwr (WCE=1, WCE=0) and aio, on the
 machine's disk and on a slow-flush FUSE model; writes build/bench.csv,
@@ -64,6 +68,7 @@ build/bench-rounds.csv, build/bench.json and build/bench.png.
                  round is preceded by ${warmup}s unmeasured)
   --rounds N     rounds per cell, interleaved across configurations; the
                  best is reported (default $rounds)
+  --qd1-rounds N the same for the QD 1 cells (default $qd1_rounds)
   --flush-ms MS  the model's flush time (default $flush_ms)
   --variants     also write_sync=group and =dsync for write-through and
                  write-back
@@ -86,12 +91,13 @@ number() {
 }
 while [ $# -gt 0 ]; do
 	case $1 in
-	--seconds|--rounds|--flush-ms)
+	--seconds|--rounds|--qd1-rounds|--flush-ms)
 		[ $# -ge 2 ] || { echo "bench: $1 wants a value" >&2; usage; } ;;
 	esac
 	case $1 in
 	--seconds) secs=$(number "" "$1" "$2") || exit 2; shift 2 ;;
 	--rounds) rounds=$(number whole "$1" "$2") || exit 2; shift 2 ;;
+	--qd1-rounds) qd1_rounds=$(number whole "$1" "$2") || exit 2; shift 2 ;;
 	--flush-ms) flush_ms=$(number "" "$1" "$2") || exit 2; shift 2 ;;
 	--variants) configs="$configs sg-wt-group sg-wb-group sg-wt-dsync sg-wb-dsync"; shift ;;
 	--quick) devices=disk sizes=4k qds=32; shift ;;
@@ -249,12 +255,17 @@ round_order() {
 	else tr ' ' '\n' <<<"$configs" | tac | paste -sd' '; fi
 }
 
+# Rounds of a cell at QD $1
+rounds_at() {
+	if [ "$1" = 1 ]; then echo "$qd1_rounds"; else echo "$rounds"; fi
+}
+
 run_cells() {
 	local n=0 total=0 dev bs qd disc config row r
 	for dev in $devices; do for bs in $sizes; do for qd in $qds; do
 	for disc in $discs; do
 		measured_at "$disc" "$bs" || continue
-		total=$((total + $(group_cells "$dev") * rounds))
+		total=$((total + $(group_cells "$dev") * $(rounds_at "$qd")))
 	done; done; done; done
 	echo "$header,rounds,iops_worst_round" >"$csv.tmp"
 	echo "$header,round" >"$rounds_csv"
@@ -262,7 +273,8 @@ run_cells() {
 	for disc in $discs; do
 		measured_at "$disc" "$bs" || continue
 		: >"$work/group.csv"
-		for r in $(seq "$rounds"); do for config in $(round_order "$r"); do
+		for r in $(seq "$(rounds_at "$qd")"); do
+		for config in $(round_order "$r"); do
 			[ -n "${URL[$dev,$config]:-}" ] || continue
 			n=$((n + 1))
 			printf 'bench: [%3d/%d] %-4s %-3s QD %-2s %-10s %-11s round %d%b' \
@@ -505,7 +517,7 @@ GP
 eol='\n'; [ -t 2 ] && eol='\r'
 say "setting up: $(wc -w <<<"$configs") configurations on $(wc -w <<<"$devices") device(s)"
 setup_luns || { say "set-up failed"; exit 1; }
-say "$(wc -w <<<"$devices") devices x sizes ($sizes) x QD ($qds) x ($discs) x $(wc -w <<<"$configs") configurations, $rounds rounds of ${warmup}s + ${secs}s each"
+say "$(wc -w <<<"$devices") devices x sizes ($sizes) x QD ($qds) x ($discs) x $(wc -w <<<"$configs") configurations, $rounds rounds (QD 1: $qd1_rounds) of ${warmup}s + ${secs}s each"
 run_cells
 [ "$(wc -l <"$csv.tmp")" -gt 1 ] || { say "no cell ran (see $work/bench.err)"; cat "$work/bench.err" >&2; exit 1; }
 mv "$csv.tmp" "$csv" || exit 1
@@ -523,8 +535,8 @@ done
 echo
 report_targets "$limits" "$mem_sg" "$mem_rdwr" "$work/targets.json"
 {
-	printf '{"seconds_per_cell":%s,"warmup_seconds":%s,"rounds":%s,"flush_ms":%s,"limit":[' \
-		"$secs" "$warmup" "$rounds" "$flush_ms"
+	printf '{"seconds_per_cell":%s,"warmup_seconds":%s,"rounds":%s,"qd1_rounds":%s,"flush_ms":%s,"limit":[' \
+		"$secs" "$warmup" "$rounds" "$qd1_rounds" "$flush_ms"
 	sep=
 	for l in ${limits//;/ }; do
 		IFS=, read -r dev rtt us <<<"$l"
