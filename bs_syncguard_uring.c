@@ -222,8 +222,9 @@ static int queue_io(struct syncguard_bs *bs, struct uring_op *op)
 
 /* Choose the descriptor: O_DIRECT (a write through an aligned copy if
  * its buffer is not, a read to a worker; an RWF_DSYNC write on one of
- * its own, see "sync descriptors" in core/lun.c), else the LUN's.  0, or -ENOMEM / -EMFILE and the like,
- * after which release() gives back what was taken. */
+ * its own, see "sync descriptors" in core/lun.c), else the LUN's.  0,
+ * or -ENOMEM / -EMFILE and the like, after which release() gives back
+ * what was taken. */
 static int prepare(struct syncguard_bs *bs, struct uring_op *op)
 {
 	struct syncguard_lun *lun = &bs->lun;

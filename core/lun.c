@@ -320,8 +320,9 @@ static int open_direct(struct syncguard_lun *lun, const char *path,
 	 * drop the cached pages a read brought in while they were in flight
 	 * (block/fops.c skips that for -EIOCBQUEUED), so a page-cache read
 	 * there can keep the old data cached after the write is answered,
-	 * and every later read returns it (3,750 of 200,000 writes on a loop
-	 * device, with two threads reading the block).  Reading O_DIRECT too
+	 * and every later read returns it (tests/proto check_blockdev.c:
+	 * 9-164 stale reads in 3,000 writes with two other sessions reading
+	 * the block, before this).  Reading O_DIRECT too
 	 * leaves nothing of ours in the page cache.  File systems (iomap)
 	 * drop such pages when the write completes, so files keep their
 	 * page-cache reads. */
