@@ -671,7 +671,11 @@ static enum syncguard_reason exec_pre_fetch(struct syncguard_lun *lun,
 
 	(void)req;
 	(void)res;
-	if (!r)		/* a hint: its failure is no error */
+	/* A hint: its failure is no error.  Not where reads go O_DIRECT (a
+	 * block device, core/lun.c): nothing of ours would read those
+	 * pages, and pages cached while an io_uring O_DIRECT write is in
+	 * flight keep old data for other readers of the device. */
+	if (!r && !lun->direct_reads)
 		(void)posix_fadvise(lun->fd, (off_t)to_bytes(lun, c->lba),
 				    (off_t)to_bytes(lun, c->nblocks),
 				    POSIX_FADV_WILLNEED);

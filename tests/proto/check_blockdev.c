@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
@@ -163,6 +164,58 @@ START_TEST(test_blockdev_short_data_in)
 	ck_assert_int_eq(t->datain.size, (int)want);
 	ck_assert_mem_eq(t->datain.data, out, want);
 	scsi_free_scsi_task(t);
+	iscsi_destroy_context(iscsi);
+}
+END_TEST
+
+/* Pages of @dev's page cache resident in [@off, @off + @len). */
+static size_t resident(const char *dev, off_t off, size_t len)
+{
+	int fd = open(dev, O_RDONLY);
+	size_t pages = len / 4096, n = 0;
+	unsigned char vec[256];
+	void *p;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_uint_le(pages, sizeof(vec));
+	p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, off);
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	ck_assert_int_eq(mincore(p, len, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	munmap(p, len);
+	close(fd);
+	return n;
+}
+
+/* PRE-FETCH fills the host page cache only where reads use it: on a
+ * LUN that reads O_DIRECT nothing would read those pages, and beside
+ * io_uring's O_DIRECT writes they can keep old data (core/exec.c). */
+START_TEST(test_blockdev_pre_fetch)
+{
+	const off_t off = 8 << 20;
+	const size_t len = 1 << 20;
+	int lun = devs[_i].lun;
+	unsigned int bs = devs[_i].bs;
+	bool direct = strstr(devs[_i].bsopts, "write-back") == NULL ||
+		      strstr(devs[_i].bsopts, "direct=yes") != NULL;
+	struct iscsi_context *iscsi = proto_connect(lun);
+	int fd = open(devs[_i].dev, O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(posix_fadvise(fd, off, (off_t)len,
+				       POSIX_FADV_DONTNEED), 0);
+	close(fd);
+	ck_assert_uint_eq(resident(devs[_i].dev, off, len), 0);
+	proto_assert_good(iscsi_prefetch16_sync(iscsi, lun, off / bs,
+		(int)(len / bs), 0, 0), "PRE-FETCH(16)", false);
+	if (direct)
+		ck_assert_uint_eq(resident(devs[_i].dev, off, len), 0);
+	else	/* WILLNEED reads ahead asynchronously: some of it by now */
+		for (int t = 0; t < 100 && !resident(devs[_i].dev, off, len); t++)
+			usleep(10000);
+	if (!direct)
+		ck_assert_uint_gt(resident(devs[_i].dev, off, len), 0);
 	iscsi_destroy_context(iscsi);
 }
 END_TEST
@@ -323,6 +376,7 @@ Suite *blockdev_suite(void)
 	tcase_add_loop_test(tc, test_blockdev_capacity, 0, NDEVS);
 	tcase_add_loop_test(tc, test_blockdev_round_trip, 0, NDEVS);
 	tcase_add_loop_test(tc, test_blockdev_short_data_in, 0, NDEVS);
+	tcase_add_loop_test(tc, test_blockdev_pre_fetch, 0, NDEVS);
 	tcase_add_test(tc, test_blockdev_direct_needs_alignment);
 	tcase_add_test(tc, test_blockdev_write_back_page_cache);
 	tcase_add_loop_test(tc, test_blockdev_read_after_write, 0, 4);
