@@ -28,26 +28,44 @@
 #
 # usage: crashtest.sh [--cuts N] [--configs "write-through write-back plp blockdev ext4 aio"]
 #                     [--json FILE] [--seed N] [--keep]
+# --configs takes names separated by spaces or commas.
 # --keep leaves the work directory (journals, logs, last image) in build/.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cuts=20
-configs="write-through write-back plp blockdev ext4 aio"
+known="write-through write-back plp blockdev ext4 aio"
+configs=$known
 json=$top/build/crashtest.json
 seed0=1
 keep=
+usage() {
+	echo "usage: crashtest.sh [--cuts N] [--configs LIST] [--json FILE] [--seed N] [--keep]"
+	echo "  LIST: some of: $known (spaces or commas)"
+}
 while [ $# -gt 0 ]; do
 	case $1 in
+	--cuts|--configs|--json|--seed)
+		[ $# -ge 2 ] || { echo "crashtest: $1 wants a value" >&2; usage >&2; exit 2; } ;;
+	esac
+	case $1 in
 	--keep) keep=1; shift ;;
-	--cuts) cuts=$2; shift 2 ;;
-	--configs) configs=$2; shift 2 ;;
+	--cuts|--seed)
+		[[ $2 =~ ^[1-9][0-9]{0,5}$ ]] ||
+			{ echo "crashtest: $1 wants a whole number > 0, not '$2'" >&2; usage >&2; exit 2; }
+		if [ "$1" = --cuts ]; then cuts=$2; else seed0=$2; fi
+		shift 2 ;;
+	--configs) configs=${2//,/ }; shift 2 ;;
 	--json) json=$2; shift 2 ;;
-	--seed) seed0=$2; shift 2 ;;
-	*) echo "usage: crashtest.sh [--cuts N] [--configs LIST] [--json FILE] [--seed N] [--keep]" >&2
-	   exit 2 ;;
+	-h|--help) usage; exit 0 ;;
+	*) usage >&2; exit 2 ;;
 	esac
 done
+for config in $configs; do
+	[[ " $known " == *" $config "* ]] ||
+		{ echo "crashtest: unknown configuration '$config'" >&2; usage >&2; exit 2; }
+done
+[ -n "${configs// /}" ] || { usage >&2; exit 2; }
 
 module=$top/bs_syncguard.so
 model=$top/tools/syncguard-devmodel
@@ -304,7 +322,8 @@ printf '%-13s %6s %9s %9s %6s %10s  %s\n' config cuts writes durable lost bad_bl
 		# a run whose writes mostly failed proves nothing
 		[ $((D[$config] * 4)) -ge "${W[$config]}" ] ||
 			{ verdict="$verdict; too few durable writes: workload failed"; status=1; }
-		[ "${N[$config]}" -eq "$cuts" ] || { verdict="$verdict (incomplete)"; status=1; }
+		[ "${N[$config]}" -eq "$cuts" ] ||
+			{ verdict="INCOMPLETE: ${N[$config]} of $cuts cuts ran; $verdict"; status=1; }
 		printf '%-13s %6d %9d %9d %6d %10d  %s\n' "$config" "${N[$config]}" \
 			"${W[$config]}" "${D[$config]}" "${L[$config]}" "${B[$config]}" "$verdict" >&3
 		printf '%s{"config":"%s","cuts":%d,"writes":%d,"durable_checked":%d,"lost":%d,"bad_blocks":%d}' \
