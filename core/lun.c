@@ -955,16 +955,14 @@ int syncguard_lun_read(struct syncguard_lun *lun, uint8_t *buf, size_t len,
 	uint8_t *bounce;
 	int err;
 
-	/* (an unaligned @off never comes: callers read from a block's
-	 * start, and a block is whole sectors) */
-	if (!lun->direct_reads || off % lun->dio_align)
+	if (!lun->direct_reads)
 		return read_all(lun->fd, buf, len, off);
 	whole = (len + lun->dio_align - 1) / lun->dio_align * lun->dio_align;
 	if (whole == len && !((uintptr_t)buf % lun->dio_mem_align))
 		return read_all(lun->dfd, buf, len, off);
 	/* a short Data-In ends inside a block, or an unaligned buffer: the
-	 * whole sectors into an aligned copy (within the LUN, as the block
-	 * that @len ends in is) */
+	 * whole sectors into an aligned copy (@off starts a block, a block
+	 * is whole sectors, so they are within the LUN) */
 	if (posix_memalign((void **)&bounce, 4096, whole))
 		return -ENOMEM;
 	err = read_all(lun->dfd, bounce, whole, off);

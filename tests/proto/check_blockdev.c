@@ -5,14 +5,11 @@
  * the device for the modes that promise it.
  */
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 
 #include "proto.h"
 
@@ -268,14 +265,12 @@ END_TEST
  * with the test process, and stops if the session does). */
 static pid_t start_reader(int lun, unsigned int bs, uint64_t lba)
 {
-	pid_t pid = fork();
+	pid_t pid = proto_child();
 	struct iscsi_context *iscsi;
 	struct scsi_task *t;
 
-	ck_assert_int_ge(pid, 0);
 	if (pid)
 		return pid;
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	iscsi = proto_connect(lun);
 	while ((t = iscsi_read16_sync(iscsi, lun, lba, bs, (int)bs, 0, 0, 0,
 				      0, 0)) != NULL)
@@ -331,10 +326,8 @@ START_TEST(test_blockdev_read_after_write)
 		if (got != n && !stale++)
 			first = n;
 	}
-	for (int r = 0; r < 2; r++) {
-		kill(readers[r], SIGKILL);
-		waitpid(readers[r], NULL, 0);
-	}
+	for (int r = 0; r < 2; r++)
+		proto_child_end(readers[r]);
 	iscsi_destroy_context(iscsi);
 	if (_i >= 2)
 		proto_del_lun(lun);

@@ -5,13 +5,10 @@
  * WCE changes by MODE SELECT follow the mode.
  */
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 
 #include "proto.h"
 
@@ -195,12 +192,10 @@ static pid_t start_writer(int lun, uint32_t blocks, unsigned int seed)
 {
 	unsigned char out[8 * BS];
 	struct iscsi_context *iscsi;
-	pid_t pid = fork();
+	pid_t pid = proto_child();
 
-	ck_assert_int_ge(pid, 0);
 	if (pid)
 		return pid;
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	srand(seed);
 	memset(out, (int)seed, sizeof(out));
 	iscsi = proto_connect(lun);
@@ -263,11 +258,9 @@ START_TEST(test_modes_wce_toggle_under_load)
 			ck_assert_int_eq(proto_update_lun(lun, page[wce]), 0);
 	}
 	for (int w = 0; w < 4; w++) {
-		ck_assert_msg(waitpid(writers[w], &status, WNOHANG) == 0,
-			      "writer %d: %s", w, WEXITSTATUS(status) == 1 ?
+		status = proto_child_end(writers[w]);
+		ck_assert_msg(status == -1, "writer %d: %s", w, status == 1 ?
 			      "session lost" : "a write failed");
-		kill(writers[w], SIGKILL);
-		waitpid(writers[w], NULL, 0);
 	}
 	iscsi_destroy_context(iscsi);
 	ck_assert_int_eq(proto_del_lun(lun), 0);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -231,4 +232,26 @@ void proto_caching(struct iscsi_context *iscsi, int lun, int *wce,
 	if (pg)
 		*wce = pg->caching.wce;
 	scsi_free_scsi_task(t);
+}
+
+pid_t proto_child(void)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+	return pid;
+}
+
+int proto_child_end(pid_t pid)
+{
+	int status;
+
+	if (waitpid(pid, &status, WNOHANG) == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return -1;
+	}
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }

@@ -10,6 +10,7 @@
 #include <check.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
@@ -59,6 +60,14 @@ const char *proto_dir(void);
 
 /* Log in to LUN @lun; fails the test if that is not possible. */
 struct iscsi_context *proto_connect(int lun);
+
+/* fork() for a test's helper session: 0 in the child, which dies with
+ * the test process (PR_SET_PDEATHSIG); its pid in the test. */
+pid_t proto_child(void);
+
+/* End child @pid: -1 if it was still running (it is killed), else its
+ * exit status. */
+int proto_child_end(pid_t pid);
 
 /* Run a shell command; returns its exit status (-1 if it died). */
 int proto_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
