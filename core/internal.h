@@ -13,6 +13,12 @@
 void syncguard_seterr(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* Does the file system of @fd flush the device's write cache on
+ * fdatasync, as read from @mountinfo (/proc/self/mountinfo)?  1 yes, 0
+ * no (mounted "nobarrier" or "barrier=0"), -errno when it cannot tell
+ * (-ENOENT: @fd's mount is not listed). */
+int syncguard_fs_barriers(int fd, const char *mountinfo);
+
 /* Count one event; counters are read concurrently (relaxed is enough). */
 static inline void syncguard_count(uint64_t *counter)
 {

@@ -56,6 +56,51 @@ static const struct {
 static const unsigned long ram_fs[] = { 0x01021994 /* tmpfs */,
 					0x858458f6 /* ramfs */ };
 
+/* Is @opt ("nobarrier", "barrier=0") one of the comma list @opts? */
+static bool has_opt(const char *opts, const char *opt)
+{
+	size_t n = strlen(opt);
+
+	for (const char *p = opts; p; p = strchr(p, ',')) {
+		p += *p == ',';
+		if (!strncmp(p, opt, n) && (p[n] == ',' || p[n] == '\0'))
+			return true;
+	}
+	return false;
+}
+
+int syncguard_fs_barriers(int fd, const char *mountinfo)
+{
+	char *line = NULL, fstype[64], source[256], opts[1024];
+	size_t cap = 0;
+	struct statx stx;
+	unsigned long long id;
+	int ret = -ENOENT;
+	FILE *f;
+
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx))
+		return -errno;
+	if (!(stx.stx_mask & STATX_MNT_ID))
+		return -EOPNOTSUPP;
+	if (!(f = fopen(mountinfo, "re")))
+		return -errno;
+	while (ret == -ENOENT && getline(&line, &cap, f) > 0) {
+		const char *sep = strstr(line, " - ");
+
+		if (sscanf(line, "%llu", &id) != 1 || id != stx.stx_mnt_id)
+			continue;
+		if (!sep || sscanf(sep + 3, "%63s %255s %1023s", fstype, source,
+				   opts) != 3)
+			ret = -EINVAL;
+		else
+			ret = !has_opt(opts, "nobarrier") &&
+			      !has_opt(opts, "barrier=0");
+	}
+	free(line);
+	fclose(f);
+	return ret;
+}
+
 static int check_fs(int fd, const char *path, bool plp, char *err,
 		    size_t errlen)
 {
@@ -71,6 +116,16 @@ static int check_fs(int fd, const char *path, bool plp, char *err,
 				"LUN on a disk-backed file system", path);
 			return -EINVAL;
 		}
+	}
+	/* write-through and write-back stand on fdatasync flushing the
+	 * device's cache (core/policy.c); plp never asks it to */
+	if (!plp && syncguard_fs_barriers(fd, "/proc/self/mountinfo") == 0) {
+		syncguard_seterr(err, errlen,
+			"%s: the file system is mounted nobarrier: its fdatasync "
+			"does not flush the device's write cache, so no write "
+			"could be made durable; use mode=plp if that cache is "
+			"power-loss protected, or remount with barriers", path);
+		return -EINVAL;
 	}
 	for (size_t i = 0; plp && i < sizeof(plp_unsafe_fs) /
 					sizeof(plp_unsafe_fs[0]); i++) {
@@ -191,7 +246,20 @@ static int open_path(struct syncguard_lun *lun, const char *path,
 		return -EINVAL;
 	}
 	lun->blockdev = S_ISBLK(st->st_mode);
-	lun->fd = open(path, O_RDWR | O_CLOEXEC);
+	/* A block device is claimed exclusively (O_EXCL, as LIO's iblock
+	 * claims its device): one that is mounted, swap, or held by md,
+	 * device-mapper or another claimant would be written under its
+	 * owner's feet, and one exported again under another device node
+	 * would escape the flock below.  The claim lasts while lun->fd is
+	 * open; the other descriptors are plain opens, which it allows. */
+	lun->fd = open(path, O_RDWR | O_CLOEXEC |
+		       (lun->blockdev ? O_EXCL : 0));
+	if (lun->fd < 0 && lun->blockdev && errno == EBUSY) {
+		syncguard_seterr(err, errlen, "%s: in use (mounted, swap, held "
+			"by md or device-mapper, or exported by another "
+			"syncguard LUN): not exported", path);
+		return -EBUSY;
+	}
 	if (lun->fd < 0) {
 		syncguard_seterr(err, errlen, "%s: cannot open read-write: %s",
 				 path, strerror(errno));

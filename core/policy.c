@@ -50,6 +50,17 @@
  *   WCE set to 1 on a plp LUN (allow_wce=yes) changes nothing: writes
  *   stay PERSIST_WRITTEN, which is more than WCE=1 promises.
  *
+ * What the modes stand on.  write-through and write-back make a write
+ * durable with a device cache flush: fdatasync, RWF_DSYNC, or a block
+ * device's flush.  A file system mounted "nobarrier" (ext4's barrier=0,
+ * btrfs, f2fs) sends no flush for fdatasync, so on it neither mode
+ * could keep its promise, and core/lun.c refuses them there (measured on
+ * a loop device: 20 fdatasyncs, 0 flushes).  plp asks for no flush and
+ * is allowed: nobarrier is only safe where the cache is protected
+ * anyway, which is what plp declares.  Whether the device honours a
+ * flush it receives is outside what a target can see; the power-cut
+ * test (scripts/crashtest.sh) proves the contract on a model that does.
+ *
  * UNMAP and WRITE SAME with UNMAP change file metadata (punched holes),
  * which only a flush makes durable.  Where plain writes must be durable
  * or written (write-through, plp, write-back with WCE=0) the unmap is

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "proto.h"
 
@@ -56,6 +57,10 @@ static void teardown(void)
 		}
 	}
 	proto_tgtd_stop();
+	/* and any a failed test left attached (tests run in children) */
+	proto_sh("losetup -nO NAME,BACK-FILE | awk -v d='%s/' "
+		 "'index($2, d) == 1 { print $1 }' | xargs -r -n1 losetup -d",
+		 proto_dir());
 }
 
 static void setup(void)
@@ -234,6 +239,39 @@ START_TEST(test_blockdev_direct_needs_alignment)
 }
 END_TEST
 
+/* A block device that is in use is refused, whoever holds it: here the
+ * test holds it as a mount would (O_EXCL), and then the LUN itself holds
+ * it against a second LUN on another device node of the same device
+ * (which the per-file lock alone would not see). */
+START_TEST(test_blockdev_held_device_refused)
+{
+	char dev[64], node[800];
+	const char *file = proto_file("held.img", DEV_BYTES, false);
+	struct stat st;
+	int holder;
+
+	ck_assert_int_eq(attach(file, 512, dev, sizeof(dev)), 0);
+	holder = open(dev, O_RDONLY | O_EXCL);
+	ck_assert_int_ge(holder, 0);
+	ck_assert_int_ne(proto_add_lun(9, dev, "mode=write-back", 0), 0);
+	ck_assert(proto_log_has(": in use (mounted, swap, held by md or "
+				"device-mapper, or exported by another "
+				"syncguard LUN): not exported"));
+	close(holder);
+	ck_assert_int_eq(proto_add_lun(9, dev, "mode=write-back", 0), 0);
+	ck_assert_int_eq(stat(dev, &st), 0);
+	snprintf(node, sizeof(node), "%s/held-node", proto_dir());
+	unlink(node);
+	ck_assert_int_eq(mknod(node, S_IFBLK | 0600, st.st_rdev), 0);
+	ck_assert_int_ne(proto_add_lun(10, node, "mode=write-through", 0), 0);
+	proto_del_lun(9);
+	ck_assert_int_eq(proto_add_lun(10, node, "mode=write-through", 0), 0);
+	proto_del_lun(10);
+	unlink(node);
+	proto_sh("losetup -d '%s'", dev);
+}
+END_TEST
+
 /* write-back with direct=auto keeps every write of a block device in
  * the page cache (its asynchronous O_DIRECT writes do not drop pages a
  * read cached meanwhile: core/mix.c); direct=yes is O_DIRECT throughout */
@@ -371,6 +409,7 @@ Suite *blockdev_suite(void)
 	tcase_add_loop_test(tc, test_blockdev_short_data_in, 0, NDEVS);
 	tcase_add_loop_test(tc, test_blockdev_pre_fetch, 0, NDEVS);
 	tcase_add_test(tc, test_blockdev_direct_needs_alignment);
+	tcase_add_test(tc, test_blockdev_held_device_refused);
 	tcase_add_test(tc, test_blockdev_write_back_page_cache);
 	tcase_add_loop_test(tc, test_blockdev_read_after_write, 0, 4);
 	suite_add_tcase(s, tc);

@@ -687,6 +687,16 @@ static int try_open(const char *p, const char *bsopts, char *err)
 	return syncguard_lun_open(&lun, p, 9, &o, err, 256);
 }
 
+/* try_open, and close the LUN again if it opened */
+static int try_open_close(const char *p, const char *bsopts, char *err)
+{
+	int ret = try_open(p, bsopts, err);
+
+	if (!ret)
+		syncguard_lun_close(&lun);
+	return ret;
+}
+
 START_TEST(test_open_rejects)
 {
 	char err[256], p2[80];
@@ -739,6 +749,90 @@ START_TEST(test_open_plp_needs_allocated_file)
 }
 END_TEST
 
+/* syncguard_fs_barriers reads the super options of the file's own mount
+ * (mountinfo lines as proc(5) gives them, optional fields included). */
+START_TEST(test_open_barriers_from_mountinfo)
+{
+	static const struct {
+		const char *opts;
+		int want;
+	} cases[] = {
+		{ "rw,nobarrier", 0 }, { "rw,barrier=0,data=ordered", 0 },
+		{ "rw,barrier=1", 1 }, { "rw,nobarrierx", 1 }, { "rw", 1 },
+	};
+	char info[96];
+	struct statx stx;
+	int fd;
+
+	make_file(path, LUN_BYTES, true);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx), 0);
+	snprintf(info, sizeof(info), "%s/mountinfo", dir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		FILE *f = fopen(info, "w");
+
+		ck_assert_ptr_nonnull(f);
+		fprintf(f, "%llu 1 8:1 / /x rw,relatime - ext4 /dev/x rw\n",
+			(unsigned long long)stx.stx_mnt_id + 1);
+		fprintf(f, "%llu 1 8:2 / /y rw,noatime shared:1 master:2 - "
+			"ext4 /dev/y %s\n", (unsigned long long)stx.stx_mnt_id,
+			cases[i].opts);
+		fclose(f);
+		ck_assert_msg(syncguard_fs_barriers(fd, info) == cases[i].want,
+			      "super options \"%s\"", cases[i].opts);
+	}
+	ck_assert_int_eq(truncate(info, 0), 0);
+	ck_assert_int_eq(syncguard_fs_barriers(fd, info), -ENOENT);
+	close(fd);
+	unlink(info);
+}
+END_TEST
+
+/* The same on a real ext4 mounted nobarrier, whose fdatasync sends the
+ * device no flush: write-back and write-through are refused, plp (which
+ * never flushes) is not, and after a remount with barriers all are. */
+START_TEST(test_open_refuses_nobarrier_mount)
+{
+	char sh[1024], file[96], err[3][256] = { "", "", "" };
+	int got[4];
+
+	snprintf(file, sizeof(file), "%s/mnt/lun.img", dir);
+	snprintf(sh, sizeof(sh), "set -e; cd %s; truncate -s 16M fs.img; "
+		 "mkdir mnt; losetup --find --show fs.img >dev; "
+		 "mkfs.ext4 -q \"$(cat dev)\"; "
+		 "mount -o nobarrier \"$(cat dev)\" mnt; "
+		 "dd if=/dev/zero of=mnt/lun.img bs=64k count=%u status=none",
+		 dir, LUN_BYTES / 65536);
+	got[0] = system(sh);
+	got[1] = try_open_close(file, "mode=write-back", err[0]);
+	got[2] = try_open_close(file, "mode=write-through", err[1]);
+	got[3] = try_open_close(file, "mode=plp", err[2]);
+	snprintf(sh, sizeof(sh), "cd %s && mount -o remount,barrier mnt",
+		 dir);
+	if (!got[0] && !system(sh) &&
+	    !try_open_close(file, "mode=write-back", err[0]))
+		got[0] = 1;
+	snprintf(sh, sizeof(sh), "cd %s; umount mnt; losetup -d \"$(cat dev)"
+		 "\"; rm -rf mnt fs.img dev", dir);
+	ck_assert_int_eq(system(sh), 0);
+	ck_assert_msg(got[0] == 1, "set-up or remount failed, or write-back "
+		      "refused with barriers: %s", err[0]);
+	ck_assert_int_eq(got[1], -EINVAL);
+	ck_assert_int_eq(got[2], -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err[1], "mounted nobarrier: its "
+				     "fdatasync does not flush"));
+	ck_assert_msg(got[3] == 0, "plp refused: %s", err[2]);
+}
+END_TEST
+
+/* Can this test mount a loop device (root, loop, mkfs.ext4)? */
+static bool can_mount_loop(void)
+{
+	return geteuid() == 0 && access("/dev/loop-control", F_OK) == 0 &&
+	       system("command -v mkfs.ext4 >/dev/null") == 0;
+}
+
 Suite *exec_suite(void)
 {
 	Suite *s = suite_create("exec");
@@ -777,5 +871,11 @@ Suite *exec_suite(void)
 	tcase_add_test(open, test_open_rejects);
 	tcase_add_test(open, test_open_one_lun_per_file);
 	tcase_add_test(open, test_open_plp_needs_allocated_file);
+	tcase_add_test(open, test_open_barriers_from_mountinfo);
+	if (can_mount_loop())
+		tcase_add_test(open, test_open_refuses_nobarrier_mount);
+	else
+		fprintf(stderr, "exec: test_open_refuses_nobarrier_mount left "
+			"out: needs root, loop devices and mkfs.ext4\n");
 	return s;
 }
