@@ -84,6 +84,32 @@ static void publish_stats(struct scsi_lu *lu)
 			lu->lun, path, strerror(-ret));
 }
 
+/*
+ * Say what the kernel believes of the device cache under the LUN: the
+ * modes' promises stand on it (core/policy.c), and only the
+ * administrator can know whether it is true.  A "write through" set by
+ * hand over a volatile cache makes Linux drop every flush.
+ */
+static void log_device_cache(struct scsi_lu *lu)
+{
+	static const char *const says[2][2] = {	/* [volatile][plp] */
+		{ "reports no volatile write cache, so Linux sends it no "
+		  "flushes: if it has one (write_cache set by hand), writes "
+		  "are not durable",
+		  "reports no volatile write cache" },
+		{ "has a volatile write cache: flushes are sent to it",
+		  "has a volatile write cache, which plp never flushes: it "
+		  "must be power-loss protected" },
+	};
+	struct syncguard_lun *lun = &SYNCGUARD_BS(lu)->lun;
+
+	if (lun->dev_write_cache < 0)
+		return;		/* no block device under it (FUSE, NFS) */
+	eprintf("syncguard: lun %" PRIu64 ": device %s %s\n", lu->lun,
+		lun->dev_name, says[lun->dev_write_cache > 0]
+		[lun->opts.mode == SYNCGUARD_MODE_PLP]);
+}
+
 static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 			     uint64_t *size)
 {
@@ -125,6 +151,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		bs->lun.async_dsync_ok && bs->uring.on ?
 		"O_DIRECT, RWF_DSYNC ones through io_uring too" : "O_DIRECT",
 		bs->lun.direct_reads ? ", reads O_DIRECT" : "");
+	log_device_cache(lu);
 	return 0;
 }
 

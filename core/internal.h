@@ -19,6 +19,14 @@ void syncguard_seterr(char *err, size_t errlen, const char *fmt, ...)
  * (-ENOENT: @fd's mount is not listed). */
 int syncguard_fs_barriers(int fd, const char *mountinfo);
 
+/* What Linux believes of the write cache of the block device with
+ * number @dev (sysfs queue/write_cache; a partition's is its disk's):
+ * 1 volatile ("write back": flushes are sent to it), 0 none ("write
+ * through": the block layer completes flushes without sending them),
+ * -errno when @dev is no block device in sysfs (FUSE, NFS, btrfs).
+ * Its sysfs name goes to @name (@namelen bytes). */
+int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen);
+
 /* Count one event; counters are read concurrently (relaxed is enough). */
 static inline void syncguard_count(uint64_t *counter)
 {

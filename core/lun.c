@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <time.h>
@@ -15,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
@@ -99,6 +101,32 @@ int syncguard_fs_barriers(int fd, const char *mountinfo)
 	free(line);
 	fclose(f);
 	return ret;
+}
+
+int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen)
+{
+	char sys[96], real[PATH_MAX], val[32] = "";
+	const char *const under[] = { "queue", "../queue" };
+	FILE *f = NULL;
+
+	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(dev),
+		 minor(dev));
+	if (!realpath(sys, real))
+		return -errno;
+	snprintf(name, namelen, "%s", strrchr(real, '/') + 1);
+	for (size_t i = 0; !f && i < 2; i++) {	/* a disk, a partition */
+		snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/%s/write_cache",
+			 major(dev), minor(dev), under[i]);
+		f = fopen(sys, "re");
+	}
+	if (!f)
+		return -ENOENT;
+	if (!fgets(val, sizeof(val), f))
+		val[0] = '\0';
+	fclose(f);
+	if (!strncmp(val, "write back", 10))
+		return 1;
+	return strncmp(val, "write through", 13) ? -EINVAL : 0;
 }
 
 static int check_fs(int fd, const char *path, bool plp, char *err,
@@ -447,6 +475,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	if (ret)
 		return ret;
 	ret = get_size(lun, &st, path, err, errlen);
+	lun->dev_write_cache = syncguard_dev_write_cache(lun->blockdev ?
+		st.st_rdev : st.st_dev, lun->dev_name, sizeof(lun->dev_name));
 	if (!ret && !lun->blockdev)
 		ret = check_fs(lun->fd, path, plp, err, errlen);
 	if (!ret && plp)

@@ -316,6 +316,12 @@ struct syncguard_lun {
 	unsigned int block_shift;	/* log2(logical block size in bytes) */
 	unsigned int phys_block_size;	/* bytes; 0 if unknown */
 	bool blockdev;
+	int dev_write_cache;		/* the block device under the LUN
+					 * (itself, or under its file
+					 * system): 1 volatile, 0 none,
+					 * -errno unknown; see
+					 * syncguard_dev_write_cache */
+	char dev_name[32];		/* its sysfs name, "" if unknown */
 	bool thin;			/* UNMAP allowed (tgt's
 					 * thin_provisioning attribute) */
 	unsigned int max_caw_blocks;	/* MAXIMUM COMPARE AND WRITE LENGTH

@@ -272,6 +272,35 @@ START_TEST(test_blockdev_held_device_refused)
 }
 END_TEST
 
+/* tgtd.log says what Linux believes of the device's write cache, and
+ * warns where it sends no flushes (queue/write_cache "write through") */
+START_TEST(test_blockdev_device_cache_logged)
+{
+	char dev[64], wc[96], line[300];
+	const char *file = proto_file("cache.img", DEV_BYTES, false);
+	const char *name;
+
+	ck_assert_int_eq(attach(file, 512, dev, sizeof(dev)), 0);
+	name = strrchr(dev, '/') + 1;
+	snprintf(wc, sizeof(wc), "/sys/block/%s/queue/write_cache", name);
+	ck_assert_int_eq(proto_sh("echo 'write through' >%s", wc), 0);
+	ck_assert_int_eq(proto_add_lun(9, dev, "mode=write-through", 0), 0);
+	proto_del_lun(9);
+	proto_sh("echo 'write back' >%s", wc);
+	ck_assert_int_eq(proto_add_lun(9, dev, "mode=plp", 0), 0);
+	proto_del_lun(9);
+	proto_sh("losetup -d '%s'", dev);
+	snprintf(line, sizeof(line), "device %s reports no volatile write "
+		 "cache, so Linux sends it no flushes: if it has one "
+		 "(write_cache set by hand), writes are not durable", name);
+	ck_assert_msg(proto_log_has(line), "tgtd.log lacks \"%s\"", line);
+	snprintf(line, sizeof(line), "device %s has a volatile write cache, "
+		 "which plp never flushes: it must be power-loss protected",
+		 name);
+	ck_assert_msg(proto_log_has(line), "tgtd.log lacks \"%s\"", line);
+}
+END_TEST
+
 /* write-back with direct=auto keeps every write of a block device in
  * the page cache (its asynchronous O_DIRECT writes do not drop pages a
  * read cached meanwhile: core/mix.c); direct=yes is O_DIRECT throughout */
@@ -410,6 +439,7 @@ Suite *blockdev_suite(void)
 	tcase_add_loop_test(tc, test_blockdev_pre_fetch, 0, NDEVS);
 	tcase_add_test(tc, test_blockdev_direct_needs_alignment);
 	tcase_add_test(tc, test_blockdev_held_device_refused);
+	tcase_add_test(tc, test_blockdev_device_cache_logged);
 	tcase_add_test(tc, test_blockdev_write_back_page_cache);
 	tcase_add_loop_test(tc, test_blockdev_read_after_write, 0, 4);
 	suite_add_tcase(s, tc);
