@@ -27,6 +27,33 @@ int syncguard_fs_barriers(int fd, const char *mountinfo);
  * Its sysfs name goes to @name (@namelen bytes). */
 int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen);
 
+/* A new descriptor (@flags, O_CLOEXEC added) of the very file or device
+ * the LUN has open, whatever its path names now; or -errno. */
+int syncguard_reopen(const struct syncguard_lun *lun, int flags);
+
+/* The open-time checks of a regular file's file system (RAM-backed,
+ * nobarrier, and for @plp copy-on-write ones), for the LUN's file or a
+ * loop device's backing file: 0, or -EINVAL with the reason in @err. */
+int syncguard_check_fs(int fd, const char *path, bool plp, char *err,
+		       size_t errlen);
+
+/* plp on a regular file: fsync it, then (@alloc_check) require every
+ * block allocated and written (FIEMAP): 0, -EINVAL (reason in @err),
+ * -EOPNOTSUPP (no FIEMAP), or the fsync's -errno. */
+int syncguard_check_plp_file(int fd, const char *path, bool alloc_check,
+			     char *err, size_t errlen);
+
+/* A LUN on block device @rdev: if it is a loop device, check its
+ * backing file as syncguard_check_fs does and flock it (kept in
+ * lun->loop_fd).  0 (also: not a loop, or the file cannot be reached),
+ * -EINVAL or -EBUSY with the reason in @err.  core/loop.c */
+int syncguard_loop_backing(struct syncguard_lun *lun, dev_t rdev, bool plp,
+			   char *err, size_t errlen);
+
+/* A LUN on the regular file @fd: -EBUSY (reason in @err) if it backs a
+ * loop device that is mounted or otherwise claimed, else 0. */
+int syncguard_loop_users(int fd, const char *path, char *err, size_t errlen);
+
 /* Count one event; counters are read concurrently (relaxed is enough). */
 static inline void syncguard_count(uint64_t *counter)
 {

@@ -71,9 +71,23 @@ static bool has_opt(const char *opts, const char *opt)
 	return false;
 }
 
+/* The super options of a mountinfo line: the third field after " - "
+ * (fields are space-separated; spaces inside them are escaped \040). */
+static const char *super_options(char *line)
+{
+	char *sep = strstr(line, " - "), *save, *tok = NULL;
+
+	if (!sep)
+		return NULL;
+	tok = strtok_r(sep + 3, " \n", &save);		/* type */
+	tok = tok ? strtok_r(NULL, " \n", &save) : NULL;	/* source */
+	return tok ? strtok_r(NULL, " \n", &save) : NULL;
+}
+
 int syncguard_fs_barriers(int fd, const char *mountinfo)
 {
-	char *line = NULL, fstype[64], source[256], opts[1024];
+	char *line = NULL;
+	const char *opts;
 	size_t cap = 0;
 	struct statx stx;
 	unsigned long long id;
@@ -87,12 +101,9 @@ int syncguard_fs_barriers(int fd, const char *mountinfo)
 	if (!(f = fopen(mountinfo, "re")))
 		return -errno;
 	while (ret == -ENOENT && getline(&line, &cap, f) > 0) {
-		const char *sep = strstr(line, " - ");
-
 		if (sscanf(line, "%llu", &id) != 1 || id != stx.stx_mnt_id)
 			continue;
-		if (!sep || sscanf(sep + 3, "%63s %255s %1023s", fstype, source,
-				   opts) != 3)
+		if (!(opts = super_options(line)))
 			ret = -EINVAL;
 		else
 			ret = !has_opt(opts, "nobarrier") &&
@@ -129,9 +140,11 @@ int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen)
 	return strncmp(val, "write through", 13) ? -EINVAL : 0;
 }
 
-static int check_fs(int fd, const char *path, bool plp, char *err,
-		    size_t errlen)
+int syncguard_check_fs(int fd, const char *path, bool plp, char *err,
+		       size_t errlen)
 {
+	int barriers;
+
 	struct statfs sfs;
 
 	if (fstatfs(fd, &sfs))
@@ -147,12 +160,20 @@ static int check_fs(int fd, const char *path, bool plp, char *err,
 	}
 	/* write-through and write-back stand on fdatasync flushing the
 	 * device's cache (core/policy.c); plp never asks it to */
-	if (!plp && syncguard_fs_barriers(fd, "/proc/self/mountinfo") == 0) {
+	barriers = plp ? 1 : syncguard_fs_barriers(fd, "/proc/self/mountinfo");
+	if (barriers == 0) {
 		syncguard_seterr(err, errlen,
 			"%s: the file system is mounted nobarrier: its fdatasync "
 			"does not flush the device's write cache, so no write "
 			"could be made durable; use mode=plp if that cache is "
 			"power-loss protected, or remount with barriers", path);
+		return -EINVAL;
+	}
+	if (barriers == -ENOENT) {	/* reached through another name space */
+		syncguard_seterr(err, errlen,
+			"%s: its mount is not in tgtd's /proc/self/mountinfo, so "
+			"whether its file system sends flushes cannot be told; "
+			"use a path in tgtd's own mount name space", path);
 		return -EINVAL;
 	}
 	for (size_t i = 0; plp && i < sizeof(plp_unsafe_fs) /
@@ -293,6 +314,16 @@ static int open_path(struct syncguard_lun *lun, const char *path,
 				 path, strerror(errno));
 		return -errno;
 	}
+	/* from here on, what was opened (the path may name another file
+	 * by now); its type must still be the one the checks above saw */
+	if (fstat(lun->fd, st) || S_ISBLK(st->st_mode) != lun->blockdev ||
+	    (!lun->blockdev && !S_ISREG(st->st_mode))) {
+		syncguard_seterr(err, errlen, "%s: changed while being opened",
+				 path);
+		close(lun->fd);
+		lun->fd = -1;
+		return -EAGAIN;
+	}
 	/* Two LUNs on one file would keep two caches and two policies
 	 * for the same blocks: the second is refused. */
 	if (flock(lun->fd, LOCK_EX | LOCK_NB) && errno == EWOULDBLOCK) {
@@ -303,6 +334,34 @@ static int open_path(struct syncguard_lun *lun, const char *path,
 		return -EBUSY;
 	}
 	return 0;
+}
+
+/*
+ * Another descriptor of the file or device lun->fd has open, never of
+ * whatever its path names now: a rename or a new file under the old name
+ * after the LUN was created must not move its writes and flushes to
+ * another file (a helper's test did that, and a second LUN could then be
+ * created on the path).  Opening /proc/self/fd/N opens the same inode
+ * again with @flags (a new open file description, which sees every
+ * writeback error from now on); the device and inode are checked all
+ * the same.  Returns the descriptor, or -errno (-ESTALE: not the same).
+ */
+int syncguard_reopen(const struct syncguard_lun *lun, int flags)
+{
+	char self[32];
+	struct stat a, b;
+	int fd;
+
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", lun->fd);
+	fd = open(self, flags | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &a) || fstat(lun->fd, &b) || a.st_dev != b.st_dev ||
+	    a.st_ino != b.st_ino || a.st_rdev != b.st_rdev) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
 }
 
 /*
@@ -387,7 +446,7 @@ static int open_direct(struct syncguard_lun *lun, const char *path,
 
 	if (!want_direct(&lun->opts) && !mix_wanted(&lun->opts))
 		return 0;
-	if (statx(AT_FDCWD, path, 0, STATX_DIOALIGN, &stx) == 0 &&
+	if (statx(lun->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 &&
 	    (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align) {
 		lun->dio_align = stx.stx_dio_offset_align;
 		lun->dio_mem_align = stx.stx_dio_mem_align;
@@ -405,11 +464,11 @@ static int open_direct(struct syncguard_lun *lun, const char *path,
 			1u << lun->block_shift, lun->dio_align, lun->dio_align);
 		return -EINVAL;
 	}
-	lun->dfd = open(path, O_RDWR | O_CLOEXEC | O_DIRECT);
+	lun->dfd = syncguard_reopen(lun, O_RDWR | O_DIRECT);
 	if (lun->dfd < 0 && asked) {
 		syncguard_seterr(err, errlen, "%s: direct=yes, but O_DIRECT "
-				 "fails here: %s", path, strerror(errno));
-		return -errno;
+				 "fails here: %s", path, strerror(-lun->dfd));
+		return lun->dfd;
 	}
 	lun->direct_io = lun->dfd >= 0 && want_direct(&lun->opts);
 	/* A block device's asynchronous O_DIRECT writes (io_uring) do not
@@ -434,23 +493,33 @@ static int open_direct(struct syncguard_lun *lun, const char *path,
 	return 0;
 }
 
-/* plp: the file's allocation must be durable and complete at open. */
-static int check_plp(struct syncguard_lun *lun, const char *path,
-		     char *err, size_t errlen)
+int syncguard_check_plp_file(int fd, const char *path, bool alloc_check,
+			     char *err, size_t errlen)
 {
-	int ret;
+	struct stat st;
 
-	if (lun->blockdev)
-		return 0;
-	if (fsync(lun->fd)) {
+	if (fsync(fd) || fstat(fd, &st)) {
 		syncguard_seterr(err, errlen, "%s: fsync: %s", path,
 				 strerror(errno));
 		return -errno;
 	}
-	if (!lun->opts.alloc_check)
+	if (!alloc_check)
 		return 0;
-	ret = check_allocated(lun->fd, lun->size, path, err, errlen);
-	return ret;
+	return check_allocated(fd, (uint64_t)st.st_size, path, err, errlen);
+}
+
+/* The LUN's own descriptors (not the pools'): the file or device, the
+ * O_DIRECT one, a loop device's backing file (and with them the O_EXCL
+ * claim and the flocks). */
+static void close_fds(struct syncguard_lun *lun)
+{
+	int *fds[] = { &lun->fd, &lun->dfd, &lun->loop_fd };
+
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
 }
 
 int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
@@ -465,6 +534,7 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	memset(lun, 0, sizeof(*lun));
 	lun->fd = -1;
 	lun->dfd = -1;
+	lun->loop_fd = -1;
 	lun->block_shift = block_shift;
 	lun->opts = *opts;
 	lun->stats = &lun->local_stats;
@@ -478,9 +548,14 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	lun->dev_write_cache = syncguard_dev_write_cache(lun->blockdev ?
 		st.st_rdev : st.st_dev, lun->dev_name, sizeof(lun->dev_name));
 	if (!ret && !lun->blockdev)
-		ret = check_fs(lun->fd, path, plp, err, errlen);
-	if (!ret && plp)
-		ret = check_plp(lun, path, err, errlen);
+		ret = syncguard_check_fs(lun->fd, path, plp, err, errlen);
+	if (!ret && !lun->blockdev)
+		ret = syncguard_loop_users(lun->fd, path, err, errlen);
+	if (!ret && lun->blockdev)
+		ret = syncguard_loop_backing(lun, st.st_rdev, plp, err, errlen);
+	if (!ret && plp && !lun->blockdev)
+		ret = syncguard_check_plp_file(lun->fd, path,
+					       lun->opts.alloc_check, err, errlen);
 	if (!ret)
 		ret = open_direct(lun, path, err, errlen);
 	lun->local_stats.write_sync = (uint32_t)opts->write_sync;
@@ -495,14 +570,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		ret = syncguard_flusher_init(&lun->flusher);
 	if (!ret)
 		ret = syncguard_mix_init(&lun->mix, lun->mix.on);
-	if (!ret && !(lun->path = strdup(path)))
-		ret = -ENOMEM;
 	if (ret) {
-		close(lun->fd);
-		lun->fd = -1;
-		if (lun->dfd >= 0)
-			close(lun->dfd);
-		lun->dfd = -1;
+		close_fds(lun);
 		lun->direct_io = lun->mix.on = false;
 	}
 	return ret;
@@ -520,11 +589,7 @@ int syncguard_lun_close(struct syncguard_lun *lun)
 	    !syncguard_lun_clean(lun))
 		ret = syncguard_lun_flush(lun, true);
 	syncguard_stats_unpublish(lun);
-	close(lun->fd);
-	lun->fd = -1;
-	if (lun->dfd >= 0)
-		close(lun->dfd);
-	lun->dfd = -1;
+	close_fds(lun);
 	for (int i = 0; i < 2; i++) {
 		while (lun->pool[i].n)
 			close(lun->pool[i].fds[--lun->pool[i].n]);
@@ -532,8 +597,6 @@ int syncguard_lun_close(struct syncguard_lun *lun)
 		lun->pool[i].fds = NULL;
 		lun->pool[i].cap = 0;
 	}
-	free(lun->path);
-	lun->path = NULL;
 	pthread_rwlock_destroy(&lun->write_lock);
 	pthread_mutex_destroy(&lun->pool_lock);
 	pthread_mutex_destroy(&lun->sync_trial_lock);
@@ -616,8 +679,8 @@ static int pool_get(struct syncguard_lun *lun, bool direct)
 		fd = p->fds[--p->n];
 	pthread_mutex_unlock(&lun->pool_lock);
 	if (fd < 0)
-		fd = open(lun->path, O_RDWR | O_CLOEXEC | (direct ? O_DIRECT : 0));
-	return fd < 0 ? -errno : fd;
+		fd = syncguard_reopen(lun, O_RDWR | (direct ? O_DIRECT : 0));
+	return fd;
 }
 
 static void pool_put(struct syncguard_lun *lun, bool direct, int fd)

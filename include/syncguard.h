@@ -358,6 +358,8 @@ struct syncguard_lun {
 	 * else with mix.on (write-back, direct=auto) RWF_DSYNC writes do,
 	 * and the rest take the page cache. */
 	int dfd;
+	int loop_fd;			/* a loop device's backing file,
+					 * flocked; -1 otherwise (core/loop.c) */
 	bool direct_io;
 	bool direct_reads;		/* reads use dfd too (a block device
 					 * with direct_io; see open_direct) */
@@ -368,8 +370,8 @@ struct syncguard_lun {
 	unsigned int dio_mem_align;	/* buffer address, bytes */
 	/* Descriptors for durability calls, one per call in flight (see
 	 * "sync descriptors" in core/lun.c): pool[0] buffered, pool[1]
-	 * O_DIRECT (RWF_DSYNC writes that bypass the page cache). */
-	char *path;
+	 * O_DIRECT (RWF_DSYNC writes that bypass the page cache), each
+	 * opened by syncguard_reopen. */
 	pthread_mutex_t pool_lock;
 	struct syncguard_fd_pool {
 		int *fds;

@@ -272,6 +272,53 @@ START_TEST(test_blockdev_held_device_refused)
 }
 END_TEST
 
+/* A loop device and its backing file are one store (core/loop.c): the
+ * file of an exported loop device, or a second loop device over it, is
+ * refused; so is the file of a loop device someone holds (as a mount
+ * does); and a loop device is refused where its file would be (tmpfs). */
+START_TEST(test_blockdev_loop_and_its_file)
+{
+	char dev2[64], held[64], shm_dev[64] = "";
+	const char *file = proto_file("backs-held.img", DEV_BYTES, false);
+	int holder;
+
+	ck_assert_int_ne(proto_add_lun(9, devs[0].file, "mode=write-back", 0), 0);
+	ck_assert(proto_log_has("already exported by another syncguard LUN"));
+	ck_assert_int_eq(attach(devs[0].file, 512, dev2, sizeof(dev2)), 0);
+	ck_assert_int_ne(proto_add_lun(9, dev2, "mode=write-through", 0), 0);
+	proto_sh("losetup -d '%s'", dev2);
+	ck_assert(proto_log_has("(the loop device's backing file): already "
+				"exported by another syncguard LUN"));
+	ck_assert_int_eq(attach(file, 512, held, sizeof(held)), 0);
+	holder = open(held, O_RDONLY | O_EXCL);
+	ck_assert_int_ge(holder, 0);
+	ck_assert_int_ne(proto_add_lun(9, file, "mode=write-back", 0), 0);
+	close(holder);
+	proto_sh("losetup -d '%s'", held);
+	ck_assert(proto_log_has("which is in use (mounted, swap, held by md "
+				"or device-mapper, or exported): not exported"));
+	if (proto_sh("f=/dev/shm/syncguard-proto-$PPID.img; "
+		     "[ \"$(stat -f -c %%T /dev/shm)\" = tmpfs ] && "
+		     "truncate -s 1M $f") == 0) {
+		FILE *p = popen("losetup --find --show "
+				"/dev/shm/syncguard-proto-$PPID.img", "r");
+
+		ck_assert_ptr_nonnull(p);
+		ck_assert_ptr_nonnull(fgets(shm_dev, sizeof(shm_dev), p));
+		pclose(p);
+		shm_dev[strcspn(shm_dev, "\n")] = '\0';
+		ck_assert_int_ne(proto_add_lun(9, shm_dev, "mode=write-back",
+					       0), 0);
+		proto_sh("losetup -d '%s'; rm -f "
+			 "/dev/shm/syncguard-proto-$PPID.img", shm_dev);
+		ck_assert(proto_log_has("file is on a RAM file system"));
+	} else {
+		fprintf(stderr, "blockdev: loop over tmpfs not tried: no "
+			"tmpfs at /dev/shm\n");
+	}
+}
+END_TEST
+
 /* tgtd.log says what Linux believes of the device's write cache, and
  * warns where it sends no flushes (queue/write_cache "write through") */
 START_TEST(test_blockdev_device_cache_logged)
@@ -440,6 +487,7 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_direct_needs_alignment);
 	tcase_add_test(tc, test_blockdev_held_device_refused);
 	tcase_add_test(tc, test_blockdev_device_cache_logged);
+	tcase_add_test(tc, test_blockdev_loop_and_its_file);
 	tcase_add_test(tc, test_blockdev_write_back_page_cache);
 	tcase_add_loop_test(tc, test_blockdev_read_after_write, 0, 4);
 	suite_add_tcase(s, tc);

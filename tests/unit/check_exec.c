@@ -749,21 +749,64 @@ START_TEST(test_open_plp_needs_allocated_file)
 }
 END_TEST
 
+/* A LUN keeps writing and flushing the file it opened when its path is
+ * renamed and a new file takes the name: its durable writes and flushes
+ * go through descriptors opened later (the pools), which once reopened
+ * the path and so wrote the other file (a helper's test). */
+START_TEST(test_open_rename_keeps_the_file)
+{
+	char old[96];
+	uint8_t got[BS];
+	int fd;
+
+	for (int direct = 0; direct < 2; direct++) {
+		open_lun_opts(SYNCGUARD_MODE_WRITE_BACK,
+			      SYNCGUARD_WRITE_SYNC_DSYNC, direct ?
+			      SYNCGUARD_DIRECT_YES : SYNCGUARD_DIRECT_NO);
+		snprintf(old, sizeof(old), "%s.old", path);
+		ck_assert_int_eq(rename(path, old), 0);
+		make_file(path, LUN_BYTES, true);	/* zeroes */
+		memset(data, 0x5a, BS);
+		ck_assert_int_eq(write16(3, 1, true), SYNCGUARD_OK);
+		ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+		syncguard_lun_close(&lun);
+		fd = open(path, O_RDONLY);
+		ck_assert_int_eq(pread(fd, got, BS, 3 * BS), BS);
+		close(fd);
+		ck_assert_msg(got[0] == 0, "direct=%d: the write went to the "
+			      "new file under the old name", direct);
+		fd = open(old, O_RDONLY);
+		ck_assert_int_eq(pread(fd, got, BS, 3 * BS), BS);
+		close(fd);
+		ck_assert_mem_eq(got, data, BS);
+		unlink(old);
+	}
+}
+END_TEST
+
 /* syncguard_fs_barriers reads the super options of the file's own mount
  * (mountinfo lines as proc(5) gives them, optional fields included). */
 START_TEST(test_open_barriers_from_mountinfo)
 {
+	static char long_dev[300], long_nobarrier[300];
 	static const struct {
-		const char *opts;
+		const char *source, *opts;
 		int want;
 	} cases[] = {
-		{ "rw,nobarrier", 0 }, { "rw,barrier=0,data=ordered", 0 },
-		{ "rw,barrier=1", 1 }, { "rw,nobarrierx", 1 }, { "rw", 1 },
+		{ "/dev/y", "rw,nobarrier", 0 },
+		{ "/dev/y", "rw,barrier=0,data=ordered", 0 },
+		{ "/dev/y", "rw,barrier=1", 1 }, { "/dev/y", "rw,nobarrierx", 1 },
+		{ "/dev/y", "rw", 1 },
+		/* sources of any length (a helper's misfire and bypass) */
+		{ long_dev, "rw,nobarrier", 0 }, { long_nobarrier, "rw", 1 },
 	};
 	char info[96];
 	struct statx stx;
 	int fd;
 
+	memset(long_dev, 'd', sizeof(long_dev) - 1);
+	memset(long_nobarrier, 'o', sizeof(long_nobarrier) - 1);
+	memcpy(long_nobarrier + sizeof(long_nobarrier) - 10, "nobarrier", 9);
 	make_file(path, LUN_BYTES, true);
 	fd = open(path, O_RDONLY);
 	ck_assert_int_ge(fd, 0);
@@ -776,11 +819,12 @@ START_TEST(test_open_barriers_from_mountinfo)
 		fprintf(f, "%llu 1 8:1 / /x rw,relatime - ext4 /dev/x rw\n",
 			(unsigned long long)stx.stx_mnt_id + 1);
 		fprintf(f, "%llu 1 8:2 / /y rw,noatime shared:1 master:2 - "
-			"ext4 /dev/y %s\n", (unsigned long long)stx.stx_mnt_id,
-			cases[i].opts);
+			"ext4 %s %s\n", (unsigned long long)stx.stx_mnt_id,
+			cases[i].source, cases[i].opts);
 		fclose(f);
 		ck_assert_msg(syncguard_fs_barriers(fd, info) == cases[i].want,
-			      "super options \"%s\"", cases[i].opts);
+			      "case %zu: super options \"%s\"", i,
+			      cases[i].opts);
 	}
 	ck_assert_int_eq(truncate(info, 0), 0);
 	ck_assert_int_eq(syncguard_fs_barriers(fd, info), -ENOENT);
@@ -872,6 +916,7 @@ Suite *exec_suite(void)
 	tcase_add_test(open, test_open_one_lun_per_file);
 	tcase_add_test(open, test_open_plp_needs_allocated_file);
 	tcase_add_test(open, test_open_barriers_from_mountinfo);
+	tcase_add_test(open, test_open_rename_keeps_the_file);
 	if (can_mount_loop())
 		tcase_add_test(open, test_open_refuses_nobarrier_mount);
 	else
