@@ -18,7 +18,9 @@
  * device was accepted as a file LUN.
  *
  * Only one level is followed (a loop over a file on another loop is
- * checked at the first file's file system).  A loop whose backing file
+ * checked at the first file's file system).  A partition of a loop
+ * device is checked at the loop's file, but not locked with it: two
+ * partitions are two stores.  A loop whose backing file
  * is gone from the name space (deleted) cannot be checked and is taken.
  */
 #include <dirent.h>
@@ -36,16 +38,23 @@
 
 #include "internal.h"
 
-/* The backing file's path of the loop device with sysfs directory @sys
- * into @buf: 0, or -errno (-ENOENT: not a loop device, or detached). */
-static int backing_path(const char *sys, char *buf, size_t len)
+/* The backing file's path of the loop device (or of a partition of one,
+ * @part set then) with sysfs directory @sys into @buf: 0, or -errno
+ * (-ENOENT: not a loop device, or detached). */
+static int backing_path(const char *sys, char *buf, size_t len, bool *part)
 {
 	char p[PATH_MAX];
 	FILE *f;
 	bool ok;
 
 	snprintf(p, sizeof(p), "%s/loop/backing_file", sys);
-	if (!(f = fopen(p, "re")))
+	*part = false;
+	if (!(f = fopen(p, "re"))) {
+		snprintf(p, sizeof(p), "%s/../loop/backing_file", sys);
+		*part = true;
+		f = fopen(p, "re");
+	}
+	if (!f)
 		return -errno;
 	ok = fgets(buf, (int)len, f) != NULL;
 	fclose(f);
@@ -79,11 +88,12 @@ int syncguard_loop_backing(struct syncguard_lun *lun, dev_t rdev, bool plp,
 			   char *err, size_t errlen)
 {
 	char sys[64], path[PATH_MAX];
+	bool part;
 	int ret;
 
 	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(rdev),
 		 minor(rdev));
-	if (backing_path(sys, path, sizeof(path)))
+	if (backing_path(sys, path, sizeof(path), &part))
 		return 0;			/* not a loop device */
 	lun->loop_fd = open_backing(lun->fd, path);
 	if (lun->loop_fd < 0)
@@ -92,7 +102,9 @@ int syncguard_loop_backing(struct syncguard_lun *lun, dev_t rdev, bool plp,
 	if (!ret && plp)
 		ret = syncguard_check_plp_file(lun->loop_fd, path,
 					       lun->opts.alloc_check, err, errlen);
-	if (!ret && flock(lun->loop_fd, LOCK_EX | LOCK_NB) &&
+	/* partitions of one loop device are distinct stores (the O_EXCL
+	 * claims keep the whole device and its partitions apart) */
+	if (!ret && !part && flock(lun->loop_fd, LOCK_EX | LOCK_NB) &&
 	    errno == EWOULDBLOCK) {
 		syncguard_seterr(err, errlen, "%s (the loop device's backing "
 			"file): already exported by another syncguard LUN",
@@ -113,10 +125,11 @@ static bool loop_held_over(const char *name, const struct stat *st,
 {
 	char sys[300], path[PATH_MAX];
 	struct stat b;
+	bool part;
 	int fd;
 
 	snprintf(sys, sizeof(sys), "/sys/block/%s", name);
-	if (backing_path(sys, path, sizeof(path)) || stat(path, &b) ||
+	if (backing_path(sys, path, sizeof(path), &part) || stat(path, &b) ||
 	    b.st_dev != st->st_dev || b.st_ino != st->st_ino)
 		return false;
 	snprintf(dev, devlen, "/dev/%s", name);
