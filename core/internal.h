@@ -31,9 +31,10 @@ int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen);
  * the LUN has open, whatever its path names now; or -errno. */
 int syncguard_reopen(const struct syncguard_lun *lun, int flags);
 
-/* The open-time checks of a regular file's file system (RAM-backed,
- * nobarrier, and for @plp copy-on-write ones), for the LUN's file or a
- * loop device's backing file: 0, or -EINVAL with the reason in @err. */
+/* The open-time checks of a regular file's file system (RAM-backed;
+ * unless @plp, mounted nobarrier or not in tgtd's mountinfo; for @plp,
+ * copy-on-write), for the LUN's file or a loop device's backing file:
+ * 0, or -EINVAL with the reason in @err. */
 int syncguard_check_fs(int fd, const char *path, bool plp, char *err,
 		       size_t errlen);
 

@@ -143,9 +143,8 @@ int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen)
 int syncguard_check_fs(int fd, const char *path, bool plp, char *err,
 		       size_t errlen)
 {
-	int barriers;
-
 	struct statfs sfs;
+	int barriers;
 
 	if (fstatfs(fd, &sfs))
 		return 0;	/* cannot tell: do not refuse */
