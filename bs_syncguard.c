@@ -79,7 +79,11 @@ static void publish_stats(struct scsi_lu *lu)
 		 ".stats", lu->tgt && lu->tgt->name ? lu->tgt->name : "unknown",
 		 lu->lun);
 	ret = syncguard_stats_publish(&bs->lun, path);
-	if (ret)
+	if (ret == -EEXIST)
+		eprintf("syncguard: lun %" PRIu64 ": no counters in %s: another "
+			"running tgtd publishes a target of this name and LUN "
+			"there\n", lu->lun, path);
+	else if (ret)
 		eprintf("syncguard: lun %" PRIu64 ": no counters in %s: %s\n",
 			lu->lun, path, strerror(-ret));
 }

@@ -44,12 +44,12 @@ int syncguard_check_fs(int fd, const char *path, bool plp, char *err,
 int syncguard_check_plp_file(int fd, const char *path, bool alloc_check,
 			     char *err, size_t errlen);
 
-/* A LUN on block device @rdev: if it is a loop device, check its
- * backing file as syncguard_check_fs does and flock it (kept in
- * lun->loop_fd).  0 (also: not a loop, or the file cannot be reached),
- * -EINVAL or -EBUSY with the reason in @err.  core/loop.c */
-int syncguard_loop_backing(struct syncguard_lun *lun, dev_t rdev, bool plp,
-			   char *err, size_t errlen);
+/* A LUN on block device @dev (number @rdev): if it is a loop device,
+ * check its backing file as syncguard_check_fs does and flock it (kept
+ * in lun->loop_fd).  0 (also: not a loop, or the file cannot be
+ * reached), -EINVAL or -EBUSY with the reason in @err.  core/loop.c */
+int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
+			   dev_t rdev, bool plp, char *err, size_t errlen);
 
 /* A LUN on the regular file @fd: -EBUSY (reason in @err) if it backs a
  * loop device that is mounted or otherwise claimed, else 0. */

@@ -84,10 +84,10 @@ static int open_backing(int lfd, const char *path)
 	return fd;
 }
 
-int syncguard_loop_backing(struct syncguard_lun *lun, dev_t rdev, bool plp,
-			   char *err, size_t errlen)
+int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
+			   dev_t rdev, bool plp, char *err, size_t errlen)
 {
-	char sys[64], path[PATH_MAX];
+	char sys[64], path[PATH_MAX], label[PATH_MAX + 300];
 	bool part;
 	int ret;
 
@@ -98,17 +98,19 @@ int syncguard_loop_backing(struct syncguard_lun *lun, dev_t rdev, bool plp,
 	lun->loop_fd = open_backing(lun->fd, path);
 	if (lun->loop_fd < 0)
 		return 0;			/* cannot be checked */
-	ret = syncguard_check_fs(lun->loop_fd, path, plp, err, errlen);
+	/* the reasons name the file, so say whose file it is */
+	snprintf(label, sizeof(label), "%s (the backing file of %s)", path,
+		 dev);
+	ret = syncguard_check_fs(lun->loop_fd, label, plp, err, errlen);
 	if (!ret && plp)
-		ret = syncguard_check_plp_file(lun->loop_fd, path,
+		ret = syncguard_check_plp_file(lun->loop_fd, label,
 					       lun->opts.alloc_check, err, errlen);
 	/* partitions of one loop device are distinct stores (the O_EXCL
 	 * claims keep the whole device and its partitions apart) */
 	if (!ret && !part && flock(lun->loop_fd, LOCK_EX | LOCK_NB) &&
 	    errno == EWOULDBLOCK) {
-		syncguard_seterr(err, errlen, "%s (the loop device's backing "
-			"file): already exported by another syncguard LUN",
-			path);
+		syncguard_seterr(err, errlen, "%s: already exported by "
+			"another syncguard LUN", label);
 		ret = -EBUSY;
 	}
 	if (ret) {

@@ -551,7 +551,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	if (!ret && !lun->blockdev)
 		ret = syncguard_loop_users(lun->fd, path, err, errlen);
 	if (!ret && lun->blockdev)
-		ret = syncguard_loop_backing(lun, st.st_rdev, plp, err, errlen);
+		ret = syncguard_loop_backing(lun, path, st.st_rdev, plp, err,
+					     errlen);
 	if (!ret && plp && !lun->blockdev)
 		ret = syncguard_check_plp_file(lun->fd, path,
 					       lun->opts.alloc_check, err, errlen);

@@ -278,7 +278,7 @@ END_TEST
  * does); and a loop device is refused where its file would be (tmpfs). */
 START_TEST(test_blockdev_loop_and_its_file)
 {
-	char dev2[64], held[64], shm_dev[64] = "";
+	char dev2[64], held[64], shm_dev[64] = "", line[900];
 	const char *file = proto_file("backs-held.img", DEV_BYTES, false);
 	int holder;
 
@@ -287,8 +287,9 @@ START_TEST(test_blockdev_loop_and_its_file)
 	ck_assert_int_eq(attach(devs[0].file, 512, dev2, sizeof(dev2)), 0);
 	ck_assert_int_ne(proto_add_lun(9, dev2, "mode=write-through", 0), 0);
 	proto_sh("losetup -d '%s'", dev2);
-	ck_assert(proto_log_has("(the loop device's backing file): already "
-				"exported by another syncguard LUN"));
+	snprintf(line, sizeof(line), "%s (the backing file of %s): already "
+		 "exported by another syncguard LUN", devs[0].file, dev2);
+	ck_assert_msg(proto_log_has(line), "tgtd.log lacks \"%s\"", line);
 	ck_assert_int_eq(attach(file, 512, held, sizeof(held)), 0);
 	holder = open(held, O_RDONLY | O_EXCL);
 	ck_assert_int_ge(holder, 0);
