@@ -19,8 +19,9 @@
  *
  * Only one level is followed (a loop over a file on another loop is
  * checked at the first file's file system).  A partition of a loop
- * device is checked at the loop's file, but not locked with it: two
- * partitions are two stores.  A loop whose backing file
+ * device is checked at the loop's file and takes a shared lock on it:
+ * two partitions are two stores, but neither goes with the file itself
+ * or the whole loop device exported.  A loop whose backing file
  * is gone from the name space (deleted) cannot be checked and is taken.
  */
 #include <dirent.h>
@@ -106,9 +107,11 @@ int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 		ret = syncguard_check_plp_file(lun->loop_fd, label,
 					       lun->opts.alloc_check, err, errlen);
 	/* partitions of one loop device are distinct stores (the O_EXCL
-	 * claims keep the whole device and its partitions apart) */
-	if (!ret && !part && flock(lun->loop_fd, LOCK_EX | LOCK_NB) &&
-	    errno == EWOULDBLOCK) {
+	 * claims keep the whole device and its partitions apart), so they
+	 * share the lock; a LUN on the file itself or the whole device
+	 * takes it alone, whichever comes first */
+	if (!ret && flock(lun->loop_fd, (part ? LOCK_SH : LOCK_EX) | LOCK_NB)
+	    && errno == EWOULDBLOCK) {
 		syncguard_seterr(err, errlen, "%s: already exported by "
 			"another syncguard LUN", label);
 		ret = -EBUSY;
@@ -120,19 +123,23 @@ int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 	return ret;
 }
 
-/* Is loop device @name (sysfs, e.g. "loop3") backed by the file with
- * @st and claimed by someone (O_EXCL fails)?  Its /dev path into @dev. */
-static bool loop_held_over(const char *name, const struct stat *st,
-			   char *dev, size_t devlen)
+/* Is loop device @name (sysfs, e.g. "loop3") backed by the file whose
+ * path (as tgtd sees it) is @self, and claimed by someone (O_EXCL
+ * fails)?  Its /dev path into @dev.  The paths are compared as strings,
+ * both as the kernel prints them: nothing here may touch another loop
+ * device's file system (a stopped FUSE daemon, a dead NFS server would
+ * hang tgtd's event thread: a helper's test stalled every LUN for the
+ * 4 s its FUSE daemon was stopped).  A bind-mount alias of the file is
+ * not recognised. */
+static bool loop_held_over(const char *name, const char *self, char *dev,
+			   size_t devlen)
 {
 	char sys[300], path[PATH_MAX];
-	struct stat b;
 	bool part;
 	int fd;
 
 	snprintf(sys, sizeof(sys), "/sys/block/%s", name);
-	if (backing_path(sys, path, sizeof(path), &part) || stat(path, &b) ||
-	    b.st_dev != st->st_dev || b.st_ino != st->st_ino)
+	if (backing_path(sys, path, sizeof(path), &part) || strcmp(path, self))
 		return false;
 	snprintf(dev, devlen, "/dev/%s", name);
 	fd = open(dev, O_RDONLY | O_CLOEXEC | O_EXCL);
@@ -143,17 +150,20 @@ static bool loop_held_over(const char *name, const struct stat *st,
 
 int syncguard_loop_users(int fd, const char *path, char *err, size_t errlen)
 {
-	char dev[300];
+	char dev[300], link[32], self[PATH_MAX];
 	struct dirent *e;
-	struct stat st;
+	ssize_t n;
 	int ret = 0;
 	DIR *d;
 
-	if (fstat(fd, &st) || !(d = opendir("/sys/block")))
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, self, sizeof(self) - 1);
+	if (n <= 0 || !(d = opendir("/sys/block")))
 		return 0;			/* cannot tell */
+	self[n] = '\0';
 	while (!ret && (e = readdir(d))) {
 		if (strncmp(e->d_name, "loop", 4) ||
-		    !loop_held_over(e->d_name, &st, dev, sizeof(dev)))
+		    !loop_held_over(e->d_name, self, dev, sizeof(dev)))
 			continue;
 		syncguard_seterr(err, errlen, "%s: backs %s, which is in use "
 			"(mounted, swap, held by md or device-mapper, or "

@@ -58,9 +58,9 @@ static void teardown(void)
 	}
 	proto_tgtd_stop();
 	/* and any a failed test left attached (tests run in children) */
-	proto_sh("losetup -nO NAME,BACK-FILE | awk -v d='%s/' "
-		 "'index($2, d) == 1 { print $1 }' | xargs -r -n1 losetup -d",
-		 proto_dir());
+	proto_sh("for l in $(losetup -nO NAME,BACK-FILE | awk -v d='%s/' "
+		 "'index($2, d) == 1 { print $1 }'); do partx -d $l; "
+		 "losetup -d $l; done 2>/dev/null", proto_dir());
 }
 
 static void setup(void)
@@ -320,6 +320,58 @@ START_TEST(test_blockdev_loop_and_its_file)
 }
 END_TEST
 
+/* An MS-DOS partition table on @file: two 8 MiB partitions. */
+static void write_two_partitions(const char *file)
+{
+	unsigned char mbr[512] = { 0 };
+	const uint32_t start[2] = { 2048, 2048 + 16384 }, len = 16384;
+	int fd = open(file, O_WRONLY);
+
+	for (int i = 0; i < 2; i++) {
+		unsigned char *e = mbr + 446 + 16 * i;
+
+		e[4] = 0x83;				/* Linux */
+		for (int b = 0; b < 4; b++) {
+			e[8 + b] = (unsigned char)(start[i] >> (8 * b));
+			e[12 + b] = (unsigned char)(len >> (8 * b));
+		}
+	}
+	mbr[510] = 0x55;
+	mbr[511] = 0xaa;
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, mbr, sizeof(mbr), 0), sizeof(mbr));
+	close(fd);
+}
+
+/* Partitions of a loop device share their file's lock: both can be
+ * exported, but not beside the file or the whole device, in either
+ * order (a helper exported the file, then a partition). */
+START_TEST(test_blockdev_loop_partitions)
+{
+	char dev[64], p1[80], p2[80];
+	const char *file = proto_file("parts.img", DEV_BYTES, false);
+
+	write_two_partitions(file);
+	ck_assert_int_eq(attach(file, 512, dev, sizeof(dev)), 0);
+	/* partitions added by hand outlive a detach: a loop device may
+	 * come with some from its last user */
+	ck_assert_int_eq(proto_sh("partx -d '%s' 2>/dev/null; partx -a '%s'",
+				  dev, dev), 0);
+	snprintf(p1, sizeof(p1), "%sp1", dev);
+	snprintf(p2, sizeof(p2), "%sp2", dev);
+	ck_assert_int_eq(proto_add_lun(9, file, "mode=write-back", 0), 0);
+	ck_assert_int_ne(proto_add_lun(10, p1, "mode=write-back", 0), 0);
+	proto_del_lun(9);
+	ck_assert_int_eq(proto_add_lun(10, p1, "mode=write-back", 0), 0);
+	ck_assert_int_eq(proto_add_lun(11, p2, "mode=write-through", 0), 0);
+	ck_assert_int_ne(proto_add_lun(9, file, "mode=write-back", 0), 0);
+	ck_assert_int_ne(proto_add_lun(12, dev, "mode=write-back", 0), 0);
+	proto_del_lun(10);
+	proto_del_lun(11);
+	proto_sh("partx -d '%s'; losetup -d '%s'", dev, dev);
+}
+END_TEST
+
 /* tgtd.log says what Linux believes of the device's write cache, and
  * warns where it sends no flushes (queue/write_cache "write through") */
 START_TEST(test_blockdev_device_cache_logged)
@@ -489,6 +541,7 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_held_device_refused);
 	tcase_add_test(tc, test_blockdev_device_cache_logged);
 	tcase_add_test(tc, test_blockdev_loop_and_its_file);
+	tcase_add_test(tc, test_blockdev_loop_partitions);
 	tcase_add_test(tc, test_blockdev_write_back_page_cache);
 	tcase_add_loop_test(tc, test_blockdev_read_after_write, 0, 4);
 	suite_add_tcase(s, tc);
