@@ -514,7 +514,30 @@ unset multiplot
 GP
 }
 
+# What the numbers were measured on, for bench.json and the report: the
+# commit (and whether tracked files had changes), kernel, tgt, CPUs, and
+# the block device under the disk cells' files with its write cache as
+# Linux sees it (sysfs; a partition's is its disk's).  Sets sys_*.
+system_probe() {
+	local dev q
+	sys_commit=$(git -C "$top" rev-parse --short HEAD 2>/dev/null) || sys_commit=unknown
+	sys_changed=false
+	[ -n "$(git -C "$top" status --porcelain --untracked-files=no 2>/dev/null)" ] &&
+		sys_changed=true
+	sys_kernel=$(uname -r)
+	sys_tgt=$(dpkg-query -W -f '${Version}' tgt 2>/dev/null) || sys_tgt=unknown
+	sys_cpus=$(nproc)
+	sys_disk=$(findmnt -no SOURCE -T "$work" 2>/dev/null | head -n 1)
+	sys_disk=${sys_disk:-unknown} sys_cache=unknown dev=${sys_disk#/dev/}
+	for q in "/sys/class/block/$dev/queue/write_cache" \
+		 "/sys/class/block/$dev/../queue/write_cache"; do
+		[ -r "$q" ] && { sys_cache=$(cat "$q"); break; }
+	done
+}
+
 eol='\n'; [ -t 2 ] && eol='\r'
+system_probe
+say "system: commit $sys_commit$([ "$sys_changed" = true ] && echo " (with changes)"), kernel $sys_kernel, tgt $sys_tgt, $sys_cpus CPUs, disk $sys_disk (write cache: $sys_cache)"
 say "setting up: $(wc -w <<<"$configs") configurations on $(wc -w <<<"$devices") device(s)"
 setup_luns || { say "set-up failed"; exit 1; }
 say "$(wc -w <<<"$devices") devices x sizes ($sizes) x QD ($qds) x ($discs) x $(wc -w <<<"$configs") configurations, $rounds rounds (QD 1: $qd1_rounds) of ${warmup}s + ${secs}s each"
@@ -535,7 +558,9 @@ done
 echo
 report_targets "$limits" "$mem_sg" "$mem_rdwr" "$work/targets.json"
 {
-	printf '{"seconds_per_cell":%s,"warmup_seconds":%s,"rounds":%s,"qd1_rounds":%s,"flush_ms":%s,"limit":[' \
+	printf '{"system":{"commit":"%s","tree_changed":%s,"kernel":"%s","tgt":"%s","cpus":%s,"disk_device":"%s","disk_write_cache":"%s"},' \
+		"$sys_commit" "$sys_changed" "$sys_kernel" "$sys_tgt" "$sys_cpus" "$sys_disk" "$sys_cache"
+	printf '"seconds_per_cell":%s,"warmup_seconds":%s,"rounds":%s,"qd1_rounds":%s,"flush_ms":%s,"limit":[' \
 		"$secs" "$warmup" "$rounds" "$qd1_rounds" "$flush_ms"
 	sep=
 	for l in ${limits//;/ }; do
