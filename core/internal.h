@@ -19,6 +19,12 @@ void syncguard_seterr(char *err, size_t errlen, const char *fmt, ...)
  * (-ENOENT: @fd's mount is not listed). */
 int syncguard_fs_barriers(int fd, const char *mountinfo);
 
+/* The upper directory of the overlay @fd is on, from its super options
+ * in @mountinfo (\ooo escapes undone) into @dir (@len bytes): 0, or
+ * -errno (-ENOENT: no upperdir, or the mount is not listed). */
+int syncguard_overlay_upper(int fd, const char *mountinfo, char *dir,
+			    size_t len);
+
 /* What Linux believes of the write cache of the block device with
  * number @dev (sysfs queue/write_cache; a partition's is its disk's):
  * 1 volatile ("write back": flushes are sent to it), 0 none ("write

@@ -84,10 +84,13 @@ static const char *super_options(char *line)
 	return tok ? strtok_r(NULL, " \n", &save) : NULL;
 }
 
-int syncguard_fs_barriers(int fd, const char *mountinfo)
+/* The super options of @fd's mount in @mountinfo into @opts: 0, or
+ * -errno (-ENOENT: the mount is not listed). */
+static int mount_options(int fd, const char *mountinfo, char *opts,
+			 size_t len)
 {
 	char *line = NULL;
-	const char *opts;
+	const char *o;
 	size_t cap = 0;
 	struct statx stx;
 	unsigned long long id;
@@ -103,15 +106,54 @@ int syncguard_fs_barriers(int fd, const char *mountinfo)
 	while (ret == -ENOENT && getline(&line, &cap, f) > 0) {
 		if (sscanf(line, "%llu", &id) != 1 || id != stx.stx_mnt_id)
 			continue;
-		if (!(opts = super_options(line)))
-			ret = -EINVAL;
-		else
-			ret = !has_opt(opts, "nobarrier") &&
-			      !has_opt(opts, "barrier=0");
+		o = super_options(line);
+		ret = o && (size_t)snprintf(opts, len, "%s", o) < len ? 0 :
+			-EINVAL;
 	}
 	free(line);
 	fclose(f);
 	return ret;
+}
+
+int syncguard_fs_barriers(int fd, const char *mountinfo)
+{
+	char opts[4096];
+	int ret = mount_options(fd, mountinfo, opts, sizeof(opts));
+
+	if (ret)
+		return ret;
+	return !has_opt(opts, "nobarrier") && !has_opt(opts, "barrier=0");
+}
+
+int syncguard_overlay_upper(int fd, const char *mountinfo, char *dir,
+			    size_t len)
+{
+	char opts[4096], *p, *end;
+	size_t n = 0;
+	int ret = mount_options(fd, mountinfo, opts, sizeof(opts));
+
+	if (ret)
+		return ret;
+	for (p = opts; p; p = strchr(p, ',')) {
+		p += *p == ',';
+		if (!strncmp(p, "upperdir=", 9))
+			break;
+	}
+	if (!p)
+		return -ENOENT;
+	end = p + strcspn(p, ",");
+	/* the kernel escapes ",= \t\n\\" in option values as \ooo */
+	for (p += 9; p < end && n + 1 < len; n++) {
+		if (p[0] == '\\' && end - p >= 4) {
+			dir[n] = (char)strtol((char[]){ p[1], p[2], p[3], 0 },
+					      NULL, 8);
+			p += 4;
+		} else {
+			dir[n] = *p++;
+		}
+	}
+	dir[n] = '\0';
+	return p == end && n ? 0 : -EINVAL;
 }
 
 int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen)
@@ -140,8 +182,41 @@ int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen)
 	return strncmp(val, "write through", 13) ? -EINVAL : 0;
 }
 
+#define OVERLAYFS_MAGIC 0x794c7630
+static int check_fs_at(int fd, const char *path, bool plp, char *err,
+		       size_t errlen, int depth);
+
+/* A file on an overlay lives in its upper layer once opened for
+ * writing (copied up): check the upper layer's file system as the
+ * file's own (a tmpfs upper layer survives nothing).  0 also when the
+ * upper layer cannot be found or opened, or overlays nest too deep. */
+static int check_overlay(int fd, const char *path, bool plp, char *err,
+			 size_t errlen, int depth)
+{
+	char upper[PATH_MAX], label[2 * PATH_MAX + 64];
+	int dfd, ret;
+
+	if (depth >= 4 || syncguard_overlay_upper(fd, "/proc/self/mountinfo",
+						  upper, sizeof(upper)))
+		return 0;
+	dfd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return 0;
+	snprintf(label, sizeof(label), "%s (an overlay's upper layer %s)",
+		 path, upper);
+	ret = check_fs_at(dfd, label, plp, err, errlen, depth + 1);
+	close(dfd);
+	return ret;
+}
+
 int syncguard_check_fs(int fd, const char *path, bool plp, char *err,
 		       size_t errlen)
+{
+	return check_fs_at(fd, path, plp, err, errlen, 0);
+}
+
+static int check_fs_at(int fd, const char *path, bool plp, char *err,
+		       size_t errlen, int depth)
 {
 	struct statfs sfs;
 	int barriers;
@@ -185,6 +260,8 @@ int syncguard_check_fs(int fd, const char *path, bool plp, char *err,
 			return -EINVAL;
 		}
 	}
+	if ((unsigned long)sfs.f_type == OVERLAYFS_MAGIC)
+		return check_overlay(fd, path, plp, err, errlen, depth);
 	return 0;
 }
 

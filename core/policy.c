@@ -56,7 +56,8 @@
  * btrfs, f2fs) sends no flush for fdatasync, so on it neither mode
  * could keep its promise, and core/lun.c refuses them there (measured on
  * a loop device: 20 fdatasyncs, 0 flushes), also under a loop device
- * whose backing file is on such a file system (core/loop.c).  plp asks for no flush and
+ * whose backing file is on such a file system (core/loop.c) or as an
+ * overlay's upper layer.  plp asks for no flush and
  * is allowed: nobarrier is only safe where the cache is protected
  * anyway, which is what plp declares.  Whether the device honours a
  * flush it receives is outside what a target can see; the power-cut

@@ -833,6 +833,70 @@ START_TEST(test_open_barriers_from_mountinfo)
 }
 END_TEST
 
+/* syncguard_overlay_upper finds upperdir= among the super options and
+ * undoes the kernel's \ooo escapes (a comma, a space). */
+START_TEST(test_open_overlay_upper_from_mountinfo)
+{
+	static const struct {
+		const char *opts, *want;
+		int ret;
+	} cases[] = {
+		{ "rw,lowerdir=/l,upperdir=/x\\054y\\040z,workdir=/w", "/x,y z", 0 },
+		{ "upperdir=/first,workdir=/w", "/first", 0 },
+		{ "rw,lowerdir=/l,xupperdir=/no", "", -ENOENT },
+	};
+	char info[96], dir[64];
+	struct statx stx;
+	int fd;
+
+	make_file(path, LUN_BYTES, true);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx), 0);
+	snprintf(info, sizeof(info), "%s/mountinfo", dir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		FILE *f = fopen(info, "w");
+
+		ck_assert_ptr_nonnull(f);
+		fprintf(f, "%llu 1 0:40 / /o rw,relatime - overlay overlay %s\n",
+			(unsigned long long)stx.stx_mnt_id, cases[i].opts);
+		fclose(f);
+		ck_assert_int_eq(syncguard_overlay_upper(fd, info, dir,
+							 sizeof(dir)),
+				 cases[i].ret);
+		if (!cases[i].ret)
+			ck_assert_str_eq(dir, cases[i].want);
+	}
+	close(fd);
+	unlink(info);
+}
+END_TEST
+
+/* A real overlay whose upper layer is a tmpfs: the file is refused as
+ * a RAM file system's (its own statfs says overlay). */
+START_TEST(test_open_refuses_overlay_on_tmpfs)
+{
+	char sh[1024], file[96], err[256] = "";
+	int set_up, got;
+
+	snprintf(file, sizeof(file), "%s/ovl/lun.img", dir);
+	snprintf(sh, sizeof(sh), "set -e; cd %s; mkdir low t ovl; "
+		 "mount -t tmpfs tmpfs t; mkdir t/up t/work; mount -t overlay "
+		 "overlay -o \"lowerdir=$PWD/low,upperdir=$PWD/t/up,"
+		 "workdir=$PWD/t/work\" ovl; dd if=/dev/zero of=ovl/lun.img "
+		 "bs=64k count=%u status=none", dir, LUN_BYTES / 65536);
+	set_up = system(sh);
+	got = try_open_close(file, "mode=write-back", err);
+	snprintf(sh, sizeof(sh), "cd %s; umount ovl; umount t; "
+		 "rm -rf low t ovl", dir);
+	ck_assert_int_eq(system(sh), 0);
+	ck_assert_int_eq(set_up, 0);
+	ck_assert_int_eq(got, -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "(an overlay's upper layer "));
+	ck_assert_ptr_nonnull(strstr(err, "file is on a RAM file system"));
+}
+END_TEST
+
 /* The same on a real ext4 mounted nobarrier, whose fdatasync sends the
  * device no flush: write-back and write-through are refused, plp (which
  * never flushes) is not, and after a remount with barriers all are. */
@@ -917,10 +981,17 @@ Suite *exec_suite(void)
 	tcase_add_test(open, test_open_plp_needs_allocated_file);
 	tcase_add_test(open, test_open_barriers_from_mountinfo);
 	tcase_add_test(open, test_open_rename_keeps_the_file);
+	tcase_add_test(open, test_open_overlay_upper_from_mountinfo);
 	if (can_mount_loop())
 		tcase_add_test(open, test_open_refuses_nobarrier_mount);
 	else
 		fprintf(stderr, "exec: test_open_refuses_nobarrier_mount left "
 			"out: needs root, loop devices and mkfs.ext4\n");
+	if (geteuid() == 0 && system("grep -qw overlay /proc/filesystems || "
+				     "modprobe overlay 2>/dev/null") == 0)
+		tcase_add_test(open, test_open_refuses_overlay_on_tmpfs);
+	else
+		fprintf(stderr, "exec: test_open_refuses_overlay_on_tmpfs left "
+			"out: needs root and overlayfs\n");
 	return s;
 }
