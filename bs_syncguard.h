@@ -71,6 +71,8 @@ struct syncguard_bs {
 	unsigned int n_deferred;
 	int any_deferred;		/* n_deferred, read without the lock */
 	struct syncguard_uring uring;
+	struct syncguard_bs *next_watched;	/* the mount watch's list */
+	uint64_t lun_nr;			/* for its log line */
 };
 
 static inline struct syncguard_bs *SYNCGUARD_BS(struct scsi_lu *lu)

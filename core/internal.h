@@ -25,6 +25,12 @@ int syncguard_fs_barriers(int fd, const char *mountinfo);
 int syncguard_overlay_upper(int fd, const char *mountinfo, char *dir,
 			    size_t len);
 
+/* Has the file system under @lun (its file, a loop device's backing
+ * file, an overlay's upper layer) been remounted nobarrier since the LUN
+ * was created, so that its flushes no longer reach the device?  Always
+ * false for plp, which sends none. */
+bool syncguard_lun_flushes_lost(struct syncguard_lun *lun);
+
 /* What Linux believes of the write cache of the block device with
  * number @dev (sysfs queue/write_cache; a partition's is its disk's):
  * 1 volatile ("write back": flushes are sent to it), 0 none ("write

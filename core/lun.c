@@ -156,6 +156,29 @@ int syncguard_overlay_upper(int fd, const char *mountinfo, char *dir,
 	return p == end && n ? 0 : -EINVAL;
 }
 
+bool syncguard_lun_flushes_lost(struct syncguard_lun *lun)
+{
+	int fd = lun->loop_fd >= 0 ? lun->loop_fd : lun->blockdev ? -1 :
+		 lun->fd;
+	char upper[PATH_MAX];
+	bool lost;
+	int dfd;
+
+	if (fd < 0 || lun->opts.mode == SYNCGUARD_MODE_PLP)
+		return false;
+	if (syncguard_fs_barriers(fd, "/proc/self/mountinfo") == 0)
+		return true;
+	if (syncguard_overlay_upper(fd, "/proc/self/mountinfo", upper,
+				    sizeof(upper)))
+		return false;
+	dfd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return false;
+	lost = syncguard_fs_barriers(dfd, "/proc/self/mountinfo") == 0;
+	close(dfd);
+	return lost;
+}
+
 int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen)
 {
 	char sys[96], real[PATH_MAX], val[32] = "";

@@ -372,6 +372,52 @@ START_TEST(test_blockdev_loop_partitions)
 }
 END_TEST
 
+/* A file system remounted nobarrier under a live write-back LUN: the
+ * next FUA write fails (MEDIUM ERROR, WRITE ERROR) instead of being
+ * answered GOOD without a flush, and tgtd.log says why; plain writes go
+ * on.  The mount and the remount are made in tgtd's mount name space. */
+START_TEST(test_blockdev_remount_nobarrier_latches)
+{
+	const char *img = proto_file("remount.img", DEV_BYTES, false);
+	char dev[64], mnt[800], lun_img[900];
+	unsigned char out[512] = { 0x42 };
+	struct iscsi_context *iscsi;
+	struct scsi_task *t = NULL;
+
+	snprintf(mnt, sizeof(mnt), "%s/remount-mnt", proto_dir());
+	snprintf(lun_img, sizeof(lun_img), "%s/lun.img", mnt);
+	ck_assert_int_eq(attach(img, 512, dev, sizeof(dev)), 0);
+	ck_assert_int_eq(proto_sh("mkdir -p '%s' && mkfs.ext4 -q '%s' && "
+		"mount '%s' '%s' && dd if=/dev/zero of='%s' bs=1M count=4 "
+		"status=none && umount '%s'", mnt, dev, dev, mnt, lun_img, mnt),
+		0);
+	ck_assert_int_eq(proto_sh_in_tgtd("mount '%s' '%s'", dev, mnt), 0);
+	ck_assert_int_eq(proto_add_lun(9, lun_img, "mode=write-back", 0), 0);
+	iscsi = proto_connect(9);
+	proto_assert_good(iscsi_write16_sync(iscsi, 9, 1, out, 512, 512, 0, 0,
+		1, 0, 0), "WRITE(16) FUA before", false);
+	ck_assert_int_eq(proto_sh_in_tgtd("mount -o remount,nobarrier '%s'",
+					  mnt), 0);
+	for (int i = 0; i < 100; i++) {	/* tgtd's event loop: soon */
+		if (t)
+			scsi_free_scsi_task(t);
+		t = iscsi_write16_sync(iscsi, 9, 1, out, 512, 512, 0, 0, 1, 0, 0);
+		if (!t || t->status != SCSI_STATUS_GOOD)
+			break;
+		usleep(20000);
+	}
+	proto_assert_sense(t, SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "WRITE(16) FUA after the remount");
+	proto_assert_good(iscsi_write16_sync(iscsi, 9, 2, out, 512, 512, 0, 0,
+		0, 0, 0), "WRITE(16) without FUA", false);
+	iscsi_destroy_context(iscsi);
+	proto_del_lun(9);
+	proto_sh_in_tgtd("umount '%s'", mnt);
+	proto_sh("losetup -d '%s'", dev);
+	ck_assert(proto_log_has("its file system was remounted nobarrier"));
+}
+END_TEST
+
 /* tgtd.log says what Linux believes of the device's write cache, and
  * warns where it sends no flushes (queue/write_cache "write through") */
 START_TEST(test_blockdev_device_cache_logged)
@@ -542,6 +588,7 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_device_cache_logged);
 	tcase_add_test(tc, test_blockdev_loop_and_its_file);
 	tcase_add_test(tc, test_blockdev_loop_partitions);
+	tcase_add_test(tc, test_blockdev_remount_nobarrier_latches);
 	tcase_add_test(tc, test_blockdev_write_back_page_cache);
 	tcase_add_loop_test(tc, test_blockdev_read_after_write, 0, 4);
 	suite_add_tcase(s, tc);

@@ -91,6 +91,19 @@ void proto_tgtd_stop(void)
 	state[0] = scratch[0] = '\0';
 }
 
+int proto_sh_in_tgtd(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	setenv("PROTO_CMD", cmd, 1);
+	return proto_sh("nsenter -t $(cat '%s/pid') -m sh -c \"$PROTO_CMD\"",
+			state);
+}
+
 bool proto_tgtd_alive(void)
 {
 	return proto_sh("kill -0 $(cat '%s/pid') 2>/dev/null", state) == 0;

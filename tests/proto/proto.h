@@ -34,6 +34,11 @@ void proto_tgtd_start(void);
 /* Stop it (offline, delete targets, delete system; SIGKILL at last). */
 void proto_tgtd_stop(void);
 
+/* proto_sh, inside the private tgtd's mount name space (a mount made
+ * there is tgtd's alone, and a remount there is signalled to it). */
+int proto_sh_in_tgtd(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
 /* Is the private tgtd still running? */
 bool proto_tgtd_alive(void);
 

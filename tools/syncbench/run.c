@@ -83,14 +83,15 @@ static bool retryable(int status, struct scsi_task *t)
 static void note_error(struct run *rn, struct op *op, const char *what,
 		       int status, struct scsi_task *t)
 {
+	char why[160];
+
 	rn->r->errors++;
 	if (rn->r->errors > 5)
 		return;
 	if (status == SCSI_STATUS_CHECK_CONDITION && t)
-		fprintf(stderr, PROG ": %s lba %" PRIu64 ": CHECK CONDITION, sense "
-			"key %s (0x%x), ASC/ASCQ 0x%04x %s\n", what, op->lba,
-			scsi_sense_key_str(t->sense.key), t->sense.key,
-			t->sense.ascq, scsi_sense_ascq_str(t->sense.ascq));
+		fprintf(stderr, PROG ": %s lba %" PRIu64 ": CHECK CONDITION, "
+			"%s\n", what, op->lba,
+			sense_text(&t->sense, why, sizeof(why)));
 	else
 		fprintf(stderr, PROG ": %s lba %" PRIu64 ": status 0x%x: %s\n",
 			what, op->lba, status, iscsi_get_error(op->s->iscsi));

@@ -144,6 +144,9 @@ void usage_error(const char *fmt, const char *arg);
 const char *sync_name(enum sync_mode s, unsigned int every, char *buf,
 		      size_t len);
 
+/* target.c: "sense key MEDIUM ERROR (0x3), ASC/ASCQ 0x0c00 ..." in @buf */
+const char *sense_text(const struct scsi_sense *sense, char *buf,
+		       size_t len);
 /* target.c: 0, -1 (failed, message printed) */
 struct iscsi_context *target_login(const struct config *c, int *lun,
 				   char *target, size_t len);

@@ -15,6 +15,46 @@
 #include "syncguard_stats.h"
 #include "statsfile.h"
 
+const char *sense_text(const struct scsi_sense *sense, char *buf,
+		       size_t len)
+{
+	/* SPC-4 table 28; libiscsi's own names miss some (MEDIUM ERROR) */
+	static const char *const keys[16] = {
+		"NO SENSE", "RECOVERED ERROR", "NOT READY", "MEDIUM ERROR",
+		"HARDWARE ERROR", "ILLEGAL REQUEST", "UNIT ATTENTION",
+		"DATA PROTECT", "BLANK CHECK", "VENDOR SPECIFIC",
+		"COPY ABORTED", "ABORTED COMMAND", "(reserved)",
+		"VOLUME OVERFLOW", "MISCOMPARE", "COMPLETED",
+	};
+	/* SPC-4 annex D, the ones a syncguard LUN answers and libiscsi
+	 * may not name */
+	static const struct {
+		int ascq;
+		const char *name;
+	} ascqs[] = {
+		{ 0x0c00, "WRITE ERROR" }, { 0x1100, "UNRECOVERED READ ERROR" },
+		{ 0x2707, "SPACE ALLOCATION FAILED WRITE PROTECT" },
+		{ 0x2100, "LOGICAL BLOCK ADDRESS OUT OF RANGE" },
+		{ 0x2400, "INVALID FIELD IN CDB" },
+		{ 0x2000, "INVALID COMMAND OPERATION CODE" },
+		{ 0x1a00, "PARAMETER LIST LENGTH ERROR" },
+		{ 0x2600, "INVALID FIELD IN PARAMETER LIST" },
+		{ 0x1d00, "MISCOMPARE DURING VERIFY OPERATION" },
+		{ 0x0e03, "INVALID FIELD IN COMMAND INFORMATION UNIT" },
+		{ 0x4400, "INTERNAL TARGET FAILURE" },
+	};
+	const char *ascq = scsi_sense_ascq_str(sense->ascq);
+
+	for (size_t i = 0; !ascq && i < sizeof(ascqs) / sizeof(ascqs[0]); i++)
+		if (ascqs[i].ascq == sense->ascq)
+			ascq = ascqs[i].name;
+
+	snprintf(buf, len, "sense key %s (0x%x), ASC/ASCQ 0x%04x%s%s",
+		 keys[sense->key & 0xf], sense->key, sense->ascq,
+		 ascq ? " " : "", ascq ? ascq : "");
+	return buf;
+}
+
 /* Why a login failed, in words a user can act on: libiscsi's message
  * after a refused TCP connection names its reconnect logic instead. */
 static void login_failed(const struct config *c, struct iscsi_context *iscsi,
@@ -165,6 +205,7 @@ int target_set_wce(struct iscsi_context *iscsi, int lun, int wce)
 	struct scsi_mode_sense *ms;
 	struct scsi_mode_page *pg = NULL;
 	struct scsi_task *sel = NULL;
+	char why[160];
 	int ret = -1;
 
 	if (t && t->status == SCSI_STATUS_GOOD &&
@@ -179,7 +220,7 @@ int target_set_wce(struct iscsi_context *iscsi, int lun, int wce)
 	if (ret)
 		fprintf(stderr, PROG ": MODE SELECT WCE=%d refused: %s\n", wce,
 			sel && sel->status == SCSI_STATUS_CHECK_CONDITION ?
-			scsi_sense_ascq_str(sel->sense.ascq) :
+			sense_text(&sel->sense, why, sizeof(why)) :
 			iscsi_get_error(iscsi));
 	if (sel)
 		scsi_free_scsi_task(sel);
