@@ -28,7 +28,7 @@ DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
 
 CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c \
 	     core/exec.c core/flush.c core/stats.c core/mix.c \
-	     core/loop.c
+	     core/loop.c core/mounts.c
 CORE_PIC  := $(CORE_SRCS:%.c=$(BUILD)/pic/%.o)
 CORE_SAN  := $(CORE_SRCS:%.c=$(BUILD)/san/%.o)
 CORE_SANPIC := $(CORE_SRCS:%.c=$(BUILD)/sanpic/%.o)

@@ -137,12 +137,15 @@ static int mountinfo_fd = -1;
  * also consumed the change) */
 static void mounts_changed(int fd, int events, void *data)
 {
+	char *table = syncguard_mounts_read("/proc/self/mountinfo");
+
 	(void)fd;
 	(void)events;
 	(void)data;
-	for (struct syncguard_bs *bs = watched; bs; bs = bs->next_watched) {
+	for (struct syncguard_bs *bs = watched; table && bs;
+	     bs = bs->next_watched) {
 		if (syncguard_lun_latched(&bs->lun) ||
-		    !syncguard_lun_flushes_lost(&bs->lun))
+		    !syncguard_lun_flushes_lost(&bs->lun, table))
 			continue;
 		syncguard_latch(&bs->lun, EIO);
 		eprintf("syncguard: lun %" PRIu64 ": its file system was "
@@ -151,16 +154,21 @@ static void mounts_changed(int fd, int events, void *data)
 			"on; remount with barriers, then re-create the LUN\n",
 			bs->lun_nr);
 	}
+	free(table);
 }
 
 static void watch_mounts(struct syncguard_bs *bs, uint64_t lun_nr)
 {
 	bs->lun_nr = lun_nr;
-	if (!watched) {
+	if (mountinfo_fd < 0) {		/* the first LUN, or a failed try */
 		mountinfo_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-		if (mountinfo_fd >= 0 && tgt_event_add(mountinfo_fd,
+		if (mountinfo_fd < 0 || tgt_event_add(mountinfo_fd,
 				EPOLLPRI | EPOLLERR, mounts_changed, NULL)) {
-			close(mountinfo_fd);
+			eprintf("syncguard: cannot watch /proc/self/mountinfo: "
+				"a remount nobarrier under a LUN will go "
+				"unnoticed\n");
+			if (mountinfo_fd >= 0)
+				close(mountinfo_fd);
 			mountinfo_fd = -1;
 		}
 	}
@@ -232,16 +240,21 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 static void bs_syncguard_close(struct scsi_lu *lu)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
-	int ret;
+	int ret, latched;
 
 	if (!bs->open)
 		return;
 	unwatch_mounts(bs);
 	syncguard_ops_close(lu);
 	syncguard_uring_close(lu);
+	latched = syncguard_lun_latched(&bs->lun);
 	ret = syncguard_lun_close(&bs->lun);
 	bs->open = false;
-	if (ret)
+	if (ret && latched)
+		eprintf("syncguard: lun %" PRIu64 ": closed with the error "
+			"latched earlier (%s): no final flush\n", lu->lun,
+			strerror(latched));
+	else if (ret)
 		eprintf("syncguard: lun %" PRIu64 ": final flush failed: %s\n",
 			lu->lun, strerror(-ret));
 }

@@ -13,23 +13,30 @@
 void syncguard_seterr(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* ---- the mount table (core/mounts.c) ---- */
+
+/* The whole text of @mountinfo (/proc/self/mountinfo), malloc'd and
+ * NUL-terminated; NULL if it cannot be read. */
+char *syncguard_mounts_read(const char *mountinfo);
+
 /* Does the file system of @fd flush the device's write cache on
- * fdatasync, as read from @mountinfo (/proc/self/mountinfo)?  1 yes, 0
- * no (mounted "nobarrier" or "barrier=0"), -errno when it cannot tell
- * (-ENOENT: @fd's mount is not listed). */
-int syncguard_fs_barriers(int fd, const char *mountinfo);
+ * fdatasync, as the mountinfo text @table says?  1 yes, 0 no (mounted
+ * "nobarrier" or "barrier=0"), -errno when it cannot tell (-ENOENT:
+ * neither @fd's mount nor its device is listed). */
+int syncguard_fs_barriers(int fd, const char *table);
 
 /* The upper directory of the overlay @fd is on, from its super options
- * in @mountinfo (\ooo escapes undone) into @dir (@len bytes): 0, or
- * -errno (-ENOENT: no upperdir, or the mount is not listed). */
-int syncguard_overlay_upper(int fd, const char *mountinfo, char *dir,
+ * in @table (mountinfo's and overlayfs's escapes undone) into @dir (@len
+ * bytes): 0, or -errno (-ENOENT: no upperdir, or the mount is not
+ * listed; -EINVAL: relative, or too long). */
+int syncguard_overlay_upper(int fd, const char *table, char *dir,
 			    size_t len);
 
 /* Has the file system under @lun (its file, a loop device's backing
  * file, an overlay's upper layer) been remounted nobarrier since the LUN
- * was created, so that its flushes no longer reach the device?  Always
- * false for plp, which sends none. */
-bool syncguard_lun_flushes_lost(struct syncguard_lun *lun);
+ * was created, as @table says, so that its flushes no longer reach the
+ * device?  Always false for plp, which sends none. */
+bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table);
 
 /* What Linux believes of the write cache of the block device with
  * number @dev (sysfs queue/write_cache; a partition's is its disk's):

@@ -58,127 +58,6 @@ static const struct {
 static const unsigned long ram_fs[] = { 0x01021994 /* tmpfs */,
 					0x858458f6 /* ramfs */ };
 
-/* Is @opt ("nobarrier", "barrier=0") one of the comma list @opts? */
-static bool has_opt(const char *opts, const char *opt)
-{
-	size_t n = strlen(opt);
-
-	for (const char *p = opts; p; p = strchr(p, ',')) {
-		p += *p == ',';
-		if (!strncmp(p, opt, n) && (p[n] == ',' || p[n] == '\0'))
-			return true;
-	}
-	return false;
-}
-
-/* The super options of a mountinfo line: the third field after " - "
- * (fields are space-separated; spaces inside them are escaped \040). */
-static const char *super_options(char *line)
-{
-	char *sep = strstr(line, " - "), *save, *tok = NULL;
-
-	if (!sep)
-		return NULL;
-	tok = strtok_r(sep + 3, " \n", &save);		/* type */
-	tok = tok ? strtok_r(NULL, " \n", &save) : NULL;	/* source */
-	return tok ? strtok_r(NULL, " \n", &save) : NULL;
-}
-
-/* The super options of @fd's mount in @mountinfo into @opts: 0, or
- * -errno (-ENOENT: the mount is not listed). */
-static int mount_options(int fd, const char *mountinfo, char *opts,
-			 size_t len)
-{
-	char *line = NULL;
-	const char *o;
-	size_t cap = 0;
-	struct statx stx;
-	unsigned long long id;
-	int ret = -ENOENT;
-	FILE *f;
-
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx))
-		return -errno;
-	if (!(stx.stx_mask & STATX_MNT_ID))
-		return -EOPNOTSUPP;
-	if (!(f = fopen(mountinfo, "re")))
-		return -errno;
-	while (ret == -ENOENT && getline(&line, &cap, f) > 0) {
-		if (sscanf(line, "%llu", &id) != 1 || id != stx.stx_mnt_id)
-			continue;
-		o = super_options(line);
-		ret = o && (size_t)snprintf(opts, len, "%s", o) < len ? 0 :
-			-EINVAL;
-	}
-	free(line);
-	fclose(f);
-	return ret;
-}
-
-int syncguard_fs_barriers(int fd, const char *mountinfo)
-{
-	char opts[4096];
-	int ret = mount_options(fd, mountinfo, opts, sizeof(opts));
-
-	if (ret)
-		return ret;
-	return !has_opt(opts, "nobarrier") && !has_opt(opts, "barrier=0");
-}
-
-int syncguard_overlay_upper(int fd, const char *mountinfo, char *dir,
-			    size_t len)
-{
-	char opts[4096], *p, *end;
-	size_t n = 0;
-	int ret = mount_options(fd, mountinfo, opts, sizeof(opts));
-
-	if (ret)
-		return ret;
-	for (p = opts; p; p = strchr(p, ',')) {
-		p += *p == ',';
-		if (!strncmp(p, "upperdir=", 9))
-			break;
-	}
-	if (!p)
-		return -ENOENT;
-	end = p + strcspn(p, ",");
-	/* the kernel escapes ",= \t\n\\" in option values as \ooo */
-	for (p += 9; p < end && n + 1 < len; n++) {
-		if (p[0] == '\\' && end - p >= 4) {
-			dir[n] = (char)strtol((char[]){ p[1], p[2], p[3], 0 },
-					      NULL, 8);
-			p += 4;
-		} else {
-			dir[n] = *p++;
-		}
-	}
-	dir[n] = '\0';
-	return p == end && n ? 0 : -EINVAL;
-}
-
-bool syncguard_lun_flushes_lost(struct syncguard_lun *lun)
-{
-	int fd = lun->loop_fd >= 0 ? lun->loop_fd : lun->blockdev ? -1 :
-		 lun->fd;
-	char upper[PATH_MAX];
-	bool lost;
-	int dfd;
-
-	if (fd < 0 || lun->opts.mode == SYNCGUARD_MODE_PLP)
-		return false;
-	if (syncguard_fs_barriers(fd, "/proc/self/mountinfo") == 0)
-		return true;
-	if (syncguard_overlay_upper(fd, "/proc/self/mountinfo", upper,
-				    sizeof(upper)))
-		return false;
-	dfd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return false;
-	lost = syncguard_fs_barriers(dfd, "/proc/self/mountinfo") == 0;
-	close(dfd);
-	return lost;
-}
-
 int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen)
 {
 	char sys[96], real[PATH_MAX], val[32] = "";
@@ -206,28 +85,36 @@ int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen)
 }
 
 #define OVERLAYFS_MAGIC 0x794c7630
-static int check_fs_at(int fd, const char *path, bool plp, char *err,
-		       size_t errlen, int depth);
+static int check_fs_at(int fd, const char *table, const char *path,
+		       bool plp, char *err, size_t errlen, int depth);
 
 /* A file on an overlay lives in its upper layer once opened for
  * writing (copied up): check the upper layer's file system as the
- * file's own (a tmpfs upper layer survives nothing).  0 also when the
- * upper layer cannot be found or opened, or overlays nest too deep. */
-static int check_overlay(int fd, const char *path, bool plp, char *err,
-			 size_t errlen, int depth)
+ * file's own (a tmpfs upper layer survives nothing).  One that cannot
+ * be found (a relative upperdir, resolved against the mounter's
+ * directory) is refused: it cannot be told what it survives. */
+static int check_overlay(int fd, const char *table, const char *path,
+			 bool plp, char *err, size_t errlen, int depth)
 {
 	char upper[PATH_MAX], label[2 * PATH_MAX + 64];
-	int dfd, ret;
+	int dfd = -1, ret;
 
-	if (depth >= 4 || syncguard_overlay_upper(fd, "/proc/self/mountinfo",
-						  upper, sizeof(upper)))
-		return 0;
-	dfd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return 0;
+	if (depth >= 4)
+		return 0;	/* the kernel nests no upper layers anyway */
+	ret = syncguard_overlay_upper(fd, table, upper, sizeof(upper));
+	if (!ret && (dfd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		ret = -errno;
+	if (ret) {
+		syncguard_seterr(err, errlen, "%s: on an overlay whose upper "
+			"layer cannot be found (%s): what it survives cannot be "
+			"told; mount the overlay with an absolute upperdir",
+			path, ret == -EINVAL ? "relative or unreadable upperdir"
+			: strerror(-ret));
+		return -EINVAL;
+	}
 	snprintf(label, sizeof(label), "%s (an overlay's upper layer %s)",
 		 path, upper);
-	ret = check_fs_at(dfd, label, plp, err, errlen, depth + 1);
+	ret = check_fs_at(dfd, table, label, plp, err, errlen, depth + 1);
 	close(dfd);
 	return ret;
 }
@@ -235,11 +122,16 @@ static int check_overlay(int fd, const char *path, bool plp, char *err,
 int syncguard_check_fs(int fd, const char *path, bool plp, char *err,
 		       size_t errlen)
 {
-	return check_fs_at(fd, path, plp, err, errlen, 0);
+	char *table = syncguard_mounts_read("/proc/self/mountinfo");
+	int ret = check_fs_at(fd, table ? table : "", path, plp, err, errlen,
+			      0);
+
+	free(table);
+	return ret;
 }
 
-static int check_fs_at(int fd, const char *path, bool plp, char *err,
-		       size_t errlen, int depth)
+static int check_fs_at(int fd, const char *table, const char *path,
+		       bool plp, char *err, size_t errlen, int depth)
 {
 	struct statfs sfs;
 	int barriers;
@@ -257,7 +149,7 @@ static int check_fs_at(int fd, const char *path, bool plp, char *err,
 	}
 	/* write-through and write-back stand on fdatasync flushing the
 	 * device's cache (core/policy.c); plp never asks it to */
-	barriers = plp ? 1 : syncguard_fs_barriers(fd, "/proc/self/mountinfo");
+	barriers = plp ? 1 : syncguard_fs_barriers(fd, table);
 	if (barriers == 0) {
 		syncguard_seterr(err, errlen,
 			"%s: the file system is mounted nobarrier: its fdatasync "
@@ -284,7 +176,7 @@ static int check_fs_at(int fd, const char *path, bool plp, char *err,
 		}
 	}
 	if ((unsigned long)sfs.f_type == OVERLAYFS_MAGIC)
-		return check_overlay(fd, path, plp, err, errlen, depth);
+		return check_overlay(fd, table, path, plp, err, errlen, depth);
 	return 0;
 }
 
@@ -607,6 +499,23 @@ int syncguard_check_plp_file(int fd, const char *path, bool alloc_check,
 	return check_allocated(fd, (uint64_t)st.st_size, path, err, errlen);
 }
 
+/* The block device under the LUN (itself, or under its file system) is
+ * RAM (zram, brd's /dev/ramN): nothing on it survives a power cut, as
+ * on tmpfs.  pmem is persistent and not matched. */
+static int check_ram_device(struct syncguard_lun *lun, const char *path,
+			    char *err, size_t errlen)
+{
+	const char *n = lun->dev_name;
+	size_t skip = !strncmp(n, "zram", 4) ? 4 : !strncmp(n, "ram", 3) ? 3 : 0;
+
+	if (!skip || n[skip] < '0' || n[skip] > '9')
+		return 0;
+	syncguard_seterr(err, errlen, "%s: on a RAM block device (%s): nothing "
+			 "on it survives a power cut; put the LUN on a disk",
+			 path, n);
+	return -EINVAL;
+}
+
 /* The LUN's own descriptors (not the pools'): the file or device, the
  * O_DIRECT one, a loop device's backing file (and with them the O_EXCL
  * claim and the flocks). */
@@ -646,6 +555,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	ret = get_size(lun, &st, path, err, errlen);
 	lun->dev_write_cache = syncguard_dev_write_cache(lun->blockdev ?
 		st.st_rdev : st.st_dev, lun->dev_name, sizeof(lun->dev_name));
+	if (!ret)
+		ret = check_ram_device(lun, path, err, errlen);
 	if (!ret && !lun->blockdev)
 		ret = syncguard_check_fs(lun->fd, path, plp, err, errlen);
 	if (!ret && !lun->blockdev)

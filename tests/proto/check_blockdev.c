@@ -415,6 +415,33 @@ START_TEST(test_blockdev_remount_nobarrier_latches)
 	proto_sh_in_tgtd("umount '%s'", mnt);
 	proto_sh("losetup -d '%s'", dev);
 	ck_assert(proto_log_has("its file system was remounted nobarrier"));
+	ck_assert(proto_log_has("closed with the error latched earlier "
+				"(Input/output error): no final flush"));
+}
+END_TEST
+
+/* Does this machine have an unused zram0 (a RAM block device)? */
+static bool zram_unused(void)
+{
+	return proto_sh("[ \"$(cat /sys/block/zram0/disksize 2>/dev/null)\" "
+			"= 0 ]") == 0;
+}
+
+/* A RAM block device (zram) is refused as tmpfs is (zram0 is set to 16
+ * MiB for the test and reset after). */
+START_TEST(test_blockdev_ram_device_refused)
+{
+	const char *zram = "/sys/block/zram0";
+	int ret;
+
+	ck_assert_int_eq(proto_sh("echo 16M >%s/disksize", zram), 0);
+	ret = proto_add_lun(9, "/dev/zram0", "mode=write-through", 0);
+	if (!ret)
+		proto_del_lun(9);
+	proto_sh("echo 1 >%s/reset", zram);
+	ck_assert_int_ne(ret, 0);
+	ck_assert(proto_log_has("/dev/zram0: on a RAM block device (zram0): "
+				"nothing on it survives a power cut"));
 }
 END_TEST
 
@@ -589,6 +616,11 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_loop_and_its_file);
 	tcase_add_test(tc, test_blockdev_loop_partitions);
 	tcase_add_test(tc, test_blockdev_remount_nobarrier_latches);
+	if (zram_unused())
+		tcase_add_test(tc, test_blockdev_ram_device_refused);
+	else
+		fprintf(stderr, "blockdev: test_blockdev_ram_device_refused "
+			"left out: no unused zram0\n");
 	tcase_add_test(tc, test_blockdev_write_back_page_cache);
 	tcase_add_loop_test(tc, test_blockdev_read_after_write, 0, 4);
 	suite_add_tcase(s, tc);

@@ -784,8 +784,21 @@ START_TEST(test_open_rename_keeps_the_file)
 }
 END_TEST
 
+/* A mountinfo text (proc(5)): an unrelated mount first, then @opts as
+ * the super options of mount @id on device @dev ("major:minor"). */
+static const char *table_of(char *buf, size_t len, unsigned long long id,
+			    const char *dev, const char *fstype,
+			    const char *source, const char *opts)
+{
+	snprintf(buf, len, "%llu 1 999:1 / /x rw,relatime - ext4 /dev/x rw\n"
+		 "%llu 1 %s / /y rw,noatime shared:1 master:2 - %s %s %s\n",
+		 id + 1, id, dev, fstype, source, opts);
+	return buf;
+}
+
 /* syncguard_fs_barriers reads the super options of the file's own mount
- * (mountinfo lines as proc(5) gives them, optional fields included). */
+ * (mountinfo lines as proc(5) gives them, optional fields included),
+ * found by its mount ID, or by its device (after a lazy unmount). */
 START_TEST(test_open_barriers_from_mountinfo)
 {
 	static char long_dev[300], long_nobarrier[300];
@@ -800,7 +813,7 @@ START_TEST(test_open_barriers_from_mountinfo)
 		/* sources of any length (a helper's misfire and bypass) */
 		{ long_dev, "rw,nobarrier", 0 }, { long_nobarrier, "rw", 1 },
 	};
-	char info[96];
+	char table[1024], dev[32];
 	struct statx stx;
 	int fd;
 
@@ -811,30 +824,27 @@ START_TEST(test_open_barriers_from_mountinfo)
 	fd = open(path, O_RDONLY);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx), 0);
-	snprintf(info, sizeof(info), "%s/mountinfo", dir);
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		FILE *f = fopen(info, "w");
-
-		ck_assert_ptr_nonnull(f);
-		fprintf(f, "%llu 1 8:1 / /x rw,relatime - ext4 /dev/x rw\n",
-			(unsigned long long)stx.stx_mnt_id + 1);
-		fprintf(f, "%llu 1 8:2 / /y rw,noatime shared:1 master:2 - "
-			"ext4 %s %s\n", (unsigned long long)stx.stx_mnt_id,
-			cases[i].source, cases[i].opts);
-		fclose(f);
-		ck_assert_msg(syncguard_fs_barriers(fd, info) == cases[i].want,
-			      "case %zu: super options \"%s\"", i,
-			      cases[i].opts);
-	}
-	ck_assert_int_eq(truncate(info, 0), 0);
-	ck_assert_int_eq(syncguard_fs_barriers(fd, info), -ENOENT);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		ck_assert_msg(syncguard_fs_barriers(fd, table_of(table,
+			sizeof(table), stx.stx_mnt_id, "8:2", "ext4",
+			cases[i].source, cases[i].opts)) == cases[i].want,
+			"case %zu: super options \"%s\"", i, cases[i].opts);
+	snprintf(dev, sizeof(dev), "%u:%u", stx.stx_dev_major,
+		 stx.stx_dev_minor);
+	ck_assert_int_eq(syncguard_fs_barriers(fd, table_of(table,
+		sizeof(table), stx.stx_mnt_id + 5, dev, "ext4", "/dev/y",
+		"rw,nobarrier")), 0);
+	ck_assert_int_eq(syncguard_fs_barriers(fd, table_of(table,
+		sizeof(table), stx.stx_mnt_id + 5, "8:2", "ext4", "/dev/y",
+		"rw,nobarrier")), -ENOENT);
+	ck_assert_int_eq(syncguard_fs_barriers(fd, ""), -ENOENT);
 	close(fd);
-	unlink(info);
 }
 END_TEST
 
 /* syncguard_overlay_upper finds upperdir= among the super options and
- * undoes the kernel's \ooo escapes (a comma, a space). */
+ * undoes mountinfo's \ooo escapes, then overlayfs's own backslashes (a
+ * comma, a backslash: a helper's bypass); a relative one is refused. */
 START_TEST(test_open_overlay_upper_from_mountinfo)
 {
 	static const struct {
@@ -843,9 +853,12 @@ START_TEST(test_open_overlay_upper_from_mountinfo)
 	} cases[] = {
 		{ "rw,lowerdir=/l,upperdir=/x\\054y\\040z,workdir=/w", "/x,y z", 0 },
 		{ "upperdir=/first,workdir=/w", "/first", 0 },
+		{ "rw,upperdir=/t/u\\134\\054c,workdir=/w", "/t/u,c", 0 },
+		{ "rw,upperdir=/t/u\\134\\134b,workdir=/w", "/t/u\\b", 0 },
+		{ "rw,lowerdir=/l,upperdir=up2,workdir=wk2", "", -EINVAL },
 		{ "rw,lowerdir=/l,xupperdir=/no", "", -ENOENT },
 	};
-	char info[96], dir[64];
+	char table[1024], dir[64];
 	struct statx stx;
 	int fd;
 
@@ -853,22 +866,15 @@ START_TEST(test_open_overlay_upper_from_mountinfo)
 	fd = open(path, O_RDONLY);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx), 0);
-	snprintf(info, sizeof(info), "%s/mountinfo", dir);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		FILE *f = fopen(info, "w");
-
-		ck_assert_ptr_nonnull(f);
-		fprintf(f, "%llu 1 0:40 / /o rw,relatime - overlay overlay %s\n",
-			(unsigned long long)stx.stx_mnt_id, cases[i].opts);
-		fclose(f);
-		ck_assert_int_eq(syncguard_overlay_upper(fd, info, dir,
-							 sizeof(dir)),
-				 cases[i].ret);
+		ck_assert_msg(syncguard_overlay_upper(fd, table_of(table,
+			sizeof(table), stx.stx_mnt_id, "0:40", "overlay",
+			"overlay", cases[i].opts), dir, sizeof(dir)) ==
+			cases[i].ret, "case %zu", i);
 		if (!cases[i].ret)
 			ck_assert_str_eq(dir, cases[i].want);
 	}
 	close(fd);
-	unlink(info);
 }
 END_TEST
 

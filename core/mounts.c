@@ -1,0 +1,174 @@
+/*
+ * What the mount table says about the file system under a LUN: whether
+ * it sends flushes (not mounted "nobarrier"), and for an overlay where
+ * its upper layer is.  Read from the text of /proc/self/mountinfo
+ * (proc(5)), which callers read once (syncguard_mounts_read) however
+ * many LUNs they check: the mount watch (bs_syncguard.c) runs on every
+ * change of the table, in tgtd's event loop, and a helper's mount storm
+ * with 25 LUNs and 1,025 mounts cut FUA writes from 18.0k to 5.8k IOPS
+ * while each LUN read the table for itself.
+ *
+ * A file's mount is found by its mount ID, or failing that by its
+ * device number (after a lazy unmount the ID is gone, but another mount
+ * of the same file system shows the same super options).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+char *syncguard_mounts_read(const char *mountinfo)
+{
+	char *text = NULL;
+	size_t cap = 0;
+	FILE *f = fopen(mountinfo, "re");
+
+	if (!f)
+		return NULL;
+	if (getdelim(&text, &cap, '\0', f) < 0) {
+		free(text);
+		text = NULL;
+	}
+	fclose(f);
+	return text;
+}
+
+/* Is @opt ("nobarrier", "barrier=0") one of the comma list @opts? */
+static bool has_opt(const char *opts, const char *opt)
+{
+	size_t n = strlen(opt);
+
+	for (const char *p = opts; p; p = strchr(p, ',')) {
+		p += *p == ',';
+		if (!strncmp(p, opt, n) && (p[n] == ',' || p[n] == '\0'))
+			return true;
+	}
+	return false;
+}
+
+/* Field @n (0-based, space-separated; spaces inside fields are escaped
+ * \040) of the line at @line, after the " - " separator if @after_sep,
+ * into @out: 0, or -EINVAL. */
+static int field(const char *line, bool after_sep, int n, char *out,
+		 size_t len)
+{
+	const char *p = line, *eol = line + strcspn(line, "\n");
+	size_t w;
+
+	if (after_sep && (!(p = strstr(line, " - ")) || p > eol))
+		return -EINVAL;
+	p += after_sep ? 3 : 0;
+	for (int i = 0; i < n && p < eol; i++) {
+		p += strcspn(p, " \n");
+		p += *p == ' ';
+	}
+	w = strcspn(p, " \n");
+	if (p >= eol || w >= len)
+		return -EINVAL;
+	memcpy(out, p, w);
+	out[w] = '\0';
+	return 0;
+}
+
+/* The super options of @fd's mount in the mountinfo text @table into
+ * @opts: 0, or -errno (-ENOENT: neither its mount ID nor its device is
+ * listed). */
+static int mount_options(int fd, const char *table, char *opts, size_t len)
+{
+	char dev[32], got[32];
+	struct statx stx;
+
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx))
+		return -errno;
+	if (!(stx.stx_mask & STATX_MNT_ID))
+		return -EOPNOTSUPP;
+	for (const char *l = table; l && *l; l = strchr(l, '\n'), l += !!l)
+		if (strtoull(l, NULL, 10) == stx.stx_mnt_id)
+			return field(l, true, 2, opts, len);
+	snprintf(dev, sizeof(dev), "%u:%u", stx.stx_dev_major,
+		 stx.stx_dev_minor);
+	for (const char *l = table; l && *l; l = strchr(l, '\n'), l += !!l)
+		if (!field(l, false, 2, got, sizeof(got)) && !strcmp(got, dev))
+			return field(l, true, 2, opts, len);
+	return -ENOENT;
+}
+
+int syncguard_fs_barriers(int fd, const char *table)
+{
+	char opts[4096];
+	int ret = mount_options(fd, table, opts, sizeof(opts));
+
+	if (ret)
+		return ret;
+	return !has_opt(opts, "nobarrier") && !has_opt(opts, "barrier=0");
+}
+
+/* Undo mountinfo's \ooo escapes of [@p, @end) into @out (@len bytes),
+ * then overlayfs's own backslash escapes ("\," "\\"): 0, or -EINVAL. */
+static int unescape(const char *p, const char *end, char *out, size_t len)
+{
+	char tmp[PATH_MAX];
+	size_t n = 0, m = 0;
+
+	while (p < end && n + 1 < sizeof(tmp)) {
+		if (p[0] == '\\' && end - p >= 4) {
+			tmp[n++] = (char)strtol((char[]){ p[1], p[2], p[3], 0 },
+						NULL, 8);
+			p += 4;
+		} else {
+			tmp[n++] = *p++;
+		}
+	}
+	for (size_t i = 0; i < n && m + 1 < len; i++)
+		out[m++] = tmp[i] == '\\' && i + 1 < n ? tmp[++i] : tmp[i];
+	out[m] = '\0';
+	return p == end && m && m + 1 < len ? 0 : -EINVAL;
+}
+
+int syncguard_overlay_upper(int fd, const char *table, char *dir,
+			    size_t len)
+{
+	char opts[4096], *p;
+	int ret = mount_options(fd, table, opts, sizeof(opts));
+
+	if (ret)
+		return ret;
+	for (p = opts; p; p = strchr(p, ',')) {
+		p += *p == ',';
+		if (!strncmp(p, "upperdir=", 9))
+			break;
+	}
+	if (!p)
+		return -ENOENT;
+	ret = unescape(p + 9, p + strcspn(p, ","), dir, len);
+	/* relative: resolved against the mounter's directory, unknown */
+	return ret ? ret : dir[0] == '/' ? 0 : -EINVAL;
+}
+
+bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table)
+{
+	int fd = lun->loop_fd >= 0 ? lun->loop_fd : lun->blockdev ? -1 :
+		 lun->fd;
+	char upper[PATH_MAX];
+	bool lost;
+	int dfd;
+
+	if (fd < 0 || lun->opts.mode == SYNCGUARD_MODE_PLP)
+		return false;
+	if (syncguard_fs_barriers(fd, table) == 0)
+		return true;
+	if (syncguard_overlay_upper(fd, table, upper, sizeof(upper)))
+		return false;
+	dfd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return false;
+	lost = syncguard_fs_barriers(dfd, table) == 0;
+	close(dfd);
+	return lost;
+}
