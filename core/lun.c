@@ -99,8 +99,9 @@ static int check_overlay(int fd, const char *table, const char *path,
 	char upper[PATH_MAX], label[2 * PATH_MAX + 64];
 	int dfd = -1, ret;
 
-	if (depth >= 4)
-		return 0;	/* the kernel nests no upper layers anyway */
+	if (depth >= 4 || !table)
+		return 0;	/* the kernel nests no upper layers anyway;
+				 * without a mount table nothing is known */
 	ret = syncguard_overlay_upper(fd, table, upper, sizeof(upper));
 	if (!ret && (dfd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		ret = -errno;
@@ -123,8 +124,7 @@ int syncguard_check_fs(int fd, const char *path, bool plp, char *err,
 		       size_t errlen)
 {
 	char *table = syncguard_mounts_read("/proc/self/mountinfo");
-	int ret = check_fs_at(fd, table ? table : "", path, plp, err, errlen,
-			      0);
+	int ret = check_fs_at(fd, table, path, plp, err, errlen, 0);
 
 	free(table);
 	return ret;
@@ -149,7 +149,7 @@ static int check_fs_at(int fd, const char *table, const char *path,
 	}
 	/* write-through and write-back stand on fdatasync flushing the
 	 * device's cache (core/policy.c); plp never asks it to */
-	barriers = plp ? 1 : syncguard_fs_barriers(fd, table);
+	barriers = plp || !table ? 1 : syncguard_fs_barriers(fd, table);
 	if (barriers == 0) {
 		syncguard_seterr(err, errlen,
 			"%s: the file system is mounted nobarrier: its fdatasync "
