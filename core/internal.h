@@ -70,6 +70,13 @@ int syncguard_check_plp_file(int fd, const char *path, bool alloc_check,
 int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 			   dev_t rdev, bool plp, char *err, size_t errlen);
 
+/* A LUN on the regular file @path whose file system is on block device
+ * @dev: if that is a loop device (or a partition of one), check its
+ * backing file as syncguard_check_fs does.  0 (also: not a loop, or the
+ * file cannot be reached), or -EINVAL with the reason in @err. */
+int syncguard_loop_under(dev_t dev, const char *path, bool plp, char *err,
+			 size_t errlen);
+
 /* A LUN on the regular file @fd: -EBUSY (reason in @err) if it backs a
  * loop device that is mounted or otherwise claimed, else 0. */
 int syncguard_loop_users(int fd, const char *path, char *err, size_t errlen);

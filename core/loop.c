@@ -17,6 +17,9 @@
  * were accepted as three LUNs; and the backing file of a mounted loop
  * device was accepted as a file LUN.
  *
+ * A file LUN on a file system that sits on a loop device is checked
+ * at that loop's backing file's file system too (a tmpfs file under an
+ * ext4 survives nothing); the mount watch does not follow it.
  * Only one level is followed (a loop over a file on another loop is
  * checked at the first file's file system).  A partition of a loop
  * device is checked at the loop's file and takes a shared lock on it:
@@ -29,6 +32,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
@@ -120,6 +124,47 @@ int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 		close(lun->loop_fd);
 		lun->loop_fd = -1;
 	}
+	return ret;
+}
+
+/* The loop device (the whole one, for a partition: @part) whose sysfs
+ * directory is @sys, opened read-only from /dev; or -errno. */
+static int open_loop_node(const char *sys, bool part)
+{
+	char real[PATH_MAX], node[PATH_MAX + 8], *slash;
+	int fd;
+
+	if (!realpath(sys, real))
+		return -errno;
+	if (part && (slash = strrchr(real, '/')))
+		*slash = '\0';
+	slash = strrchr(real, '/');
+	snprintf(node, sizeof(node), "/dev/%s", slash ? slash + 1 : real);
+	fd = open(node, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+int syncguard_loop_under(dev_t dev, const char *path, bool plp, char *err,
+			 size_t errlen)
+{
+	char sys[64], bpath[PATH_MAX], label[2 * PATH_MAX + 64];
+	bool part;
+	int lfd, bfd, ret;
+
+	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(dev),
+		 minor(dev));
+	if (backing_path(sys, bpath, sizeof(bpath), &part))
+		return 0;			/* not on a loop device */
+	if ((lfd = open_loop_node(sys, part)) < 0)
+		return 0;			/* cannot be checked */
+	bfd = open_backing(lfd, bpath);
+	close(lfd);
+	if (bfd < 0)
+		return 0;
+	snprintf(label, sizeof(label), "%s (its file system is on a loop "
+		 "device over %s)", path, bpath);
+	ret = syncguard_check_fs(bfd, label, plp, err, errlen);
+	close(bfd);
 	return ret;
 }
 

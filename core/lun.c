@@ -561,6 +561,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		ret = syncguard_check_fs(lun->fd, path, plp, err, errlen);
 	if (!ret && !lun->blockdev)
 		ret = syncguard_loop_users(lun->fd, path, err, errlen);
+	if (!ret && !lun->blockdev)
+		ret = syncguard_loop_under(st.st_dev, path, plp, err, errlen);
 	if (!ret && lun->blockdev)
 		ret = syncguard_loop_backing(lun, path, st.st_rdev, plp, err,
 					     errlen);

@@ -275,10 +275,10 @@ END_TEST
 /* A loop device and its backing file are one store (core/loop.c): the
  * file of an exported loop device, or a second loop device over it, is
  * refused; so is the file of a loop device someone holds (as a mount
- * does); and a loop device is refused where its file would be (tmpfs). */
+ * does). */
 START_TEST(test_blockdev_loop_and_its_file)
 {
-	char dev2[64], held[64], shm_dev[64] = "", line[900];
+	char dev2[64], held[64], line[900];
 	const char *file = proto_file("backs-held.img", DEV_BYTES, false);
 	int holder;
 
@@ -298,25 +298,53 @@ START_TEST(test_blockdev_loop_and_its_file)
 	proto_sh("losetup -d '%s'", held);
 	ck_assert(proto_log_has("which is in use (mounted, swap, held by md "
 				"or device-mapper, or exported): not exported"));
-	if (proto_sh("f=/dev/shm/syncguard-proto-$PPID.img; "
-		     "[ \"$(stat -f -c %%T /dev/shm)\" = tmpfs ] && "
-		     "truncate -s 1M $f") == 0) {
-		FILE *p = popen("losetup --find --show "
-				"/dev/shm/syncguard-proto-$PPID.img", "r");
+}
+END_TEST
 
-		ck_assert_ptr_nonnull(p);
-		ck_assert_ptr_nonnull(fgets(shm_dev, sizeof(shm_dev), p));
-		pclose(p);
-		shm_dev[strcspn(shm_dev, "\n")] = '\0';
-		ck_assert_int_ne(proto_add_lun(9, shm_dev, "mode=write-back",
-					       0), 0);
-		proto_sh("losetup -d '%s'; rm -f "
-			 "/dev/shm/syncguard-proto-$PPID.img", shm_dev);
-		ck_assert(proto_log_has("file is on a RAM file system"));
-	} else {
-		fprintf(stderr, "blockdev: loop over tmpfs not tried: no "
-			"tmpfs at /dev/shm\n");
+/* Is /dev/shm a tmpfs (where the RAM cases below put their file)? */
+static bool shm_is_tmpfs(void)
+{
+	return proto_sh("[ \"$(stat -f -c %%T /dev/shm 2>/dev/null)\" = tmpfs ]")
+	       == 0;
+}
+
+/* A loop device over a tmpfs file is refused as the file would be, and
+ * so is a file on an ext4 that sits on such a loop device (mounted in
+ * tgtd's mount name space): nothing under them survives a power cut. */
+START_TEST(test_blockdev_loop_on_tmpfs)
+{
+	char shm[96], dev[64], mnt[800], line[300];
+	int as_dev, as_file;
+
+	snprintf(shm, sizeof(shm), "/dev/shm/syncguard-proto-%d.img",
+		 (int)getpid());
+	snprintf(mnt, sizeof(mnt), "%s/on-shm", proto_dir());
+	ck_assert_int_eq(proto_sh("truncate -s 32M %s", shm), 0);
+	if (attach(shm, 512, dev, sizeof(dev))) {
+		unlink(shm);
+		ck_abort_msg("cannot attach a loop device to %s", shm);
 	}
+	as_dev = proto_add_lun(9, dev, "mode=write-back", 0);
+	proto_sh("mkdir -p '%s' && mkfs.ext4 -q '%s'", mnt, dev);
+	proto_sh_in_tgtd("mount '%s' '%s' && dd if=/dev/zero of='%s/lun.img' "
+			 "bs=1M count=4 conv=fsync status=none", dev, mnt, mnt);
+	snprintf(mnt + strlen(mnt), sizeof(mnt) - strlen(mnt), "/lun.img");
+	as_file = proto_add_lun(10, mnt, "mode=write-through", 0);
+	if (!as_dev)
+		proto_del_lun(9);
+	if (!as_file)
+		proto_del_lun(10);
+	*strrchr(mnt, '/') = '\0';
+	proto_sh_in_tgtd("umount '%s'", mnt);
+	proto_sh("losetup -d '%s'; rm -f %s", dev, shm);
+	ck_assert_int_ne(as_dev, 0);
+	ck_assert_int_ne(as_file, 0);
+	snprintf(line, sizeof(line), "%s (the backing file of %s): file is "
+		 "on a RAM file system", shm, dev);
+	ck_assert_msg(proto_log_has(line), "tgtd.log lacks \"%s\"", line);
+	snprintf(line, sizeof(line), "(its file system is on a loop device "
+		 "over %s): file is on a RAM file system", shm);
+	ck_assert_msg(proto_log_has(line), "tgtd.log lacks \"%s\"", line);
 }
 END_TEST
 
@@ -619,6 +647,11 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_device_cache_logged);
 	tcase_add_test(tc, test_blockdev_loop_and_its_file);
 	tcase_add_test(tc, test_blockdev_loop_partitions);
+	if (shm_is_tmpfs())
+		tcase_add_test(tc, test_blockdev_loop_on_tmpfs);
+	else
+		fprintf(stderr, "blockdev: test_blockdev_loop_on_tmpfs left "
+			"out: /dev/shm is no tmpfs\n");
 	tcase_add_test(tc, test_blockdev_remount_nobarrier_latches);
 	if (zram_unused())
 		tcase_add_test(tc, test_blockdev_ram_device_refused);
