@@ -32,6 +32,11 @@ int syncguard_fs_barriers(int fd, const char *table);
 int syncguard_overlay_upper(int fd, const char *table, char *dir,
 			    size_t len);
 
+/* syncguard_overlay_upper, and that directory opened: its descriptor,
+ * or -errno. */
+int syncguard_overlay_upper_open(int fd, const char *table, char *dir,
+				 size_t len);
+
 /* Has the file system under @lun (its file, a loop device's backing
  * file, an overlay's upper layer) been remounted nobarrier since the LUN
  * was created, as @table says, so that its flushes no longer reach the

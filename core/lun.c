@@ -97,15 +97,14 @@ static int check_overlay(int fd, const char *table, const char *path,
 			 bool plp, char *err, size_t errlen, int depth)
 {
 	char upper[PATH_MAX], label[2 * PATH_MAX + 64];
-	int dfd = -1, ret;
+	int dfd, ret;
 
 	if (depth >= 4 || !table)
 		return 0;	/* the kernel nests no upper layers anyway;
 				 * without a mount table nothing is known */
-	ret = syncguard_overlay_upper(fd, table, upper, sizeof(upper));
-	if (!ret && (dfd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		ret = -errno;
-	if (ret) {
+	ret = dfd = syncguard_overlay_upper_open(fd, table, upper,
+						sizeof(upper));
+	if (ret < 0) {
 		syncguard_seterr(err, errlen, "%s: on an overlay whose upper "
 			"layer cannot be found (%s): what it survives cannot be "
 			"told; mount the overlay with an absolute upperdir",

@@ -151,6 +151,17 @@ int syncguard_overlay_upper(int fd, const char *table, char *dir,
 	return ret ? ret : dir[0] == '/' ? 0 : -EINVAL;
 }
 
+int syncguard_overlay_upper_open(int fd, const char *table, char *dir,
+				 size_t len)
+{
+	int ret = syncguard_overlay_upper(fd, table, dir, len), dfd;
+
+	if (ret)
+		return ret;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return dfd < 0 ? -errno : dfd;
+}
+
 bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table)
 {
 	int fd = lun->loop_fd >= 0 ? lun->loop_fd : lun->blockdev ? -1 :
@@ -163,9 +174,7 @@ bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table)
 		return false;
 	if (syncguard_fs_barriers(fd, table) == 0)
 		return true;
-	if (syncguard_overlay_upper(fd, table, upper, sizeof(upper)))
-		return false;
-	dfd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dfd = syncguard_overlay_upper_open(fd, table, upper, sizeof(upper));
 	if (dfd < 0)
 		return false;
 	lost = syncguard_fs_barriers(dfd, table) == 0;
