@@ -100,7 +100,8 @@ $(BUILD)/sanpic/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -O1 -g $(SAN) -fPIC -fvisibility=hidden -c $< -o $@
 
-GLUE_SRCS := bs_syncguard.c bs_syncguard_ops.c bs_syncguard_uring.c
+GLUE_SRCS := bs_syncguard.c bs_syncguard_ops.c bs_syncguard_uring.c \
+	bs_syncguard_watch.c
 
 # link a module: $(call link_module,compiler flags,core objects,ABI flags)
 define link_module

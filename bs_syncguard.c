@@ -18,12 +18,10 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <link.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/epoll.h>
 
 #include "bs_syncguard.h"
 #include "internal.h"
@@ -118,79 +116,6 @@ static void log_device_cache(struct scsi_lu *lu)
 		[lun->opts.mode == SYNCGUARD_MODE_PLP]);
 }
 
-/*
- * The mount watch.  write-through and write-back are refused at LUN
- * creation on a file system mounted nobarrier (core/lun.c); one
- * remounted so later would have every flush silently dropped.  Linux
- * signals a change of the mount table (a remount included) on
- * /proc/self/mountinfo with POLLPRI, so tgtd's event loop watches it
- * while any LUN is open, and a LUN whose file system lost its flushes
- * latches an error: from then on every command that promises
- * durability fails (core/policy.c), as after a failed flush.  Only
- * changes made in tgtd's own mount name space are signalled (a tgtd in
- * a private one, as tgtd-private's, sees a remount only when made there).
- */
-static struct syncguard_bs *watched;
-static int mountinfo_fd = -1;
-
-/* tgtd's event loop: the mount table changed (the poll that said so
- * also consumed the change) */
-static void mounts_changed(int fd, int events, void *data)
-{
-	char *table = syncguard_mounts_read("/proc/self/mountinfo");
-
-	(void)fd;
-	(void)events;
-	(void)data;
-	for (struct syncguard_bs *bs = watched; table && bs;
-	     bs = bs->next_watched) {
-		if (syncguard_lun_latched(&bs->lun) ||
-		    !syncguard_lun_flushes_lost(&bs->lun, table))
-			continue;
-		syncguard_latch(&bs->lun, EIO);
-		eprintf("syncguard: lun %" PRIu64 ": its file system was "
-			"remounted nobarrier: flushes no longer reach the device, "
-			"so every command that promises durability fails from now "
-			"on; remount with barriers, then re-create the LUN\n",
-			bs->lun_nr);
-	}
-	free(table);
-}
-
-static void watch_mounts(struct syncguard_bs *bs, uint64_t lun_nr)
-{
-	bs->lun_nr = lun_nr;
-	if (mountinfo_fd < 0) {		/* the first LUN, or a failed try */
-		mountinfo_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-		if (mountinfo_fd < 0 || tgt_event_add(mountinfo_fd,
-				EPOLLPRI | EPOLLERR, mounts_changed, NULL)) {
-			eprintf("syncguard: cannot watch /proc/self/mountinfo: "
-				"a remount nobarrier under a LUN will go "
-				"unnoticed\n");
-			if (mountinfo_fd >= 0)
-				close(mountinfo_fd);
-			mountinfo_fd = -1;
-		}
-	}
-	bs->next_watched = watched;
-	watched = bs;
-}
-
-static void unwatch_mounts(struct syncguard_bs *bs)
-{
-	struct syncguard_bs **p = &watched;
-
-	while (*p && *p != bs)
-		p = &(*p)->next_watched;
-	if (*p)
-		*p = bs->next_watched;
-	if (!watched && mountinfo_fd >= 0) {
-		tgt_event_del(mountinfo_fd);
-		close(mountinfo_fd);
-		mountinfo_fd = -1;
-	}
-}
-
 static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 			     uint64_t *size)
 {
@@ -198,10 +123,12 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	char err[512];
 	int ret;
 
+	syncguard_watch_open();
 	ret = syncguard_lun_open(&bs->lun, path, lu->blk_shift, &bs->opts,
 				 err, sizeof(err));
 	if (ret) {
 		eprintf("syncguard: lun %" PRIu64 ": %s\n", lu->lun, err);
+		syncguard_watch_close_unused();
 		return ret;
 	}
 	bs->open = true;
@@ -214,6 +141,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	if (ret) {
 		syncguard_lun_close(&bs->lun);
 		bs->open = false;
+		syncguard_watch_close_unused();
 		return ret;
 	}
 	if (!lu->attrs.no_auto_lbppbe && bs->lun.phys_block_size)
@@ -233,7 +161,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		"O_DIRECT, RWF_DSYNC ones through io_uring too" : "O_DIRECT",
 		bs->lun.direct_reads ? ", reads O_DIRECT" : "");
 	log_device_cache(lu);
-	watch_mounts(bs, lu->lun);
+	syncguard_watch_add(bs, lu->lun);
 	return 0;
 }
 
@@ -244,7 +172,7 @@ static void bs_syncguard_close(struct scsi_lu *lu)
 
 	if (!bs->open)
 		return;
-	unwatch_mounts(bs);
+	syncguard_watch_remove(bs);
 	syncguard_ops_close(lu);
 	syncguard_uring_close(lu);
 	latched = syncguard_lun_latched(&bs->lun);

@@ -102,6 +102,19 @@ void syncguard_wce_off_request(struct scsi_cmd *cmd);
  * opcode and res->err. */
 void syncguard_answer(struct scsi_cmd *cmd, const struct syncguard_result *res);
 
+/* The mount watch (bs_syncguard_watch.c), tgtd's event thread only.
+ * syncguard_watch_open: start watching /proc/self/mountinfo unless it
+ * is watched already; call it before a LUN's own check of the table.
+ * On failure it logs that remounts go unnoticed, and the next LUN's
+ * open tries again.  syncguard_watch_add/remove: a LUN (@lun_nr for
+ * the log) whose file system is to be checked on every change; a
+ * remount nobarrier latches EIO on it.  syncguard_watch_close_unused:
+ * stop watching if no LUN is left (after a failed open). */
+void syncguard_watch_open(void);
+void syncguard_watch_close_unused(void);
+void syncguard_watch_add(struct syncguard_bs *bs, uint64_t lun_nr);
+void syncguard_watch_remove(struct syncguard_bs *bs);
+
 /* The io_uring engine (bs_syncguard_uring.c).  open: 0 or -errno (only
  * with bsopts engine=uring; with engine=auto a missing io_uring just
  * leaves the engine off).  submit: tgt's bs_cmd_submit hook, 0 always.

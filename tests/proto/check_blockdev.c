@@ -400,21 +400,19 @@ START_TEST(test_blockdev_loop_partitions)
 }
 END_TEST
 
-/* A file system remounted nobarrier under a live write-back LUN: the
- * next FUA write fails (MEDIUM ERROR, WRITE ERROR) instead of being
- * answered GOOD without a flush, and tgtd.log says why; plain writes go
- * on.  The mount and the remount are made in tgtd's mount name space. */
-START_TEST(test_blockdev_remount_nobarrier_latches)
+/* An ext4 on a loop device, mounted in tgtd's mount name space (at
+ * @mnt), with write-back LUN 9 on a file in it; a FUA write is GOOD. */
+static struct iscsi_context *remount_setup(char *dev, size_t devlen,
+					   char *mnt, size_t mntlen)
 {
 	const char *img = proto_file("remount.img", DEV_BYTES, false);
-	char dev[64], mnt[800], lun_img[900];
 	unsigned char out[512] = { 0x42 };
 	struct iscsi_context *iscsi;
-	struct scsi_task *t = NULL;
+	char lun_img[900];
 
-	snprintf(mnt, sizeof(mnt), "%s/remount-mnt", proto_dir());
+	snprintf(mnt, mntlen, "%s/remount-mnt", proto_dir());
 	snprintf(lun_img, sizeof(lun_img), "%s/lun.img", mnt);
-	ck_assert_int_eq(attach(img, 512, dev, sizeof(dev)), 0);
+	ck_assert_int_eq(attach(img, 512, dev, devlen), 0);
 	ck_assert_int_eq(proto_sh("mkdir -p '%s' && mkfs.ext4 -q '%s' && "
 		"mount '%s' '%s' && dd if=/dev/zero of='%s' bs=1M count=4 "
 		"status=none && umount '%s'", mnt, dev, dev, mnt, lun_img, mnt),
@@ -424,8 +422,19 @@ START_TEST(test_blockdev_remount_nobarrier_latches)
 	iscsi = proto_connect(9);
 	proto_assert_good(iscsi_write16_sync(iscsi, 9, 1, out, 512, 512, 0, 0,
 		1, 0, 0), "WRITE(16) FUA before", false);
-	ck_assert_int_eq(proto_sh_in_tgtd("mount -o remount,nobarrier '%s'",
-					  mnt), 0);
+	return iscsi;
+}
+
+/* After a remount nobarrier: the next FUA writes fail (MEDIUM ERROR,
+ * WRITE ERROR) within 2 s instead of being answered GOOD without a
+ * flush, plain writes go on, and tgtd.log says why; then LUN 9, the
+ * mount and the loop device go. */
+static void remount_assert_latched(struct iscsi_context *iscsi,
+				   const char *dev, const char *mnt)
+{
+	unsigned char out[512] = { 0x42 };
+	struct scsi_task *t = NULL;
+
 	for (int i = 0; i < 100; i++) {	/* tgtd's event loop: soon */
 		if (t)
 			scsi_free_scsi_task(t);
@@ -445,6 +454,42 @@ START_TEST(test_blockdev_remount_nobarrier_latches)
 	ck_assert(proto_log_has("its file system was remounted nobarrier"));
 	ck_assert(proto_log_has("closed with the error latched earlier "
 				"(Input/output error): no final flush"));
+}
+
+/* A file system remounted nobarrier under a live write-back LUN latches
+ * it.  The mount and the remount are made in tgtd's mount name space. */
+START_TEST(test_blockdev_remount_nobarrier_latches)
+{
+	char dev[64], mnt[800];
+	struct iscsi_context *iscsi = remount_setup(dev, sizeof(dev), mnt,
+						    sizeof(mnt));
+
+	ck_assert_int_eq(proto_sh_in_tgtd("mount -o remount,nobarrier '%s'",
+					  mnt), 0);
+	remount_assert_latched(iscsi, dev, mnt);
+}
+END_TEST
+
+/* The same when the change of the mount table reaches tgtd's event loop
+ * in one batch behind a connection that closes: tgtd drops the rest of
+ * a batch when a handler removes an event, and Linux signals a change
+ * of /proc/self/mountinfo once, so a watch on it in tgtd's loop lost
+ * this remount.  tgtd is stopped while both happen, so both are in its
+ * next batch, the closed connection first. */
+START_TEST(test_blockdev_remount_beside_closing_connection)
+{
+	char dev[64], mnt[800];
+	struct iscsi_context *iscsi = remount_setup(dev, sizeof(dev), mnt,
+						    sizeof(mnt));
+	struct iscsi_context *other = proto_connect(9);
+	int remounted;
+
+	ck_assert_int_eq(proto_tgtd_signal("STOP"), 0);
+	iscsi_destroy_context(other);
+	remounted = proto_sh_in_tgtd("mount -o remount,nobarrier '%s'", mnt);
+	ck_assert_int_eq(proto_tgtd_signal("CONT"), 0);
+	ck_assert_int_eq(remounted, 0);
+	remount_assert_latched(iscsi, dev, mnt);
 }
 END_TEST
 
@@ -653,6 +698,7 @@ Suite *blockdev_suite(void)
 		fprintf(stderr, "blockdev: test_blockdev_loop_on_tmpfs left "
 			"out: /dev/shm is no tmpfs\n");
 	tcase_add_test(tc, test_blockdev_remount_nobarrier_latches);
+	tcase_add_test(tc, test_blockdev_remount_beside_closing_connection);
 	if (zram_unused())
 		tcase_add_test(tc, test_blockdev_ram_device_refused);
 	else

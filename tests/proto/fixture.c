@@ -104,6 +104,11 @@ int proto_sh_in_tgtd(const char *fmt, ...)
 			state);
 }
 
+int proto_tgtd_signal(const char *sig)
+{
+	return proto_sh("kill -%s $(cat '%s/pid')", sig, state);
+}
+
 bool proto_tgtd_alive(void)
 {
 	return proto_sh("kill -0 $(cat '%s/pid') 2>/dev/null", state) == 0;

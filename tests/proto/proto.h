@@ -40,6 +40,8 @@ int proto_sh_in_tgtd(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
 
 /* Is the private tgtd still running? */
+/* send tgtd signal @sig ("STOP", "CONT"): 0, or the shell's status */
+int proto_tgtd_signal(const char *sig);
 bool proto_tgtd_alive(void);
 
 /* Does tgtd's log contain @needle on one line? */

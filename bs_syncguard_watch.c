@@ -1,0 +1,187 @@
+/*
+ * The mount watch.  write-through and write-back are refused at LUN
+ * creation on a file system mounted nobarrier (core/lun.c); one
+ * remounted so later would have every flush silently dropped.  Linux
+ * signals a change of the mount table (a remount included) on
+ * /proc/self/mountinfo with POLLPRI, so while any LUN is open the table
+ * is watched, and a LUN whose file system lost its flushes latches an
+ * error: from then on every command that promises durability fails
+ * (core/policy.c), as after a failed flush.  Only changes made in
+ * tgtd's own mount name space are signalled (a tgtd in a private one,
+ * as tgtd-private's, sees a remount only when made there).
+ *
+ * Why a thread, and not the mountinfo descriptor in tgtd's event loop
+ * (as the first version had it): Linux reports each change on that
+ * descriptor once, to the poll that sees it, and tgtd's loop drops the
+ * rest of an epoll batch whenever a handler removes an event (a
+ * connection or a tgtadm request that closes, tgtd.c's
+ * event_need_refresh).  A remount that came in one batch behind such a
+ * close was lost for good (reproduced: test_blockdev_remount_beside_
+ * closing_connection).  So a thread of ours polls the descriptor and
+ * adds one to an eventfd, which stays readable until tgtd's loop has
+ * read it: what a dropped batch held is reported again.
+ *
+ * The descriptor is opened before the first LUN's own check of the
+ * table (bs_syncguard_open): Linux signals the changes made after the
+ * open, so a remount between that check and the watch is seen too.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
+#include "bs_syncguard.h"
+#include "internal.h"
+
+static struct syncguard_bs *watched;	/* tgtd's event thread only */
+static struct {
+	int mountinfo_fd;	/* polled by the thread */
+	int changed_fd;		/* eventfd: the thread saw a change */
+	int stop_fd;		/* eventfd: the thread is to end */
+	pthread_t thread;
+	bool on;
+} watch = { -1, -1, -1, 0, false };
+
+/* the thread: POLLPRI on the mount table, passed on as an eventfd count */
+static void *watch_thread(void *arg)
+{
+	struct pollfd p[2] = {
+		{ .fd = watch.mountinfo_fd, .events = POLLPRI },
+		{ .fd = watch.stop_fd, .events = POLLIN },
+	};
+	uint64_t one = 1;
+
+	(void)arg;
+	for (;;) {
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			eprintf("syncguard: mount watch: poll: %m: a remount "
+				"nobarrier under a LUN will go unnoticed\n");
+			return NULL;
+		}
+		if (p[1].revents)
+			return NULL;
+		if (p[0].revents & (POLLPRI | POLLERR) &&
+		    write(watch.changed_fd, &one, sizeof(one)) < 0)
+			eprintf("syncguard: mount watch: eventfd: %m\n");
+	}
+}
+
+/* tgtd's event loop: the mount table changed.  The count is read (and
+ * so reset) before the table, so a change after the read is signalled
+ * again. */
+static void mounts_changed(int fd, int events, void *data)
+{
+	uint64_t n;
+	char *table;
+
+	(void)events;
+	(void)data;
+	if (read(fd, &n, sizeof(n)) < 0)
+		return;
+	table = syncguard_mounts_read("/proc/self/mountinfo");
+	for (struct syncguard_bs *bs = watched; table && bs;
+	     bs = bs->next_watched) {
+		if (syncguard_lun_latched(&bs->lun) ||
+		    !syncguard_lun_flushes_lost(&bs->lun, table))
+			continue;
+		syncguard_latch(&bs->lun, EIO);
+		eprintf("syncguard: lun %" PRIu64 ": its file system was "
+			"remounted nobarrier: flushes no longer reach the device, "
+			"so every command that promises durability fails from now "
+			"on; remount with barriers, then re-create the LUN\n",
+			bs->lun_nr);
+	}
+	free(table);
+}
+
+static void close_fds(void)
+{
+	int *fds[] = { &watch.mountinfo_fd, &watch.changed_fd, &watch.stop_fd };
+
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+}
+
+/* the thread, with every signal blocked (tgtd's handlers run elsewhere) */
+static int start_thread(void)
+{
+	sigset_t all, old;
+	int ret;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = pthread_create(&watch.thread, NULL, watch_thread, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -ret;
+}
+
+void syncguard_watch_open(void)
+{
+	int ret = 0;
+
+	if (watch.on)
+		return;
+	watch.mountinfo_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	watch.changed_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	watch.stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (watch.mountinfo_fd < 0 || watch.changed_fd < 0 || watch.stop_fd < 0)
+		ret = -errno;
+	else if ((ret = tgt_event_add(watch.changed_fd, EPOLLIN,
+				      mounts_changed, NULL)) != 0)
+		ret = ret < 0 ? ret : -EIO;
+	else if ((ret = start_thread()) != 0)
+		tgt_event_del(watch.changed_fd);
+	if (ret) {
+		eprintf("syncguard: cannot watch /proc/self/mountinfo (%s): "
+			"a remount nobarrier under a LUN will go unnoticed\n",
+			strerror(-ret));
+		close_fds();
+		return;
+	}
+	watch.on = true;
+}
+
+void syncguard_watch_close_unused(void)
+{
+	uint64_t one = 1;
+
+	if (watched || !watch.on)
+		return;
+	if (write(watch.stop_fd, &one, sizeof(one)) < 0)
+		pthread_cancel(watch.thread);	/* poll() is a cancellation point */
+	pthread_join(watch.thread, NULL);
+	tgt_event_del(watch.changed_fd);
+	close_fds();
+	watch.on = false;
+}
+
+void syncguard_watch_add(struct syncguard_bs *bs, uint64_t lun_nr)
+{
+	bs->lun_nr = lun_nr;
+	bs->next_watched = watched;
+	watched = bs;
+}
+
+void syncguard_watch_remove(struct syncguard_bs *bs)
+{
+	struct syncguard_bs **p = &watched;
+
+	while (*p && *p != bs)
+		p = &(*p)->next_watched;
+	if (*p)
+		*p = bs->next_watched;
+	syncguard_watch_close_unused();
+}
