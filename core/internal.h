@@ -25,6 +25,18 @@ char *syncguard_mounts_read(const char *mountinfo);
  * neither @fd's mount nor its device is listed). */
 int syncguard_fs_barriers(int fd, const char *table);
 
+/* Where the absolute path @path (as the kernel prints paths: no
+ * symbolic links, no "..") lies, by the mountinfo text @table, without
+ * touching any file system: the "major:minor" of its mount's device
+ * into @dev, and the path inside that file system (the mount's root
+ * joined with the rest of @path) into @out.  The mount is the one whose
+ * mount point is the longest prefix of @path (of equals the last
+ * listed, which covers the others).  Two paths with the same device
+ * and inner path name one file, through bind mounts too.  0, or
+ * -ENOENT (no mount found), -EINVAL (too long, unparsable). */
+int syncguard_mounts_fs_path(const char *table, const char *path,
+			     char *dev, size_t devlen, char *out, size_t len);
+
 /* The upper directory of the overlay @fd is on, from its super options
  * in @table (mountinfo's and overlayfs's escapes undone) into @dir (@len
  * bytes): 0, or -errno (-ENOENT: no upperdir, or the mount is not

@@ -168,23 +168,45 @@ int syncguard_loop_under(dev_t dev, const char *path, bool plp, char *err,
 	return ret;
 }
 
-/* Is loop device @name (sysfs, e.g. "loop3") backed by the file whose
- * path (as tgtd sees it) is @self, and claimed by someone (O_EXCL
- * fails)?  Its /dev path into @dev.  The paths are compared as strings,
- * both as the kernel prints them: nothing here may touch another loop
- * device's file system (a stopped FUSE daemon, a dead NFS server would
- * hang tgtd's event thread: a helper's test stalled every LUN for the
- * 4 s its FUSE daemon was stopped).  A bind-mount alias of the file is
- * not recognised. */
-static bool loop_held_over(const char *name, const char *self, char *dev,
-			   size_t devlen)
+/* A file named two ways: its path as tgtd sees it, and where that lies
+ * (syncguard_mounts_fs_path), to recognise it through a bind mount. */
+struct named_file {
+	char path[PATH_MAX];
+	char dev[32], inner[PATH_MAX];
+	bool placed;		/* dev and inner are known */
+};
+
+/* Is @path (a loop's backing file, as sysfs prints it) @self? */
+static bool same_file(const char *path, const struct named_file *self,
+		      const char *table)
+{
+	char dev[32], inner[PATH_MAX];
+
+	if (!strcmp(path, self->path))
+		return true;
+	return self->placed && !syncguard_mounts_fs_path(table, path, dev,
+		sizeof(dev), inner, sizeof(inner)) &&
+		!strcmp(dev, self->dev) && !strcmp(inner, self->inner);
+}
+
+/* Is loop device @name (sysfs, e.g. "loop3") backed by @self, and
+ * claimed by someone (O_EXCL fails)?  Its /dev path into @dev.  The
+ * paths are compared as strings, as the kernel prints them, and through
+ * the mount table (a bind mount's alias of the file): nothing here may
+ * touch another loop device's file system (a stopped FUSE daemon, a
+ * dead NFS server would hang tgtd's event thread: a helper's test
+ * stalled every LUN for the 4 s its FUSE daemon was stopped).  A hard
+ * link of the file is not recognised. */
+static bool loop_held_over(const char *name, const struct named_file *self,
+			   const char *table, char *dev, size_t devlen)
 {
 	char sys[300], path[PATH_MAX];
 	bool part;
 	int fd;
 
 	snprintf(sys, sizeof(sys), "/sys/block/%s", name);
-	if (backing_path(sys, path, sizeof(path), &part) || strcmp(path, self))
+	if (backing_path(sys, path, sizeof(path), &part) ||
+	    !same_file(path, self, table))
 		return false;
 	snprintf(dev, devlen, "/dev/%s", name);
 	fd = open(dev, O_RDONLY | O_CLOEXEC | O_EXCL);
@@ -195,20 +217,24 @@ static bool loop_held_over(const char *name, const char *self, char *dev,
 
 int syncguard_loop_users(int fd, const char *path, char *err, size_t errlen)
 {
-	char dev[300], link[32], self[PATH_MAX];
+	struct named_file self;
+	char dev[300], link[32], *table;
 	struct dirent *e;
 	ssize_t n;
 	int ret = 0;
 	DIR *d;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	n = readlink(link, self, sizeof(self) - 1);
+	n = readlink(link, self.path, sizeof(self.path) - 1);
 	if (n <= 0 || !(d = opendir("/sys/block")))
 		return 0;			/* cannot tell */
-	self[n] = '\0';
+	self.path[n] = '\0';
+	table = syncguard_mounts_read("/proc/self/mountinfo");
+	self.placed = table && !syncguard_mounts_fs_path(table, self.path,
+		self.dev, sizeof(self.dev), self.inner, sizeof(self.inner));
 	while (!ret && (e = readdir(d))) {
 		if (strncmp(e->d_name, "loop", 4) ||
-		    !loop_held_over(e->d_name, self, dev, sizeof(dev)))
+		    !loop_held_over(e->d_name, &self, table, dev, sizeof(dev)))
 			continue;
 		syncguard_seterr(err, errlen, "%s: backs %s, which is in use "
 			"(mounted, swap, held by md or device-mapper, or "
@@ -216,5 +242,6 @@ int syncguard_loop_users(int fd, const char *path, char *err, size_t errlen)
 		ret = -EBUSY;
 	}
 	closedir(d);
+	free(table);
 	return ret;
 }

@@ -110,8 +110,10 @@ int syncguard_fs_barriers(int fd, const char *table)
 }
 
 /* Undo mountinfo's \ooo escapes of [@p, @end) into @out (@len bytes),
- * then overlayfs's own backslash escapes ("\," "\\"): 0, or -EINVAL. */
-static int unescape(const char *p, const char *end, char *out, size_t len)
+ * then, if @overlay, overlayfs's own backslash escapes ("\," "\\"):
+ * 0, or -EINVAL. */
+static int unescape(const char *p, const char *end, bool overlay, char *out,
+		    size_t len)
 {
 	char tmp[PATH_MAX];
 	size_t n = 0, m = 0;
@@ -126,7 +128,8 @@ static int unescape(const char *p, const char *end, char *out, size_t len)
 		}
 	}
 	for (size_t i = 0; i < n && m + 1 < len; i++)
-		out[m++] = tmp[i] == '\\' && i + 1 < n ? tmp[++i] : tmp[i];
+		out[m++] = overlay && tmp[i] == '\\' && i + 1 < n ? tmp[++i] :
+			   tmp[i];
 	out[m] = '\0';
 	return p == end && m && m + 1 < len ? 0 : -EINVAL;
 }
@@ -146,7 +149,7 @@ int syncguard_overlay_upper(int fd, const char *table, char *dir,
 	}
 	if (!p)
 		return -ENOENT;
-	ret = unescape(p + 9, p + strcspn(p, ","), dir, len);
+	ret = unescape(p + 9, p + strcspn(p, ","), true, dir, len);
 	/* relative: resolved against the mounter's directory, unknown */
 	return ret ? ret : dir[0] == '/' ? 0 : -EINVAL;
 }
@@ -160,6 +163,57 @@ int syncguard_overlay_upper_open(int fd, const char *table, char *dir,
 		return ret;
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return dfd < 0 ? -errno : dfd;
+}
+
+/* Field @n of @line (before the separator) with mountinfo's escapes
+ * undone: 0, or -EINVAL. */
+static int path_field(const char *line, int n, char *out, size_t len)
+{
+	char raw[PATH_MAX];
+
+	if (field(line, false, n, raw, sizeof(raw)))
+		return -EINVAL;
+	return unescape(raw, raw + strlen(raw), false, out, len);
+}
+
+/* Is the absolute path @path at or under the mount point @mp? */
+static bool under(const char *path, const char *mp)
+{
+	size_t n = strlen(mp);
+
+	if (!strcmp(mp, "/"))
+		return true;
+	return !strncmp(path, mp, n) && (path[n] == '/' || path[n] == '\0');
+}
+
+int syncguard_mounts_fs_path(const char *table, const char *path,
+			     char *dev, size_t devlen, char *out, size_t len)
+{
+	char mp[PATH_MAX], root[PATH_MAX], best_root[PATH_MAX] = "";
+	const char *rest;
+	size_t best = 0;
+	bool found = false;
+
+	for (const char *l = table; l && *l; l = strchr(l, '\n'), l += !!l) {
+		if (path_field(l, 4, mp, sizeof(mp)) || !under(path, mp) ||
+		    (found && strlen(mp) < best) ||
+		    path_field(l, 3, root, sizeof(root)) ||
+		    field(l, false, 2, dev, devlen))
+			continue;
+		/* a later line with the same mount point covers the others */
+		found = true;
+		best = strlen(mp);
+		snprintf(best_root, sizeof(best_root), "%s", root);
+	}
+	if (!found)
+		return -ENOENT;
+	rest = best == 1 ? path : path + best;	/* "/..." or "" */
+	if ((size_t)snprintf(out, len, "%s%s", strcmp(best_root, "/") ?
+			     best_root : "", rest) >= len)
+		return -EINVAL;
+	if (!out[0])
+		snprintf(out, len, "/");
+	return 0;
 }
 
 bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table)

@@ -301,6 +301,48 @@ START_TEST(test_blockdev_loop_and_its_file)
 }
 END_TEST
 
+/* The same when the loop device was set up through a bind mount of the
+ * file's directory: sysfs names the file by the alias, and the file
+ * under its own name is still refused (core/loop.c compares where both
+ * paths lie, by the mount table). */
+START_TEST(test_blockdev_loop_file_through_bind_alias)
+{
+	const char *d = proto_dir();
+	char dev[64] = "", file[800];
+	FILE *f;
+	int holder, bound, added;
+
+	snprintf(file, sizeof(file), "%s/src/a.img", d);
+	ck_assert_int_eq(proto_sh("mkdir -p '%s/src' '%s/alias' && dd "
+		"if=/dev/zero of='%s' bs=1M count=4 status=none", d, d, file), 0);
+	bound = proto_sh_in_tgtd("mount --bind '%s/src' '%s/alias' && "
+		"losetup -f --show '%s/alias/a.img' >'%s/alias.dev'", d, d, d, d);
+	snprintf(file, sizeof(file), "%s/alias.dev", d);
+	if ((f = fopen(file, "r"))) {
+		if (!fgets(dev, sizeof(dev), f))
+			dev[0] = '\0';
+		fclose(f);
+	}
+	dev[strcspn(dev, "\n")] = '\0';
+	holder = dev[0] ? open(dev, O_RDONLY | O_EXCL) : -1;
+	snprintf(file, sizeof(file), "%s/src/a.img", d);
+	added = proto_add_lun(9, file, "mode=write-back", 0);
+	if (holder >= 0)
+		close(holder);
+	if (!added)
+		proto_del_lun(9);
+	if (dev[0])
+		proto_sh("losetup -d '%s'", dev);
+	proto_sh_in_tgtd("umount '%s/alias'", d);
+	ck_assert_int_eq(bound, 0);
+	ck_assert_int_ge(holder, 0);
+	ck_assert_int_ne(added, 0);
+	snprintf(file, sizeof(file), "%s/src/a.img: backs %s, which is in use",
+		 d, dev);
+	ck_assert_msg(proto_log_has(file), "tgtd.log lacks \"%s\"", file);
+}
+END_TEST
+
 /* Is /dev/shm a tmpfs (where the RAM cases below put their file)? */
 static bool shm_is_tmpfs(void)
 {
@@ -691,6 +733,7 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_held_device_refused);
 	tcase_add_test(tc, test_blockdev_device_cache_logged);
 	tcase_add_test(tc, test_blockdev_loop_and_its_file);
+	tcase_add_test(tc, test_blockdev_loop_file_through_bind_alias);
 	tcase_add_test(tc, test_blockdev_loop_partitions);
 	if (shm_is_tmpfs())
 		tcase_add_test(tc, test_blockdev_loop_on_tmpfs);

@@ -878,6 +878,49 @@ START_TEST(test_open_overlay_upper_from_mountinfo)
 }
 END_TEST
 
+/* syncguard_mounts_fs_path places a path by the longest mount point
+ * that is a prefix of it (a later line with the same mount point covers
+ * an earlier one), joins that mount's root with the rest, and undoes
+ * mountinfo's escapes in both; a bind mount of a subdirectory (root
+ * "/srv") names the same inner path as the file system's own mount. */
+START_TEST(test_open_fs_path_from_mountinfo)
+{
+	static const char table[] =
+		"20 1 8:1 / / rw - ext4 /dev/sda1 rw\n"
+		"30 20 8:2 / /data rw - ext4 /dev/sdb rw\n"
+		"31 20 8:2 /srv /mnt/b\\040x rw - ext4 /dev/sdb rw\n"
+		"32 20 8:3 / /dat rw - ext4 /dev/sdc rw\n"
+		"33 30 0:50 / /data/over rw - tmpfs tmpfs rw\n"
+		"34 30 8:4 / /data/over rw - ext4 /dev/sdd rw\n"
+		"35 20 8:2 /srv/img /f.img rw - ext4 /dev/sdb rw\n";
+	static const struct {
+		const char *path, *dev, *inner;
+		int ret;
+	} cases[] = {
+		{ "/data/srv/lun.img", "8:2", "/srv/lun.img", 0 },
+		{ "/mnt/b x/lun.img", "8:2", "/srv/lun.img", 0 },
+		{ "/mnt/b x", "8:2", "/srv", 0 },
+		{ "/dat/a", "8:3", "/a", 0 },		/* not /data's */
+		{ "/datax/a", "8:1", "/datax/a", 0 },
+		{ "/data/over/f", "8:4", "/f", 0 },	/* the later line */
+		{ "/f.img", "8:2", "/srv/img", 0 },	/* a file bind mount */
+		{ "/", "8:1", "/", 0 },
+		{ "/data", "8:2", "/", 0 },
+	};
+	char dev[32], inner[64];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ck_assert_msg(syncguard_mounts_fs_path(table, cases[i].path,
+			dev, sizeof(dev), inner, sizeof(inner)) == cases[i].ret,
+			"case %zu: %s", i, cases[i].path);
+		ck_assert_str_eq(dev, cases[i].dev);
+		ck_assert_str_eq(inner, cases[i].inner);
+	}
+	ck_assert_int_eq(syncguard_mounts_fs_path("", "/a", dev, sizeof(dev),
+		inner, sizeof(inner)), -ENOENT);
+}
+END_TEST
+
 /* A real overlay whose upper layer is a tmpfs: the file is refused as
  * a RAM file system's (its own statfs says overlay). */
 START_TEST(test_open_refuses_overlay_on_tmpfs)
@@ -988,6 +1031,7 @@ Suite *exec_suite(void)
 	tcase_add_test(open, test_open_barriers_from_mountinfo);
 	tcase_add_test(open, test_open_rename_keeps_the_file);
 	tcase_add_test(open, test_open_overlay_upper_from_mountinfo);
+	tcase_add_test(open, test_open_fs_path_from_mountinfo);
 	if (can_mount_loop())
 		tcase_add_test(open, test_open_refuses_nobarrier_mount);
 	else
