@@ -121,11 +121,18 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
 	char err[512];
-	int ret;
+	int ret, unwatched;
 
-	syncguard_watch_open();
+	unwatched = syncguard_watch_open();
 	ret = syncguard_lun_open(&bs->lun, path, lu->blk_shift, &bs->opts,
 				 err, sizeof(err));
+	if (!ret && unwatched && syncguard_lun_needs_watch(&bs->lun)) {
+		syncguard_lun_close(&bs->lun);
+		snprintf(err, sizeof(err), "%s: the mount table cannot be "
+			 "watched, so a remount nobarrier under it would go "
+			 "unnoticed: not exported (plp needs no watch)", path);
+		ret = unwatched;
+	}
 	if (ret) {
 		eprintf("syncguard: lun %" PRIu64 ": %s\n", lu->lun, err);
 		syncguard_watch_close_unused();

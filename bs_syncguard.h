@@ -105,12 +105,12 @@ void syncguard_answer(struct scsi_cmd *cmd, const struct syncguard_result *res);
 /* The mount watch (bs_syncguard_watch.c), tgtd's event thread only.
  * syncguard_watch_open: start watching /proc/self/mountinfo unless it
  * is watched already; call it before a LUN's own check of the table.
- * On failure it logs that remounts go unnoticed, and the next LUN's
- * open tries again.  syncguard_watch_add/remove: a LUN (@lun_nr for
+ * 0, or -errno (logged; the next LUN's open tries again, and a LUN that
+ * needs the watch is refused meanwhile).  syncguard_watch_add/remove: a LUN (@lun_nr for
  * the log) whose file system is to be checked on every change; a
  * remount nobarrier latches EIO on it.  syncguard_watch_close_unused:
  * stop watching if no LUN is left (after a failed open). */
-void syncguard_watch_open(void);
+int syncguard_watch_open(void);
 void syncguard_watch_close_unused(void);
 void syncguard_watch_add(struct syncguard_bs *bs, uint64_t lun_nr);
 void syncguard_watch_remove(struct syncguard_bs *bs);

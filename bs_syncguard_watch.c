@@ -40,6 +40,7 @@
 
 #include "bs_syncguard.h"
 #include "internal.h"
+#include "work.h"
 
 static struct syncguard_bs *watched;	/* tgtd's event thread only */
 static struct {
@@ -48,7 +49,9 @@ static struct {
 	int stop_fd;		/* eventfd: the thread is to end */
 	pthread_t thread;
 	bool on;
-} watch = { -1, -1, -1, 0, false };
+	struct tgt_work retry;	/* a table that could not be read */
+	bool retry_set;
+} watch = { .mountinfo_fd = -1, .changed_fd = -1, .stop_fd = -1 };
 
 /* the thread: POLLPRI on the mount table, passed on as an eventfd count */
 static void *watch_thread(void *arg)
@@ -76,9 +79,35 @@ static void *watch_thread(void *arg)
 	}
 }
 
+static void mounts_changed(int fd, int events, void *data);
+
+/* tgtd's work timer: try the table again */
+static void retry_read(void *data)
+{
+	(void)data;
+	watch.retry_set = false;
+	mounts_changed(watch.changed_fd, 0, NULL);
+}
+
+/* The mount table could not be read (out of memory): the change it
+ * signalled must not be lost, so try again in a second (not at once:
+ * the eventfd would wake the loop without end). */
+static void retry_later(void)
+{
+	if (watch.retry_set)
+		return;
+	eprintf("syncguard: mount watch: cannot read /proc/self/mountinfo "
+		"(%m): trying again in 1 s\n");
+	watch.retry.func = retry_read;
+	watch.retry.data = NULL;
+	add_work(&watch.retry, 1);
+	watch.retry_set = true;
+}
+
 /* tgtd's event loop: the mount table changed.  The count is read (and
  * so reset) before the table, so a change after the read is signalled
- * again. */
+ * again.  The table is read through the polled descriptor: no new one
+ * is needed (a tgtd out of descriptors lost the change otherwise). */
 static void mounts_changed(int fd, int events, void *data)
 {
 	uint64_t n;
@@ -86,11 +115,14 @@ static void mounts_changed(int fd, int events, void *data)
 
 	(void)events;
 	(void)data;
-	if (read(fd, &n, sizeof(n)) < 0)
+	if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
 		return;
-	table = syncguard_mounts_read("/proc/self/mountinfo");
-	for (struct syncguard_bs *bs = watched; table && bs;
-	     bs = bs->next_watched) {
+	table = syncguard_mounts_read_fd(watch.mountinfo_fd);
+	if (!table) {
+		retry_later();
+		return;
+	}
+	for (struct syncguard_bs *bs = watched; bs; bs = bs->next_watched) {
 		if (syncguard_lun_latched(&bs->lun) ||
 		    !syncguard_lun_flushes_lost(&bs->lun, table))
 			continue;
@@ -128,12 +160,12 @@ static int start_thread(void)
 	return -ret;
 }
 
-void syncguard_watch_open(void)
+int syncguard_watch_open(void)
 {
 	int ret = 0;
 
 	if (watch.on)
-		return;
+		return 0;
 	watch.mountinfo_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
 	watch.changed_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	watch.stop_fd = eventfd(0, EFD_CLOEXEC);
@@ -145,13 +177,13 @@ void syncguard_watch_open(void)
 	else if ((ret = start_thread()) != 0)
 		tgt_event_del(watch.changed_fd);
 	if (ret) {
-		eprintf("syncguard: cannot watch /proc/self/mountinfo (%s): "
-			"a remount nobarrier under a LUN will go unnoticed\n",
+		eprintf("syncguard: cannot watch /proc/self/mountinfo: %s\n",
 			strerror(-ret));
 		close_fds();
-		return;
+		return ret;
 	}
 	watch.on = true;
+	return 0;
 }
 
 void syncguard_watch_close_unused(void)
@@ -163,6 +195,9 @@ void syncguard_watch_close_unused(void)
 	if (write(watch.stop_fd, &one, sizeof(one)) < 0)
 		pthread_cancel(watch.thread);	/* poll() is a cancellation point */
 	pthread_join(watch.thread, NULL);
+	if (watch.retry_set)
+		del_work(&watch.retry);
+	watch.retry_set = false;
 	tgt_event_del(watch.changed_fd);
 	close_fds();
 	watch.on = false;

@@ -19,6 +19,11 @@ void syncguard_seterr(char *err, size_t errlen, const char *fmt, ...)
  * NUL-terminated; NULL if it cannot be read. */
 char *syncguard_mounts_read(const char *mountinfo);
 
+/* The same from an open descriptor of it, read again from offset 0 (a
+ * seq_file regenerates the text; the mount watch reads through the
+ * descriptor it polls, so that no descriptor need be free then). */
+char *syncguard_mounts_read_fd(int fd);
+
 /* Does the file system of @fd flush the device's write cache on
  * fdatasync, as the mountinfo text @table says?  1 yes, 0 no (mounted
  * "nobarrier" or "barrier=0"), -errno when it cannot tell (-ENOENT:
@@ -50,10 +55,16 @@ int syncguard_overlay_upper_open(int fd, const char *table, char *dir,
 				 size_t len);
 
 /* Has the file system under @lun (its file, a loop device's backing
- * file, an overlay's upper layer) been remounted nobarrier since the LUN
+ * file, an overlay's upper layer, the backing file of the loop device
+ * under its file system) been remounted nobarrier since the LUN
  * was created, as @table says, so that its flushes no longer reach the
  * device?  Always false for plp, which sends none. */
 bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table);
+
+/* Can a remount make @lun's flushes lost (syncguard_lun_flushes_lost):
+ * a file or a loop device, in write-through or write-back?  Such a LUN
+ * is not exported without the mount watch. */
+bool syncguard_lun_needs_watch(const struct syncguard_lun *lun);
 
 /* What Linux believes of the write cache of the block device with
  * number @dev (sysfs queue/write_cache; a partition's is its disk's):
@@ -89,10 +100,11 @@ int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 
 /* A LUN on the regular file @path whose file system is on block device
  * @dev: if that is a loop device (or a partition of one), check its
- * backing file as syncguard_check_fs does.  0 (also: not a loop, or the
- * file cannot be reached), or -EINVAL with the reason in @err. */
-int syncguard_loop_under(dev_t dev, const char *path, bool plp, char *err,
-			 size_t errlen);
+ * backing file as syncguard_check_fs does, and keep it open in
+ * lun->under_fd for the mount watch.  0 (also: not a loop, or the file
+ * cannot be reached), or -EINVAL with the reason in @err. */
+int syncguard_loop_under(struct syncguard_lun *lun, dev_t dev,
+			 const char *path, bool plp, char *err, size_t errlen);
 
 /* A LUN on the regular file @fd: -EBUSY (reason in @err) if it backs a
  * loop device that is mounted or otherwise claimed, else 0. */

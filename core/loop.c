@@ -19,7 +19,7 @@
  *
  * A file LUN on a file system that sits on a loop device is checked
  * at that loop's backing file's file system too (a tmpfs file under an
- * ext4 survives nothing); the mount watch does not follow it.
+ * ext4 survives nothing), and so is it by the mount watch.
  * Only one level is followed (a loop over a file on another loop is
  * checked at the first file's file system).  A partition of a loop
  * device is checked at the loop's file and takes a shared lock on it:
@@ -144,8 +144,8 @@ static int open_loop_node(const char *sys, bool part)
 	return fd < 0 ? -errno : fd;
 }
 
-int syncguard_loop_under(dev_t dev, const char *path, bool plp, char *err,
-			 size_t errlen)
+int syncguard_loop_under(struct syncguard_lun *lun, dev_t dev,
+			 const char *path, bool plp, char *err, size_t errlen)
 {
 	char sys[64], bpath[PATH_MAX], label[2 * PATH_MAX + 64];
 	bool part;
@@ -164,7 +164,10 @@ int syncguard_loop_under(dev_t dev, const char *path, bool plp, char *err,
 	snprintf(label, sizeof(label), "%s (its file system is on a loop "
 		 "device over %s)", path, bpath);
 	ret = syncguard_check_fs(bfd, label, plp, err, errlen);
-	close(bfd);
+	if (ret)
+		close(bfd);
+	else
+		lun->under_fd = bfd;
 	return ret;
 }
 

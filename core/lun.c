@@ -517,10 +517,11 @@ static int check_ram_device(struct syncguard_lun *lun, const char *path,
 
 /* The LUN's own descriptors (not the pools'): the file or device, the
  * O_DIRECT one, a loop device's backing file (and with them the O_EXCL
- * claim and the flocks). */
+ * claim and the flocks), the backing file of the loop under a file's
+ * file system. */
 static void close_fds(struct syncguard_lun *lun)
 {
-	int *fds[] = { &lun->fd, &lun->dfd, &lun->loop_fd };
+	int *fds[] = { &lun->fd, &lun->dfd, &lun->loop_fd, &lun->under_fd };
 
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)
@@ -542,6 +543,7 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	lun->fd = -1;
 	lun->dfd = -1;
 	lun->loop_fd = -1;
+	lun->under_fd = -1;
 	lun->block_shift = block_shift;
 	lun->opts = *opts;
 	lun->stats = &lun->local_stats;
@@ -561,7 +563,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	if (!ret && !lun->blockdev)
 		ret = syncguard_loop_users(lun->fd, path, err, errlen);
 	if (!ret && !lun->blockdev)
-		ret = syncguard_loop_under(st.st_dev, path, plp, err, errlen);
+		ret = syncguard_loop_under(lun, st.st_dev, path, plp, err,
+					   errlen);
 	if (!ret && lun->blockdev)
 		ret = syncguard_loop_backing(lun, path, st.st_rdev, plp, err,
 					     errlen);

@@ -23,19 +23,46 @@
 
 #include "internal.h"
 
+char *syncguard_mounts_read_fd(int fd)
+{
+	size_t cap = 16384, n = 0;
+	char *text = malloc(cap), *more;
+	ssize_t got = 1;
+
+	if (!text || lseek(fd, 0, SEEK_SET) < 0)
+		got = -1;
+	while (got > 0) {
+		if (n + 1 >= cap) {
+			if (!(more = realloc(text, cap * 2))) {
+				got = -1;
+				break;
+			}
+			text = more;
+			cap *= 2;
+		}
+		got = read(fd, text + n, cap - n - 1);
+		if (got < 0 && errno == EINTR)
+			got = 1;
+		else if (got > 0)
+			n += (size_t)got;
+	}
+	if (got < 0) {
+		free(text);
+		return NULL;
+	}
+	text[n] = '\0';
+	return text;
+}
+
 char *syncguard_mounts_read(const char *mountinfo)
 {
-	char *text = NULL;
-	size_t cap = 0;
-	FILE *f = fopen(mountinfo, "re");
+	int fd = open(mountinfo, O_RDONLY | O_CLOEXEC);
+	char *text;
 
-	if (!f)
+	if (fd < 0)
 		return NULL;
-	if (getdelim(&text, &cap, '\0', f) < 0) {
-		free(text);
-		text = NULL;
-	}
-	fclose(f);
+	text = syncguard_mounts_read_fd(fd);
+	close(fd);
 	return text;
 }
 
@@ -216,17 +243,32 @@ int syncguard_mounts_fs_path(const char *table, const char *path,
 	return 0;
 }
 
+/* The descriptor of the file whose file system carries @lun's flushes
+ * (its file, or a loop device's backing file); -1 for a block device
+ * that is no loop device (its flushes go to it) and for plp (none). */
+static int flushes_via(const struct syncguard_lun *lun)
+{
+	if (lun->opts.mode == SYNCGUARD_MODE_PLP)
+		return -1;
+	return lun->loop_fd >= 0 ? lun->loop_fd : lun->blockdev ? -1 : lun->fd;
+}
+
+bool syncguard_lun_needs_watch(const struct syncguard_lun *lun)
+{
+	return flushes_via(lun) >= 0;
+}
+
 bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table)
 {
-	int fd = lun->loop_fd >= 0 ? lun->loop_fd : lun->blockdev ? -1 :
-		 lun->fd;
+	int fd = flushes_via(lun);
 	char upper[PATH_MAX];
 	bool lost;
 	int dfd;
 
-	if (fd < 0 || lun->opts.mode == SYNCGUARD_MODE_PLP)
+	if (fd < 0)
 		return false;
-	if (syncguard_fs_barriers(fd, table) == 0)
+	if (syncguard_fs_barriers(fd, table) == 0 || (lun->under_fd >= 0 &&
+	    syncguard_fs_barriers(lun->under_fd, table) == 0))
 		return true;
 	dfd = syncguard_overlay_upper_open(fd, table, upper, sizeof(upper));
 	if (dfd < 0)

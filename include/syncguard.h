@@ -360,6 +360,9 @@ struct syncguard_lun {
 	int dfd;
 	int loop_fd;			/* a loop device's backing file,
 					 * flocked; -1 otherwise (core/loop.c) */
+	int under_fd;			/* a file LUN whose file system is on
+					 * a loop device: that loop's backing
+					 * file, for the mount watch; or -1 */
 	bool direct_io;
 	bool direct_reads;		/* reads use dfd too (a block device
 					 * with direct_io; see open_direct) */

@@ -442,24 +442,65 @@ START_TEST(test_blockdev_loop_partitions)
 }
 END_TEST
 
-/* An ext4 on a loop device, mounted in tgtd's mount name space (at
- * @mnt), with write-back LUN 9 on a file in it; a FUA write is GOOD. */
-static struct iscsi_context *remount_setup(char *dev, size_t devlen,
-					   char *mnt, size_t mntlen)
+/* A fresh ext4 on a loop device over @img, set up and mounted at @mnt
+ * from tgtd's mount name space (so @img may be on a mount only tgtd
+ * sees); the device into @dev.  0, or nonzero. */
+static int ext4_in_tgtd(const char *img, const char *mnt, char *dev,
+			size_t len)
+{
+	char tmp[900];
+	FILE *f;
+	int ret;
+
+	snprintf(tmp, sizeof(tmp), "%s/dev.tmp", proto_dir());
+	ret = proto_sh_in_tgtd("losetup -f --show '%s' >'%s' && mkfs.ext4 -q "
+		"$(cat '%s') && mkdir -p '%s' && mount $(cat '%s') '%s'", img,
+		tmp, tmp, mnt, tmp, mnt);
+	dev[0] = '\0';
+	if ((f = fopen(tmp, "r"))) {
+		if (!fgets(dev, (int)len, f))
+			dev[0] = '\0';
+		fclose(f);
+	}
+	dev[strcspn(dev, "\n")] = '\0';
+	return ret || !dev[0];
+}
+
+/* An ext4 at proto_dir()/remount-mnt (@mnt), on loop device @dev,
+ * mounted in tgtd's mount name space; with @inner another ext4 at
+ * @inner_mnt on loop device @inner_dev over a file in the first, and
+ * the LUN's file on that.  Write-back LUN 9 on a 4 MiB file there; a
+ * FUA write is GOOD. */
+struct remount_fs {
+	char dev[64], mnt[800];
+	char inner_dev[64], inner_mnt[800];
+	bool inner;
+};
+
+static struct iscsi_context *remount_setup(struct remount_fs *fs)
 {
 	const char *img = proto_file("remount.img", DEV_BYTES, false);
 	unsigned char out[512] = { 0x42 };
 	struct iscsi_context *iscsi;
-	char lun_img[900];
+	char lun_img[900], inner_img[900];
+	const char *top = fs->mnt;
 
-	snprintf(mnt, mntlen, "%s/remount-mnt", proto_dir());
-	snprintf(lun_img, sizeof(lun_img), "%s/lun.img", mnt);
-	ck_assert_int_eq(attach(img, 512, dev, devlen), 0);
-	ck_assert_int_eq(proto_sh("mkdir -p '%s' && mkfs.ext4 -q '%s' && "
-		"mount '%s' '%s' && dd if=/dev/zero of='%s' bs=1M count=4 "
-		"status=none && umount '%s'", mnt, dev, dev, mnt, lun_img, mnt),
-		0);
-	ck_assert_int_eq(proto_sh_in_tgtd("mount '%s' '%s'", dev, mnt), 0);
+	snprintf(fs->mnt, sizeof(fs->mnt), "%s/remount-mnt", proto_dir());
+	ck_assert_int_eq(ext4_in_tgtd(img, fs->mnt, fs->dev, sizeof(fs->dev)),
+			 0);
+	if (fs->inner) {
+		snprintf(inner_img, sizeof(inner_img), "%s/inner.img", fs->mnt);
+		snprintf(fs->inner_mnt, sizeof(fs->inner_mnt), "%s/inner-mnt",
+			 proto_dir());
+		ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' "
+			"bs=1M count=16 status=none", inner_img), 0);
+		ck_assert_int_eq(ext4_in_tgtd(inner_img, fs->inner_mnt,
+			fs->inner_dev, sizeof(fs->inner_dev)), 0);
+		top = fs->inner_mnt;
+	}
+	snprintf(lun_img, sizeof(lun_img), "%s/lun.img", top);
+	ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' bs=1M "
+		"count=4 status=none", lun_img), 0);
 	ck_assert_int_eq(proto_add_lun(9, lun_img, "mode=write-back", 0), 0);
 	iscsi = proto_connect(9);
 	proto_assert_good(iscsi_write16_sync(iscsi, 9, 1, out, 512, 512, 0, 0,
@@ -469,10 +510,8 @@ static struct iscsi_context *remount_setup(char *dev, size_t devlen,
 
 /* After a remount nobarrier: the next FUA writes fail (MEDIUM ERROR,
  * WRITE ERROR) within 2 s instead of being answered GOOD without a
- * flush, plain writes go on, and tgtd.log says why; then LUN 9, the
- * mount and the loop device go. */
-static void remount_assert_latched(struct iscsi_context *iscsi,
-				   const char *dev, const char *mnt)
+ * flush, and plain writes go on. */
+static void remount_wait_latched(struct iscsi_context *iscsi)
 {
 	unsigned char out[512] = { 0x42 };
 	struct scsi_task *t = NULL;
@@ -489,10 +528,19 @@ static void remount_assert_latched(struct iscsi_context *iscsi,
 			   "WRITE(16) FUA after the remount");
 	proto_assert_good(iscsi_write16_sync(iscsi, 9, 2, out, 512, 512, 0, 0,
 		0, 0, 0), "WRITE(16) without FUA", false);
+}
+
+/* LUN 9, the mounts and the loop devices go; tgtd.log said why the LUN
+ * failed, and that it closed without a final flush. */
+static void remount_teardown(struct iscsi_context *iscsi,
+			     const struct remount_fs *fs)
+{
 	iscsi_destroy_context(iscsi);
 	proto_del_lun(9);
-	proto_sh_in_tgtd("umount '%s'", mnt);
-	proto_sh("losetup -d '%s'", dev);
+	if (fs->inner)
+		proto_sh_in_tgtd("umount '%s'; losetup -d '%s'", fs->inner_mnt,
+				 fs->inner_dev);
+	proto_sh_in_tgtd("umount '%s'; losetup -d '%s'", fs->mnt, fs->dev);
 	ck_assert(proto_log_has("its file system was remounted nobarrier"));
 	ck_assert(proto_log_has("closed with the error latched earlier "
 				"(Input/output error): no final flush"));
@@ -502,13 +550,28 @@ static void remount_assert_latched(struct iscsi_context *iscsi,
  * it.  The mount and the remount are made in tgtd's mount name space. */
 START_TEST(test_blockdev_remount_nobarrier_latches)
 {
-	char dev[64], mnt[800];
-	struct iscsi_context *iscsi = remount_setup(dev, sizeof(dev), mnt,
-						    sizeof(mnt));
+	struct remount_fs fs = { .inner = false };
+	struct iscsi_context *iscsi = remount_setup(&fs);
 
 	ck_assert_int_eq(proto_sh_in_tgtd("mount -o remount,nobarrier '%s'",
-					  mnt), 0);
-	remount_assert_latched(iscsi, dev, mnt);
+					  fs.mnt), 0);
+	remount_wait_latched(iscsi);
+	remount_teardown(iscsi, &fs);
+}
+END_TEST
+
+/* The same when the LUN's file is on an ext4 on a loop device, and the
+ * file system remounted is the one under that loop's backing file (as
+ * LUN creation checks it; a helper found the watch did not). */
+START_TEST(test_blockdev_remount_under_loop_latches)
+{
+	struct remount_fs fs = { .inner = true };
+	struct iscsi_context *iscsi = remount_setup(&fs);
+
+	ck_assert_int_eq(proto_sh_in_tgtd("mount -o remount,nobarrier '%s'",
+					  fs.mnt), 0);
+	remount_wait_latched(iscsi);
+	remount_teardown(iscsi, &fs);
 }
 END_TEST
 
@@ -520,18 +583,47 @@ END_TEST
  * next batch, the closed connection first. */
 START_TEST(test_blockdev_remount_beside_closing_connection)
 {
-	char dev[64], mnt[800];
-	struct iscsi_context *iscsi = remount_setup(dev, sizeof(dev), mnt,
-						    sizeof(mnt));
+	struct remount_fs fs = { .inner = false };
+	struct iscsi_context *iscsi = remount_setup(&fs);
 	struct iscsi_context *other = proto_connect(9);
 	int remounted;
 
 	ck_assert_int_eq(proto_tgtd_signal("STOP"), 0);
 	iscsi_destroy_context(other);
-	remounted = proto_sh_in_tgtd("mount -o remount,nobarrier '%s'", mnt);
+	remounted = proto_sh_in_tgtd("mount -o remount,nobarrier '%s'",
+				     fs.mnt);
 	ck_assert_int_eq(proto_tgtd_signal("CONT"), 0);
 	ck_assert_int_eq(remounted, 0);
-	remount_assert_latched(iscsi, dev, mnt);
+	remount_wait_latched(iscsi);
+	remount_teardown(iscsi, &fs);
+}
+END_TEST
+
+/* The same when tgtd has no descriptor free as the table changes (a
+ * helper's test: the watch opened the table anew and lost the change;
+ * now it reads through the descriptor it polls, and a table it cannot
+ * read is tried again a second later) */
+START_TEST(test_blockdev_remount_out_of_descriptors)
+{
+	struct remount_fs fs = { .inner = false };
+	struct iscsi_context *iscsi = remount_setup(&fs);
+	int limited, remounted, restored;
+
+	/* the soft limit at tgtd's lowest free descriptor */
+	limited = proto_sh("P=$(cat '%s/tgtd/pid'); awk '/^Max open files/ "
+		"{ print $4 }' /proc/$P/limits >'%s/nofile' && for i in $(seq 0 4096); do "
+		"[ -e /proc/$P/fd/$i ] || break; done; "
+		"prlimit --pid $P --nofile=$i:", proto_dir(), proto_dir());
+	remounted = proto_sh_in_tgtd("mount -o remount,nobarrier '%s'",
+				     fs.mnt);
+	usleep(300000);		/* the change is handled meanwhile */
+	restored = proto_sh("prlimit --pid $(cat '%s/tgtd/pid') "
+		"--nofile=$(cat '%s/nofile'):", proto_dir(), proto_dir());
+	ck_assert_int_eq(limited, 0);
+	ck_assert_int_eq(remounted, 0);
+	ck_assert_int_eq(restored, 0);
+	remount_wait_latched(iscsi);
+	remount_teardown(iscsi, &fs);
 }
 END_TEST
 
@@ -696,6 +788,60 @@ START_TEST(test_blockdev_read_after_write)
 }
 END_TEST
 
+/* A tgtd with no LUN yet, so that the next one starts the mount watch */
+static void watch_setup(void)
+{
+	proto_tgtd_start();
+}
+
+static void watch_teardown(void)
+{
+	proto_sh("echo $(cat '%s/tgtd/pid') >/sys/fs/cgroup/pids/cgroup.procs; "
+		 "rmdir /sys/fs/cgroup/pids/syncguard-proto-$PPID", proto_dir());
+	proto_tgtd_stop();
+}
+
+/* Is the version-1 pids controller mounted (where a test can cap the
+ * number of tgtd's threads)? */
+static bool pids_cgroup(void)
+{
+	return access("/sys/fs/cgroup/pids/cgroup.procs", W_OK) == 0;
+}
+
+/* A LUN that needs the mount watch (write-back on a file) is refused
+ * when the watch cannot start, here because tgtd may create no thread
+ * beyond the LUN's 16 workers, which tgt starts before the LUN opens (a
+ * helper's test: it was exported unwatched); a plp LUN, which needs no
+ * watch, is taken; and the write-back one once the watch can run. */
+START_TEST(test_blockdev_unwatched_lun_refused)
+{
+	const char *file = proto_file("unwatched.img", 4u << 20, false);
+	int capped, refused, plp, taken;
+
+	capped = proto_sh("G=/sys/fs/cgroup/pids/syncguard-proto-%d; "
+		"mkdir -p $G && echo $(cat '%s/tgtd/pid') >$G/cgroup.procs && "
+		"echo $(($(cat $G/pids.current) + 16)) >$G/pids.max",
+		(int)getppid(), proto_dir());
+	refused = proto_add_lun(9, file, "mode=write-back", 0) != 0;
+	plp = proto_add_lun(10, file, "mode=plp", 0) == 0;
+	if (plp)
+		proto_del_lun(10);
+	proto_sh("echo $(cat '%s/tgtd/pid') >/sys/fs/cgroup/pids/cgroup.procs",
+		 proto_dir());
+	taken = proto_add_lun(9, file, "mode=write-back", 0) == 0;
+	if (taken)
+		proto_del_lun(9);
+	ck_assert_int_eq(capped, 0);
+	ck_assert(refused);
+	ck_assert(plp);
+	ck_assert(proto_log_has("cannot watch /proc/self/mountinfo"));
+	ck_assert(proto_log_has("unwatched.img: the mount table cannot be "
+				"watched, so a remount nobarrier under it would "
+				"go unnoticed: not exported"));
+	ck_assert(taken);
+}
+END_TEST
+
 /* Can this machine attach a loop device with 4096-byte sectors? */
 static bool loop_available(void)
 {
@@ -741,7 +887,9 @@ Suite *blockdev_suite(void)
 		fprintf(stderr, "blockdev: test_blockdev_loop_on_tmpfs left "
 			"out: /dev/shm is no tmpfs\n");
 	tcase_add_test(tc, test_blockdev_remount_nobarrier_latches);
+	tcase_add_test(tc, test_blockdev_remount_under_loop_latches);
 	tcase_add_test(tc, test_blockdev_remount_beside_closing_connection);
+	tcase_add_test(tc, test_blockdev_remount_out_of_descriptors);
 	if (zram_unused())
 		tcase_add_test(tc, test_blockdev_ram_device_refused);
 	else
@@ -749,6 +897,17 @@ Suite *blockdev_suite(void)
 			"left out: no unused zram0\n");
 	tcase_add_test(tc, test_blockdev_write_back_page_cache);
 	tcase_add_loop_test(tc, test_blockdev_read_after_write, 0, 4);
+	suite_add_tcase(s, tc);
+	if (!pids_cgroup()) {
+		fprintf(stderr, "blockdev: test_blockdev_unwatched_lun_refused "
+			"left out: no version-1 pids cgroup to cap tgtd's "
+			"threads\n");
+		return s;
+	}
+	tc = tcase_create("watch");
+	tcase_add_unchecked_fixture(tc, watch_setup, watch_teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_blockdev_unwatched_lun_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
