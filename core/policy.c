@@ -57,10 +57,12 @@
  * could keep its promise, and core/lun.c refuses them there (measured on
  * a loop device: 20 fdatasyncs, 0 flushes), also under a loop device
  * whose backing file is on such a file system (core/loop.c) or as an
- * overlay's upper layer; and a LUN whose file system is remounted so
- * later latches an error (bs_syncguard.c's mount watch), so that what
- * it can no longer make durable is refused, not acknowledged.  plp asks for no flush and
- * is allowed: nobarrier is only safe where the cache is protected
+ * overlay's upper layer, or under the loop device its own file system
+ * sits on; and a LUN whose file system (any of these) is remounted so
+ * later latches an error (the mount watch, bs_syncguard_watch.c), so
+ * that what it can no longer make durable is refused, not acknowledged;
+ * a LUN that would need the watch is not exported while the watch
+ * cannot run.  plp asks for no flush and is allowed: nobarrier is only safe where the cache is protected
  * anyway, which is what plp declares.  Whether the device honours a
  * flush it receives is outside what a target can see; the power-cut
  * test (scripts/crashtest.sh) proves the contract on a model that does.
