@@ -73,6 +73,11 @@ struct syncguard_bs {
 	struct syncguard_uring uring;
 	struct syncguard_bs *next_watched;	/* the mount watch's list */
 	uint64_t lun_nr;			/* for its log line */
+	/* failed commands' log lines (syncguard_answer), atomics: the
+	 * current window, lines in it, lines dropped since the last */
+	uint64_t log_window;
+	uint32_t log_lines;
+	uint64_t log_dropped;
 };
 
 static inline struct syncguard_bs *SYNCGUARD_BS(struct scsi_lu *lu)

@@ -15,6 +15,8 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/types.h>
 
 #define SYNCGUARD_STATS_MAGIC	0x53544753u	/* "SGTS" */
@@ -63,10 +65,25 @@ struct syncguard_stats {
 };
 
 /* Is the process that published a counters file (its pid field) alive?
- * EPERM: alive, only not ours to signal (a reader that is not root). */
+ * EPERM: alive, only not ours to signal (a reader that is not root).  A
+ * zombie (killed, not yet reaped: state "Z" in /proc/PID/stat) is not,
+ * though kill() still finds it. */
 static inline bool syncguard_stats_owner_alive(uint32_t pid)
 {
-	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+	char path[64], stat[256], *paren;
+	bool zombie = false;
+	FILE *f;
+
+	if (kill((pid_t)pid, 0) != 0 && errno != EPERM)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	if ((f = fopen(path, "re"))) {
+		if (fgets(stat, sizeof(stat), f) &&
+		    (paren = strrchr(stat, ')')))
+			zombie = paren[1] == ' ' && paren[2] == 'Z';
+		fclose(f);
+	}
+	return !zombie;
 }
 
 #endif

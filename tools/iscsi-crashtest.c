@@ -678,6 +678,10 @@ int main(int argc, char **argv)
 	static struct run r;
 	const char *verb = argc > 1 ? argv[1] : "";
 
+	if (!strcmp(verb, "--help") || !strcmp(verb, "-h")) {
+		usage(stdout);
+		return 0;
+	}
 	if (strcmp(verb, "run") && strcmp(verb, "check")) {
 		usage(stderr);
 		return 2;

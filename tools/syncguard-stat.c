@@ -191,37 +191,34 @@ static int walk_target(const char *target, long want_lun, bool json,
 		       bool *first)
 {
 	char dir[512], path[1024];
-	struct dirent *e;
-	DIR *d;
-	int n = 0;
+	struct dirent **e;
+	int n = 0, count;
 
 	snprintf(dir, sizeof(dir), SYNCGUARD_STATS_DIR "/%s", target);
-	d = opendir(dir);
-	if (!d)
-		return 0;
-	while ((e = readdir(d)) != NULL) {
+	count = scandir(dir, &e, NULL, versionsort);	/* lun2 before lun10 */
+	for (int i = 0; i < count; i++) {
 		struct syncguard_stats st;
-		long lun = lun_of(e->d_name);
+		long lun = lun_of(e[i]->d_name);
 
-		if (lun < 0 || (want_lun >= 0 && lun != want_lun))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (load(path, &st)) {
+		snprintf(path, sizeof(path), "%s/%s", dir, e[i]->d_name);
+		if (lun >= 0 && (want_lun < 0 || lun == want_lun) &&
+		    load(path, &st)) {
 			print(target, (unsigned long)lun, &st, json, first);
 			n++;
 		}
+		free(e[i]);
 	}
-	closedir(d);
+	if (count >= 0)
+		free(e);
 	return n;
 }
 
 int main(int argc, char **argv)
 {
 	bool json = false, first = true;
-	int i = 1, n = 0;
+	int i = 1, n = 0, count;
 	long want_lun = -1;
-	struct dirent *e;
-	DIR *d;
+	struct dirent **e;
 
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		printf("usage: syncguard-stat [--json] [TARGET-IQN [LUN]]\n\n"
@@ -232,7 +229,8 @@ int main(int argc, char **argv)
 		       "saved by coalescing and\nelision; whether writes go "
 		       "O_DIRECT, and which way write_sync and flush\n"
 		       "batching run now, with each way's rate in its last "
-		       "measured epoch.\nCounters of a tgtd "
+		       "measured epoch.\nWithout arguments, every LUN's, by target and "
+		       "LUN.\nCounters of a tgtd "
 		       "that has exited are marked (gone).\n--json: one array "
 		       "of objects, with the flush latency histogram.\n");
 		return 0;
@@ -252,11 +250,14 @@ int main(int argc, char **argv)
 		printf("[");
 	if (argc > i) {
 		n = walk_target(argv[i], want_lun, json, &first);
-	} else if ((d = opendir(SYNCGUARD_STATS_DIR)) != NULL) {
-		while ((e = readdir(d)) != NULL)
-			if (e->d_name[0] != '.')
-				n += walk_target(e->d_name, -1, json, &first);
-		closedir(d);
+	} else if ((count = scandir(SYNCGUARD_STATS_DIR, &e, NULL,
+				    versionsort)) >= 0) {
+		for (int t = 0; t < count; t++) {
+			if (e[t]->d_name[0] != '.')
+				n += walk_target(e[t]->d_name, -1, json, &first);
+			free(e[t]);
+		}
+		free(e);
 	}
 	if (json)
 		printf("]\n");

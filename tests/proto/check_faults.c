@@ -143,6 +143,35 @@ START_TEST(test_faults_device_full)
 }
 END_TEST
 
+/* A LUN that fails every command does not flood tgtd.log: at most 10
+ * lines per LUN in 10 s (a helper's latched LUN wrote 9,515 lines in a
+ * 1 s FUA run).  40 failed FUA writes of a latched LUN, in well under
+ * 10 s, span at most two windows. */
+START_TEST(test_faults_error_lines_limited)
+{
+	struct iscsi_context *iscsi;
+	int lines;
+
+	ck_assert_int_eq(proto_add_lun(4, disk, "mode=write-back", 0), 0);
+	iscsi = proto_connect(4);
+	proto_assert_good(write_lba(iscsi, 4, 0, 0), "WRITE(10)", false);
+	model_ctl("fail-fsync EIO 1");
+	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 4, 0, 0, 0, 0),
+			   SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "SYNCHRONIZE CACHE(10) on a failing flush");
+	for (int i = 0; i < 40; i++)
+		proto_assert_sense(write_lba(iscsi, 4, 8, 1),
+			SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			"FUA WRITE(10) of a latched LUN");
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(4), 0);
+	model_ctl("clear");
+	lines = proto_log_count("lun 4: opcode 0x2a: sense 3/0c00");
+	ck_assert_msg(lines >= 1 && lines <= 20, "%d log lines for 40 "
+		      "failed commands", lines);
+}
+END_TEST
+
 /* SYNCHRONIZE CACHE IMMED=1: GOOD at once; the flush fails in the
  * background and comes back as a deferred error, once, to the I_T nexus
  * that sent it (SPC-4 4.5.5) -- not to another initiator. */
@@ -256,6 +285,7 @@ Suite *faults_suite(void)
 	tcase_add_loop_test(tc, test_faults_failed_flush_latches, 0, 2);
 	tcase_add_test(tc, test_faults_write_through_eio);
 	tcase_add_test(tc, test_faults_device_full);
+	tcase_add_test(tc, test_faults_error_lines_limited);
 	tcase_add_test(tc, test_faults_immed_deferred_error);
 	tcase_add_test(tc, test_faults_path_change_waits);
 	suite_add_tcase(s, tc);

@@ -114,20 +114,25 @@ bool proto_tgtd_alive(void)
 	return proto_sh("kill -0 $(cat '%s/pid') 2>/dev/null", state) == 0;
 }
 
-bool proto_log_has(const char *needle)
+int proto_log_count(const char *needle)
 {
 	char path[700], line[1024];
+	int n = 0;
 	FILE *f;
-	bool found = false;
 
 	snprintf(path, sizeof(path), "%s/tgtd.log", state);
 	f = fopen(path, "r");
 	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, needle) != NULL;
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
 	fclose(f);
-	return found;
+	return n;
+}
+
+bool proto_log_has(const char *needle)
+{
+	return proto_log_count(needle) > 0;
 }
 
 int proto_add_lun(int lun, const char *path, const char *bsopts,

@@ -44,6 +44,9 @@ int proto_sh_in_tgtd(const char *fmt, ...)
 int proto_tgtd_signal(const char *sig);
 bool proto_tgtd_alive(void);
 
+/* the number of tgtd.log lines that contain @needle */
+int proto_log_count(const char *needle);
+
 /* Does tgtd's log contain @needle on one line? */
 bool proto_log_has(const char *needle);
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -331,6 +332,27 @@ START_TEST(test_flush_stats_not_stolen)
 }
 END_TEST
 
+/* A publisher killed but not yet reaped (a zombie) is not alive: its
+ * counters are "(gone)" and a new tgtd may take its file (a helper saw
+ * tgtd_alive true for the second before a killed tgtd was reaped). */
+START_TEST(test_flush_stats_zombie_owner)
+{
+	pid_t child = fork();
+	siginfo_t info;
+
+	ck_assert_int_ge(child, 0);
+	if (child == 0)
+		_exit(0);
+	/* wait until it has exited, without reaping it */
+	ck_assert_int_eq(waitid(P_PID, (id_t)child, &info, WEXITED | WNOWAIT),
+			 0);
+	ck_assert(!syncguard_stats_owner_alive((uint32_t)child));
+	ck_assert(syncguard_stats_owner_alive((uint32_t)getpid()));
+	ck_assert_int_eq(waitpid(child, NULL, 0), child);
+	ck_assert(!syncguard_stats_owner_alive((uint32_t)child));
+}
+END_TEST
+
 Suite *flush_suite(void)
 {
 	Suite *s = suite_create("flush");
@@ -345,6 +367,7 @@ Suite *flush_suite(void)
 	tcase_add_test(tc, test_flush_stats_published);
 	tcase_add_test(tc, test_flush_wce_switch_window);
 	tcase_add_test(tc, test_flush_stats_not_stolen);
+	tcase_add_test(tc, test_flush_stats_zombie_owner);
 	suite_add_tcase(s, tc);
 	return s;
 }
