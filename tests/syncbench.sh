@@ -120,6 +120,28 @@ printf '{"label":"x","workload":"w\x27; system \x27touch %s/pwned\x27; plot \x27
 "$sb" --plot "$work/evil.png" "$work/evil.json" >/dev/null 2>&1
 expect "--plot does not run commands hidden in a JSON file" '[ ! -e "$work/pwned" ]'
 
+"$sb" --verify-only --no-progress "$u1" >/dev/null 2>&1
+expect "--verify-only without --state is a usage error (it would pass any data)" '[ $? -eq 2 ]'
+
+# a hung target (stopped, its sockets open): libiscsi times the commands
+# out, which is no answer, so a --bytes run gives up instead of issuing
+# commands for ever, and a --time one waits on no logout
+for mode in "--bytes 1g" "-t 2"; do
+	# shellcheck disable=SC2086
+	"$sb" $mode -q 4 -s flush --timeout 2 --no-progress "$u1" >/dev/null 2>&1 &
+	pid=$!
+	sleep 1
+	kill -STOP "$(cat "$work/tgtd/pid")"
+	for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -9 "$pid"; bad "$mode: a run against a hung target still runs 10 s later"
+	else
+		wait "$pid"; rc=$?
+		expect "$mode: a hung target: exit 1 within 10 s" '[ $rc -eq 1 ]'
+	fi
+	kill -CONT "$(cat "$work/tgtd/pid")"
+done
+
 # the last check: the target dies mid-run; the tool must give up, not hang
 "$sb" -t 60 -q 4 --timeout 2 --json --no-progress "$u1" >"$work/dead.json" 2>"$work/dead.err" &
 pid=$!

@@ -88,15 +88,19 @@ static unsigned int usable_points(const struct config *c,
 	return kept;
 }
 
+/* Every point in turn; *gone set when the target stopped answering
+ * (the rest of a sweep is not tried, and nothing waits on a logout). */
 static int run_all(const struct config *c, const struct target_info *ti,
-		   const struct run_params *pts, unsigned int n)
+		   const struct run_params *pts, unsigned int n, bool *gone)
 {
 	static struct result r;
 	int status = 0;
 
 	bool first = true;
 
-	for (unsigned int i = 0; i < n && !interrupted && status != 2; i++) {
+	*gone = false;
+	for (unsigned int i = 0; i < n && !interrupted && status != 2 && !*gone;
+	     i++) {
 		int ret = run_point(c, ti, &pts[i], &r);
 
 		if (ret == 0 || r.ops) {
@@ -105,6 +109,7 @@ static int run_all(const struct config *c, const struct target_info *ti,
 		}
 		if (ret || r.errors || r.verify_bad || r.unanswered)
 			status = ret == -2 ? 2 : 1;
+		*gone = r.gone;
 		free(r.iv);
 		r.iv = NULL;
 	}
@@ -164,6 +169,7 @@ static int measure(const struct config *c)
 	char name[256];
 	unsigned int n;
 	int lun, status, wce = 1;
+	bool gone;
 
 	if (c->verify && c->state && state_writable(c->state))
 		return 1;
@@ -198,10 +204,11 @@ static int measure(const struct config *c)
 		ti.wce_forced_off = true;
 	}
 	report_target(c, &ti);
-	status = run_all(c, &ti, pts, n);
+	status = run_all(c, &ti, pts, n, &gone);
 	if (wce == 0 && target_set_wce(iscsi, lun, 1))
 		status = status ? status : 1;	/* could not restore */
-	iscsi_logout_sync(iscsi);
+	if (!gone)
+		iscsi_logout_sync(iscsi);
 	iscsi_destroy_context(iscsi);
 	return status;
 }

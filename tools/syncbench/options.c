@@ -283,7 +283,8 @@ static const struct opt opts[] = {
 	{ "state", 0, "FILE", "with --verify: save what each block must hold; "
 	  "with --verify-only: check against it", set_state },
 	{ "verify-only", 0, NULL, "only read back and check a span stamped by "
-	  "an earlier --verify run (after a restart, say)", set_verify_only },
+	  "an earlier --verify --state FILE run (after a restart, say); needs "
+	  "--state FILE", set_verify_only },
 	{ "preset", 0, "NAME", "a classic study, see --help's list (short form "
 	  "unless --full)", set_preset },
 	{ "full", 0, NULL, "with --preset: the full form", set_full },
@@ -441,6 +442,9 @@ static void check_combinations(struct config *c, int argc, char **argv)
 	if (c->verify && (c->read_pct == 100 || c->sync == SYNC_FLUSH_ONLY))
 		usage_error("%s", "--verify needs writes (--read-pct below 100, "
 			    "not --sync flush-only)");
+	if (c->verify_only && !c->state)	/* else only torn blocks count */
+		usage_error("%s", "--verify-only needs the --state FILE of the "
+			    "--verify run that stamped the LUN");
 	if (c->verify_only && (c->verify || c->preset || c->cache_off))
 		usage_error("%s", "--verify-only only reads: not with --verify, "
 			    "--preset or --cache-off");

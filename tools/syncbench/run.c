@@ -63,7 +63,8 @@ struct run {
 	double flushes_at_measure;	/* target's counter when the warm-up
 					 * ended; -1: unknown, -2: not read */
 	bool closing;		/* contexts being destroyed: ignore callbacks */
-	uint64_t last_progress;	/* when a command last completed */
+	uint64_t last_progress;	/* when the target last answered */
+	uint64_t unheard;	/* commands libiscsi failed since then */
 };
 
 static uint64_t rnd(struct run *rn)
@@ -126,18 +127,29 @@ static void account(struct run *rn, struct op *op, uint64_t now)
 		rn->r->flushes++;
 }
 
-static void op_done(struct op *op, bool ok)
+/* A command ended: @status is libiscsi's (GOOD, another SCSI status the
+ * target sent, or its own CANCELLED, ERROR, TIMEOUT; -1: not sent).
+ * Only an answer from the target is progress (give_up): with libiscsi's
+ * timeouts counted, a hung target kept a --bytes run going for ever. */
+static void op_done(struct op *op, int status)
 {
 	struct sess *s = op->s;
 	struct run *rn = s->run;
+	bool ok = status == SCSI_STATUS_GOOD;
+	uint64_t now = now_ns();
 
 	if (ok && rn->vmap && !op->read && op->blocks)
 		verify_note_acked(rn->vmap, op->lba, op->blocks, op->seq);
 	if (rn->busy && !op->read && op->blocks)
 		memset(rn->busy + op->lba, 0, op->blocks);
-	rn->last_progress = now_ns();
+	if (status >= 0 && status < SCSI_STATUS_CANCELLED) {
+		rn->last_progress = now;
+		rn->unheard = 0;
+	} else if (status >= SCSI_STATUS_CANCELLED) {
+		rn->unheard++;
+	}
 	if (ok && op->start_ns >= rn->t_measure)
-		account(rn, op, rn->last_progress);
+		account(rn, op, now);
 	s->inflight--;
 	s->free[s->nfree++] = op;
 }
@@ -175,7 +187,7 @@ static void data_cb(struct iscsi_context *iscsi, int status, void *data,
 		if (!submit_flush(op))
 			return;
 	}
-	op_done(op, status == SCSI_STATUS_GOOD);
+	op_done(op, status);
 }
 
 /* ---- submitting ---- */
@@ -214,7 +226,7 @@ static void resubmit(struct op *op)
 {
 	if (op->flushing ? submit_flush(op) : submit_data(op)) {
 		note_error(op->s->run, op, "resubmit", -1, NULL);
-		op_done(op, false);
+		op_done(op, -1);
 	}
 }
 
@@ -596,8 +608,13 @@ int run_point(const struct config *c, const struct target_info *ti,
 			    rn.t_measure + (uint64_t)(p->seconds * 1e9);
 		loop(&rn);
 		/* rated until the last answer counted, or, for a target
-		 * that stopped answering, until it went quiet */
-		uint64_t end = r->unanswered ? rn.last_progress : now_ns();
+		 * that stopped answering, until it went quiet (its last
+		 * commands hung, or libiscsi failed them: timed out) */
+		uint64_t end = now_ns();
+
+		r->gone = r->unanswered || rn.unheard;
+		if (r->gone)
+			end = rn.last_progress;
 		double before = rn.flushes_at_measure;
 
 		summarize(&rn, end);
@@ -607,7 +624,7 @@ int run_point(const struct config *c, const struct target_info *ti,
 
 		if (before >= 0 && after >= before && r->ops)
 			r->flushes_per_op = (after - before) / (double)r->ops;
-		if (rn.vmap && (r->unanswered || rn.s[0].dead)) {
+		if (rn.vmap && (r->gone || rn.s[0].dead)) {
 			fprintf(stderr, PROG ": verify: skipped, the target "
 				"stopped answering\n");
 			ret = -1;
@@ -618,7 +635,7 @@ int run_point(const struct config *c, const struct target_info *ti,
 	}
 	rn.closing = true;
 	for (unsigned int i = 0; i < rn.nsess; i++)
-		close_session(&rn.s[i], !r->unanswered);
+		close_session(&rn.s[i], !r->gone);
 	verify_map_free(rn.vmap, rn.busy);
 	return ret;
 }

@@ -120,6 +120,7 @@ struct result {
 	double seconds;
 	uint64_t ops, reads, writes, flushes, bytes;
 	uint64_t errors, retries, unanswered;
+	bool gone;	/* the target stopped answering (no logout then) */
 	double iops, mbps;
 	struct histogram hist;		/* per operation, ns */
 	struct interval *iv;
