@@ -43,7 +43,8 @@ static bool owned_by_other(const char *path)
 	struct syncguard_stats st;
 	/* magic, version and pid: the same in every version of the file */
 	const ssize_t head = offsetof(struct syncguard_stats, mode);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* not blocking: a FIFO of that name would hang tgtd's event loop */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	bool other;
 
 	if (fd < 0)

@@ -120,6 +120,12 @@ printf '{"label":"x","workload":"w\x27; system \x27touch %s/pwned\x27; plot \x27
 "$sb" --plot "$work/evil.png" "$work/evil.json" >/dev/null 2>&1
 expect "--plot does not run commands hidden in a JSON file" '[ ! -e "$work/pwned" ]'
 
+fifo_dir=/run/syncguard/iqn.2026-11.org.syncguard:fifo-$$
+mkdir -p "$fifo_dir" && mkfifo "$fifo_dir/lun1.stats"
+timeout 10 "$top/tools/syncguard-stat" "${fifo_dir##*/}" 1 >/dev/null 2>&1; rc=$?
+rm -rf "$fifo_dir"
+expect "syncguard-stat does not hang on a FIFO named like a counters file" '[ $rc -eq 1 ]'
+
 "$sb" --verify-only --no-progress "$u1" >/dev/null 2>&1
 expect "--verify-only without --state is a usage error (it would pass any data)" '[ $? -eq 2 ]'
 

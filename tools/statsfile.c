@@ -3,27 +3,37 @@
  * (tools/statsfile.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #include "syncguard.h"		/* syncguard_write_sync_name */
 #include "statsfile.h"
 
 int syncguard_stats_load(const char *path, struct syncguard_stats *st)
 {
-	FILE *f = fopen(path, "r");
+	/* not blocking: a FIFO of that name would hang a plain open */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat sb;
 	size_t n;
+	FILE *f;
 
 	memset(st, 0, sizeof(*st));
-	if (!f)
+	if (fd < 0)
 		return -ENOENT;
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || !(f = fdopen(fd, "r"))) {
+		close(fd);
+		return -EINVAL;
+	}
 	/* another version's file may be shorter: read what is there, then
 	 * judge by its header (magic, version and pid never move) */
 	n = fread(st, 1, sizeof(*st), f);
 	fclose(f);
 	if (n < 2 * sizeof(uint32_t) || st->magic != SYNCGUARD_STATS_MAGIC)
-		return -ENOENT;
+		return -EINVAL;
 	if (st->version != SYNCGUARD_STATS_VERSION)
 		return -ESTALE;
 	return n < sizeof(*st) ? -EIO : 0;

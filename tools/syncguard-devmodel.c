@@ -529,7 +529,56 @@ static void usage(FILE *f)
 		"[--plp] [--flush-ms MS] [--max-versions N] [--seed N] "
 		"MOUNTPOINT [fuse options]\n"
 		"Exports FILE as MOUNTPOINT/disk.img behind a volatile write "
-		"cache; see the source's header for .ctl commands.\n");
+		"cache.\n--block: a power of two from 512 (default 4096); "
+		"--flush-ms: 0..60000; commands on MOUNTPOINT/.ctl: see the "
+		"README\n(Durability) or this tool's source header.\n");
+}
+
+/* Option @opt's value @s as a number in [@lo, @hi] into *@v: 0, or -1
+ * after saying why (a helper's --flush-ms -5 made every flush take 71
+ * minutes, and "abc" was taken as 0). */
+static int number(const char *opt, const char *s, double lo, double hi,
+		  double *v)
+{
+	char *end;
+
+	*v = strtod(s, &end);
+	if (end == s || *end || *v < lo || *v > hi) {
+		fprintf(stderr, "syncguard-devmodel: %s: '%s' is not a number "
+			"in %.0f..%.0f\n", opt, s, lo, hi);
+		return -1;
+	}
+	return 0;
+}
+
+/* One of our options with its value @val; -1 after saying why. */
+static int set_option(const char *a, const char *val)
+{
+	double v;
+
+	if (!strcmp(a, "--block")) {
+		if (number(a, val, 512, 1 << 20, &v))
+			return -1;
+		M.block = (unsigned int)v;
+		if (M.block != v || (M.block & (M.block - 1))) {
+			fprintf(stderr, "syncguard-devmodel: --block: %s is not "
+				"a power of two from 512 on\n", val);
+			return -1;
+		}
+	} else if (!strcmp(a, "--seed")) {
+		if (number(a, val, 0, 9007199254740992.0, &v))	/* 2^53 */
+			return -1;
+		M.rng = (uint64_t)v * 2654435761u + 1;
+	} else if (!strcmp(a, "--max-versions")) {
+		if (number(a, val, 0, 1000000, &v))
+			return -1;
+		M.max_versions = (unsigned int)v;
+	} else {			/* --flush-ms, as the .ctl verb takes it */
+		if (number(a, val, 0, 60000, &v))
+			return -1;
+		M.flush_us = (unsigned int)(v * 1000);
+	}
+	return 0;
 }
 
 /* Take our options out of argv; the rest goes to fuse_main. */
@@ -542,14 +591,11 @@ static int parse_args(int *argc, char **argv, const char **image)
 
 		if (!strcmp(a, "--image") && i + 1 < *argc) {
 			*image = argv[++i];
-		} else if (!strcmp(a, "--block") && i + 1 < *argc) {
-			M.block = (unsigned int)strtoul(argv[++i], NULL, 0);
-		} else if (!strcmp(a, "--seed") && i + 1 < *argc) {
-			M.rng = strtoull(argv[++i], NULL, 0) * 2654435761u + 1;
-		} else if (!strcmp(a, "--max-versions") && i + 1 < *argc) {
-			M.max_versions = (unsigned int)strtoul(argv[++i], NULL, 0);
-		} else if (!strcmp(a, "--flush-ms") && i + 1 < *argc) {
-			M.flush_us = (unsigned int)(strtod(argv[++i], NULL) * 1000);
+		} else if ((!strcmp(a, "--block") || !strcmp(a, "--seed") ||
+			    !strcmp(a, "--max-versions") ||
+			    !strcmp(a, "--flush-ms")) && i + 1 < *argc) {
+			if (set_option(a, argv[++i]))
+				return -1;
 		} else if (!strcmp(a, "--plp")) {
 			M.plp = true;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -560,7 +606,7 @@ static int parse_args(int *argc, char **argv, const char **image)
 		}
 	}
 	*argc = out;
-	if (!*image || M.block < 512 || (M.block & (M.block - 1))) {
+	if (!*image) {
 		usage(stderr);
 		return -1;
 	}

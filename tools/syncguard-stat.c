@@ -39,6 +39,10 @@ static bool load(const char *path, struct syncguard_stats *st)
 		fprintf(stderr, "syncguard-stat: %s: truncated (shorter than "
 			"%zu bytes)\n", path, sizeof(*st));
 		return false;
+	case -EINVAL:
+		fprintf(stderr, "syncguard-stat: %s: not a counters file (no "
+			"syncguard header, or not a regular file)\n", path);
+		return false;
 	}
 	return false;
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -332,6 +333,24 @@ START_TEST(test_flush_stats_not_stolen)
 }
 END_TEST
 
+/* A FIFO where the counters file goes is replaced, not opened for good
+ * (an open without O_NONBLOCK would wait for a writer, in tgtd's event
+ * loop). */
+START_TEST(test_flush_stats_over_fifo)
+{
+	char sp[128];
+	struct stat st;
+
+	snprintf(sp, sizeof(sp), "%s/lun8.stats", dir);
+	ck_assert_int_eq(mkfifo(sp, 0600), 0);
+	ck_assert_int_eq(syncguard_stats_publish(&lun, sp), 0);
+	ck_assert_int_eq(stat(sp, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	syncguard_stats_unpublish(&lun);
+	unlink(sp);
+}
+END_TEST
+
 /* A publisher killed but not yet reaped (a zombie) is not alive: its
  * counters are "(gone)" and a new tgtd may take its file (a helper saw
  * tgtd_alive true for the second before a killed tgtd was reaped). */
@@ -368,6 +387,7 @@ Suite *flush_suite(void)
 	tcase_add_test(tc, test_flush_wce_switch_window);
 	tcase_add_test(tc, test_flush_stats_not_stolen);
 	tcase_add_test(tc, test_flush_stats_zombie_owner);
+	tcase_add_test(tc, test_flush_stats_over_fifo);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -106,12 +106,9 @@ struct iscsi_context *target_login(const struct config *c, int *lun,
 		return NULL;
 	}
 	u = iscsi_parse_full_url(iscsi, c->url);
-	if (!u) {
-		fprintf(stderr, PROG ": bad URL: %s\n",
-			iscsi_get_error(iscsi));
-		iscsi_destroy_context(iscsi);
-		return NULL;
-	}
+	if (!u || u->lun < 0 || u->lun > 16383)	/* SAM's flat space */
+		usage_error("bad URL: %s", u ? "the LUN must be 0..16383" :
+			    iscsi_get_error(iscsi));
 	iscsi_set_targetname(iscsi, u->target);
 	iscsi_set_session_type(iscsi, ISCSI_SESSION_NORMAL);
 	iscsi_set_header_digest(iscsi, c->header_digest ?
