@@ -1,5 +1,5 @@
 /*
- * bsopts parsing: "mode=write-back;alloc_check=no".
+ * bsopts parsing: "mode=write-back;alloc_check=no" (or ":" between).
  *
  * Options live in one table (name, parser, help), as fio's engines keep
  * theirs; an unknown key is an error that lists the known ones, never
@@ -273,7 +273,11 @@ int syncguard_opts_parse(const char *bsopts, struct syncguard_opts *opts,
 		return -ENOMEM;
 	}
 	cur = copy;
-	while (!ret && (item = strsep(&cur, ";")) != NULL) {
+	/* ";" as in tgt's other stores' bsopts; ":" too, which a shell
+	 * leaves alone: tgt-admin hands bsopts to one unquoted, where
+	 * "mode=plp;alloc_check=no" silently loses its second key (and
+	 * "engine=threads;mode=write-through" its mode) */
+	while (!ret && (item = strsep(&cur, ";:")) != NULL) {
 		if (!*item)
 			continue;	/* "a=b;" and ";;" are harmless */
 		ret = parse_item(item, opts, &seen, err, errlen);

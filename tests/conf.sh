@@ -13,11 +13,12 @@ trap '"$tp" stop "$work/tgtd"; rm -rf "$work"' EXIT
 fail=0
 say() { printf 'conf: %s\n' "$*" >&2; }
 
-for f in zvol file plp two; do
+for f in zvol file plp two colon; do
 	dd if=/dev/zero of="$work/$f.img" bs=1M count=8 conv=fsync status=none
 done
-# the example with its device paths pointed at files here, plus a LUN
-# whose bsopts has two keys
+# the example with its device paths pointed at files here, plus two LUNs
+# whose bsopts have two keys: quoted twice with ";", and unquoted with
+# ":" (the mode last: a separator the shell ate would lose it)
 sed -e "s|/dev/zvol/tank/iscsi0|$work/zvol.img|" \
     -e "s|/srv/iscsi/lun0.img|$work/file.img|" \
     -e "s|/dev/disk/by-id/nvme-EXAMPLE-PLP-SSD|$work/plp.img|" \
@@ -27,6 +28,13 @@ cat >>"$work/targets.conf" <<CONF
     <backing-store $work/two.img>
         bs-type syncguard
         bsopts "'mode=write-through;write_sync=dsync'"
+        lun 1
+    </backing-store>
+</target>
+<target iqn.2026-11.org.example:colon>
+    <backing-store $work/colon.img>
+        bs-type syncguard
+        bsopts write_sync=group:mode=write-through
         lun 1
     </backing-store>
 </target>
@@ -53,8 +61,9 @@ iqn.2026-11.org.example:zvol zvol write-back auto
 iqn.2026-11.org.example:file file write-through auto
 iqn.2026-11.org.example:plp plp plp auto
 iqn.2026-11.org.example:two-keys two write-through dsync
+iqn.2026-11.org.example:colon colon write-through group
 EXPECT
 grep -q "Block size: 4096" <<<"$(awk '/^Target [0-9]+: iqn.2026-11.org.example:plp/ { on = 1 } /^Target/ && !/plp/ { on = 0 } on' <<<"$show")" ||
 	{ say "plp LUN: block-size 4096 not applied"; fail=1; }
-[ "$fail" -eq 0 ] && say "ok: 4 targets loaded by tgt-admin and read back" || say FAILED
+[ "$fail" -eq 0 ] && say "ok: 5 targets loaded by tgt-admin and read back" || say FAILED
 exit "$fail"

@@ -52,6 +52,9 @@ START_TEST(test_opts_alloc_check)
 {
 	ck_assert_int_eq(parse("mode=plp;alloc_check=no"), 0);
 	ck_assert(!opts.alloc_check);
+	ck_assert_int_eq(parse("alloc_check=no:mode=plp"), 0);	/* ":" too */
+	ck_assert(!opts.alloc_check);
+	ck_assert_int_eq(opts.mode, SYNCGUARD_MODE_PLP);
 	ck_assert_int_eq(parse("alloc_check=yes"), 0);
 	ck_assert(opts.alloc_check);
 	ck_assert_int_eq(parse("alloc_check=maybe"), -EINVAL);
