@@ -24,7 +24,17 @@
  * The descriptor is opened before the first LUN's own check of the
  * table (bs_syncguard_open): Linux signals the changes made after the
  * open, so a remount between that check and the watch is seen too.
+ *
+ * And the table is checked every RECHECK_S seconds without a signal:
+ * nobarrier is an option of the file system, not of one mount, so a
+ * remount in another mount name space (the host's, for a tgtd in a
+ * private one such as tgtd-private's) takes the flushes away from
+ * tgtd's LUNs too, but Linux signals it only in that name space (a
+ * helper's test: FUA writes went on GOOD, at 2.8x the rate).  A check
+ * costs tgtd's event thread well under a millisecond (20 LUNs and 300
+ * mounts: about 0.4 ms).
  */
+#define RECHECK_S 2
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -53,7 +63,8 @@ static struct {
 	bool retry_set;
 } watch = { .mountinfo_fd = -1, .changed_fd = -1, .stop_fd = -1 };
 
-/* the thread: POLLPRI on the mount table, passed on as an eventfd count */
+/* the thread: POLLPRI on the mount table, or RECHECK_S seconds without
+ * one, passed on as an eventfd count */
 static void *watch_thread(void *arg)
 {
 	struct pollfd p[2] = {
@@ -64,7 +75,9 @@ static void *watch_thread(void *arg)
 
 	(void)arg;
 	for (;;) {
-		if (poll(p, 2, -1) < 0) {
+		int n = poll(p, 2, RECHECK_S * 1000);
+
+		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			eprintf("syncguard: mount watch: poll: %m: a remount "
@@ -73,7 +86,7 @@ static void *watch_thread(void *arg)
 		}
 		if (p[1].revents)
 			return NULL;
-		if (p[0].revents & (POLLPRI | POLLERR) &&
+		if ((n == 0 || p[0].revents & (POLLPRI | POLLERR)) &&
 		    write(watch.changed_fd, &one, sizeof(one)) < 0)
 			eprintf("syncguard: mount watch: eventfd: %m\n");
 	}

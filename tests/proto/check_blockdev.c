@@ -442,6 +442,10 @@ START_TEST(test_blockdev_loop_partitions)
 }
 END_TEST
 
+/* The remount tests' LUN: one no other test uses, so that a failed one,
+ * which leaves it behind, fails no other */
+#define REMOUNT_LUN 19
+
 /* A fresh ext4 on a loop device over @img, set up and mounted at @mnt
  * from tgtd's mount name space (so @img may be on a mount only tgtd
  * sees); the device into @dev.  0, or nonzero. */
@@ -469,7 +473,7 @@ static int ext4_in_tgtd(const char *img, const char *mnt, char *dev,
 /* An ext4 at proto_dir()/remount-mnt (@mnt), on loop device @dev,
  * mounted in tgtd's mount name space; with @inner another ext4 at
  * @inner_mnt on loop device @inner_dev over a file in the first, and
- * the LUN's file on that.  Write-back LUN 9 on a 4 MiB file there; a
+ * the LUN's file on that.  Write-back LUN REMOUNT_LUN on a 4 MiB file there; a
  * FUA write is GOOD. */
 struct remount_fs {
 	char dev[64], mnt[800];
@@ -501,42 +505,49 @@ static struct iscsi_context *remount_setup(struct remount_fs *fs)
 	snprintf(lun_img, sizeof(lun_img), "%s/lun.img", top);
 	ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' bs=1M "
 		"count=4 status=none", lun_img), 0);
-	ck_assert_int_eq(proto_add_lun(9, lun_img, "mode=write-back", 0), 0);
-	iscsi = proto_connect(9);
-	proto_assert_good(iscsi_write16_sync(iscsi, 9, 1, out, 512, 512, 0, 0,
+	ck_assert_int_eq(proto_add_lun(REMOUNT_LUN, lun_img, "mode=write-back", 0), 0);
+	iscsi = proto_connect(REMOUNT_LUN);
+	proto_assert_good(iscsi_write16_sync(iscsi, REMOUNT_LUN, 1, out, 512, 512, 0, 0,
 		1, 0, 0), "WRITE(16) FUA before", false);
 	return iscsi;
 }
 
 /* After a remount nobarrier: the next FUA writes fail (MEDIUM ERROR,
- * WRITE ERROR) within 2 s instead of being answered GOOD without a
+ * WRITE ERROR) within @seconds instead of being answered GOOD without a
  * flush, and plain writes go on. */
-static void remount_wait_latched(struct iscsi_context *iscsi)
+static void remount_wait_latched_within(struct iscsi_context *iscsi,
+					int seconds)
 {
 	unsigned char out[512] = { 0x42 };
 	struct scsi_task *t = NULL;
 
-	for (int i = 0; i < 100; i++) {	/* tgtd's event loop: soon */
+	for (int i = 0; i < seconds * 50; i++) {	/* every 20 ms */
 		if (t)
 			scsi_free_scsi_task(t);
-		t = iscsi_write16_sync(iscsi, 9, 1, out, 512, 512, 0, 0, 1, 0, 0);
+		t = iscsi_write16_sync(iscsi, REMOUNT_LUN, 1, out, 512, 512, 0, 0, 1, 0, 0);
 		if (!t || t->status != SCSI_STATUS_GOOD)
 			break;
 		usleep(20000);
 	}
 	proto_assert_sense(t, SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
 			   "WRITE(16) FUA after the remount");
-	proto_assert_good(iscsi_write16_sync(iscsi, 9, 2, out, 512, 512, 0, 0,
+	proto_assert_good(iscsi_write16_sync(iscsi, REMOUNT_LUN, 2, out, 512, 512, 0, 0,
 		0, 0, 0), "WRITE(16) without FUA", false);
 }
 
-/* LUN 9, the mounts and the loop devices go; tgtd.log said why the LUN
+/* the same when Linux signals the remount: tgtd's event loop, soon */
+static void remount_wait_latched(struct iscsi_context *iscsi)
+{
+	remount_wait_latched_within(iscsi, 2);
+}
+
+/* The LUN, the mounts and the loop devices go; tgtd.log said why the LUN
  * failed, and that it closed without a final flush. */
 static void remount_teardown(struct iscsi_context *iscsi,
 			     const struct remount_fs *fs)
 {
 	iscsi_destroy_context(iscsi);
-	proto_del_lun(9);
+	proto_del_lun(REMOUNT_LUN);
 	if (fs->inner)
 		proto_sh_in_tgtd("umount '%s'; losetup -d '%s'", fs->inner_mnt,
 				 fs->inner_dev);
@@ -585,7 +596,7 @@ START_TEST(test_blockdev_remount_beside_closing_connection)
 {
 	struct remount_fs fs = { .inner = false };
 	struct iscsi_context *iscsi = remount_setup(&fs);
-	struct iscsi_context *other = proto_connect(9);
+	struct iscsi_context *other = proto_connect(REMOUNT_LUN);
 	int remounted;
 
 	ck_assert_int_eq(proto_tgtd_signal("STOP"), 0);
@@ -595,6 +606,29 @@ START_TEST(test_blockdev_remount_beside_closing_connection)
 	ck_assert_int_eq(proto_tgtd_signal("CONT"), 0);
 	ck_assert_int_eq(remounted, 0);
 	remount_wait_latched(iscsi);
+	remount_teardown(iscsi, &fs);
+}
+END_TEST
+
+/* The same when the remount is made in another mount name space (a
+ * new one, where the same ext4 is mounted too): nobarrier belongs to
+ * the file system, so tgtd's LUN loses its flushes as well, but Linux
+ * signals the change only where it was made; the watch's periodic check
+ * (every 2 s) finds it (a helper's test: FUA writes went on GOOD). */
+START_TEST(test_blockdev_remount_elsewhere_latches)
+{
+	struct remount_fs fs = { .inner = false };
+	struct iscsi_context *iscsi = remount_setup(&fs);
+	char here[900];
+	int remounted;
+
+	snprintf(here, sizeof(here), "%s/remount-here", proto_dir());
+	/* a name space of its own, whose changes tgtd's never sees */
+	remounted = proto_sh("mkdir -p '%s' && unshare -m --propagation private "
+		"sh -c \"mount '%s' '%s' && mount -o remount,nobarrier '%s'\"",
+		here, fs.dev, here, here);
+	ck_assert_int_eq(remounted, 0);
+	remount_wait_latched_within(iscsi, 10);
 	remount_teardown(iscsi, &fs);
 }
 END_TEST
@@ -909,6 +943,7 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_remount_under_loop_latches);
 	tcase_add_test(tc, test_blockdev_remount_beside_closing_connection);
 	tcase_add_test(tc, test_blockdev_remount_out_of_descriptors);
+	tcase_add_test(tc, test_blockdev_remount_elsewhere_latches);
 	if (zram_unused())
 		tcase_add_test(tc, test_blockdev_ram_device_refused);
 	else
