@@ -34,7 +34,6 @@
  * costs tgtd's event thread well under a millisecond (20 LUNs and 300
  * mounts: about 0.4 ms).
  */
-#define RECHECK_S 2
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -51,6 +50,8 @@
 #include "bs_syncguard.h"
 #include "internal.h"
 #include "work.h"
+
+#define RECHECK_S 2	/* seconds between checks without a signal */
 
 static struct syncguard_bs *watched;	/* tgtd's event thread only */
 static struct {
