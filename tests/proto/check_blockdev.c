@@ -558,25 +558,13 @@ static void remount_teardown(struct iscsi_context *iscsi,
 }
 
 /* A file system remounted nobarrier under a live write-back LUN latches
- * it.  The mount and the remount are made in tgtd's mount name space. */
+ * it.  The mount and the remount are made in tgtd's mount name space.
+ * _i 1: the LUN's file is on an ext4 on a loop device, and the file
+ * system remounted is the one under that loop's backing file (as LUN
+ * creation checks it; a helper found the watch did not). */
 START_TEST(test_blockdev_remount_nobarrier_latches)
 {
-	struct remount_fs fs = { .inner = false };
-	struct iscsi_context *iscsi = remount_setup(&fs);
-
-	ck_assert_int_eq(proto_sh_in_tgtd("mount -o remount,nobarrier '%s'",
-					  fs.mnt), 0);
-	remount_wait_latched(iscsi);
-	remount_teardown(iscsi, &fs);
-}
-END_TEST
-
-/* The same when the LUN's file is on an ext4 on a loop device, and the
- * file system remounted is the one under that loop's backing file (as
- * LUN creation checks it; a helper found the watch did not). */
-START_TEST(test_blockdev_remount_under_loop_latches)
-{
-	struct remount_fs fs = { .inner = true };
+	struct remount_fs fs = { .inner = _i == 1 };
 	struct iscsi_context *iscsi = remount_setup(&fs);
 
 	ck_assert_int_eq(proto_sh_in_tgtd("mount -o remount,nobarrier '%s'",
@@ -939,8 +927,7 @@ Suite *blockdev_suite(void)
 	else
 		fprintf(stderr, "blockdev: test_blockdev_loop_on_tmpfs left "
 			"out: /dev/shm is no tmpfs\n");
-	tcase_add_test(tc, test_blockdev_remount_nobarrier_latches);
-	tcase_add_test(tc, test_blockdev_remount_under_loop_latches);
+	tcase_add_loop_test(tc, test_blockdev_remount_nobarrier_latches, 0, 2);
 	tcase_add_test(tc, test_blockdev_remount_beside_closing_connection);
 	tcase_add_test(tc, test_blockdev_remount_out_of_descriptors);
 	tcase_add_test(tc, test_blockdev_remount_elsewhere_latches);
