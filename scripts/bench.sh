@@ -113,7 +113,7 @@ module=$top/bs_syncguard.so
 out=$top/build
 csv=$out/bench.csv
 rounds_csv=$out/bench-rounds.csv
-header="device,config,label,sync,block_size,queue_depth,sessions,read_pct,random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op,workload"
+header="device,config,label,sync,block_size,queue_depth,sessions,read_pct,random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op,workload,interrupted,unanswered"
 [ -x "$bench" ] && [ -x "$model" ] && [ -f "$module" ] || { echo "bench: run make first" >&2; exit 1; }
 work=$(mktemp -d "$top/build/bench.XXXXXX") || exit 1
 cleanup() {
@@ -451,7 +451,8 @@ report_targets() {
 		x = ratio(v("slow","4096",32,"flush","sg-wb"), v("slow","4096",32,"flush","rdwr-wce1"))
 		fl = fpo["slow","4096",32,"flush","sg-wb"]
 		say("slow-flush model, write-back WRITE+SYNC CACHE QD32: >=8x rdwr, <=0.1 flushes/op",
-		    sprintf("%.2fx, %.3f flushes/op", x, fl), x >= 8 && fl >= 0 && fl <= 0.1)
+		    sprintf("%.2fx, %s flushes/op", x, fl == "" ? "unknown" : sprintf("%.3f", fl)),
+		    x >= 8 && fl != "" && fl <= 0.1)
 		split(limits, L, ";")
 		for (i in L) { split(L[i], g, ","); if (g[1] == "disk") lim = 1e6 / (g[2] + g[3]) }
 		missing = !lim
@@ -472,7 +473,7 @@ csv_to_json() {		# the cells as a JSON array
 		printf "%s{", (NR > 2 ? "," : "")
 		for (i = 1; i <= NF; i++)
 			printf "%s\"%s\":%s", (i > 1 ? "," : ""), h[i],
-				($i ~ /^-?[0-9.]+$/ ? $i : "\"" $i "\"")
+				($i == "" ? "null" : $i ~ /^-?[0-9.]+$/ ? $i : "\"" $i "\"")
 		printf "}"
 	}' "$csv"
 }

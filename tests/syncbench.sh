@@ -7,9 +7,11 @@
 # the run and back on after, --verify / --verify-only finding a block
 # overwritten behind the target's back, Ctrl-C printing the results so
 # far with exit 130, the iozone preset's shape, labels and JSON that
-# cannot inject into CSV or gnuplot, sweeps checked before they run, and
-# a target killed mid-run ending the run instead of hanging it.  Exit 0
-# when all hold.
+# cannot inject into CSV or gnuplot, sweeps checked before they run
+# (--bytes below one command, writes to a write-protected LUN, a preset
+# beside the options it sets), --compare refusing a file without
+# results, and a target killed mid-run ending the run instead of hanging
+# it.  Exit 0 when all hold.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,6 +42,8 @@ usage_case -b 3k iscsi://127.0.0.1/x/1 extra
 usage_case --sync sometimes iscsi://127.0.0.1/x/1
 usage_case --full iscsi://127.0.0.1/x/1
 usage_case --preset bonnie iscsi://127.0.0.1/x/1
+usage_case --preset vdbench -q 4 iscsi://127.0.0.1/x/1	# would be ignored
+usage_case --preset iozone --sessions 3 iscsi://127.0.0.1/x/1
 usage_case --compare
 usage_case http://127.0.0.1/x/1
 
@@ -106,6 +110,14 @@ kill -INT "$pid"
 wait "$pid"; rc=$?
 expect "Ctrl-C prints the results so far and exits 130" \
 	'[ $rc -eq 130 ] && grep -q "IOPS.*(interrupted)" "$work/int.out"'
+"$sb" -t 30 -q 2 --csv --no-progress "$u1" >"$work/int.csv" 2>/dev/null &
+pid=$!
+sleep 1.5
+kill -INT "$pid"
+wait "$pid"
+expect "Ctrl-C in CSV: the row says interrupted" \
+	'[ "$(awk -F, "NR == 1 { print \$22 } NR == 2 { print \$22 }" "$work/int.csv" | tr "\n" " ")" = "interrupted 1 " ]'
+
 
 "$sb" --preset iozone --csv --no-progress "$u2" >"$work/iozone.csv"
 expect "the iozone preset: 4 phases of 8 KiB, FUA writes and plain reads, 2 sessions" \
@@ -125,6 +137,24 @@ mkdir -p "$fifo_dir" && mkfifo "$fifo_dir/lun1.stats"
 timeout 10 "$top/tools/syncguard-stat" "${fifo_dir##*/}" 1 >/dev/null 2>&1; rc=$?
 rm -rf "$fifo_dir"
 expect "syncguard-stat does not hang on a FIFO named like a counters file" '[ $rc -eq 1 ]'
+
+out=$("$sb" --bytes 1k --no-progress "$u1" 2>&1); rc=$?
+expect "--bytes less than one command is a usage error (it moved a whole one)" \
+	'[ $rc -eq 2 ] && grep -q "less than one command" <<<"$out"'
+out=$("$sb" --compare "$work/wb.json" "$work/iozone.csv" 2>&1); rc=$?
+expect "--compare names a file with no results in it and fails (it was skipped)" \
+	'[ $rc -eq 1 ] && grep -q "iozone.csv: no iscsi-syncbench --json results" <<<"$out"'
+truncate -s 16M "$work/lun3.img"
+"$tp" lun "$work/tgtd" 1 3 "$work/lun3.img" "mode=write-back" &&
+	"$tp" adm "$work/tgtd" --op update --mode logicalunit --tid 1 --lun 3 --params readonly=1 || exit 1
+u3=$("$tp" url "$work/tgtd" "$iqn" 3)
+out=$("$sb" -t 5 --no-progress "$u3" 2>&1); rc=$?
+expect "writes to a write-protected LUN are refused before they run (they failed for the whole -t)" \
+	'[ $rc -eq 2 ] && grep -q "write protected" <<<"$out"'
+"$sb" -t 0.2 -r 100 --json --no-progress "$u3" >"$work/wp.json"
+expect "reads of a write-protected LUN run, and JSON says write_protected" \
+	'[ $? -eq 0 ] && [ "$(jq -r .target.write_protected "$work/wp.json")" = true ] &&
+	 [ "$(jq -r .target.write_protected "$work/wb.json")" = false ]'
 
 "$sb" --verify-only --no-progress "$u1" >/dev/null 2>&1
 expect "--verify-only without --state is a usage error (it would pass any data)" '[ $? -eq 2 ]'
@@ -159,7 +189,8 @@ if kill -0 "$pid" 2>/dev/null; then
 else
 	wait "$pid"; rc=$?
 	expect "a dead target: exit 1, commands counted unanswered, JSON still valid" \
-		'[ $rc -eq 1 ] && [ "$(jq ".results[0].unanswered > 0" "$work/dead.json")" = true ]'
+		'[ $rc -eq 1 ] && [ "$(jq ".results[0].unanswered > 0" "$work/dead.json")" = true ] &&
+		 [ "$(jq ".results[0].device_flushes_per_op" "$work/dead.json")" = null ]'
 fi
 
 if [ "$fails" -eq 0 ]; then say "ok: $checks checks"; else say "$fails of $checks checks FAILED"; fi

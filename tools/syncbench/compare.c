@@ -72,6 +72,7 @@ static int load(char **files, int nfiles, struct row *rows)
 
 	for (int f = 0; f < nfiles; f++) {
 		FILE *fp = fopen(files[f], "r");
+		int first = n;
 
 		if (!fp) {
 			fprintf(stderr, PROG ": %s: cannot read\n", files[f]);
@@ -103,10 +104,13 @@ static int load(char **files, int nfiles, struct row *rows)
 			n++;
 		}
 		fclose(fp);
+		if (n == first && n < MAX_ROWS) {	/* else a typo compares less */
+			fprintf(stderr, PROG ": %s: no " PROG " --json results "
+				"in it\n", files[f]);
+			return -1;
+		}
 	}
-	if (!n)
-		fprintf(stderr, PROG ": no " PROG " results in the files\n");
-	return n ? n : -1;
+	return n;
 }
 
 static bool same_point(const struct row *a, const struct row *b)

@@ -185,7 +185,7 @@ static void set_format(struct config *c, enum out_format f)
 	static void fn(struct config *c, const char *arg) \
 	{ (void)c; (void)arg; stmt; }
 
-SETTER(set_sessions, c->sessions = (unsigned int)parse_uint("--sessions", arg, 1, MAX_SESSIONS))
+SETTER(set_sessions, c->sessions = (unsigned int)parse_uint("--sessions", arg, 1, MAX_SESSIONS); c->sessions_given = true)
 SETTER(set_time, c->seconds = parse_seconds("--time", arg, false))
 SETTER(set_warmup, c->warmup = parse_seconds("--warmup", arg, true))
 SETTER(set_interval, c->interval = parse_seconds("--interval", arg, true))
@@ -286,7 +286,9 @@ static const struct opt opts[] = {
 	  "an earlier --verify --state FILE run (after a restart, say); needs "
 	  "--state FILE", set_verify_only },
 	{ "preset", 0, "NAME", "a classic study, see --help's list (short form "
-	  "unless --full)", set_preset },
+	  "unless --full); it sets --sync, --block-size, --queue-depth, --time "
+	  "or --bytes, --read-pct and --random-pct itself (iozone also "
+	  "--sessions), so those cannot go with it", set_preset },
 	{ "full", 0, NULL, "with --preset: the full form", set_full },
 	{ "label", 0, "TEXT", "name this run in JSON, CSV and comparisons",
 	  set_label },
@@ -439,6 +441,12 @@ static void check_combinations(struct config *c, int argc, char **argv)
 		usage_error("%s", "--state goes with --verify or --verify-only");
 	if (c->full && !c->preset)
 		usage_error("%s", "--full goes with --preset");
+	if (c->preset && c->preset_conflict)	/* else silently ignored */
+		usage_error("--%s: a --preset sets the sync mode, sizes, depths, "
+			    "mix and duration itself", c->preset_conflict);
+	if (c->preset && !strcmp(c->preset, "iozone") && c->sessions_given)
+		usage_error("%s", "--sessions: the iozone preset runs 2 sessions "
+			    "(iozone -l 2)");
 	if (c->verify && (c->read_pct == 100 || c->sync == SYNC_FLUSH_ONLY))
 		usage_error("%s", "--verify needs writes (--read-pct below 100, "
 			    "not --sync flush-only)");
@@ -452,6 +460,19 @@ static void check_combinations(struct config *c, int argc, char **argv)
 		usage_error("%s", "--warmup goes with --time: with --bytes the "
 			    "warm-up would use up the bytes");
 	check_buffers(c);
+}
+
+/* the options whose settings a --preset makes itself */
+static bool preset_sets(const char *name)
+{
+	static const char *const names[] = { "sync", "block-size",
+		"queue-depth", "time", "bytes", "read-pct", "random-pct",
+		"pattern" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	return false;
 }
 
 void parse_args(int argc, char **argv, struct config *c)
@@ -493,6 +514,8 @@ void parse_args(int argc, char **argv, struct config *c)
 				    "%s: unknown option", o);
 		}
 		opts[i].set(c, optarg);
+		if (preset_sets(opts[i].name) && !c->preset_conflict)
+			c->preset_conflict = opts[i].name;
 	}
 	check_combinations(c, argc, argv);
 	if (c->progress < 0)

@@ -63,12 +63,14 @@ void report_target(const struct config *c, const struct target_info *ti)
 		       "\"label\":\"%s\",\"target\":{\"name\":\"%s\",\"lun\":%d,"
 		       "\"block_size\":%u,\"physical_block_size\":%u,\"blocks\":%"
 		       PRIu64 ",\"wce\":%d,\"wce_changeable\":%d,\"dpofua\":%d,"
-		       "\"max_transfer_blocks\":%u,\"wce_forced_off\":%s},"
+		       "\"max_transfer_blocks\":%u,\"wce_forced_off\":%s,"
+		       "\"write_protected\":%s},"
 		       "\"results\":[\n", esc,
 		       c->label ? c->label : "", name, ti->lun,
 		       ti->block_size, ti->phys_block_size, ti->blocks, ti->wce,
 		       ti->wce_changeable, ti->dpofua, ti->max_transfer,
-		       ti->wce_forced_off ? "true" : "false");
+		       ti->wce_forced_off ? "true" : "false",
+		       ti->write_protected ? "true" : "false");
 		return;
 	}
 	if (c->format == OUT_CSV)
@@ -81,6 +83,9 @@ void report_target(const struct config *c, const struct target_info *ti)
 	       "after)" : ti->wce_changeable > 0 ? " (changeable)" : "",
 	       bit(ti->dpofua),
 	       ti->max_transfer ? "reported" : "not reported");
+	if (ti->write_protected)
+		printf("         write protected (WP=1): reads and SYNCHRONIZE "
+		       "CACHE only\n");
 	if (ti->max_transfer)
 		printf("         MAXIMUM TRANSFER LENGTH %u blocks\n",
 		       ti->max_transfer);
@@ -145,13 +150,25 @@ static void print_text(const struct config *c, const struct result *r)
 		       " mismatches\n", r->verify_checked, r->verify_bad);
 }
 
+/* device syncs per operation as text, or @unknown when the target's
+ * counters could not be read (another backing store, a dead target) */
+static void flushes_per_op(const struct result *r, char *buf, size_t len,
+			   const char *unknown)
+{
+	if (r->flushes_per_op >= 0)
+		snprintf(buf, len, "%.4f", r->flushes_per_op);
+	else
+		snprintf(buf, len, "%s", unknown);
+}
+
 static void print_json(const struct config *c, const struct result *r,
 		       bool first)
 {
-	char sy[24];
+	char sy[24], fpo[32];
 	double mn, avg, mx;
 
 	session_spread(r, &mn, &avg, &mx);
+	flushes_per_op(r, fpo, sizeof(fpo), "null");
 	printf("%s{\"label\":\"%s\",\"workload\":\"%s\",\"sync\":\"%s\","
 	       "\"block_size\":%" PRIu64
 	       ",\"queue_depth\":%u,\"sessions\":%u,\"read_pct\":%u,"
@@ -159,7 +176,7 @@ static void print_json(const struct config *c, const struct result *r,
 	       PRIu64 ",\"writes\":%" PRIu64 ",\"flushes\":%" PRIu64 ",\"errors\":%"
 	       PRIu64 ",\"retries\":%" PRIu64 ",\"unanswered\":%" PRIu64
 	       ",\"interrupted\":%s,\"iops\":%.1f,\"mb_per_s\":%.3f,"
-	       "\"device_flushes_per_op\":%.4f,\"latency_us\":{\"mean\":%.1f,"
+	       "\"device_flushes_per_op\":%s,\"latency_us\":{\"mean\":%.1f,"
 	       "\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f,\"p99_9\":%.1f,\"max\":%.1f},"
 	       "\"session_iops\":{\"min\":%.1f,\"avg\":%.1f,\"max\":%.1f},"
 	       "\"verify\":{\"checked\":%" PRIu64 ",\"mismatches\":%" PRIu64 "},"
@@ -169,7 +186,7 @@ static void print_json(const struct config *c, const struct result *r,
 	       r->p.random_pct, r->seconds, r->ops, r->reads, r->writes,
 	       r->flushes, r->errors, r->retries, r->unanswered,
 	       r->interrupted ? "true" : "false", r->iops, r->mbps,
-	       r->flushes_per_op, hist_mean(&r->hist) / 1e3, us(r, 50), us(r, 90),
+	       fpo, hist_mean(&r->hist) / 1e3, us(r, 50), us(r, 90),
 	       us(r, 99), us(r, 99.9), (double)r->hist.max_ns / 1e3, mn, avg, mx,
 	       r->verify_checked, r->verify_bad);
 	for (size_t i = 0; i < NCDF; i++)
@@ -192,23 +209,25 @@ static void print_json(const struct config *c, const struct result *r,
 #define CSV_HEADER "label,sync,block_size,queue_depth,sessions,read_pct," \
 	"random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us," \
 	"lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op," \
-	"workload"
+	"workload,interrupted,unanswered"
 
 static void print_csv(const struct config *c, const struct target_info *ti,
 		      const struct result *r, bool first)
 {
-	char sy[24];
+	char sy[24], fpo[32];
 
 	if (first && c->csv_header)
 		printf(CSV_HEADER "\n");
+	flushes_per_op(r, fpo, sizeof(fpo), "");
 	printf("%s,%s,%" PRIu64 ",%u,%u,%u,%u,%d,%d,%.3f,%" PRIu64 ",%" PRIu64
-	       ",%.1f,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%.4f,%s\n", run_label(c, r),
+	       ",%.1f,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%s,%s,%d,%" PRIu64 "\n",
+	       run_label(c, r),
 	       sync_name(r->p.sync, c->every, sy, sizeof(sy)), r->p.xfer, r->p.qd,
 	       r->nsess, r->p.read_pct, r->p.random_pct, ti->wce, ti->dpofua,
 	       r->seconds, r->ops,
 	       r->errors, r->iops, r->mbps, hist_mean(&r->hist) / 1e3, us(r, 50),
 	       us(r, 99), us(r, 99.9), (double)r->hist.max_ns / 1e3,
-	       r->flushes_per_op, r->p.label);
+	       fpo, r->p.label, r->interrupted ? 1 : 0, r->unanswered);
 }
 
 void report_result(const struct config *c, const struct target_info *ti,

@@ -547,6 +547,14 @@ const char *point_problem(const struct config *c, const struct target_info *ti,
 			 "one command of %" PRIu64 " bytes", split ?
 			 "each session's part of the span" : "the span",
 			 split ? span / nsess : span, p->xfer);
+	else if (p->bytes && p->bytes < p->xfer)
+		snprintf(msg, sizeof(msg), "--bytes %" PRIu64 " is less than one "
+			 "command of %" PRIu64 " bytes", p->bytes, p->xfer);
+	else if (ti->write_protected && (c->verify || (p->read_pct < 100 &&
+		 p->sync != SYNC_FLUSH_ONLY)))
+		snprintf(msg, sizeof(msg), "the LUN is write protected (WP=1 in "
+			 "MODE SENSE): only reads (--read-pct 100) or --sync "
+			 "flush-only can run");
 	else if (c->warmup > 0 && p->bytes)	/* a preset's --bytes point */
 		snprintf(msg, sizeof(msg), "--warmup goes with timed runs: this "
 			 "point writes %" PRIu64 " bytes, which the warm-up would "

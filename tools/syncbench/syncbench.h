@@ -67,6 +67,9 @@ struct config {
 	const char *label;
 	const char *preset;		/* NULL, or a preset's name */
 	bool full;			/* a preset's full form */
+	const char *preset_conflict;	/* the first option given that a
+					 * preset sets itself, or NULL */
+	bool sessions_given;		/* --sessions on the command line */
 	unsigned int timeout;		/* seconds per command; 0 none */
 	bool header_digest;
 	uint64_t seed;
@@ -84,6 +87,8 @@ struct target_info {
 	uint32_t phys_block_size;	/* bytes */
 	uint64_t blocks;		/* capacity, logical blocks */
 	int wce, dpofua;		/* -1 unknown */
+	bool write_protected;		/* WP, MODE SENSE's device-specific
+					 * parameter (SBC-3 6.4.2) */
 	uint32_t max_transfer;		/* blocks; 0 = not reported */
 	int wce_changeable;		/* -1 unknown */
 	bool wce_forced_off;		/* --cache-off set WCE=0 for the run */

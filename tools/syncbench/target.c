@@ -143,8 +143,11 @@ static void read_caching(struct iscsi_context *iscsi, int lun,
 		if (t && t->status == SCSI_STATUS_GOOD &&
 		    (ms = scsi_datain_unmarshall(t)) != NULL) {
 			pg = scsi_modesense_get_page(ms, SCSI_MODEPAGE_CACHING, 0);
-			if (!pc)
+			if (!pc) {
 				ti->dpofua = !!(ms->device_specific_parameter & 0x10);
+				ti->write_protected =
+					!!(ms->device_specific_parameter & 0x80);
+			}
 			if (pg && !pc)
 				ti->wce = pg->caching.wce;
 			else if (pg)
