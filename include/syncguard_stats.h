@@ -20,14 +20,22 @@
 #include <sys/types.h>
 
 #define SYNCGUARD_STATS_MAGIC	0x53544753u	/* "SGTS" */
-#define SYNCGUARD_STATS_VERSION	2	/* 2: how writes go, the trials */
+#define SYNCGUARD_STATS_VERSION	3	/* 2: how writes go, the trials;
+					 * 3: pid_start */
 #define SYNCGUARD_STATS_DIR	"/run/syncguard"
 #define SYNCGUARD_FLUSH_BUCKETS	32	/* log2 microseconds */
 
+/* magic, version and pid are where they are in every version of the
+ * file; pid_start too from version 3 on. */
 struct syncguard_stats {
 	uint32_t magic, version;
 	uint32_t pid;			/* tgtd's */
 	uint32_t mode;			/* enum syncguard_mode */
+	uint64_t pid_start;		/* tgtd's start time, clock ticks after
+					 * boot (/proc/PID/stat field 22): a
+					 * pid reused by another process after
+					 * tgtd died does not own the file;
+					 * 0 unknown */
 	/* commands */
 	uint64_t reads;
 	uint64_t writes;		/* writes that need no durability */
@@ -64,26 +72,46 @@ struct syncguard_stats {
 	uint64_t batch_rate[2];
 };
 
-/* Is the process that published a counters file (its pid field) alive?
- * EPERM: alive, only not ours to signal (a reader that is not root).  A
- * zombie (killed, not yet reaped: state "Z" in /proc/PID/stat) is not,
- * though kill() still finds it. */
-static inline bool syncguard_stats_owner_alive(uint32_t pid)
+/* /proc/@pid/stat's start time (clock ticks after boot), 0 when it
+ * cannot be read; *@zombie set for a zombie (state "Z") */
+static inline uint64_t syncguard_proc_start(uint32_t pid, bool *zombie)
 {
-	char path[64], stat[256], *paren;
-	bool zombie = false;
+	char path[64], stat[1024], *p;
+	unsigned long long start = 0;
 	FILE *f;
+
+	*zombie = false;
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	/* after the last ')' (the command name may hold anything): state,
+	 * then fields 4..21, then the start time */
+	if (fgets(stat, sizeof(stat), f) && (p = strrchr(stat, ')')) &&
+	    p[1] == ' ') {
+		*zombie = p[2] == 'Z';
+		if (sscanf(p + 2, "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+			   "%*s %*s %*s %*s %*s %*s %*s %*s %llu", &start) != 1)
+			start = 0;
+	}
+	fclose(f);
+	return start;
+}
+
+/* Is the process that published a counters file (its pid and pid_start
+ * fields; @start 0 when the file does not say) alive?  EPERM: alive,
+ * only not ours to signal (a reader that is not root).  A zombie
+ * (killed, not yet reaped) is not, though kill() still finds it; nor is
+ * a process that has the pid but started at another time (the pid was
+ * reused after tgtd died). */
+static inline bool syncguard_stats_owner_alive(uint32_t pid, uint64_t start)
+{
+	bool zombie;
+	uint64_t now;
 
 	if (kill((pid_t)pid, 0) != 0 && errno != EPERM)
 		return false;
-	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	if ((f = fopen(path, "re"))) {
-		if (fgets(stat, sizeof(stat), f) &&
-		    (paren = strrchr(stat, ')')))
-			zombie = paren[1] == ' ' && paren[2] == 'Z';
-		fclose(f);
-	}
-	return !zombie;
+	now = syncguard_proc_start(pid, &zombie);
+	return !zombie && !(start && now && now != start);
 }
 
 #endif

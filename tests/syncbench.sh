@@ -137,6 +137,12 @@ mkdir -p "$fifo_dir" && mkfifo "$fifo_dir/lun1.stats"
 timeout 10 "$top/tools/syncguard-stat" "${fifo_dir##*/}" 1 >/dev/null 2>&1; rc=$?
 rm -rf "$fifo_dir"
 expect "syncguard-stat does not hang on a FIFO named like a counters file" '[ $rc -eq 1 ]'
+mkdir -p "$fifo_dir"
+{ printf 'SGTS\003\0\0\0\0\0\0\0'; head -c 4096 /dev/zero | tr '\0' '\377'; } >"$fifo_dir/lun1.stats"
+out=$("$top/tools/syncguard-stat" "${fifo_dir##*/}" 1 2>&1); rc=$?
+rm -rf "$fifo_dir"
+expect "syncguard-stat: a counters header with garbage after it is no counters file (not counters of 2^64-1)" \
+	'[ $rc -eq 1 ] && grep -q "not a counters file" <<<"$out"'
 
 out=$("$sb" --bytes 1k --no-progress "$u1" 2>&1); rc=$?
 expect "--bytes less than one command is a usage error (it moved a whole one)" \

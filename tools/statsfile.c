@@ -13,6 +13,17 @@
 #include "syncguard.h"		/* syncguard_write_sync_name */
 #include "statsfile.h"
 
+/* The fields set once at open hold values the module writes: a file
+ * with the header and garbage after it (all 0xff, say) is no counters
+ * file, rather than one with counters of 2^64 - 1. */
+static bool plausible(const struct syncguard_stats *st)
+{
+	return st->mode <= SYNCGUARD_MODE_PLP &&
+	       st->write_sync <= SYNCGUARD_WRITE_SYNC_DSYNC &&
+	       st->direct_io <= 2 && st->write_sync_way <= 1 &&
+	       st->batch_way <= 1;
+}
+
 int syncguard_stats_load(const char *path, struct syncguard_stats *st)
 {
 	/* not blocking: a FIFO of that name would hang a plain open */
@@ -36,7 +47,9 @@ int syncguard_stats_load(const char *path, struct syncguard_stats *st)
 		return -EINVAL;
 	if (st->version != SYNCGUARD_STATS_VERSION)
 		return -ESTALE;
-	return n < sizeof(*st) ? -EIO : 0;
+	if (n < sizeof(*st))
+		return -EIO;
+	return plausible(st) ? 0 : -EINVAL;
 }
 
 /* A trial's rate: "-" until that way was scored. */

@@ -12,7 +12,8 @@
 
 /* Read the counters file @path into @st (zeroed first).  0; -ENOENT
  * when it cannot be opened; -EINVAL when it is no counters file (not a
- * regular file, or no counters header); -ESTALE when a module
+ * regular file, no counters header, or fields set at open out of
+ * range); -ESTALE when a module
  * of another version wrote it (st->version and st->pid say which);
  * -EIO when it is shorter than this version's file. */
 int syncguard_stats_load(const char *path, struct syncguard_stats *st);

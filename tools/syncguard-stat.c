@@ -29,7 +29,7 @@ static bool load(const char *path, struct syncguard_stats *st)
 	case 0:
 		return true;
 	case -ESTALE:
-		if (st->pid && syncguard_stats_owner_alive(st->pid))
+		if (st->pid && syncguard_stats_owner_alive(st->pid, 0))
 			fprintf(stderr, "syncguard-stat: %s: counters version "
 				"%u, this tool reads %u (a tgtd with another "
 				"bs_syncguard.so)\n", path, st->version,
@@ -41,13 +41,14 @@ static bool load(const char *path, struct syncguard_stats *st)
 		return false;
 	case -EINVAL:
 		fprintf(stderr, "syncguard-stat: %s: not a counters file (no "
-			"syncguard header, or not a regular file)\n", path);
+			"syncguard header, not a regular file, or garbage after "
+			"the header)\n", path);
 		return false;
 	}
 	return false;
 }
 
-/* How writes go and what the running trials chose (stats version 2). */
+/* How writes go and what the running trials chose (stats version 2 on). */
 static void print_ways(const struct syncguard_stats *st)
 {
 	char w[256], f[160];
@@ -123,7 +124,7 @@ static void print(const char *target, unsigned long lun,
 		  const struct syncguard_stats *st, bool json, bool *first)
 {
 	const char *mode = syncguard_mode_name((enum syncguard_mode)st->mode);
-	bool alive = syncguard_stats_owner_alive(st->pid);
+	bool alive = syncguard_stats_owner_alive(st->pid, st->pid_start);
 
 	if (json) {
 		printf("%s{\"target\":\"", *first ? "" : ",");

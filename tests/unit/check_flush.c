@@ -365,10 +365,39 @@ START_TEST(test_flush_stats_zombie_owner)
 	/* wait until it has exited, without reaping it */
 	ck_assert_int_eq(waitid(P_PID, (id_t)child, &info, WEXITED | WNOWAIT),
 			 0);
-	ck_assert(!syncguard_stats_owner_alive((uint32_t)child));
-	ck_assert(syncguard_stats_owner_alive((uint32_t)getpid()));
+	ck_assert(!syncguard_stats_owner_alive((uint32_t)child, 0));
+	ck_assert(syncguard_stats_owner_alive((uint32_t)getpid(), 0));
 	ck_assert_int_eq(waitpid(child, NULL, 0), child);
-	ck_assert(!syncguard_stats_owner_alive((uint32_t)child));
+	ck_assert(!syncguard_stats_owner_alive((uint32_t)child, 0));
+}
+END_TEST
+
+/* A pid that another process took after tgtd died does not make the
+ * counters file live: its start time differs from the one the file
+ * records.  (A new tgtd refused to publish over such a file.) */
+START_TEST(test_flush_stats_pid_reused)
+{
+	bool zombie = true;
+	uint64_t start = syncguard_proc_start((uint32_t)getpid(), &zombie);
+	struct syncguard_stats other = { .magic = SYNCGUARD_STATS_MAGIC,
+		.version = SYNCGUARD_STATS_VERSION, .pid = (uint32_t)getppid(),
+		.pid_start = syncguard_proc_start((uint32_t)getppid(), &zombie) };
+	char sp[128];
+	int fd;
+
+	ck_assert(!zombie);
+	ck_assert_uint_gt(start, 0);
+	ck_assert(syncguard_stats_owner_alive((uint32_t)getpid(), start));
+	ck_assert(!syncguard_stats_owner_alive((uint32_t)getpid(), start + 1));
+	snprintf(sp, sizeof(sp), "%s/lun10.stats", dir);
+	fd = open(sp, O_RDWR | O_CREAT, 0644);
+	ck_assert_int_eq(write(fd, &other, sizeof(other)), sizeof(other));
+	ck_assert_int_eq(syncguard_stats_publish(&lun, sp), -EEXIST);
+	other.pid_start++;		/* the parent's pid, someone else's start */
+	ck_assert_int_eq(pwrite(fd, &other, sizeof(other), 0), sizeof(other));
+	close(fd);
+	ck_assert_int_eq(syncguard_stats_publish(&lun, sp), 0);
+	ck_assert_uint_eq(lun.stats->pid_start, start);
 }
 END_TEST
 
@@ -387,6 +416,7 @@ Suite *flush_suite(void)
 	tcase_add_test(tc, test_flush_wce_switch_window);
 	tcase_add_test(tc, test_flush_stats_not_stolen);
 	tcase_add_test(tc, test_flush_stats_zombie_owner);
+	tcase_add_test(tc, test_flush_stats_pid_reused);
 	tcase_add_test(tc, test_flush_stats_over_fifo);
 	suite_add_tcase(s, tc);
 	return s;

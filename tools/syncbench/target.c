@@ -240,7 +240,7 @@ static bool read_stats(const char *url_target, int lun,
 	snprintf(path, sizeof(path), SYNCGUARD_STATS_DIR "/%s/lun%d.stats",
 		 url_target, lun);
 	return syncguard_stats_load(path, st) == 0 &&
-	       syncguard_stats_owner_alive(st->pid);
+	       syncguard_stats_owner_alive(st->pid, st->pid_start);
 }
 
 /* device flushes so far on a syncguard LUN of a tgtd on this host; -1
