@@ -165,14 +165,15 @@ void syncguard_wce_off_request(struct scsi_cmd *cmd)
 	sense_data_build(cmd, MEDIUM_ERROR, ASC_WRITE_ERROR);
 }
 
-/* CHECK CONDITION for @r through the one sense table. */
+/* CHECK CONDITION for @r through the one sense table, logged as every
+ * failed command is (syncguard_answer: a latched LUN's SYNCHRONIZE
+ * CACHE, answered here, had left no line after its first). */
 static int fail(struct scsi_cmd *cmd, enum syncguard_reason r)
 {
-	struct syncguard_sense s = syncguard_sense_of(r);
+	struct syncguard_result res = { .reason = r };
 
-	scsi_set_in_resid_by_actual(cmd, 0);
-	sense_data_build(cmd, s.key, s.asc);
-	return s.status;
+	syncguard_answer(cmd, &res);
+	return syncguard_sense_of(r).status;
 }
 
 /*

@@ -44,19 +44,20 @@ static bool owned_by_other(const char *path)
 	/* magic, version and pid: the same in every version of the file;
 	 * pid_start from version 3 on */
 	const ssize_t head = offsetof(struct syncguard_stats, mode);
-	bool start_known;
+	const ssize_t with_start = offsetof(struct syncguard_stats, pid_start) +
+				   (ssize_t)sizeof(st.pid_start);
+	ssize_t n;
 	/* not blocking: a FIFO of that name would hang tgtd's event loop */
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	bool other;
 
 	if (fd < 0)
 		return false;
-	other = pread(fd, &st, sizeof(st), 0) >= head &&
-		st.magic == SYNCGUARD_STATS_MAGIC && st.pid &&
-		st.pid != (uint32_t)getpid();
-	start_known = st.version >= 3;
-	other = other && syncguard_stats_owner_alive(st.pid, start_known ?
-						     st.pid_start : 0);
+	n = pread(fd, &st, sizeof(st), 0);
+	other = n >= head && st.magic == SYNCGUARD_STATS_MAGIC &&
+		st.pid != (uint32_t)getpid() &&
+		syncguard_stats_owner_alive(st.pid, st.version >= 3 &&
+					    n >= with_start ? st.pid_start : 0);
 	close(fd);
 	return other;
 }
@@ -69,7 +70,7 @@ static bool owned_by_other(const char *path)
 int syncguard_stats_publish(struct syncguard_lun *lun, const char *path)
 {
 	struct syncguard_stats *map;
-	bool zombie;			/* of ourselves: never */
+	struct syncguard_proc self;
 	char *tmp = NULL;
 	struct stat st;
 	int fd, ret = make_parents(path);
@@ -93,7 +94,7 @@ int syncguard_stats_publish(struct syncguard_lun *lun, const char *path)
 	}
 	memcpy(map, lun->stats, sizeof(*map));
 	map->pid = (uint32_t)getpid();
-	map->pid_start = syncguard_proc_start(map->pid, &zombie);
+	map->pid_start = syncguard_proc_read(map->pid, &self) ? 0 : self.start;
 	if (rename(tmp, path) || !(lun->stats_path = strdup(path))) {
 		ret = -errno;
 		munmap(map, sizeof(*map));

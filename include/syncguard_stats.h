@@ -72,46 +72,64 @@ struct syncguard_stats {
 	uint64_t batch_rate[2];
 };
 
-/* /proc/@pid/stat's start time (clock ticks after boot), 0 when it
- * cannot be read; *@zombie set for a zombie (state "Z") */
-static inline uint64_t syncguard_proc_start(uint32_t pid, bool *zombie)
+#define SYNCGUARD_PID_MAX	4194304	/* Linux's PID_MAX_LIMIT */
+
+/* What /proc/@pid/stat says of a process. */
+struct syncguard_proc {
+	uint64_t start;			/* clock ticks after boot */
+	bool zombie;			/* state "Z": exited, not reaped */
+	char comm[32];			/* its command name */
+};
+
+/* Read /proc/@pid/stat into @p; 0, or -ENOENT when it cannot be read. */
+static inline int syncguard_proc_read(uint32_t pid, struct syncguard_proc *p)
 {
-	char path[64], stat[1024], *p;
-	unsigned long long start = 0;
+	char path[64], stat[1024], *open, *close;
+	unsigned long long start;
+	int ret = -ENOENT;
 	FILE *f;
 
-	*zombie = false;
+	memset(p, 0, sizeof(*p));
 	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
 	if (!(f = fopen(path, "re")))
-		return 0;
-	/* after the last ')' (the command name may hold anything): state,
-	 * then fields 4..21, then the start time */
-	if (fgets(stat, sizeof(stat), f) && (p = strrchr(stat, ')')) &&
-	    p[1] == ' ') {
-		*zombie = p[2] == 'Z';
-		if (sscanf(p + 2, "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-			   "%*s %*s %*s %*s %*s %*s %*s %*s %llu", &start) != 1)
-			start = 0;
+		return -ENOENT;
+	/* "PID (COMM) STATE f4 .. f21 START": COMM may hold anything, so
+	 * it ends at the last ')' */
+	if (fgets(stat, sizeof(stat), f) && (open = strchr(stat, '(')) &&
+	    (close = strrchr(stat, ')')) && close > open && close[1] == ' ' &&
+	    sscanf(close + 2, "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+		   "%*s %*s %*s %*s %*s %*s %*s %*s %llu", &start) == 1) {
+		p->start = start;
+		p->zombie = close[2] == 'Z';
+		snprintf(p->comm, sizeof(p->comm), "%.*s",
+			 (int)(close - open - 1), open + 1);
+		ret = 0;
 	}
 	fclose(f);
-	return start;
+	return ret;
 }
 
 /* Is the process that published a counters file (its pid and pid_start
- * fields; @start 0 when the file does not say) alive?  EPERM: alive,
- * only not ours to signal (a reader that is not root).  A zombie
- * (killed, not yet reaped) is not, though kill() still finds it; nor is
- * a process that has the pid but started at another time (the pid was
- * reused after tgtd died). */
+ * fields; @start 0 when the file does not say: version 2, or cut short)
+ * alive?  Not when @pid is no pid (0, or above Linux's limit: kill(-1)
+ * would find every process), nor a zombie (killed, not yet reaped,
+ * though kill() still finds it), nor a process that has the pid but
+ * started at another time (the pid was reused after tgtd died); where
+ * the file does not say when its tgtd started, only a process named
+ * tgtd.  EPERM from kill(): alive, only not ours to signal (a reader
+ * that is not root).  Where /proc cannot be read, kill() decides. */
 static inline bool syncguard_stats_owner_alive(uint32_t pid, uint64_t start)
 {
-	bool zombie;
-	uint64_t now;
+	struct syncguard_proc p;
 
-	if (kill((pid_t)pid, 0) != 0 && errno != EPERM)
+	if (!pid || pid > SYNCGUARD_PID_MAX ||
+	    (kill((pid_t)pid, 0) != 0 && errno != EPERM))
 		return false;
-	now = syncguard_proc_start(pid, &zombie);
-	return !zombie && !(start && now && now != start);
+	if (syncguard_proc_read(pid, &p))
+		return true;
+	if (p.zombie)
+		return false;
+	return start ? p.start == start : !strcmp(p.comm, "tgtd");
 }
 
 #endif

@@ -71,7 +71,7 @@ presets() {
 
 [ -x "$bench" ] || { say "$bench missing: run make"; exit 1; }
 say "private tgtd, LUN files in $work"
-"$tgtd_private" start "$work/tgtd" || exit 1
+"$tgtd_private" start "$work/tgtd" "$top/bs_syncguard.so" || exit 1
 "$tgtd_private" target "$work/tgtd" 1 "$iqn" || exit 1
 
 lun=0

@@ -19,7 +19,7 @@ tp=$top/scripts/tgtd-private
 sb=$top/tools/iscsi-syncbench
 iqn=iqn.2026-11.org.syncguard:syncbench-test
 work=$(mktemp -d "$top/build/syncbench.XXXXXX") || exit 1
-trap '"$tp" stop "$work/tgtd" >/dev/null 2>&1; rm -rf "$work"' EXIT
+trap '"$tp" stop "$work/tgtd" >/dev/null 2>&1; "$tp" stop "$work/tgtd2" >/dev/null 2>&1; rm -rf "$work"' EXIT
 fails=0 checks=0
 say() { printf 'syncbench: %s\n' "$*" >&2; }
 ok() { checks=$((checks + 1)); }
@@ -44,6 +44,8 @@ usage_case --full iscsi://127.0.0.1/x/1
 usage_case --preset bonnie iscsi://127.0.0.1/x/1
 usage_case --preset vdbench -q 4 iscsi://127.0.0.1/x/1	# would be ignored
 usage_case --preset iozone --sessions 3 iscsi://127.0.0.1/x/1
+usage_case -t 5 --bytes 1m iscsi://127.0.0.1/x/1		# -t was dropped
+usage_case --compare --csv a.json b.json			# --csv was ignored
 usage_case --compare
 usage_case http://127.0.0.1/x/1
 
@@ -144,6 +146,16 @@ rm -rf "$fifo_dir"
 expect "syncguard-stat: a counters header with garbage after it is no counters file (not counters of 2^64-1)" \
 	'[ $rc -eq 1 ] && grep -q "not a counters file" <<<"$out"'
 
+# a second tgtd exporting the same target name: the counters file of
+# that name is the first one's, and says nothing of this LUN
+"$tp" start "$work/tgtd2" "$top/bs_syncguard.so" >/dev/null &&
+	"$tp" target "$work/tgtd2" 1 "$iqn" && truncate -s 16M "$work/other.img" &&
+	"$tp" lun "$work/tgtd2" 1 1 "$work/other.img" mode=write-through || exit 1
+"$sb" -t 0.5 -s fua --json --no-progress "$("$tp" url "$work/tgtd2" "$iqn" 1)" >"$work/twin.json"
+"$tp" stop "$work/tgtd2" >/dev/null
+expect "another tgtd's counters of the same target name are not reported as this LUN's" \
+	'[ "$(jq -r "[.results[0].device_flushes_per_op, .results[0].target_writes] | @tsv" "$work/twin.json")" = "$(printf "\t")" ]'
+
 out=$("$sb" --bytes 1k --no-progress "$u1" 2>&1); rc=$?
 expect "--bytes less than one command is a usage error (it moved a whole one)" \
 	'[ $rc -eq 2 ] && grep -q "less than one command" <<<"$out"'
@@ -183,6 +195,20 @@ for mode in "--bytes 1g" "-t 2"; do
 	fi
 	kill -CONT "$(cat "$work/tgtd/pid")"
 done
+
+# --cache-off, and a second Ctrl-C while the target hangs: the tool quits
+# at once, and says that the LUN's write cache stays off (it was silent)
+"$sb" --cache-off -t 10 -q 4 --no-progress "$u1" >/dev/null 2>"$work/wce.err" &
+pid=$!
+sleep 1
+kill -STOP "$(cat "$work/tgtd/pid")"
+kill -INT "$pid"; sleep 0.5; kill -INT "$pid"
+wait "$pid"; rc=$?
+kill -CONT "$(cat "$work/tgtd/pid")"
+expect "a second Ctrl-C with the write cache turned off says it stays off (exit 130)" \
+	'[ $rc -eq 130 ] && grep -q "write cache stays off (WCE=0)" "$work/wce.err"'
+"$tp" adm "$work/tgtd" --op update --mode logicalunit --tid 1 --lun 1 --params \
+	mode_page=8:0:18:0x14:0:0xff:0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0
 
 # the last check: the target dies mid-run; the tool must give up, not hang
 "$sb" -t 60 -q 4 --timeout 2 --json --no-progress "$u1" >"$work/dead.json" 2>"$work/dead.err" &

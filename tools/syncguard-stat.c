@@ -20,31 +20,39 @@
 #include "syncguard_stats.h"
 #include "statsfile.h"
 
+/* Why files were skipped, said on stderr: then the closing "no
+ * counters" line would contradict it. */
+static int reasons_said;
+
 /* @path's counters, or false after saying why not where it matters: a
- * live tgtd's file of another version, a truncated file (a dead tgtd's
- * leftover of another version, or no counters file, is skipped). */
+ * live tgtd's file of another version or cut short, or no counters file
+ * at all (a dead tgtd's leftover of another version, or cut short, is
+ * skipped: it is no LUN's now). */
 static bool load(const char *path, struct syncguard_stats *st)
 {
-	switch (syncguard_stats_load(path, st)) {
-	case 0:
+	int ret = syncguard_stats_load(path, st);
+	/* pid_start is where it is from version 3 on; 0 when cut short */
+	uint64_t start = st->version >= 3 ? st->pid_start : 0;
+
+	if (ret == 0)
 		return true;
-	case -ESTALE:
-		if (st->pid && syncguard_stats_owner_alive(st->pid, 0))
-			fprintf(stderr, "syncguard-stat: %s: counters version "
-				"%u, this tool reads %u (a tgtd with another "
-				"bs_syncguard.so)\n", path, st->version,
-				SYNCGUARD_STATS_VERSION);
+	if (ret == -ENOENT)		/* gone since the directory was read */
 		return false;
-	case -EIO:
+	if ((ret == -ESTALE || ret == -EIO) &&
+	    !syncguard_stats_owner_alive(st->pid, start))
+		return false;
+	reasons_said++;
+	if (ret == -ESTALE)
+		fprintf(stderr, "syncguard-stat: %s: counters version %u, this "
+			"tool reads %u (a tgtd with another bs_syncguard.so)\n",
+			path, st->version, SYNCGUARD_STATS_VERSION);
+	else if (ret == -EIO)
 		fprintf(stderr, "syncguard-stat: %s: truncated (shorter than "
 			"%zu bytes)\n", path, sizeof(*st));
-		return false;
-	case -EINVAL:
+	else
 		fprintf(stderr, "syncguard-stat: %s: not a counters file (no "
 			"syncguard header, not a regular file, or garbage after "
 			"the header)\n", path);
-		return false;
-	}
 	return false;
 }
 
@@ -266,7 +274,9 @@ int main(int argc, char **argv)
 	}
 	if (json)
 		printf("]\n");
-	if (!n && argc - i == 2)
+	if (!n && reasons_said)
+		;				/* said why above */
+	else if (!n && argc - i == 2)
 		fprintf(stderr, "syncguard-stat: no counters for LUN %ld of %s "
 			"in " SYNCGUARD_STATS_DIR " (is it a syncguard LUN of a "
 			"running tgtd?)\n", want_lun, argv[i]);

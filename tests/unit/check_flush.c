@@ -313,9 +313,12 @@ START_TEST(test_flush_stats_not_stolen)
 {
 	struct syncguard_stats other = { .magic = SYNCGUARD_STATS_MAGIC,
 		.version = SYNCGUARD_STATS_VERSION, .pid = (uint32_t)getppid() };
+	struct syncguard_proc parent;
 	char sp[128];
 	int fd;
 
+	ck_assert_int_eq(syncguard_proc_read(other.pid, &parent), 0);
+	other.pid_start = parent.start;
 	snprintf(sp, sizeof(sp), "%s/lun9.stats", dir);
 	fd = open(sp, O_RDWR | O_CREAT, 0644);
 	ck_assert_int_eq(write(fd, &other, sizeof(other)), sizeof(other));
@@ -365,8 +368,11 @@ START_TEST(test_flush_stats_zombie_owner)
 	/* wait until it has exited, without reaping it */
 	ck_assert_int_eq(waitid(P_PID, (id_t)child, &info, WEXITED | WNOWAIT),
 			 0);
+	struct syncguard_proc self;
+
+	ck_assert_int_eq(syncguard_proc_read((uint32_t)getpid(), &self), 0);
 	ck_assert(!syncguard_stats_owner_alive((uint32_t)child, 0));
-	ck_assert(syncguard_stats_owner_alive((uint32_t)getpid(), 0));
+	ck_assert(syncguard_stats_owner_alive((uint32_t)getpid(), self.start));
 	ck_assert_int_eq(waitpid(child, NULL, 0), child);
 	ck_assert(!syncguard_stats_owner_alive((uint32_t)child, 0));
 }
@@ -377,27 +383,38 @@ END_TEST
  * records.  (A new tgtd refused to publish over such a file.) */
 START_TEST(test_flush_stats_pid_reused)
 {
-	bool zombie = true;
-	uint64_t start = syncguard_proc_start((uint32_t)getpid(), &zombie);
+	struct syncguard_proc self, parent;
 	struct syncguard_stats other = { .magic = SYNCGUARD_STATS_MAGIC,
-		.version = SYNCGUARD_STATS_VERSION, .pid = (uint32_t)getppid(),
-		.pid_start = syncguard_proc_start((uint32_t)getppid(), &zombie) };
+		.version = SYNCGUARD_STATS_VERSION, .pid = (uint32_t)getppid() };
 	char sp[128];
 	int fd;
 
-	ck_assert(!zombie);
-	ck_assert_uint_gt(start, 0);
-	ck_assert(syncguard_stats_owner_alive((uint32_t)getpid(), start));
-	ck_assert(!syncguard_stats_owner_alive((uint32_t)getpid(), start + 1));
+	ck_assert_int_eq(syncguard_proc_read((uint32_t)getpid(), &self), 0);
+	ck_assert_int_eq(syncguard_proc_read(other.pid, &parent), 0);
+	ck_assert(!self.zombie);
+	ck_assert_uint_gt(self.start, 0);
+	ck_assert(syncguard_stats_owner_alive((uint32_t)getpid(), self.start));
+	ck_assert(!syncguard_stats_owner_alive((uint32_t)getpid(),
+					       self.start + 1));
+	/* a file that does not say when its tgtd started (version 2): only
+	 * a process named tgtd owns it; no pid at all (0, or kill(-1)'s
+	 * 0xffffffff) never */
+	ck_assert(!syncguard_stats_owner_alive((uint32_t)getpid(), 0));
+	ck_assert(!syncguard_stats_owner_alive(0xffffffffu, 0));
+	ck_assert(!syncguard_stats_owner_alive(0, self.start));
+	other.pid_start = parent.start;
 	snprintf(sp, sizeof(sp), "%s/lun10.stats", dir);
 	fd = open(sp, O_RDWR | O_CREAT, 0644);
 	ck_assert_int_eq(write(fd, &other, sizeof(other)), sizeof(other));
 	ck_assert_int_eq(syncguard_stats_publish(&lun, sp), -EEXIST);
 	other.pid_start++;		/* the parent's pid, someone else's start */
 	ck_assert_int_eq(pwrite(fd, &other, sizeof(other), 0), sizeof(other));
-	close(fd);
 	ck_assert_int_eq(syncguard_stats_publish(&lun, sp), 0);
-	ck_assert_uint_eq(lun.stats->pid_start, start);
+	ck_assert_uint_eq(lun.stats->pid_start, self.start);
+	close(fd);
+	/* an old module's file, no start time, with a live pid that is not
+	 * tgtd's (the test's parent) */
+	ck_assert(!syncguard_stats_owner_alive(other.pid, 0));
 }
 END_TEST
 

@@ -78,11 +78,17 @@ static int load(char **files, int nfiles, struct row *rows)
 			fprintf(stderr, PROG ": %s: cannot read\n", files[f]);
 			return -1;
 		}
-		while (n < MAX_ROWS && fgets(line, sizeof(line), fp)) {
+		while (fgets(line, sizeof(line), fp)) {
 			struct row *r = &rows[n];
 
 			if (!strstr(line, "\"iops\":") || !strstr(line, "\"sync\":"))
 				continue;
+			if (n == MAX_ROWS) {	/* else the rest is cut, silently */
+				fprintf(stderr, PROG ": more than %d results in "
+					"the files: compare fewer\n", MAX_ROWS);
+				fclose(fp);
+				return -1;
+			}
 			snprintf(r->file, sizeof(r->file), "%s", files[f]);
 			str(line, "\"label\":\"", r->label, sizeof(r->label));
 			str(line, "\"workload\":\"", r->workload,
@@ -104,7 +110,7 @@ static int load(char **files, int nfiles, struct row *rows)
 			n++;
 		}
 		fclose(fp);
-		if (n == first && n < MAX_ROWS) {	/* else a typo compares less */
+		if (n == first) {	/* else a typo compares less */
 			fprintf(stderr, PROG ": %s: no " PROG " --json results "
 				"in it\n", files[f]);
 			return -1;

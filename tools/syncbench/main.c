@@ -15,12 +15,25 @@
 #include "verify.h"
 
 volatile sig_atomic_t interrupted;
+/* --cache-off set WCE=0 and has not restored it yet */
+static volatile sig_atomic_t wce_off;
+
+#define WCE_LEFT_OFF PROG ": the LUN's write cache stays off (WCE=0): " \
+	"--cache-off did not restore it; set WCE=1 with MODE SELECT (sdparm " \
+	"--set WCE through a kernel initiator, or the target's own tool: " \
+	"tgtadm's mode_page, see the README)\n"
 
 static void on_signal(int sig)
 {
 	(void)sig;
-	if (interrupted)	/* second Ctrl-C: give up at once */
+	if (interrupted) {	/* second Ctrl-C: give up at once */
+		if (wce_off) {	/* write(): safe in a signal handler */
+			ssize_t n = write(STDERR_FILENO, WCE_LEFT_OFF,
+					  sizeof(WCE_LEFT_OFF) - 1);
+			(void)n;
+		}
 		_exit(130);
+	}
 	interrupted = 1;
 }
 
@@ -84,7 +97,8 @@ static unsigned int usable_points(const struct config *c,
 			pts[kept++] = pts[i];
 	}
 	if (!kept)
-		usage_error("--preset %s: no point of it fits this LUN", c->preset);
+		usage_error("--preset %s: none of its points can run here (the "
+			    "reasons are above)", c->preset);
 	return kept;
 }
 
@@ -202,11 +216,15 @@ static int measure(const struct config *c)
 	if (wce == 0) {
 		ti.wce = 0;	/* what the runs see; restored at the end */
 		ti.wce_forced_off = true;
+		wce_off = 1;
 	}
 	report_target(c, &ti);
 	status = run_all(c, &ti, pts, n, &gone);
-	if (wce == 0 && target_set_wce(iscsi, lun, 1))
+	if (wce == 0 && target_set_wce(iscsi, lun, 1)) {
+		fputs(WCE_LEFT_OFF, stderr);
 		status = status ? status : 1;	/* could not restore */
+	}
+	wce_off = 0;
 	if (!gone)
 		iscsi_logout_sync(iscsi);
 	iscsi_destroy_context(iscsi);
@@ -221,9 +239,10 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
-	if (c.compare)
-		return compare_files(&c);
-	if (c.plot)
-		return plot_files(&c);
+	if (c.compare || c.plot) {	/* both, when both are asked for */
+		int status = c.compare ? compare_files(&c) : 0;
+
+		return status || !c.plot ? status : plot_files(&c);
+	}
 	return measure(&c);
 }

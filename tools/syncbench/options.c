@@ -186,7 +186,7 @@ static void set_format(struct config *c, enum out_format f)
 	{ (void)c; (void)arg; stmt; }
 
 SETTER(set_sessions, c->sessions = (unsigned int)parse_uint("--sessions", arg, 1, MAX_SESSIONS); c->sessions_given = true)
-SETTER(set_time, c->seconds = parse_seconds("--time", arg, false))
+SETTER(set_time, c->seconds = parse_seconds("--time", arg, false); c->seconds_given = true)
 SETTER(set_warmup, c->warmup = parse_seconds("--warmup", arg, true))
 SETTER(set_interval, c->interval = parse_seconds("--interval", arg, true))
 SETTER(set_read_pct, c->read_pct = (unsigned int)parse_uint("--read-pct", arg, 0, 100))
@@ -259,7 +259,8 @@ static const struct opt opts[] = {
 	  "(min/avg/max); default 1", set_sessions },
 	{ "time", 't', "SECONDS", "duration of each run; default 10", set_time },
 	{ "bytes", 0, "SIZE", "instead of --time: each session moves SIZE "
-	  "bytes per run", set_bytes },
+	  "bytes per run, rounded up to whole commands of --block-size",
+	  set_bytes },
 	{ "warmup", 0, "SECONDS", "run that long first, unmeasured; default 0",
 	  set_warmup },
 	{ "interval", 0, "SECONDS", "a report line per interval, as vdbench "
@@ -423,6 +424,9 @@ static void check_buffers(const struct config *c)
 static void check_combinations(struct config *c, int argc, char **argv)
 {
 	if (c->compare || c->plot) {
+		if (c->run_opt)		/* else silently ignored */
+			usage_error("--%s: --compare and --plot read saved runs; "
+				    "no other option goes with them", c->run_opt);
 		if (optind >= argc)
 			usage_error("%s", "--compare and --plot need JSON files");
 		c->files = argv + optind;
@@ -456,6 +460,11 @@ static void check_combinations(struct config *c, int argc, char **argv)
 	if (c->verify_only && (c->verify || c->preset || c->cache_off))
 		usage_error("%s", "--verify-only only reads: not with --verify, "
 			    "--preset or --cache-off");
+	if (c->bytes && c->seconds_given)	/* else -t silently dropped */
+		usage_error("%s", "--time and --bytes exclude each other");
+	if (c->bytes && c->sync == SYNC_FLUSH_ONLY)
+		usage_error("%s", "--bytes counts data: --sync flush-only moves "
+			    "none, give it --time");
 	if (c->warmup > 0 && c->bytes)
 		usage_error("%s", "--warmup goes with --time: with --bytes the "
 			    "warm-up would use up the bytes");
@@ -516,6 +525,9 @@ void parse_args(int argc, char **argv, struct config *c)
 		opts[i].set(c, optarg);
 		if (preset_sets(opts[i].name) && !c->preset_conflict)
 			c->preset_conflict = opts[i].name;
+		if (strcmp(opts[i].name, "compare") &&
+		    strcmp(opts[i].name, "plot") && !c->run_opt)
+			c->run_opt = opts[i].name;
 	}
 	check_combinations(c, argc, argv);
 	if (c->progress < 0)

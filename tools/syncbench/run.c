@@ -60,8 +60,9 @@ struct run {
 	uint64_t iv_ops, iv_bytes;
 	struct verify_map *vmap;
 	uint8_t *busy;		/* --verify: blocks with a write in flight */
-	double flushes_at_measure;	/* target's counter when the warm-up
-					 * ended; -1: unknown, -2: not read */
+	struct target_sample at_measure; /* the target's counters when the
+					 * warm-up ended; -1: unknown, -2:
+					 * not read yet */
 	bool closing;		/* contexts being destroyed: ignore callbacks */
 	uint64_t last_progress;	/* when the target last answered */
 	uint64_t unheard;	/* commands libiscsi failed since then */
@@ -334,10 +335,11 @@ static void end_flush(struct sess *s)
 
 /* ---- the loop ---- */
 
-/* --interval of this point, seconds (0: none) */
+/* --interval of this point, seconds (0: none): the option's when it
+ * was given, else the preset's own */
 static double interval_s(const struct run *rn)
 {
-	return rn->p->interval > 0 ? rn->p->interval : rn->c->interval;
+	return rn->c->interval > 0 ? rn->c->interval : rn->p->interval;
 }
 
 /* One --interval line: the operations completed since the last one, up
@@ -438,9 +440,9 @@ static void loop(struct run *rn)
 		uint64_t now = now_ns();
 		unsigned int busy;
 
-		if (rn->flushes_at_measure == -2 && now >= rn->t_measure)
-			rn->flushes_at_measure = target_flush_counter(
-				rn->ti->target, rn->s[0].lun);
+		if (rn->at_measure.syncs == -2 && now >= rn->t_measure)
+			target_sample(rn->ti->target, rn->s[0].lun,
+				      &rn->at_measure);
 		busy = pump(rn);
 		if (interrupted && now < rn->t_stop)
 			rn->t_stop = now;
@@ -522,6 +524,27 @@ static void close_session(struct sess *s, bool clean)
 	free(s->rbuf);
 }
 
+/* Device syncs per operation from the target's counters, when they are
+ * this LUN's: a file of that name that counted fewer commands than the
+ * run sent (less what was in flight at either end) belongs to another
+ * tgtd exporting the same target name, and says nothing of this one. */
+static void flushes_per_op(struct run *rn, struct result *r)
+{
+	const struct target_sample *b = &rn->at_measure;
+	struct target_sample a;
+	double sent = (double)(r->reads + r->writes + r->flushes);
+	double edge = 2.0 * rn->p->qd * rn->nsess;
+
+	target_sample(rn->ti->target, rn->s[0].lun, &a);
+	if (b->syncs < 0 || a.syncs < b->syncs || !r->ops ||
+	    a.commands - b->commands < sent - edge) {
+		r->target_writes[0] = r->target_batching[0] = '\0';
+		return;
+	}
+	r->flushes_per_op = (a.syncs - b->syncs) / (double)r->ops;
+	target_ways(rn->ti->target, rn->s[0].lun, r);
+}
+
 const char *point_problem(const struct config *c, const struct target_info *ti,
 			  const struct run_params *p)
 {
@@ -557,7 +580,7 @@ const char *point_problem(const struct config *c, const struct target_info *ti,
 			 "flush-only can run");
 	else if (c->warmup > 0 && p->bytes)	/* a preset's --bytes point */
 		snprintf(msg, sizeof(msg), "--warmup goes with timed runs: this "
-			 "point writes %" PRIu64 " bytes, which the warm-up would "
+			 "point moves %" PRIu64 " bytes, which the warm-up would "
 			 "use up", p->bytes);
 	else
 		return NULL;
@@ -609,7 +632,7 @@ int run_point(const struct config *c, const struct target_info *ti,
 	for (unsigned int i = 0; !ret && i < rn.nsess; i++)
 		ret = open_session(&rn, &rn.s[i], i, span_blocks);
 	if (!ret) {
-		rn.flushes_at_measure = -2;
+		rn.at_measure.syncs = -2;
 		rn.t0 = rn.last_tick = rn.last_progress = now_ns();
 		rn.t_measure = rn.last_iv = rn.t0 + (uint64_t)(c->warmup * 1e9);
 		rn.t_stop = p->bytes ? UINT64_MAX / 2 :
@@ -623,15 +646,8 @@ int run_point(const struct config *c, const struct target_info *ti,
 		r->gone = r->unanswered || rn.unheard;
 		if (r->gone)
 			end = rn.last_progress;
-		double before = rn.flushes_at_measure;
-
 		summarize(&rn, end);
-		double after = target_flush_counter(ti->target, rn.s[0].lun);
-
-		target_ways(ti->target, rn.s[0].lun, r);
-
-		if (before >= 0 && after >= before && r->ops)
-			r->flushes_per_op = (after - before) / (double)r->ops;
+		flushes_per_op(&rn, r);
 		if (rn.vmap && (r->gone || rn.s[0].dead)) {
 			fprintf(stderr, PROG ": verify: skipped, the target "
 				"stopped answering\n");

@@ -70,6 +70,9 @@ struct config {
 	const char *preset_conflict;	/* the first option given that a
 					 * preset sets itself, or NULL */
 	bool sessions_given;		/* --sessions on the command line */
+	bool seconds_given;		/* --time on the command line */
+	const char *run_opt;		/* the first option given other than
+					 * --compare and --plot, or NULL */
 	unsigned int timeout;		/* seconds per command; 0 none */
 	bool header_digest;
 	uint64_t seed;
@@ -159,7 +162,14 @@ struct iscsi_context *target_login(const struct config *c, int *lun,
 int target_describe(struct iscsi_context *iscsi, int lun,
 		    struct target_info *ti);
 int target_set_wce(struct iscsi_context *iscsi, int lun, int wce);
-double target_flush_counter(const char *url_target, int lun);
+/* A syncguard LUN's counters, read from the file a live tgtd on this
+ * host publishes under the URL's target name and LUN: device syncs
+ * (fdatasync calls + RWF_DSYNC writes) and commands so far; both -1
+ * when there is none. */
+struct target_sample {
+	double syncs, commands;
+};
+void target_sample(const char *url_target, int lun, struct target_sample *ts);
 /* How the syncguard LUN runs (tools/statsfile.h) into @r's target_*
  * strings; left empty when there are no live counters for it. */
 void target_ways(const char *url_target, int lun, struct result *r);

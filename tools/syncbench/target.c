@@ -243,15 +243,16 @@ static bool read_stats(const char *url_target, int lun,
 	       syncguard_stats_owner_alive(st->pid, st->pid_start);
 }
 
-/* device flushes so far on a syncguard LUN of a tgtd on this host; -1
- * when there is none */
-double target_flush_counter(const char *url_target, int lun)
+void target_sample(const char *url_target, int lun, struct target_sample *ts)
 {
 	struct syncguard_stats st;
 
+	ts->syncs = ts->commands = -1;
 	if (!read_stats(url_target, lun, &st))
-		return -1;
-	return (double)(st.device_flushes + st.dsync_writes);
+		return;
+	ts->syncs = (double)(st.device_flushes + st.dsync_writes);
+	ts->commands = (double)(st.reads + st.writes + st.fua_writes +
+				st.sync_caches);
 }
 
 void target_ways(const char *url_target, int lun, struct result *r)
