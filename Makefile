@@ -24,7 +24,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer \
 
 DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
 	gcc make util-linux mount iproute2 e2fsprogs sdparm libfuse3-dev fuse3 \
-	liburing-dev gnuplot-nox jq binutils procps
+	liburing-dev gnuplot-nox jq binutils procps libjson-c-dev
 
 CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c \
 	     core/exec.c core/flush.c core/stats.c core/mix.c \
@@ -44,6 +44,7 @@ PROTO_SRCS := tests/proto/main.c tests/proto/fixture.c \
 	      tests/proto/check_commands.c
 
 ISCSI_LIBS := $(shell pkg-config --libs libiscsi 2>/dev/null || echo -liscsi)
+JSONC_LIBS := $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null || echo -I/usr/include/fuse3)
 FUSE_LIBS  := $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3 -lpthread)
 TOOLS      := tools/iscsi-syncbench tools/iscsi-crashtest \
@@ -147,7 +148,7 @@ SYNCBENCH_HDRS := $(wildcard tools/syncbench/*.h) tools/histogram.h \
 
 tools/iscsi-syncbench: $(SYNCBENCH_SRCS) $(SYNCBENCH_HDRS)
 	$(CC) $(BASE) -Itools -Itools/syncbench $(CFLAGS) $(SYNCBENCH_SRCS) \
-	  -o $@ $(ISCSI_LIBS) -lm
+	  -o $@ $(ISCSI_LIBS) $(JSONC_LIBS) -lm
 
 # the manual page, printed from the option table (never out of date)
 tools/iscsi-syncbench.1: tools/iscsi-syncbench

@@ -88,6 +88,9 @@ expect "--interval 0.5 over 1.2 s gives two intervals and the last, partial one"
 cmp=$("$sb" --compare "$work/wb.json" "$work/wt.json")
 expect "--compare matches runs with different labels by workload, with ratios" \
 	'[ "$(awk "\$1 == \"wt\" && \$5 == 4 && \$8 ~ /^[0-9.]+$/" <<<"$cmp" | wc -l)" = 1 ]'
+jq . "$work/wb.json" >"$work/pretty.json"; jq -c . "$work/wt.json" >"$work/compact.json"
+expect "--compare reads JSON that went through jq (pretty-printed, compacted) the same" \
+	'[ "$("$sb" --compare "$work/pretty.json" "$work/compact.json" | sed "s|$work/[a-z]*.json||g")" = "$(sed "s|$work/[a-z]*.json||g" <<<"$cmp")" ]'
 "$sb" --plot "$work/p.png" "$work/wb.json" "$work/wt.json" >/dev/null
 expect "--plot writes a PNG" '[ "$(head -c 4 "$work/p.png" | od -An -c | tr -d " ")" = "211PNG" ]'
 
@@ -130,9 +133,9 @@ expect "a label that would break CSV, JSON or gnuplot is a usage error" '[ $? -e
 "$sb" -t 0.2 -b 4k,16k --span 8k --json --no-progress "$u1" >"$work/bad.json" 2>/dev/null; rc=$?
 expect "a sweep with a size the LUN cannot take fails before it runs (exit 2)" \
 	'[ $rc -eq 2 ] && ! grep -q "\"iops\"" "$work/bad.json"'
-printf '{"label":"x","workload":"w\x27; system \x27touch %s/pwned\x27; plot \x27x","sync":"none","block_size":4096,"queue_depth":1,"sessions":1,"iops":5,"mb_per_s":1,"latency_us":{"p99":1},"cdf":[[50,1.0]]}\n' "$work" >"$work/evil.json"
-"$sb" --plot "$work/evil.png" "$work/evil.json" >/dev/null 2>&1
-expect "--plot does not run commands hidden in a JSON file" '[ ! -e "$work/pwned" ]'
+printf '{"results":[{"label":"x","workload":"w\x27; system \x27touch %s/pwned\x27; plot \x27x","sync":"none","block_size":4096,"queue_depth":1,"sessions":1,"iops":5,"mb_per_s":1,"latency_us":{"p99":1},"cdf":[[50,1.0]]}]}\n' "$work" >"$work/evil.json"
+"$sb" --plot "$work/evil.png" "$work/evil.json" >/dev/null 2>&1; rc=$?
+expect "--plot does not run commands hidden in a JSON file (and plots it)" '[ $rc -eq 0 ] && [ -s "$work/evil.png" ] && [ ! -e "$work/pwned" ]'
 
 fifo_dir=/run/syncguard/iqn.2026-11.org.syncguard:fifo-$$
 mkdir -p "$fifo_dir" && mkfifo "$fifo_dir/lun1.stats"

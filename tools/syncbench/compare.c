@@ -1,13 +1,15 @@
 /*
- * --compare and --plot over saved --json runs.  The JSON this tool
- * writes has one result object per line, so a line-wise reader with a
- * key lookup is enough; files from elsewhere are not its business.
+ * --compare and --plot over saved --json runs, read with json-c: the
+ * files may have been through jq (pretty-printed, compacted) or come
+ * from anyone, so nothing in them is trusted beyond its type.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <json-c/json.h>
 
 #include "syncbench.h"
 
@@ -20,39 +22,59 @@ struct row {
 	int ncdf;
 };
 
-static double num(const char *line, const char *key)
+/* @obj's member @key (a dotted path one level deep: "latency_us.p99")
+ * as a number, -1 when absent or not a number */
+static double num(json_object *obj, const char *key)
 {
-	const char *p = strstr(line, key);
+	const char *dot = strchr(key, '.');
+	json_object *v;
 
-	return p ? strtod(p + strlen(key), NULL) : -1;
+	if (dot) {
+		char outer[32];
+
+		snprintf(outer, sizeof(outer), "%.*s", (int)(dot - key), key);
+		if (!json_object_object_get_ex(obj, outer, &v))
+			return -1;
+		return num(v, dot + 1);
+	}
+	if (!json_object_object_get_ex(obj, key, &v) ||
+	    !(json_object_is_type(v, json_type_int) ||
+	      json_object_is_type(v, json_type_double)))
+		return -1;
+	return json_object_get_double(v);
 }
 
-static void str(const char *line, const char *key, char *out, size_t len)
+/* @obj's string member @key into @out (@len bytes), "" when absent */
+static void str(json_object *obj, const char *key, char *out, size_t len)
 {
-	const char *p = strstr(line, key);
-	size_t n = 0;
+	json_object *v;
 
 	out[0] = '\0';
-	if (!p)
-		return;
-	p += strlen(key);
-	while (p[n] && p[n] != '"' && n + 1 < len)
-		n++;
-	memcpy(out, p, n);
-	out[n] = '\0';
+	if (json_object_object_get_ex(obj, key, &v) &&
+	    json_object_is_type(v, json_type_string))
+		snprintf(out, len, "%s", json_object_get_string(v));
 }
 
-static void parse_cdf(const char *line, struct row *r)
+/* "cdf": [[percentile, latency us], ...] */
+static void parse_cdf(json_object *obj, struct row *r)
 {
-	const char *p = strstr(line, "\"cdf\":[");
+	json_object *cdf, *pt;
 
 	r->ncdf = 0;
-	for (p = p ? p + 7 : NULL; p && *p == '[' && r->ncdf < 11; r->ncdf++) {
-		char *end;
-
-		r->cdf[r->ncdf][0] = strtod(p + 1, &end);
-		r->cdf[r->ncdf][1] = strtod(end + 1, &end);
-		p = end + 1 + (end[1] == ',');
+	if (!json_object_object_get_ex(obj, "cdf", &cdf) ||
+	    !json_object_is_type(cdf, json_type_array))
+		return;
+	for (size_t i = 0; i < json_object_array_length(cdf) && r->ncdf < 11;
+	     i++) {
+		pt = json_object_array_get_idx(cdf, i);
+		if (!json_object_is_type(pt, json_type_array) ||
+		    json_object_array_length(pt) != 2)
+			continue;
+		r->cdf[r->ncdf][0] = json_object_get_double(
+			json_object_array_get_idx(pt, 0));
+		r->cdf[r->ncdf][1] = json_object_get_double(
+			json_object_array_get_idx(pt, 1));
+		r->ncdf++;
 	}
 }
 
@@ -65,54 +87,75 @@ static void gnuplot_safe(char *s)
 			*s = '_';
 }
 
+/* One result object of @file into @r: false when it is none (no IOPS
+ * or sync discipline) */
+static bool load_result(json_object *res, const char *file, struct row *r)
+{
+	str(res, "sync", r->sync, sizeof(r->sync));
+	r->iops = num(res, "iops");
+	if (!r->sync[0] || r->iops < 0)
+		return false;
+	snprintf(r->file, sizeof(r->file), "%s", file);
+	str(res, "label", r->label, sizeof(r->label));
+	str(res, "workload", r->workload, sizeof(r->workload));
+	if (!r->label[0])
+		snprintf(r->label, sizeof(r->label), "%s", file);
+	r->size = num(res, "block_size");
+	r->qd = num(res, "queue_depth");
+	r->sessions = num(res, "sessions");
+	r->mbps = num(res, "mb_per_s");
+	r->p99 = num(res, "latency_us.p99");
+	parse_cdf(res, r);
+	gnuplot_safe(r->label);
+	gnuplot_safe(r->workload);
+	gnuplot_safe(r->sync);
+	return true;
+}
+
+/* The results of one file after the @n in @rows: the new number, or -1
+ * after saying that there are more than MAX_ROWS */
+static int load_file(const char *file, struct row *rows, int n)
+{
+	json_object *root = json_object_from_file(file), *results;
+	struct row r;
+
+	if (root && json_object_object_get_ex(root, "results", &results) &&
+	    json_object_is_type(results, json_type_array)) {
+		for (size_t i = 0; n >= 0 && i < json_object_array_length(results);
+		     i++) {
+			if (!load_result(json_object_array_get_idx(results, i),
+					 file, &r))
+				continue;
+			if (n == MAX_ROWS) {
+				fprintf(stderr, PROG ": more than %d results in "
+					"the files: compare fewer\n", MAX_ROWS);
+				n = -1;
+			} else {
+				rows[n++] = r;
+			}
+		}
+	}
+	json_object_put(root);
+	return n;
+}
+
+/* The results of every file, in order, into @rows: their number, or -1
+ * after saying which file has none (a typo would compare less) or that
+ * there are too many. */
 static int load(char **files, int nfiles, struct row *rows)
 {
 	int n = 0;
-	char line[16384];
 
 	for (int f = 0; f < nfiles; f++) {
-		FILE *fp = fopen(files[f], "r");
 		int first = n;
 
-		if (!fp) {
-			fprintf(stderr, PROG ": %s: cannot read\n", files[f]);
+		n = load_file(files[f], rows, n);
+		if (n < 0)
 			return -1;
-		}
-		while (fgets(line, sizeof(line), fp)) {
-			struct row *r = &rows[n];
-
-			if (!strstr(line, "\"iops\":") || !strstr(line, "\"sync\":"))
-				continue;
-			if (n == MAX_ROWS) {	/* else the rest is cut, silently */
-				fprintf(stderr, PROG ": more than %d results in "
-					"the files: compare fewer\n", MAX_ROWS);
-				fclose(fp);
-				return -1;
-			}
-			snprintf(r->file, sizeof(r->file), "%s", files[f]);
-			str(line, "\"label\":\"", r->label, sizeof(r->label));
-			str(line, "\"workload\":\"", r->workload,
-			    sizeof(r->workload));
-			if (!r->label[0])
-				snprintf(r->label, sizeof(r->label), "%s",
-					 files[f]);
-			str(line, "\"sync\":\"", r->sync, sizeof(r->sync));
-			r->size = num(line, "\"block_size\":");
-			r->qd = num(line, "\"queue_depth\":");
-			r->sessions = num(line, "\"sessions\":");
-			r->iops = num(line, "\"iops\":");
-			r->mbps = num(line, "\"mb_per_s\":");
-			r->p99 = num(line, "\"p99\":");
-			parse_cdf(line, r);
-			gnuplot_safe(r->label);
-			gnuplot_safe(r->workload);
-			gnuplot_safe(r->sync);
-			n++;
-		}
-		fclose(fp);
-		if (n == first) {	/* else a typo compares less */
+		if (n == first) {
 			fprintf(stderr, PROG ": %s: no " PROG " --json results "
-				"in it\n", files[f]);
+				"in it%s\n", files[f], access(files[f], R_OK) ?
+				" (cannot read it)" : "");
 			return -1;
 		}
 	}
