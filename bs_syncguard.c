@@ -54,35 +54,39 @@ static void bs_syncguard_request(struct scsi_cmd *cmd)
  * LUN in a LOG_WINDOW_S-second window: a LUN with a latched error fails
  * every command that promises durability, and a helper's 1 s run of FUA
  * writes wrote 9,515 lines to tgtd.log (the journal, for a system
- * tgtd).  The counters (syncguard-stat) count every error.  Returns
- * whether this one may be logged, and in *dropped how many were not
- * since the last that was.  Races between threads only make the counts
- * approximate. */
+ * tgtd).  Commands the initiator got wrong (ILLEGAL REQUEST) count in a
+ * window of their own, so that a burst of them cannot silence the line
+ * of a failed flush.  The counters (syncguard-stat) count every error.
+ * Returns whether this one may be logged, and in *dropped how many of
+ * its class were not since the last that was.  Races between threads
+ * only make the counts approximate. */
 #define LOG_BURST	10
 #define LOG_WINDOW_S	10
-static bool log_allowed(struct syncguard_bs *bs, uint64_t *dropped)
+static bool log_allowed(struct syncguard_bs *bs, int cls, uint64_t *dropped)
 {
 	struct timespec ts;
 	uint64_t now, w;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	now = (uint64_t)ts.tv_sec / LOG_WINDOW_S;
-	w = __atomic_load_n(&bs->log_window, __ATOMIC_RELAXED);
-	if (w != now && __atomic_compare_exchange_n(&bs->log_window, &w, now,
-			false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		__atomic_store_n(&bs->log_lines, 0, __ATOMIC_RELAXED);
-	if (__atomic_fetch_add(&bs->log_lines, 1, __ATOMIC_RELAXED) >=
+	w = __atomic_load_n(&bs->log_window[cls], __ATOMIC_RELAXED);
+	if (w != now && __atomic_compare_exchange_n(&bs->log_window[cls], &w,
+			now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		__atomic_store_n(&bs->log_lines[cls], 0, __ATOMIC_RELAXED);
+	if (__atomic_fetch_add(&bs->log_lines[cls], 1, __ATOMIC_RELAXED) >=
 	    LOG_BURST) {
-		__atomic_fetch_add(&bs->log_dropped, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&bs->log_dropped[cls], 1, __ATOMIC_RELAXED);
 		return false;
 	}
-	*dropped = __atomic_exchange_n(&bs->log_dropped, 0, __ATOMIC_RELAXED);
+	*dropped = __atomic_exchange_n(&bs->log_dropped[cls], 0,
+				       __ATOMIC_RELAXED);
 	return true;
 }
 
 void syncguard_answer(struct scsi_cmd *cmd, const struct syncguard_result *res)
 {
 	struct syncguard_sense s = syncguard_sense_of(res->reason);
+	int cls = s.key == ILLEGAL_REQUEST;
 	uint64_t dropped;
 
 	scsi_set_result(cmd, s.status);
@@ -94,13 +98,14 @@ void syncguard_answer(struct scsi_cmd *cmd, const struct syncguard_result *res)
 		sense_data_build(cmd, s.key, s.asc);
 	if (scsi_get_in_length(cmd))
 		scsi_set_in_resid_by_actual(cmd, res->in_done);
-	if (!log_allowed(SYNCGUARD_BS(cmd->dev), &dropped))
+	if (!log_allowed(SYNCGUARD_BS(cmd->dev), cls, &dropped))
 		return;
 	if (dropped)
 		eprintf("syncguard: lun %" PRIu64 ": %" PRIu64 " more failed "
-			"commands were not logged (at most %d lines per %d s; "
+			"commands%s were not logged (at most %d lines per %d s; "
 			"syncguard-stat counts them all)\n", cmd->dev->lun,
-			dropped, LOG_BURST, LOG_WINDOW_S);
+			dropped, cls ? " (ILLEGAL REQUEST)" : "", LOG_BURST,
+			LOG_WINDOW_S);
 	eprintf("syncguard: lun %" PRIu64 ": opcode 0x%02x: sense %x/%04x%s%s\n",
 		cmd->dev->lun, cmd->scb[0], s.key, s.asc, res->err ? ": " : "",
 		res->err ? strerror(res->err) : "");

@@ -73,11 +73,13 @@ struct syncguard_bs {
 	struct syncguard_uring uring;
 	struct syncguard_bs *next_watched;	/* the mount watch's list */
 	uint64_t lun_nr;			/* for its log line */
-	/* failed commands' log lines (syncguard_answer), atomics: the
-	 * current window, lines in it, lines dropped since the last */
-	uint64_t log_window;
-	uint32_t log_lines;
-	uint64_t log_dropped;
+	/* failed commands' log lines (syncguard_answer), atomics, per
+	 * class (0: the LUN failed, 1: ILLEGAL REQUEST, the initiator's
+	 * mistake): the current window, lines in it, lines dropped since
+	 * the last */
+	uint64_t log_window[2];
+	uint32_t log_lines[2];
+	uint64_t log_dropped[2];
 };
 
 static inline struct syncguard_bs *SYNCGUARD_BS(struct scsi_lu *lu)

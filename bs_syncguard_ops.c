@@ -170,8 +170,12 @@ void syncguard_wce_off_request(struct scsi_cmd *cmd)
  * CACHE, answered here, had left no line after its first). */
 static int fail(struct scsi_cmd *cmd, enum syncguard_reason r)
 {
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
 	struct syncguard_result res = { .reason = r };
 
+	/* a medium error answered here is the latch's: say its errno */
+	if (bs->open && syncguard_sense_of(r).key == MEDIUM_ERROR)
+		res.err = syncguard_lun_latched(&bs->lun);
 	syncguard_answer(cmd, &res);
 	return syncguard_sense_of(r).status;
 }

@@ -87,15 +87,19 @@ static inline int syncguard_proc_read(uint32_t pid, struct syncguard_proc *p)
 	char path[64], stat[1024], *open, *close;
 	unsigned long long start;
 	int ret = -ENOENT;
+	size_t n;
 	FILE *f;
 
 	memset(p, 0, sizeof(*p));
 	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
 	if (!(f = fopen(path, "re")))
 		return -ENOENT;
-	/* "PID (COMM) STATE f4 .. f21 START": COMM may hold anything, so
-	 * it ends at the last ')' */
-	if (fgets(stat, sizeof(stat), f) && (open = strchr(stat, '(')) &&
+	/* "PID (COMM) STATE f4 .. f21 START": COMM may hold anything, a
+	 * newline too (so the whole file, not a line), and it ends at the
+	 * last ')' */
+	n = fread(stat, 1, sizeof(stat) - 1, f);
+	stat[n] = '\0';
+	if ((open = strchr(stat, '(')) &&
 	    (close = strrchr(stat, ')')) && close > open && close[1] == ' ' &&
 	    sscanf(close + 2, "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
 		   "%*s %*s %*s %*s %*s %*s %*s %*s %llu", &start) == 1) {

@@ -155,7 +155,14 @@ expect "syncguard-stat: a counters header with garbage after it is no counters f
 	"$tp" target "$work/tgtd2" 1 "$iqn" && truncate -s 16M "$work/other.img" &&
 	"$tp" lun "$work/tgtd2" 1 1 "$work/other.img" mode=write-through || exit 1
 "$sb" -t 0.5 -s fua --json --no-progress "$("$tp" url "$work/tgtd2" "$iqn" 1)" >"$work/twin.json"
+"$sb" -t 3 -s flush -q 8 --no-progress "$u1" >/dev/null 2>&1 &	# the first one busy
+pid=$!
+sleep 0.5
+"$sb" -t 1 -s fua --json --no-progress "$("$tp" url "$work/tgtd2" "$iqn" 1)" >"$work/twin-busy.json"
+wait "$pid"
 "$tp" stop "$work/tgtd2" >/dev/null
+expect "another busy tgtd's counters of the same target name are not this LUN's either" \
+	'[ "$(jq -r "[.results[0].device_flushes_per_op, .results[0].target_writes] | @tsv" "$work/twin-busy.json")" = "$(printf "\t")" ]'
 expect "another tgtd's counters of the same target name are not reported as this LUN's" \
 	'[ "$(jq -r "[.results[0].device_flushes_per_op, .results[0].target_writes] | @tsv" "$work/twin.json")" = "$(printf "\t")" ]'
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -418,6 +419,33 @@ START_TEST(test_flush_stats_pid_reused)
 }
 END_TEST
 
+/* A process name may hold a newline: /proc/PID/stat is then two lines,
+ * and a reader of its first line found no start time and took the
+ * process for the owner of any file with its pid. */
+START_TEST(test_flush_stats_owner_newline_name)
+{
+	struct syncguard_proc p = { 0 };
+	pid_t child = fork();
+
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		prctl(PR_SET_NAME, "tg\ntd)", 0, 0, 0);
+		pause();
+		_exit(0);
+	}
+	for (int i = 0; i < 1000 && strcmp(p.comm, "tg\ntd)"); i++) {
+		usleep(1000);
+		syncguard_proc_read((uint32_t)child, &p);
+	}
+	ck_assert_str_eq(p.comm, "tg\ntd)");
+	ck_assert_uint_gt(p.start, 0);
+	ck_assert(syncguard_stats_owner_alive((uint32_t)child, p.start));
+	ck_assert(!syncguard_stats_owner_alive((uint32_t)child, p.start + 1));
+	kill(child, SIGKILL);
+	ck_assert_int_eq(waitpid(child, NULL, 0), child);
+}
+END_TEST
+
 Suite *flush_suite(void)
 {
 	Suite *s = suite_create("flush");
@@ -434,6 +462,7 @@ Suite *flush_suite(void)
 	tcase_add_test(tc, test_flush_stats_not_stolen);
 	tcase_add_test(tc, test_flush_stats_zombie_owner);
 	tcase_add_test(tc, test_flush_stats_pid_reused);
+	tcase_add_test(tc, test_flush_stats_owner_newline_name);
 	tcase_add_test(tc, test_flush_stats_over_fifo);
 	suite_add_tcase(s, tc);
 	return s;

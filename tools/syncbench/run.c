@@ -525,19 +525,23 @@ static void close_session(struct sess *s, bool clean)
 }
 
 /* Device syncs per operation from the target's counters, when they are
- * this LUN's: a file of that name that counted fewer commands than the
- * run sent (less what was in flight at either end) belongs to another
- * tgtd exporting the same target name, and says nothing of this one. */
+ * this run's: the file of that name counted the commands the run sent,
+ * give or take what was in flight at either end and the retries.  One
+ * that counted fewer belongs to another tgtd exporting the same target
+ * name; one that counted more (by over 10%) also served other load, its
+ * own or another tgtd's: either way it says nothing of this run. */
 static void flushes_per_op(struct run *rn, struct result *r)
 {
 	const struct target_sample *b = &rn->at_measure;
 	struct target_sample a;
 	double sent = (double)(r->reads + r->writes + r->flushes);
-	double edge = 2.0 * rn->p->qd * rn->nsess;
+	double edge = 2.0 * rn->p->qd * rn->nsess, counted;
 
 	target_sample(rn->ti->target, rn->s[0].lun, &a);
+	counted = a.commands - b->commands;
 	if (b->syncs < 0 || a.syncs < b->syncs || !r->ops ||
-	    a.commands - b->commands < sent - edge) {
+	    counted < sent - edge ||
+	    counted > 1.1 * sent + edge + (double)r->retries) {
 		r->target_writes[0] = r->target_batching[0] = '\0';
 		return;
 	}
