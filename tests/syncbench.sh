@@ -88,6 +88,11 @@ expect "--interval 0.5 over 1.2 s gives two intervals and the last, partial one"
 cmp=$("$sb" --compare "$work/wb.json" "$work/wt.json")
 expect "--compare matches runs with different labels by workload, with ratios" \
 	'[ "$(awk "\$1 == \"wt\" && \$5 == 4 && \$8 ~ /^[0-9.]+$/" <<<"$cmp" | wc -l)" = 1 ]'
+head -n 2 "$work/wb.json" >"$work/cut.json"	# a run killed after its first point
+cat "$work/wb.json" "$work/wt.json" >"$work/two.json"	# appended with >>
+expect "--compare reads what a run cut short wrote, and runs appended to one file" \
+	'[ "$("$sb" --compare "$work/cut.json" | grep -c "^wb ")" = 1 ] &&
+	 [ "$("$sb" --compare "$work/two.json" | grep -c "^w[bt] ")" = 4 ]'
 jq . "$work/wb.json" >"$work/pretty.json"; jq -c . "$work/wt.json" >"$work/compact.json"
 expect "--compare reads JSON that went through jq (pretty-printed, compacted) the same" \
 	'[ "$("$sb" --compare "$work/pretty.json" "$work/compact.json" | sed "s|$work/[a-z]*.json||g")" = "$(sed "s|$work/[a-z]*.json||g" <<<"$cmp")" ]'

@@ -4,10 +4,12 @@
  * from anyone, so nothing in them is trusted beyond its type.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <json-c/json.h>
 
@@ -16,7 +18,8 @@
 #define MAX_ROWS 4096
 
 struct row {
-	char file[128], label[64], workload[64], sync[24];
+	int file;			/* index in the files given */
+	char label[64], workload[64], sync[24];
 	double size, qd, sessions, iops, mbps, p99;
 	double cdf[11][2];
 	int ncdf;
@@ -39,7 +42,8 @@ static double num(json_object *obj, const char *key)
 	}
 	if (!json_object_object_get_ex(obj, key, &v) ||
 	    !(json_object_is_type(v, json_type_int) ||
-	      json_object_is_type(v, json_type_double)))
+	      json_object_is_type(v, json_type_double)) ||
+	    !isfinite(json_object_get_double(v)))	/* json-c takes NaN */
 		return -1;
 	return json_object_get_double(v);
 }
@@ -87,15 +91,18 @@ static void gnuplot_safe(char *s)
 			*s = '_';
 }
 
-/* One result object of @file into @r: false when it is none (no IOPS
- * or sync discipline) */
-static bool load_result(json_object *res, const char *file, struct row *r)
+/* One result object of file @f (named @file) into @r: false when it is
+ * none (no IOPS or sync discipline) */
+static bool load_result(json_object *res, int f, const char *file,
+			struct row *r)
 {
+	if (!json_object_is_type(res, json_type_object))
+		return false;
 	str(res, "sync", r->sync, sizeof(r->sync));
 	r->iops = num(res, "iops");
 	if (!r->sync[0] || r->iops < 0)
 		return false;
-	snprintf(r->file, sizeof(r->file), "%s", file);
+	r->file = f;
 	str(res, "label", r->label, sizeof(r->label));
 	str(res, "workload", r->workload, sizeof(r->workload));
 	if (!r->label[0])
@@ -112,30 +119,127 @@ static bool load_result(json_object *res, const char *file, struct row *r)
 	return true;
 }
 
-/* The results of one file after the @n in @rows: the new number, or -1
+/* @r, a result of file @f, after the @n in @rows: the new number, or -1
  * after saying that there are more than MAX_ROWS */
-static int load_file(const char *file, struct row *rows, int n)
+static int add_row(struct row *rows, int n, const struct row *r)
 {
-	json_object *root = json_object_from_file(file), *results;
+	if (n == MAX_ROWS) {
+		fprintf(stderr, PROG ": more than %d results in the files: "
+			"compare fewer\n", MAX_ROWS);
+		return -1;
+	}
+	rows[n] = *r;
+	return n + 1;
+}
+
+/* The results in one parsed JSON value: a run ({"results": [...]}) or,
+ * from a file read line by line, a result object itself. */
+static int add_results(json_object *v, int f, const char *file,
+		       struct row *rows, int n)
+{
+	json_object *results;
 	struct row r;
 
-	if (root && json_object_object_get_ex(root, "results", &results) &&
+	if (json_object_object_get_ex(v, "results", &results) &&
 	    json_object_is_type(results, json_type_array)) {
-		for (size_t i = 0; n >= 0 && i < json_object_array_length(results);
-		     i++) {
-			if (!load_result(json_object_array_get_idx(results, i),
-					 file, &r))
-				continue;
-			if (n == MAX_ROWS) {
-				fprintf(stderr, PROG ": more than %d results in "
-					"the files: compare fewer\n", MAX_ROWS);
-				n = -1;
-			} else {
-				rows[n++] = r;
-			}
+		for (size_t i = 0; n >= 0 &&
+		     i < json_object_array_length(results); i++)
+			if (load_result(json_object_array_get_idx(results, i),
+					f, file, &r))
+				n = add_row(rows, n, &r);
+	} else if (load_result(v, f, file, &r)) {
+		n = add_row(rows, n, &r);
+	}
+	return n;
+}
+
+/* What is left of a file that is not whole JSON from @text on (a run
+ * cut short: killed, a second Ctrl-C), line by line: each result is one
+ * line of its own, after a comma. */
+static int add_lines(char *text, int f, const char *file, struct row *rows,
+		     int n)
+{
+	for (char *line = strtok(text, "\n"); n >= 0 && line;
+	     line = strtok(NULL, "\n")) {
+		json_object *v = json_tokener_parse(line[0] == ',' ? line + 1 :
+						    line);
+
+		if (v)
+			n = add_results(v, f, file, rows, n);
+		json_object_put(v);
+	}
+	return n;
+}
+
+/* @file in a new NUL-terminated buffer of *@len bytes, or NULL after
+ * saying why (a directory; 1 GiB or more).  A pipe is read to its end,
+ * as cat would (jq ... | iscsi-syncbench --compare /dev/stdin). */
+static char *read_all(const char *file, size_t *len)
+{
+	FILE *fp = fopen(file, "re");
+	const char *why = NULL;
+	size_t cap = 1 << 16, got;
+	struct stat st;
+	char *buf = NULL, *more;
+
+	if (!fp || fstat(fileno(fp), &st))
+		why = strerror(errno);
+	else if (S_ISDIR(st.st_mode))
+		why = "a directory";
+	else if (!(buf = malloc(cap)))
+		why = strerror(ENOMEM);
+	for (*len = 0; buf && (got = fread(buf + *len, 1, cap - 1 - *len,
+					   fp)) > 0;) {
+		*len += got;
+		if (*len < cap - 1)
+			continue;
+		if (cap >= (1u << 30) || !(more = realloc(buf, cap * 2))) {
+			why = "1 GiB or more: no --json output of this tool";
+			free(buf);
+			buf = NULL;
+		} else {
+			buf = more;
+			cap *= 2;
 		}
 	}
-	json_object_put(root);
+	if (buf)
+		buf[*len] = '\0';
+	else
+		fprintf(stderr, PROG ": %s: %s\n", file, why);
+	if (fp)
+		fclose(fp);
+	return buf;
+}
+
+/* The results of file @f after the @n in @rows: the new number, or -1.
+ * One run or several, one after another (appended with >>), any
+ * layout; the part that does not parse is read line by line. */
+static int load_file(char **files, int f, struct row *rows, int n)
+{
+	json_tokener *tok = json_tokener_new();
+	size_t len, at = 0;
+	char *text = read_all(files[f], &len);
+
+	if (!text || !tok) {
+		free(text);
+		json_tokener_free(tok);
+		return -1;
+	}
+	while (n >= 0 && (at += strspn(text + at, " \t\r\n")) < len) {
+		json_object *v = json_tokener_parse_ex(tok, text + at,
+						       (int)(len - at));
+
+		if (!v || json_tokener_get_error(tok) != json_tokener_success)
+			break;
+		n = add_results(v, f, files[f], rows, n);
+		json_object_put(v);
+		at += json_tokener_get_parse_end(tok);
+		json_tokener_reset(tok);
+	}
+	if (n >= 0 && at < len)
+		n = add_lines(text + at, f, files[f], rows, n);
+	json_tokener_free(tok);
+	free(text);
 	return n;
 }
 
@@ -149,13 +253,12 @@ static int load(char **files, int nfiles, struct row *rows)
 	for (int f = 0; f < nfiles; f++) {
 		int first = n;
 
-		n = load_file(files[f], rows, n);
+		n = load_file(files, f, rows, n);
 		if (n < 0)
 			return -1;
 		if (n == first) {
 			fprintf(stderr, PROG ": %s: no " PROG " --json results "
-				"in it%s\n", files[f], access(files[f], R_OK) ?
-				" (cannot read it)" : "");
+				"in it\n", files[f]);
 			return -1;
 		}
 	}
@@ -176,7 +279,7 @@ static const struct row *base_of(const struct row *rows, int n,
 {
 	const struct row *any = NULL;
 
-	for (int i = 0; i < n && !strcmp(rows[i].file, rows[0].file); i++) {
+	for (int i = 0; i < n && rows[i].file == rows[0].file; i++) {
 		if (!same_point(&rows[i], r))
 			continue;
 		if (!strcmp(rows[i].sync, r->sync))
@@ -229,7 +332,7 @@ static int write_series(const struct row *rows, int n, bool by_size,
 			;
 		if (s == ns) {
 			if (ns == max)
-				continue;
+				return -2;
 			npts[ns] = 0;
 			snprintf(names[ns++], 160, "%s", key);
 		}
@@ -255,8 +358,10 @@ static int write_cdfs(const struct row *rows, int n, const char *dir,
 		char path[512];
 		FILE *f;
 
-		if ((i && !strcmp(rows[i].file, rows[i - 1].file)) || nf == max)
+		if (i && rows[i].file == rows[i - 1].file)
 			continue;	/* the first result of each file */
+		if (nf == max)
+			return -1;
 		first[nf] = i;
 		snprintf(path, sizeof(path), "%s/c%d.dat", dir, nf++);
 		if (!(f = fopen(path, "w")))
@@ -361,6 +466,13 @@ int plot_files(const struct config *c)
 		by_size |= rows[i].size != rows[0].size;
 	ns = write_series(rows, n, by_size, dir, names, npts, 64);
 	nf = write_cdfs(rows, n, dir, first, 64);
+	if (ns == -2 || nf == -1) {	/* else the rest left out, silently */
+		fprintf(stderr, PROG ": --plot draws at most 64 runs (label, "
+			"workload and sync) and 64 files\n");
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		if (system(cmd)) { /* a leftover temp dir is harmless */ }
+		return 1;
+	}
 	snprintf(cmd, sizeof(cmd), "gnuplot 2>%s/err", dir);
 	if (ns > 0 && nf >= 0 && (g = popen(cmd, "w")) != NULL) {
 		gnuplot_script(g, c, by_size, dir, names, npts, ns, rows, n,

@@ -236,13 +236,14 @@ int main(int argc, char **argv)
 	static struct config c;
 
 	parse_args(argc, argv, &c);
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
-	if (c.compare || c.plot) {	/* both, when both are asked for */
+	if (c.compare || c.plot) {	/* both, when both are asked for; a
+					 * signal kills them as it would cat */
 		int status = c.compare ? compare_files(&c) : 0;
 
 		return status || !c.plot ? status : plot_files(&c);
 	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
 	return measure(&c);
 }

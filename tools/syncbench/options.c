@@ -232,9 +232,10 @@ static void set_plot(struct config *c, const char *arg)
 
 	if (n < 5 || (strcmp(arg + n - 4, ".png") && strcmp(arg + n - 4, ".svg")))
 		usage_error("--plot: '%s' does not end in .png or .svg", arg);
-	if (strchr(arg, '\''))
-		usage_error("--plot: '%s': no quotes in the file name, please",
-			    arg);
+	for (const char *p = arg; *p; p++)	/* it goes into gnuplot's script */
+		if (*p == '\'' || (unsigned char)*p < 0x20)
+			usage_error("--plot: '%s': no quotes or control "
+				    "characters in the file name, please", arg);
 	c->plot = arg;
 }
 
