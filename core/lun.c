@@ -637,6 +637,13 @@ bool syncguard_lun_reported_wce(struct syncguard_lun *lun)
  * until the flush below succeeds the LUN keeps reporting WCE=1 and
  * SYNCHRONIZE CACHE keeps flushing (wce_switching).
  */
+static void publish_wce(struct syncguard_lun *lun)
+{
+	__atomic_store_n(&lun->stats->wce,
+			 (uint64_t)syncguard_lun_reported_wce(lun),
+			 __ATOMIC_RELAXED);
+}
+
 int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 {
 	bool was;
@@ -646,6 +653,7 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 	 * this for MODE SELECT, must not wait for workers: core/mix.c) */
 	if (wce) {
 		__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
+		publish_wce(lun);
 		return 0;
 	}
 	pthread_rwlock_wrlock(&lun->write_lock);
@@ -665,8 +673,10 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 		if (ret)
 			__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&lun->wce_switching, false, __ATOMIC_SEQ_CST);
+		publish_wce(lun);
 		return ret;
 	}
+	publish_wce(lun);
 	return 0;
 }
 

@@ -21,7 +21,7 @@
 
 #define SYNCGUARD_STATS_MAGIC	0x53544753u	/* "SGTS" */
 #define SYNCGUARD_STATS_VERSION	3	/* 2: how writes go, the trials;
-					 * 3: pid_start */
+					 * 3: pid_start, wce */
 #define SYNCGUARD_STATS_DIR	"/run/syncguard"
 #define SYNCGUARD_FLUSH_BUCKETS	32	/* log2 microseconds */
 
@@ -70,6 +70,9 @@ struct syncguard_stats {
 	uint64_t write_sync_rate[2];
 	uint64_t batch_way;
 	uint64_t batch_rate[2];
+	/* the WCE the LUN reports now (SBC-3 Caching mode page): 1 while a
+	 * switch to 0 still flushes what was cached */
+	uint64_t wce;
 };
 
 #define SYNCGUARD_PID_MAX	4194304	/* Linux's PID_MAX_LIMIT */

@@ -184,6 +184,9 @@ u3=$("$tp" url "$work/tgtd" "$iqn" 3)
 out=$("$sb" -t 5 --no-progress "$u3" 2>&1); rc=$?
 expect "writes to a write-protected LUN are refused before they run (they failed for the whole -t)" \
 	'[ $rc -eq 2 ] && grep -q "write protected" <<<"$out"'
+out=$("$sb" --preset vdbench --no-progress "$u3" 2>&1); rc=$?
+expect "a preset that writes is refused on a write-protected LUN (it ran its reads alone)" \
+	'[ $rc -eq 2 ] && grep -q "write protected" <<<"$out"'
 "$sb" -t 0.2 -r 100 --json --no-progress "$u3" >"$work/wp.json"
 expect "reads of a write-protected LUN run, and JSON says write_protected" \
 	'[ $? -eq 0 ] && [ "$(jq -r .target.write_protected "$work/wp.json")" = true ] &&

@@ -21,7 +21,7 @@ static bool plausible(const struct syncguard_stats *st)
 	return st->mode <= SYNCGUARD_MODE_PLP &&
 	       st->write_sync <= SYNCGUARD_WRITE_SYNC_DSYNC &&
 	       st->direct_io <= 2 && st->write_sync_way <= 1 &&
-	       st->batch_way <= 1;
+	       st->batch_way <= 1 && st->wce <= 1;
 }
 
 int syncguard_stats_load(const char *path, struct syncguard_stats *st)

@@ -137,7 +137,7 @@ static void print(const char *target, unsigned long lun,
 	if (json) {
 		printf("%s{\"target\":\"", *first ? "" : ",");
 		print_json_string(target);
-		printf("\",\"lun\":%lu,\"mode\":\"%s\","
+		printf("\",\"lun\":%lu,\"mode\":\"%s\",\"wce\":%" PRIu64 ","
 		       "\"tgtd_pid\":%u,\"tgtd_alive\":%s,\"reads\":%" PRIu64
 		       ",\"writes\":%" PRIu64 ",\"fua_writes\":%" PRIu64
 		       ",\"sync_caches\":%" PRIu64 ",\"errors\":%" PRIu64
@@ -145,7 +145,7 @@ static void print(const char *target, unsigned long lun,
 		       ",\"writeouts\":%" PRIu64 ",\"direct_writes\":%" PRIu64
 		       ",\"flushes_coalesced\":%" PRIu64 ",\"flushes_elided\":%"
 		       PRIu64 ",\"flush_us_total\":%" PRIu64,
-		       lun, mode, st->pid, alive ? "true" : "false",
+		       lun, mode, st->wce, st->pid, alive ? "true" : "false",
 		       st->reads, st->writes, st->fua_writes, st->sync_caches,
 		       st->errors, st->device_flushes, st->dsync_writes,
 		       st->writeouts, st->direct_writes, st->flushes_coalesced,
@@ -153,7 +153,7 @@ static void print(const char *target, unsigned long lun,
 		print_ways_json(st);
 		print_histogram(st);
 	} else {
-		printf("%s lun %lu: %s, tgtd %u%s\n"
+		printf("%s lun %lu: %s, WCE=%" PRIu64 ", tgtd %u%s\n"
 		       "  commands: %" PRIu64 " reads, %" PRIu64 " writes, %" PRIu64
 		       " FUA writes, %" PRIu64 " SYNCHRONIZE CACHE, %" PRIu64
 		       " errors\n"
@@ -161,7 +161,7 @@ static void print(const char *target, unsigned long lun,
 		       "RWF_DSYNC writes %" PRIu64 ", writeouts %" PRIu64
 		       ", O_DIRECT writes %" PRIu64 "\n"
 		       "  saved: %" PRIu64 " by coalescing, %" PRIu64
-		       " by elision\n", target, lun, mode, st->pid,
+		       " by elision\n", target, lun, mode, st->wce, st->pid,
 		       alive ? "" : " (gone)", st->reads, st->writes,
 		       st->fua_writes, st->sync_caches, st->errors,
 		       st->device_flushes, flush_p50(st), st->dsync_writes,

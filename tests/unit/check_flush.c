@@ -266,6 +266,11 @@ START_TEST(test_flush_stats_published)
 	ck_assert_uint_eq(seen.write_sync_rate[0], 5400);
 	ck_assert_uint_eq(seen.write_sync_rate[1], 2900);
 	lun.sync_trial.arm = 0;
+	/* and the WCE it reports, as MODE SELECT changes it */
+	ck_assert_int_eq(syncguard_lun_set_wce(&lun, false), 0);
+	ck_assert_uint_eq(lun.stats->wce, 0);
+	ck_assert_int_eq(syncguard_lun_set_wce(&lun, true), 0);
+	ck_assert_uint_eq(lun.stats->wce, 1);
 	/* a second LUN of this (live) process may publish over it; a live
 	 * other process's file would be left alone (-EEXIST) */
 	syncguard_stats_unpublish(&lun);
@@ -301,6 +306,7 @@ START_TEST(test_flush_wce_switch_window)
 	usleep(100000);				/* inside the flush */
 	ck_assert(!syncguard_lun_wce(&lun));	/* new writes: durable */
 	ck_assert(syncguard_lun_reported_wce(&lun));
+	ck_assert_uint_eq(lun.stats->wce, 1);	/* what it reports */
 	ck_assert(!syncguard_sync_cache_now(&lun, sc, 10, &r));	/* flush */
 	pthread_join(t, NULL);
 	ck_assert(!syncguard_lun_reported_wce(&lun));

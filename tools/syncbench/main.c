@@ -77,7 +77,8 @@ static int cache_off(struct iscsi_context *iscsi, const struct target_info *ti)
 
 /* Every point checked against the LUN before anything runs: a preset
  * leaves out the sizes this LUN cannot take (saying so); an option
- * that asks for one is a usage error.  The number of points left. */
+ * that asks for one, or a preset that writes to a write-protected LUN,
+ * is a usage error.  The number of points left. */
 static unsigned int usable_points(const struct config *c,
 				  const struct target_info *ti,
 				  struct run_params *pts, unsigned int n)
@@ -87,7 +88,9 @@ static unsigned int usable_points(const struct config *c,
 	for (unsigned int i = 0; i < n; i++) {
 		const char *why = point_problem(c, ti, &pts[i]);
 
-		if (why && !c->preset)
+		/* a preset cut down to its reads is another study */
+		if (why && (!c->preset || (ti->write_protected &&
+					   point_writes(c, &pts[i]))))
 			usage_error("%s", why);
 		if (why)
 			fprintf(stderr, PROG ": preset %s: leaving out %s %" PRIu64

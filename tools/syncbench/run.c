@@ -549,6 +549,11 @@ static void flushes_per_op(struct run *rn, struct result *r)
 	target_ways(rn->ti->target, rn->s[0].lun, r);
 }
 
+bool point_writes(const struct config *c, const struct run_params *p)
+{
+	return c->verify || (p->read_pct < 100 && p->sync != SYNC_FLUSH_ONLY);
+}
+
 const char *point_problem(const struct config *c, const struct target_info *ti,
 			  const struct run_params *p)
 {
@@ -577,8 +582,7 @@ const char *point_problem(const struct config *c, const struct target_info *ti,
 	else if (p->bytes && p->bytes < p->xfer)
 		snprintf(msg, sizeof(msg), "--bytes %" PRIu64 " is less than one "
 			 "command of %" PRIu64 " bytes", p->bytes, p->xfer);
-	else if (ti->write_protected && (c->verify || (p->read_pct < 100 &&
-		 p->sync != SYNC_FLUSH_ONLY)))
+	else if (ti->write_protected && point_writes(c, p))
 		snprintf(msg, sizeof(msg), "the LUN is write protected (WP=1 in "
 			 "MODE SENSE): only reads (--read-pct 100) or --sync "
 			 "flush-only can run");

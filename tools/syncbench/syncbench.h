@@ -174,6 +174,8 @@ void target_sample(const char *url_target, int lun, struct target_sample *ts);
  * strings; left empty when there are no live counters for it. */
 void target_ways(const char *url_target, int lun, struct result *r);
 
+/* run.c: does point @p write to the LUN (or --verify stamp it)? */
+bool point_writes(const struct config *c, const struct run_params *p);
 /* run.c: why @p cannot run on this LUN (a usage problem), or NULL */
 const char *point_problem(const struct config *c, const struct target_info *ti,
 			  const struct run_params *p);
