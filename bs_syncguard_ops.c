@@ -535,10 +535,17 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	bool was = bs->open && syncguard_lun_wce(&bs->lun);
 	struct page_copy before;
 	tgtadm_err adm;
-	int wce, err = 0;
+	int wce, shown, err = 0;
 
 	if (busy_for_path(lu, params))
 		return TGTADM_LUN_ACTIVE;
+	/* a WCE change is one this update makes to the page as MODE SENSE
+	 * would show it now: during a switch to WCE=0 the page says 1 until
+	 * the flush is done, and an update of another parameter (readonly=)
+	 * had read that 1 as a request and cancelled the switch */
+	if (bs->open)
+		page_set_wce(lu, syncguard_lun_reported_wce(&bs->lun));
+	shown = page_wce(lu);
 	page_save(lu, &before);
 	adm = bs->tgt_lu_config(lu, params);
 	if (!caching_page(lu) || caching_page(lu)->pcode_size != CACHING_PAGE_LEN) {
@@ -549,7 +556,7 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	}
 	page_set_mask(lu);	/* a new page has no mask */
 	wce = page_wce(lu);
-	if (bs->open && wce != (int)was) {
+	if (bs->open && wce != shown && wce != (int)was) {
 		if (was && wce_changeable(bs))
 			syncguard_uring_quiesce(lu);
 		err = wce_changeable(bs) ? syncguard_lun_set_wce(&bs->lun, wce) :

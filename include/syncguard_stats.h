@@ -20,8 +20,8 @@
 #include <sys/types.h>
 
 #define SYNCGUARD_STATS_MAGIC	0x53544753u	/* "SGTS" */
-#define SYNCGUARD_STATS_VERSION	3	/* 2: how writes go, the trials;
-					 * 3: pid_start, wce */
+#define SYNCGUARD_STATS_VERSION	4	/* 2: how writes go, the trials;
+					 * 3: pid_start; 4: wce */
 #define SYNCGUARD_STATS_DIR	"/run/syncguard"
 #define SYNCGUARD_FLUSH_BUCKETS	32	/* log2 microseconds */
 

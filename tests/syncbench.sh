@@ -148,7 +148,8 @@ timeout 10 "$top/tools/syncguard-stat" "${fifo_dir##*/}" 1 >/dev/null 2>&1; rc=$
 rm -rf "$fifo_dir"
 expect "syncguard-stat does not hang on a FIFO named like a counters file" '[ $rc -eq 1 ]'
 mkdir -p "$fifo_dir"
-{ printf 'SGTS\003\0\0\0\0\0\0\0'; head -c 4096 /dev/zero | tr '\0' '\377'; } >"$fifo_dir/lun1.stats"
+ver=$(awk '$2 == "SYNCGUARD_STATS_VERSION" { print $3 }' "$top/include/syncguard_stats.h")
+{ printf "SGTS\\$(printf %03o "$ver")\0\0\0\0\0\0\0"; head -c 4096 /dev/zero | tr '\0' '\377'; } >"$fifo_dir/lun1.stats"
 out=$("$top/tools/syncguard-stat" "${fifo_dir##*/}" 1 2>&1); rc=$?
 rm -rf "$fifo_dir"
 expect "syncguard-stat: a counters header with garbage after it is no counters file (not counters of 2^64-1)" \

@@ -278,6 +278,48 @@ START_TEST(test_faults_path_change_waits)
 }
 END_TEST
 
+static void *wce_off(void *arg)
+{
+	return proto_select_wce(arg, 5, 0);
+}
+
+/* An update of another parameter (readonly=0) while a MODE SELECT's
+ * switch to WCE=0 flushes: the page shows WCE=1 until the flush is
+ * done, and the update read that 1 as a request and cancelled the
+ * switch (GOOD to the initiator, WCE=1 after, helper-35).  The model's
+ * 600 ms flush keeps the switch in progress. */
+START_TEST(test_faults_wce_switch_survives_update)
+{
+	struct iscsi_context *iscsi, *other;
+	struct scsi_task *t;
+	int wce, dpofua;
+	pthread_t th;
+
+	ck_assert_int_eq(proto_add_lun(5, disk, "mode=write-back", 0), 0);
+	iscsi = proto_connect(5);
+	other = proto_connect(5);
+	proto_assert_good(write_lba(iscsi, 5, 0, 0), "WRITE(10)", false);
+	model_ctl("flush-ms 600");
+	ck_assert_int_eq(pthread_create(&th, NULL, wce_off, iscsi), 0);
+	usleep(200000);			/* the switch waits for its flush */
+	/* MODE PARAMETERS CHANGED: a unit attention for the other nexus */
+	scsi_free_scsi_task(iscsi_testunitready_sync(other, 5));
+	proto_caching(other, 5, &wce, &dpofua);
+	ck_assert_int_eq(wce, 1);	/* not yet: the flush runs */
+	ck_assert_int_eq(proto_update_lun(5, "readonly=0"), 0);
+	ck_assert_int_eq(pthread_join(th, (void **)&t), 0);
+	model_ctl("flush-ms 0");
+	proto_assert_good(t, "MODE SELECT WCE=0", false);
+	scsi_free_scsi_task(iscsi_testunitready_sync(other, 5));
+	proto_caching(other, 5, &wce, &dpofua);
+	ck_assert_msg(wce == 0, "WCE=%d after the switch and an update of "
+		      "readonly", wce);
+	iscsi_destroy_context(other);
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(5), 0);
+}
+END_TEST
+
 /* FUSE needs /dev/fuse and fusermount3; the model must be built. */
 static bool fuse_available(void)
 {
@@ -307,6 +349,7 @@ Suite *faults_suite(void)
 	tcase_add_test(tc, test_faults_error_lines_limited);
 	tcase_add_test(tc, test_faults_immed_deferred_error);
 	tcase_add_test(tc, test_faults_path_change_waits);
+	tcase_add_test(tc, test_faults_wce_switch_survives_update);
 	suite_add_tcase(s, tc);
 	return s;
 }

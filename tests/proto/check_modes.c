@@ -137,44 +137,22 @@ START_TEST(test_modes_sync_cache_ranges)
 }
 END_TEST
 
-/* MODE SELECT(6) of the Caching page with WCE = @wce. */
-static struct scsi_task *select_wce(struct iscsi_context *iscsi, int lun,
-				    int wce)
-{
-	struct scsi_task *t = iscsi_modesense6_sync(iscsi, lun, 1,
-		SCSI_MODESENSE_PC_CURRENT, SCSI_MODEPAGE_CACHING, 0, 255);
-	struct scsi_mode_sense *ms;
-	struct scsi_mode_page *pg;
-	struct scsi_task *sel;
-
-	proto_assert_good(t, "MODE SENSE(6)", true);
-	ms = scsi_datain_unmarshall(t);
-	ck_assert_ptr_nonnull(ms);
-	pg = scsi_modesense_get_page(ms, SCSI_MODEPAGE_CACHING, 0);
-	ck_assert_ptr_nonnull(pg);
-	pg->caching.wce = wce;
-	pg->ps = 0;
-	sel = iscsi_modeselect6_sync(iscsi, lun, 1, 0, pg);
-	scsi_free_scsi_task(t);
-	return sel;
-}
-
 START_TEST(test_modes_mode_select_wce)
 {
 	int lun = modes[_i].lun, wce, dpofua;
 	struct iscsi_context *iscsi = proto_connect(lun);
 
 	if (modes[_i].wce) {	/* write-back: the initiator may turn it off */
-		proto_assert_good(select_wce(iscsi, lun, 0), "MODE SELECT WCE=0",
+		proto_assert_good(proto_select_wce(iscsi, lun, 0), "MODE SELECT WCE=0",
 				  false);
 		proto_caching(iscsi, lun, &wce, &dpofua);
 		ck_assert_int_eq(wce, 0);
-		proto_assert_good(select_wce(iscsi, lun, 1), "MODE SELECT WCE=1",
+		proto_assert_good(proto_select_wce(iscsi, lun, 1), "MODE SELECT WCE=1",
 				  false);
 		proto_caching(iscsi, lun, &wce, &dpofua);
 		ck_assert_int_eq(wce, 1);
 	} else {		/* write-through, plp: WCE stays 0 */
-		proto_assert_sense(select_wce(iscsi, lun, 1),
+		proto_assert_sense(proto_select_wce(iscsi, lun, 1),
 				   SCSI_SENSE_ILLEGAL_REQUEST, 0x2600,
 				   "MODE SELECT WCE=1");
 		proto_caching(iscsi, lun, &wce, &dpofua);
@@ -251,7 +229,7 @@ START_TEST(test_modes_wce_toggle_under_load)
 		int wce = k % 2;
 
 		if (k % 10 < 8)
-			proto_assert_good(select_wce(iscsi, lun, wce),
+			proto_assert_good(proto_select_wce(iscsi, lun, wce),
 					  wce ? "MODE SELECT WCE=1" :
 					  "MODE SELECT WCE=0", false);
 		else

@@ -257,6 +257,28 @@ void proto_caching(struct iscsi_context *iscsi, int lun, int *wce,
 	scsi_free_scsi_task(t);
 }
 
+/* MODE SELECT(6) of the Caching page with WCE = @wce. */
+struct scsi_task *proto_select_wce(struct iscsi_context *iscsi, int lun,
+				   int wce)
+{
+	struct scsi_task *t = iscsi_modesense6_sync(iscsi, lun, 1,
+		SCSI_MODESENSE_PC_CURRENT, SCSI_MODEPAGE_CACHING, 0, 255);
+	struct scsi_mode_sense *ms;
+	struct scsi_mode_page *pg;
+	struct scsi_task *sel;
+
+	proto_assert_good(t, "MODE SENSE(6)", true);
+	ms = scsi_datain_unmarshall(t);
+	ck_assert_ptr_nonnull(ms);
+	pg = scsi_modesense_get_page(ms, SCSI_MODEPAGE_CACHING, 0);
+	ck_assert_ptr_nonnull(pg);
+	pg->caching.wce = wce;
+	pg->ps = 0;
+	sel = iscsi_modeselect6_sync(iscsi, lun, 1, 0, pg);
+	scsi_free_scsi_task(t);
+	return sel;
+}
+
 pid_t proto_child(void)
 {
 	pid_t pid = fork();

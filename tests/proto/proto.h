@@ -90,6 +90,11 @@ void proto_assert_sense(struct scsi_task *t, int key, int ascq,
 /* Assert @t completed GOOD; frees @t unless @keep. */
 void proto_assert_good(struct scsi_task *t, const char *what, bool keep);
 
+/* MODE SELECT(6) of the Caching page with WCE = @wce (the page as MODE
+ * SENSE(6) shows it otherwise); the task, for the caller to check. */
+struct scsi_task *proto_select_wce(struct iscsi_context *iscsi, int lun,
+				   int wce);
+
 /* WCE from MODE SENSE(10) Caching page and DPOFUA; -1 if unreadable. */
 void proto_caching(struct iscsi_context *iscsi, int lun, int *wce,
 		   int *dpofua);

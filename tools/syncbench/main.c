@@ -85,12 +85,15 @@ static unsigned int usable_points(const struct config *c,
 {
 	unsigned int kept = 0;
 
+	/* a preset cut down to its reads would be another study */
+	for (unsigned int i = 0; c->preset && ti->write_protected && i < n; i++)
+		if (point_writes(c, &pts[i]))
+			usage_error("--preset %s writes, and the LUN is write "
+				    "protected (WP=1 in MODE SENSE)", c->preset);
 	for (unsigned int i = 0; i < n; i++) {
 		const char *why = point_problem(c, ti, &pts[i]);
 
-		/* a preset cut down to its reads is another study */
-		if (why && (!c->preset || (ti->write_protected &&
-					   point_writes(c, &pts[i]))))
+		if (why && !c->preset)
 			usage_error("%s", why);
 		if (why)
 			fprintf(stderr, PROG ": preset %s: leaving out %s %" PRIu64
