@@ -161,6 +161,7 @@ void syncguard_wce_off_request(struct scsi_cmd *cmd)
 	}
 	eprintf("syncguard: lun %" PRIu64 ": WCE=0 refused: flush failed: %s\n",
 		cmd->dev->lun, strerror(-err));
+	syncguard_count(&bs->lun.stats->errors);	/* a failed command */
 	scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
 	sense_data_build(cmd, MEDIUM_ERROR, ASC_WRITE_ERROR);
 }

@@ -320,6 +320,32 @@ START_TEST(test_faults_wce_switch_survives_update)
 }
 END_TEST
 
+/* MODE SELECT WCE=0 whose flush fails: MEDIUM ERROR, WCE stays 1 (what
+ * was cached is not durable), and the counters count the failed command
+ * (they did not). */
+START_TEST(test_faults_wce_off_flush_fails)
+{
+	const char *top = getenv("SYNCGUARD_TOP");
+	struct iscsi_context *iscsi;
+	int wce, dpofua;
+
+	ck_assert_int_eq(proto_add_lun(5, disk, "mode=write-back", 0), 0);
+	iscsi = proto_connect(5);
+	proto_assert_good(write_lba(iscsi, 5, 0, 0), "WRITE(10)", false);
+	model_ctl("fail-fsync EIO 1");
+	proto_assert_sense(proto_select_wce(iscsi, 5, 0), SCSI_SENSE_MEDIUM_ERROR,
+			   0x0c00, "MODE SELECT WCE=0 whose flush fails");
+	model_ctl("clear");
+	proto_caching(iscsi, 5, &wce, &dpofua);
+	ck_assert_int_eq(wce, 1);
+	ck_assert_int_eq(proto_sh("test \"$('%s/tools/syncguard-stat' --json "
+				  "'%s' 5 | jq '.[0].errors')\" -ge 1",
+				  top ? top : ".", PROTO_IQN), 0);
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(5), 0);
+}
+END_TEST
+
 /* FUSE needs /dev/fuse and fusermount3; the model must be built. */
 static bool fuse_available(void)
 {
@@ -350,6 +376,7 @@ Suite *faults_suite(void)
 	tcase_add_test(tc, test_faults_immed_deferred_error);
 	tcase_add_test(tc, test_faults_path_change_waits);
 	tcase_add_test(tc, test_faults_wce_switch_survives_update);
+	tcase_add_test(tc, test_faults_wce_off_flush_fails);
 	suite_add_tcase(s, tc);
 	return s;
 }
