@@ -195,8 +195,10 @@ static int syncguard_verify(int host_no, struct scsi_cmd *cmd)
 
 	if (bs->open &&
 	    syncguard_cdb_decode(cmd->scb, (size_t)cmd->scb_len, &c) == 0 &&
-	    (r = syncguard_check_verify(&bs->lun, &c)))
+	    (r = syncguard_check_verify(&bs->lun, &c))) {
+		syncguard_count(&bs->lun.stats->errors);
 		return fail(cmd, r);
+	}
 	return bs->tgt_ops[cmd->scb[0]](host_no, cmd);
 }
 

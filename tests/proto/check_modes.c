@@ -267,10 +267,14 @@ START_TEST(test_modes_verify_beyond_capacity)
 	unsigned char v10[10] = { 0x2f, 0, cap >> 24, cap >> 16, cap >> 8, cap,
 				  0, 0, 1, 0 };
 	struct scsi_task *t = scsi_create_task(10, v10, SCSI_XFER_NONE, 0);
+	long long errors = proto_counter(lun, "errors");
 
 	proto_assert_sense(iscsi_scsi_command_sync(iscsi, lun, t, NULL),
 			   SCSI_SENSE_ILLEGAL_REQUEST, 0x2100,
 			   "VERIFY(10) BYTCHK=0 past the end");
+	/* answered in tgtd's event thread, counted like every failure */
+	if (errors >= 0)		/* a syncguard LUN with counters */
+		ck_assert_int_eq(proto_counter(lun, "errors"), errors + 1);
 	proto_assert_good(iscsi_verify10_sync(iscsi, lun, NULL, 0, cap - 1, 0,
 					      0, 0, BS), "VERIFY(10) last block",
 			  false);

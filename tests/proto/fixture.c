@@ -279,6 +279,24 @@ struct scsi_task *proto_select_wce(struct iscsi_context *iscsi, int lun,
 	return sel;
 }
 
+long long proto_counter(int lun, const char *field)
+{
+	const char *top = getenv("SYNCGUARD_TOP");
+	char cmd[1024];
+	long long v = -1;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "'%s/tools/syncguard-stat' --json '%s' %d "
+		 "2>/dev/null | jq '.[0].%s // -1'", top ? top : ".", PROTO_IQN,
+		 lun, field);
+	p = popen(cmd, "r");
+	if (p && fscanf(p, "%lld", &v) != 1)
+		v = -1;
+	if (p)
+		pclose(p);
+	return v;
+}
+
 pid_t proto_child(void)
 {
 	pid_t pid = fork();

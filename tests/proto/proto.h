@@ -95,6 +95,10 @@ void proto_assert_good(struct scsi_task *t, const char *what, bool keep);
 struct scsi_task *proto_select_wce(struct iscsi_context *iscsi, int lun,
 				   int wce);
 
+/* LUN @lun's counter @field (a key of syncguard-stat --json: "errors",
+ * "wce", ...); -1 when there is none. */
+long long proto_counter(int lun, const char *field);
+
 /* WCE from MODE SENSE(10) Caching page and DPOFUA; -1 if unreadable. */
 void proto_caching(struct iscsi_context *iscsi, int lun, int *wce,
 		   int *dpofua);
