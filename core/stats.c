@@ -41,11 +41,8 @@ static int make_parents(const char *path)
 static bool owned_by_other(const char *path)
 {
 	struct syncguard_stats st = { 0 };
-	/* magic, version and pid: the same in every version of the file;
-	 * pid_start from version 3 on */
+	/* magic, version and pid: the same in every version of the file */
 	const ssize_t head = offsetof(struct syncguard_stats, mode);
-	const ssize_t with_start = offsetof(struct syncguard_stats, pid_start) +
-				   (ssize_t)sizeof(st.pid_start);
 	ssize_t n;
 	/* not blocking: a FIFO of that name would hang tgtd's event loop */
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -56,8 +53,8 @@ static bool owned_by_other(const char *path)
 	n = pread(fd, &st, sizeof(st), 0);
 	other = n >= head && st.magic == SYNCGUARD_STATS_MAGIC &&
 		st.pid != (uint32_t)getpid() &&
-		syncguard_stats_owner_alive(st.pid, st.version >= 3 &&
-					    n >= with_start ? st.pid_start : 0);
+		syncguard_stats_owner_alive(st.pid,
+			syncguard_stats_pid_start(&st, (size_t)n));
 	close(fd);
 	return other;
 }

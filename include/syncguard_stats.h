@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -74,6 +75,18 @@ struct syncguard_stats {
 	 * switch to 0 still flushes what was cached */
 	uint64_t wce;
 };
+
+/* The owner's start time of a file whose first @bytes were read into
+ * @st: pid_start where the file has it (version 3 on, and not cut
+ * short before it), else 0 (unknown). */
+static inline uint64_t syncguard_stats_pid_start(const struct syncguard_stats *st,
+						 size_t bytes)
+{
+	return st->version >= 3 && bytes >= offsetof(struct syncguard_stats,
+						      pid_start) +
+					    sizeof(st->pid_start) ?
+	       st->pid_start : 0;
+}
 
 #define SYNCGUARD_PID_MAX	4194304	/* Linux's PID_MAX_LIMIT */
 

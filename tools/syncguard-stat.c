@@ -31,8 +31,8 @@ static int reasons_said;
 static bool load(const char *path, struct syncguard_stats *st)
 {
 	int ret = syncguard_stats_load(path, st);
-	/* pid_start is where it is from version 3 on; 0 when cut short */
-	uint64_t start = st->version >= 3 ? st->pid_start : 0;
+	/* loaded zeroed: a file cut short has no start time */
+	uint64_t start = syncguard_stats_pid_start(st, sizeof(*st));
 
 	if (ret == 0)
 		return true;
