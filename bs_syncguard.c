@@ -96,6 +96,8 @@ void syncguard_answer(struct scsi_cmd *cmd, const struct syncguard_result *res)
 		sense_data_build_with_info(cmd, s.key, s.asc, res->info);
 	else
 		sense_data_build(cmd, s.key, s.asc);
+	if (res->deferred)	/* current 70h/72h -> deferred 71h/73h */
+		cmd->sense_buffer[0] |= 0x01;
 	if (scsi_get_in_length(cmd))
 		scsi_set_in_resid_by_actual(cmd, res->in_done);
 	if (!log_allowed(SYNCGUARD_BS(cmd->dev), cls, &dropped))
@@ -267,11 +269,12 @@ static struct backingstore_template syncguard_bst = {
 	.bs_close = bs_syncguard_close,
 	.bs_init = bs_syncguard_init,
 	.bs_exit = bs_syncguard_exit,
-	.bs_cmd_submit = syncguard_uring_submit,	/* or a worker */
+	.bs_cmd_submit = bs_syncguard_cmd_submit,	/* or a worker */
 	.bs_oflags_supported = 0,	/* the mode replaces O_SYNC/O_DIRECT */
 };
 
-/* The SBC commands tgt may hand to this store (others stay in tgt's core). */
+/* The SBC-3 and SPC-4 commands tgt may hand to this store (others stay
+ * in tgt's core). */
 static unsigned char syncguard_opcodes[] = {
 	ALLOW_MEDIUM_REMOVAL, COMPARE_AND_WRITE, FORMAT_UNIT, INQUIRY,
 	MAINT_PROTOCOL_IN, MODE_SELECT, MODE_SELECT_10, MODE_SENSE,

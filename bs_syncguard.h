@@ -93,14 +93,18 @@ static inline struct syncguard_bs *SYNCGUARD_BS(struct scsi_lu *lu)
 void syncguard_ops_install(struct scsi_lu *lu);
 
 /* Once the backing file is open: VPD pages (Extended INQUIRY Data,
- * Block Limits granularity), thin provisioning check, IMMED flusher.
+ * Block Limits granularity) and the thin provisioning check (refused for
+ * plp on a regular file: cleared and logged; the IMMED flusher starts
+ * on its first use).
  * 0 or -errno. */
 int syncguard_ops_open(struct scsi_lu *lu);
 
 /* Before the backing file closes: finish any IMMED=1 flush. */
 void syncguard_ops_close(struct scsi_lu *lu);
 
-/* In a worker: the flush of MODE SELECT switching WCE 1 -> 0. */
+/* In a worker: the flush of MODE SELECT switching WCE 1 -> 0 (SBC-3
+ * 6.4.5).  Sets @cmd's status: GOOD, or CHECK CONDITION with the
+ * flush's errno through the sense table (WCE then stays 1). */
 void syncguard_wce_off_request(struct scsi_cmd *cmd);
 
 /* Set @cmd's status from @res through the one sense table (core/sense.c):
@@ -128,7 +132,7 @@ void syncguard_watch_remove(struct syncguard_bs *bs);
  * sync_cache: false when the engine cannot take the command. */
 int syncguard_uring_open(struct scsi_lu *lu);
 void syncguard_uring_close(struct scsi_lu *lu);
-int syncguard_uring_submit(struct scsi_cmd *cmd);
+int bs_syncguard_cmd_submit(struct scsi_cmd *cmd);
 bool syncguard_uring_sync_cache(struct scsi_cmd *cmd);
 
 /* From tgtd's event thread, before it switches @lu to WCE=0 itself

@@ -27,8 +27,10 @@
  *
  * The WCE the LUN honours lives in the core (syncguard_lun_wce); tgt's
  * Caching page is how initiators see it.  MODE SENSE refreshes the page
- * from the core first, so it never shows a WCE the LUN does not honour,
- * not even while a switch to WCE=0 waits for its flush.
+ * from the core first (syncguard_lun_reported_wce), so it never shows
+ * WCE=0 before the LUN keeps WCE=0's promise: while a switch to WCE=0
+ * waits for its flush, new writes are already durable but the page still
+ * says WCE=1, which promises less.
  */
 
 static struct mode_pg *caching_page(struct scsi_lu *lu)
@@ -59,8 +61,8 @@ static void page_set_wce(struct scsi_lu *lu, bool wce)
 
 static bool wce_changeable(const struct syncguard_bs *bs)
 {
-	return syncguard_mode_wce_changeable(bs->opts.mode) ||
-	       bs->opts.allow_wce;
+	return syncguard_mode_wce_changeable(bs->opts.mode,
+					     bs->opts.allow_wce);
 }
 
 /* Make WCE changeable by MODE SELECT only where it may change. */
@@ -118,6 +120,21 @@ static int syncguard_mode_sense(int host_no, struct scsi_cmd *cmd)
 	return bs->tgt_ops[cmd->scb[0]](host_no, cmd);
 }
 
+/* CHECK CONDITION for @r through the one sense table, logged as every
+ * failed command is (syncguard_answer: a latched LUN's SYNCHRONIZE
+ * CACHE, answered here, had left no line after its first). */
+static int fail(struct scsi_cmd *cmd, enum syncguard_reason r)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+	struct syncguard_result res = { .reason = r };
+
+	/* a medium error answered here is the latch's: say its errno */
+	if (bs->open && syncguard_sense_of(r).key == MEDIUM_ERROR)
+		res.err = syncguard_lun_latched(&bs->lun);
+	syncguard_answer(cmd, &res);
+	return syncguard_sense_of(r).status;
+}
+
 /*
  * MODE SELECT(6/10).  tgt's handler edits the page (the changeable mask
  * already refuses WCE=1 where the mode does not allow it).  WCE 0 -> 1
@@ -125,7 +142,8 @@ static int syncguard_mode_sense(int host_no, struct scsi_cmd *cmd)
  * flushes everything dirty, which can take long: a worker thread does it
  * (syncguard_wce_off_request), so tgtd's event loop, and with it every
  * other LUN and session, goes on meanwhile.  Until it is done the LUN
- * keeps honouring and reporting WCE=1.
+ * reports WCE=1 and SYNCHRONIZE CACHE still flushes, while new writes
+ * are already made durable as under WCE=0 (syncguard_lun_set_wce).
  */
 static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 {
@@ -138,8 +156,7 @@ static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 		return ret;
 	if (!wce_changeable(bs)) {
 		page_set_wce(cmd->dev, was);
-		sense_data_build(cmd, ILLEGAL_REQUEST, ASC_INVALID_FIELD_IN_PARMS);
-		return SAM_STAT_CHECK_CONDITION;
+		return fail(cmd, SYNCGUARD_ERR_INVALID_PARAM);
 	}
 	if (wce) {
 		syncguard_lun_set_wce(&bs->lun, true);	/* no flush needed */
@@ -154,31 +171,16 @@ void syncguard_wce_off_request(struct scsi_cmd *cmd)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
 	int err = syncguard_lun_set_wce(&bs->lun, false);
+	struct syncguard_result res = {
+		.reason = syncguard_reason_of_errno(-err, true), .err = -err,
+	};
 
-	if (!err) {
-		scsi_set_result(cmd, SAM_STAT_GOOD);
-		return;
+	if (err) {
+		eprintf("syncguard: lun %" PRIu64 ": WCE=0 refused: flush "
+			"failed: %s\n", cmd->dev->lun, strerror(-err));
+		syncguard_count(&bs->lun.stats->errors); /* a failed command */
 	}
-	eprintf("syncguard: lun %" PRIu64 ": WCE=0 refused: flush failed: %s\n",
-		cmd->dev->lun, strerror(-err));
-	syncguard_count(&bs->lun.stats->errors);	/* a failed command */
-	scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
-	sense_data_build(cmd, MEDIUM_ERROR, ASC_WRITE_ERROR);
-}
-
-/* CHECK CONDITION for @r through the one sense table, logged as every
- * failed command is (syncguard_answer: a latched LUN's SYNCHRONIZE
- * CACHE, answered here, had left no line after its first). */
-static int fail(struct scsi_cmd *cmd, enum syncguard_reason r)
-{
-	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
-	struct syncguard_result res = { .reason = r };
-
-	/* a medium error answered here is the latch's: say its errno */
-	if (bs->open && syncguard_sense_of(r).key == MEDIUM_ERROR)
-		res.err = syncguard_lun_latched(&bs->lun);
-	syncguard_answer(cmd, &res);
-	return syncguard_sense_of(r).status;
+	syncguard_answer(cmd, &res);	/* the flush's errno, as any write's */
 }
 
 /*
@@ -297,6 +299,15 @@ static int take_deferred(struct syncguard_bs *bs, uint64_t itn)
 	return err;
 }
 
+/* The CDB's IMMED bit (SBC-3 5.22), as the core decodes it */
+static bool immed(const struct scsi_cmd *cmd)
+{
+	struct syncguard_cdb c;
+
+	return syncguard_cdb_decode(cmd->scb, (size_t)cmd->scb_len, &c) == 0 &&
+	       c.immed;
+}
+
 /*
  * SYNCHRONIZE CACHE(10/16).  A command that needs no I/O (nothing dirty
  * since the last flush, nothing volatile in this mode, a range or
@@ -316,7 +327,7 @@ static int syncguard_sync_cache(int host_no, struct scsi_cmd *cmd)
 	if (syncguard_sync_cache_now(&bs->lun, cmd->scb, (size_t)cmd->scb_len,
 				     &r))
 		return r == SYNCGUARD_OK ? SAM_STAT_GOOD : fail(cmd, r);
-	if ((cmd->scb[1] & 0x02) && immed_flush(bs, cmd->cmd_itn_id)) {
+	if (immed(cmd) && immed_flush(bs, cmd->cmd_itn_id)) {
 		syncguard_count(&bs->lun.stats->sync_caches);
 		scsi_set_in_resid_by_actual(cmd, 0);
 		return SAM_STAT_GOOD;
@@ -339,10 +350,8 @@ static int syncguard_unmap(int host_no, struct scsi_cmd *cmd)
 	(void)host_no;
 	if (device_reserved(cmd))
 		return SAM_STAT_RESERVATION_CONFLICT;
-	if (lu->attrs.readonly || lu->attrs.swp) {
-		sense_data_build(cmd, DATA_PROTECT, ASC_WRITE_PROTECT);
-		return SAM_STAT_CHECK_CONDITION;
-	}
+	if (lu->attrs.readonly || lu->attrs.swp)
+		return fail(cmd, SYNCGUARD_ERR_WRITE_PROTECT);
 	/* thin provisioning, ANCHOR, descriptors: core/exec.c */
 	bs_thread_cmd_submit(cmd);
 	return SAM_STAT_GOOD;
@@ -401,13 +410,14 @@ static int syncguard_dispatch(int host_no, struct scsi_cmd *cmd)
 	if (!exempt(op))
 		err = take_deferred(bs, cmd->cmd_itn_id);
 	if (err) {
-		struct syncguard_sense s = syncguard_sense_of(
-			syncguard_reason_of_errno(err, true));
+		struct syncguard_result res = {
+			.reason = syncguard_reason_of_errno(err, true),
+			.err = err, .deferred = true,
+		};
 
+		syncguard_answer(cmd, &res);
 		scsi_set_in_resid_by_actual(cmd, 0);
-		sense_data_build(cmd, s.key, s.asc);
-		cmd->sense_buffer[0] |= 0x01;	/* 0x70 -> 0x71, 0x72 -> 0x73 */
-		return SAM_STAT_CHECK_CONDITION;
+		return syncguard_sense_of(res.reason).status;
 	}
 	return bs->run[op](host_no, cmd);
 }
@@ -468,7 +478,7 @@ static int install_vpd(struct scsi_lu *lu)
 
 /*
  * Thin provisioning punches holes; a write into a hole allocates blocks,
- * which is metadata that mode=plp never flushes.  So a plp LUN on a
+ * which is metadata that plp's writes never flush.  So a plp LUN on a
  * regular file stays fully allocated: thin_provisioning is refused.
  */
 static int check_thin(struct scsi_lu *lu)
@@ -603,7 +613,9 @@ void syncguard_ops_install(struct scsi_lu *lu)
 
 int syncguard_ops_open(struct scsi_lu *lu)
 {
-	check_thin(lu);
+	/* refused here, the attribute is cleared and logged and the LUN
+	 * opens; a later tgtadm update is refused (syncguard_lu_config) */
+	(void)check_thin(lu);
 	return install_vpd(lu);
 }
 

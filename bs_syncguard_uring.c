@@ -281,7 +281,7 @@ static void io_done(struct syncguard_bs *bs, struct uring_op *op, int err)
  * Answer @op from the event loop, never from inside bs_cmd_submit: tgt
  * still uses the command after its submit hook returns, and completing
  * it frees it.  uring_event answers the ready list after its completions;
- * syncguard_uring_submit wakes it for what it deferred itself.
+ * bs_syncguard_cmd_submit wakes it for what it deferred itself.
  */
 static void defer(struct syncguard_bs *bs, struct uring_op *op,
 		  enum syncguard_reason r)
@@ -301,7 +301,7 @@ static void wake(struct syncguard_bs *bs)
 }
 
 /* bs_cmd_submit: plain reads and writes here, the rest on a worker */
-int syncguard_uring_submit(struct scsi_cmd *cmd)
+int bs_syncguard_cmd_submit(struct scsi_cmd *cmd)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
 	struct syncguard_req req = {

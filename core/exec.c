@@ -53,9 +53,11 @@ enum syncguard_reason syncguard_check_verify(const struct syncguard_lun *lun,
 	return SYNCGUARD_OK;
 }
 
-/* The policy for @class under the WCE the LUN honours now.  Writers call
- * it holding write_lock, so a WCE change cannot slip between the
- * decision and the write (syncguard_lun_set_wce takes it exclusively). */
+/* The policy for @class under the WCE the LUN honours now.  The
+ * workers' writers call it holding write_lock, so a WCE change cannot
+ * slip between the decision and the write (syncguard_lun_set_wce takes
+ * it exclusively); an asynchronous engine's plan_write calls it without,
+ * and the async_cached handshake closes the same gap (see plan_write). */
 static struct syncguard_action policy(struct syncguard_lun *lun,
 				      enum syncguard_class class)
 {

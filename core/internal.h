@@ -58,7 +58,9 @@ int syncguard_overlay_upper_open(int fd, const char *table, char *dir,
  * file, an overlay's upper layer, the backing file of the loop device
  * under its file system) been remounted nobarrier since the LUN
  * was created, as @table says, so that its flushes no longer reach the
- * device?  Always false for plp, which sends none. */
+ * device?  Always false for plp, whose durability never rests on a
+ * device cache flush (the cache is protected; an UNMAP's fdatasync still
+ * commits the file system's journal, which nobarrier does not skip). */
 bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table);
 
 /* Can a remount make @lun's flushes lost (syncguard_lun_flushes_lost):

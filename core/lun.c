@@ -147,7 +147,8 @@ static int check_fs_at(int fd, const char *table, const char *path,
 		}
 	}
 	/* write-through and write-back stand on fdatasync flushing the
-	 * device's cache (core/policy.c); plp never asks it to */
+	 * device's cache (core/policy.c); plp's writes need no flush, and
+	 * its cache is protected for the UNMAP that has one */
 	barriers = plp || !table ? 1 : syncguard_fs_barriers(fd, table);
 	if (barriers == 0) {
 		syncguard_seterr(err, errlen,
@@ -387,31 +388,15 @@ static bool mix_wanted(const struct syncguard_opts *opts)
 	       opts->mode == SYNCGUARD_MODE_WRITE_BACK;
 }
 
-/*
- * Does an RWF_DSYNC O_DIRECT write submitted asynchronously (io_uring)
- * come back only once durable?  A block device sends it as a FUA write,
- * and ext4 and XFS (iomap) as a FUA write or with a sync at completion;
- * checked on this disk: 17,772 device flushes for 17,769 such writes.
- * FUSE's asynchronous direct I/O answers it without the sync (the
- * power-cut test lost acknowledged writes; the device model saw 10,205
- * writes and no fsync), although a synchronous pwritev2 of the same
- * write is followed by one.  So only where it is known to hold; elsewhere
- * RWF_DSYNC writes stay on the worker threads (core/exec.c).
- */
+/* core/policy.c decides, from the device or the file system's type */
 static bool async_dsync_honoured(struct syncguard_lun *lun)
 {
-	static const unsigned long iomap_fs[] = { 0xef53 /* ext2/3/4 */,
-						  0x58465342 /* xfs */ };
 	struct statfs sfs;
 
-	if (lun->blockdev)
-		return true;
-	if (fstatfs(lun->fd, &sfs))
+	if (!lun->blockdev && fstatfs(lun->fd, &sfs))
 		return false;
-	for (size_t i = 0; i < sizeof(iomap_fs) / sizeof(iomap_fs[0]); i++)
-		if ((unsigned long)sfs.f_type == iomap_fs[i])
-			return true;
-	return false;
+	return syncguard_policy_async_dsync_honoured(lun->blockdev,
+		lun->blockdev ? 0 : (unsigned long)sfs.f_type);
 }
 
 /*
@@ -598,10 +583,8 @@ int syncguard_lun_close(struct syncguard_lun *lun)
 
 	if (lun->fd < 0)
 		return 0;
-	/* write-back, or another mode an initiator switched to WCE=1
-	 * (allow_wce): what is only in the page cache goes to the device */
-	if (lun->opts.mode == SYNCGUARD_MODE_WRITE_BACK ||
-	    !syncguard_lun_clean(lun))
+	if (syncguard_policy_close_flushes(lun->opts.mode,
+					   syncguard_lun_clean(lun)))
 		ret = syncguard_lun_flush(lun, true);
 	syncguard_stats_unpublish(lun);
 	close_fds(lun);
@@ -631,12 +614,6 @@ bool syncguard_lun_reported_wce(struct syncguard_lun *lun)
 	       syncguard_lun_wce(lun);
 }
 
-/*
- * 1 -> 0: new writes are durable from the moment wce is 0; what was
- * written before must be made durable before anyone is told WCE=0, so
- * until the flush below succeeds the LUN keeps reporting WCE=1 and
- * SYNCHRONIZE CACHE keeps flushing (wce_switching).
- */
 static void publish_wce(struct syncguard_lun *lun)
 {
 	__atomic_store_n(&lun->stats->wce,
@@ -644,9 +621,17 @@ static void publish_wce(struct syncguard_lun *lun)
 			 __ATOMIC_RELAXED);
 }
 
+/*
+ * 1 -> 0 (syncguard_policy_switch_flushes): new writes are durable from
+ * the moment wce is 0; what was written before must be made durable
+ * before anyone is told WCE=0, so until the flush below succeeds the LUN
+ * keeps reporting WCE=1 and SYNCHRONIZE CACHE keeps flushing
+ * (wce_switching).
+ */
 int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 {
-	bool was;
+	bool flush;
+	int ret;
 
 	/* 0 -> 1 promises less: a write decided durable under WCE=0 may
 	 * finish after it, so no lock (and tgtd's event thread, which runs
@@ -657,27 +642,25 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 		return 0;
 	}
 	pthread_rwlock_wrlock(&lun->write_lock);
-	was = lun->wce;
-	if (was && !wce)
+	flush = syncguard_policy_switch_flushes(lun->wce, wce);
+	if (flush)
 		__atomic_store_n(&lun->wce_switching, true, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&lun->wce, wce, __ATOMIC_SEQ_CST);
 	pthread_rwlock_unlock(&lun->write_lock);
+	if (!flush) {
+		publish_wce(lun);
+		return 0;
+	}
 	/* cached writes an asynchronous engine planned under WCE=1 must be
 	 * in the page cache before the flush below (see syncguard_plan) */
-	while (was && !wce && __atomic_load_n(&lun->async_cached,
-					      __ATOMIC_SEQ_CST))
+	while (__atomic_load_n(&lun->async_cached, __ATOMIC_SEQ_CST))
 		usleep(100);
-	if (was && !wce) {
-		int ret = syncguard_lun_flush(lun, true);
-
-		if (ret)
-			__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
-		__atomic_store_n(&lun->wce_switching, false, __ATOMIC_SEQ_CST);
-		publish_wce(lun);
-		return ret;
-	}
+	ret = syncguard_lun_flush(lun, true);
+	if (ret)
+		__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&lun->wce_switching, false, __ATOMIC_SEQ_CST);
 	publish_wce(lun);
-	return 0;
+	return ret;
 }
 
 /* ---- durability primitives ---- */

@@ -246,7 +246,8 @@ int syncguard_mounts_fs_path(const char *table, const char *path,
 
 /* The descriptor of the file whose file system carries @lun's flushes
  * (its file, or a loop device's backing file); -1 for a block device
- * that is no loop device (its flushes go to it) and for plp (none). */
+ * that is no loop device (its flushes go to it) and for plp (whose
+ * durability rests on no device cache flush: syncguard_lun_flushes_lost). */
 static int flushes_via(const struct syncguard_lun *lun)
 {
 	if (lun->opts.mode == SYNCGUARD_MODE_PLP)

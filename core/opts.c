@@ -164,7 +164,9 @@ static const struct opt_def opt_table[] = {
 	  "writes bypass the host page cache with O_DIRECT where aligned: "
 	  "they land in the device (its cache, in write-back), and a "
 	  "durable one is RWF_DSYNC on O_DIRECT or a group flush; auto "
-	  "(default) = yes for write-through and plp, no for write-back" },
+	  "(default) = yes for write-through and plp; for write-back, the page "
+	  "cache, with O_DIRECT only for a write that RWF_DSYNC makes durable "
+	  "by itself (on a regular file)" },
 };
 
 #define NR_OPTS (sizeof(opt_table) / sizeof(opt_table[0]))
@@ -259,9 +261,14 @@ int syncguard_opts_parse(const char *bsopts, struct syncguard_opts *opts,
 	unsigned int seen = 0;
 	int ret = 0;
 
-	opts->mode = SYNCGUARD_MODE_WRITE_BACK;
-	opts->alloc_check = true;
-	opts->write_sync = SYNCGUARD_WRITE_SYNC_AUTO;
+	*opts = (struct syncguard_opts){
+		.mode = SYNCGUARD_MODE_WRITE_BACK,
+		.engine = SYNCGUARD_ENGINE_AUTO,
+		.write_sync = SYNCGUARD_WRITE_SYNC_AUTO,
+		.direct = SYNCGUARD_DIRECT_AUTO,
+		.alloc_check = true,
+		.allow_wce = false,
+	};
 	if (err && errlen)
 		err[0] = '\0';
 	if (!bsopts || !*bsopts)

@@ -47,7 +47,8 @@ enum syncguard_direct {
 
 /* How commands reach the backing file (bsopts engine). */
 enum syncguard_engine {
-	SYNCGUARD_ENGINE_AUTO,		/* io_uring where the kernel allows */
+	SYNCGUARD_ENGINE_AUTO,		/* io_uring where the file takes
+					 * non-blocking I/O (RWF_NOWAIT) */
 	SYNCGUARD_ENGINE_THREADS,	/* tgt's worker threads only */
 	SYNCGUARD_ENGINE_URING,		/* io_uring, or the LUN is refused */
 };
@@ -72,11 +73,13 @@ const char *syncguard_mode_name(enum syncguard_mode mode);
 const char *syncguard_write_sync_name(enum syncguard_write_sync ws);
 
 /*
- * Parse a tgt --bsopts string: "key=value" pairs separated by ';'
- * (tgt splits its own --params on ',', so ',' never reaches us).
- * @bsopts may be NULL or empty: defaults (mode=write-back).
- * Returns 0, or -EINVAL with a one-line reason in @err (NUL-terminated,
- * at most @errlen bytes) naming the offending key or value.
+ * Parse a tgt --bsopts string: "key=value" pairs separated by ';' or
+ * ':' (tgt splits its own --params on ',', so ',' never reaches us).
+ * Every field of @opts is set: a key not given gets its default
+ * (mode=write-back, engine/write_sync/direct auto, alloc_check yes,
+ * allow_wce no), so @bsopts NULL or empty gives the defaults.
+ * Returns 0; -EINVAL with a one-line reason in @err (NUL-terminated,
+ * at most @errlen bytes) naming the offending key or value; or -ENOMEM.
  */
 int syncguard_opts_parse(const char *bsopts, struct syncguard_opts *opts,
 			 char *err, size_t errlen);
@@ -128,8 +131,23 @@ struct syncguard_action syncguard_policy(enum syncguard_mode mode, bool wce,
 /* WCE bit a LUN in @mode reports in the Caching mode page (SBC-3 6.4.5). */
 bool syncguard_mode_wce(enum syncguard_mode mode);
 
-/* May an initiator or administrator change WCE of a LUN in @mode? */
-bool syncguard_mode_wce_changeable(enum syncguard_mode mode);
+/* May an initiator (MODE SELECT, SBC-3 6.4.5) or an administrator
+ * (tgtadm) change WCE of a LUN in @mode, with bsopts allow_wce? */
+bool syncguard_mode_wce_changeable(enum syncguard_mode mode, bool allow_wce);
+
+/* Must a switch of the honoured WCE from @was to @wce flush what was
+ * written before the new page takes effect?  (1 -> 0 only) */
+bool syncguard_policy_switch_flushes(bool was, bool wce);
+
+/* Must a LUN in @mode flush before its backing file closes?  @clean:
+ * nothing written since the last completed flush, by syncguard's count. */
+bool syncguard_policy_close_flushes(enum syncguard_mode mode, bool clean);
+
+/* May an RWF_DSYNC O_DIRECT write go asynchronously (io_uring) and
+ * still come back only once durable, on a block device (@blockdev) or a
+ * file system whose statfs f_type is @fs_magic? */
+bool syncguard_policy_async_dsync_honoured(bool blockdev,
+					   unsigned long fs_magic);
 
 /* ---- CDB decoding (core/cdb.c) ---- */
 
@@ -155,7 +173,8 @@ struct syncguard_cdb {
 	uint32_t nblocks;	/* logical blocks; 0 keeps the SBC meaning
 				 * of the command (e.g. "to the end" for
 				 * SYNCHRONIZE CACHE and WRITE SAME) */
-	bool fua;		/* force unit access (SBC-3 5.x WRITE) */
+	bool fua;		/* force unit access: the READ and WRITE
+				 * CDBs' FUA bit (SBC-3) */
 	bool dpo;		/* disable page out: a cache hint only */
 	bool immed;		/* SYNCHRONIZE CACHE: GOOD before the flush */
 	uint8_t bytchk;		/* VERIFY / WRITE AND VERIFY BYTCHK field */
@@ -164,7 +183,10 @@ struct syncguard_cdb {
 };
 
 /*
- * Decode @cdb (@len bytes).  Returns 0; -ENOTSUP for an opcode the
+ * Decode @cdb (@len bytes; CDB formats of SPC-4 4.3 and the SBC-3
+ * command descriptions: READ, WRITE, WRITE AND VERIFY, VERIFY, WRITE
+ * SAME, COMPARE AND WRITE, PRE-FETCH, SYNCHRONIZE CACHE, UNMAP).
+ * Returns 0; -ENOTSUP for an opcode the
  * backing store does not handle; -EINVAL when @len is shorter than the
  * command's CDB length.  Field validity (reserved bits) is the
  * executor's business, not the decoder's.
@@ -180,6 +202,8 @@ enum syncguard_reason {
 	SYNCGUARD_ERR_READ,		/* MEDIUM ERROR, UNRECOVERED READ ERROR */
 	SYNCGUARD_ERR_NOSPACE,		/* DATA PROTECT, SPACE ALLOCATION FAILED
 					 * WRITE PROTECT */
+	SYNCGUARD_ERR_WRITE_PROTECT,	/* DATA PROTECT, WRITE PROTECTED (a
+					 * read-only LUN) */
 	SYNCGUARD_ERR_LBA_RANGE,	/* ILLEGAL REQUEST, LBA OUT OF RANGE */
 	SYNCGUARD_ERR_INVALID_CDB,	/* ILLEGAL REQUEST, INVALID FIELD IN CDB */
 	SYNCGUARD_ERR_INVALID_OPCODE,	/* ILLEGAL REQUEST, INVALID COMMAND
@@ -221,7 +245,6 @@ struct syncguard_sysops {
 	int (*sync_file_range)(int fd, off_t off, off_t len,
 			       unsigned int flags);
 	int (*fallocate)(int fd, int mode, off_t off, off_t len);
-	int (*discard)(int fd, uint64_t off, uint64_t len);
 };
 
 /* The table the core calls through; tests replace entries to inject
@@ -469,7 +492,8 @@ bool syncguard_lun_reported_wce(struct syncguard_lun *lun);
  * flushes, so no write completed before the change stays volatile once
  * the initiator is told WCE=0.  Returns 0 or the flush's -errno (WCE
  * then stays 1).  Whether the mode allows the change is the caller's
- * check (syncguard_mode_wce_changeable).
+ * check (syncguard_mode_wce_changeable); whether it flushes is
+ * syncguard_policy_switch_flushes's.
  */
 int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce);
 
@@ -570,6 +594,8 @@ struct syncguard_result {
 	uint64_t info;		/* MISCOMPARE: byte offset of the difference */
 	bool info_valid;
 	int err;		/* errno behind an I/O error (for the log), 0 */
+	bool deferred;		/* a deferred error (SPC-4 4.5.5: response
+				 * code 71h/73h): an IMMED=1 flush's */
 };
 
 /*

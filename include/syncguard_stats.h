@@ -39,9 +39,10 @@ struct syncguard_stats {
 					 * 0 unknown */
 	/* commands */
 	uint64_t reads;
-	uint64_t writes;		/* writes that need no durability */
-	uint64_t fua_writes;		/* writes that must be durable (FUA,
-					 * WRITE AND VERIFY) */
+	uint64_t writes;		/* writes without FUA (durable or not,
+					 * as the mode and WCE make them) */
+	uint64_t fua_writes;		/* writes with FUA, and WRITE AND
+					 * VERIFY */
 	uint64_t sync_caches;		/* SYNCHRONIZE CACHE(10/16) */
 	uint64_t errors;		/* commands answered with an error */
 	/* what they cost */
@@ -51,8 +52,10 @@ struct syncguard_stats {
 	uint64_t direct_writes;		/* O_DIRECT writes (bsopts direct) */
 	uint64_t flushes_coalesced;	/* durability waits answered by a flush
 					 * another command started */
-	uint64_t flushes_elided;	/* SYNCHRONIZE CACHE with nothing dirty
-					 * since the last completed flush */
+	uint64_t flushes_elided;	/* flushes asked for (SYNCHRONIZE
+					 * CACHE, FUA reads, WCE switches,
+					 * close) with nothing dirty since the
+					 * last completed flush */
 	/* device flush latency: bucket i counts flushes of [2^i, 2^(i+1)) us */
 	uint64_t flush_us[SYNCGUARD_FLUSH_BUCKETS];
 	uint64_t flush_us_total;

@@ -44,18 +44,6 @@ void hist_add(struct histogram *h, uint64_t ns)
 		h->max_ns = ns;
 }
 
-void hist_merge(struct histogram *to, const struct histogram *from)
-{
-	for (unsigned int i = 0; i < HIST_BUCKETS; i++)
-		to->bucket[i] += from->bucket[i];
-	to->count += from->count;
-	to->sum_ns += from->sum_ns;
-	if (from->min_ns < to->min_ns)
-		to->min_ns = from->min_ns;
-	if (from->max_ns > to->max_ns)
-		to->max_ns = from->max_ns;
-}
-
 uint64_t hist_percentile(const struct histogram *h, double pct)
 {
 	uint64_t want, seen = 0;

@@ -25,9 +25,6 @@ void hist_init(struct histogram *h);
 /* Record one sample of @ns nanoseconds. */
 void hist_add(struct histogram *h, uint64_t ns);
 
-/* Add every sample of @from to @to. */
-void hist_merge(struct histogram *to, const struct histogram *from);
-
 /* The @pct percentile (0 < pct <= 100) in nanoseconds, 0 if empty. */
 uint64_t hist_percentile(const struct histogram *h, double pct);
 

@@ -415,7 +415,7 @@ struct journal {
 	int wce;
 	struct rec *w;		/* writes only, in issue order */
 	size_t nw;
-	uint64_t last_sync;	/* issue clock of the last GOOD SYNC CACHE */
+	uint64_t last_sync;	/* issue clock of the last GOOD SYNCHRONIZE CACHE */
 	uint64_t max_id;
 	bool all_acked;		/* every GOOD write must be there */
 	uint32_t run_id;

@@ -331,9 +331,13 @@ START_TEST(test_faults_wce_off_flush_fails)
 	ck_assert_int_eq(proto_add_lun(5, disk, "mode=write-back", 0), 0);
 	iscsi = proto_connect(5);
 	proto_assert_good(write_lba(iscsi, 5, 0, 0), "WRITE(10)", false);
-	model_ctl("fail-fsync EIO 1");
-	proto_assert_sense(proto_select_wce(iscsi, 5, 0), SCSI_SENSE_MEDIUM_ERROR,
-			   0x0c00, "MODE SELECT WCE=0 whose flush fails");
+	/* the flush's errno through the sense table, as a write's: EIO a
+	 * WRITE ERROR, ENOSPC SPACE ALLOCATION FAILED (SBC-3 4.7.3.6) */
+	model_ctl(_i ? "fail-fsync ENOSPC 1" : "fail-fsync EIO 1");
+	proto_assert_sense(proto_select_wce(iscsi, 5, 0),
+			   _i ? SCSI_SENSE_DATA_PROTECTION : SCSI_SENSE_MEDIUM_ERROR,
+			   _i ? 0x2707 : 0x0c00,
+			   "MODE SELECT WCE=0 whose flush fails");
 	model_ctl("clear");
 	proto_caching(iscsi, 5, &wce, &dpofua);
 	ck_assert_int_eq(wce, 1);
@@ -373,7 +377,7 @@ Suite *faults_suite(void)
 	tcase_add_test(tc, test_faults_immed_deferred_error);
 	tcase_add_test(tc, test_faults_path_change_waits);
 	tcase_add_test(tc, test_faults_wce_switch_survives_update);
-	tcase_add_test(tc, test_faults_wce_off_flush_fails);
+	tcase_add_loop_test(tc, test_faults_wce_off_flush_fails, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

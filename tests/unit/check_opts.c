@@ -18,7 +18,15 @@ START_TEST(test_opts_defaults)
 {
 	ck_assert_int_eq(parse(NULL), 0);
 	ck_assert_int_eq(opts.mode, SYNCGUARD_MODE_WRITE_BACK);
+	ck_assert_int_eq(opts.engine, SYNCGUARD_ENGINE_AUTO);
+	ck_assert_int_eq(opts.write_sync, SYNCGUARD_WRITE_SYNC_AUTO);
+	ck_assert_int_eq(opts.direct, SYNCGUARD_DIRECT_AUTO);
 	ck_assert(opts.alloc_check);
+	ck_assert(!opts.allow_wce);
+	ck_assert_int_eq(parse("mode=plp"), 0);	/* the rest: defaults */
+	ck_assert_int_eq(opts.engine, SYNCGUARD_ENGINE_AUTO);
+	ck_assert_int_eq(opts.direct, SYNCGUARD_DIRECT_AUTO);
+	ck_assert(!opts.allow_wce);
 	ck_assert_int_eq(parse(""), 0);
 	ck_assert_int_eq(opts.mode, SYNCGUARD_MODE_WRITE_BACK);
 	ck_assert_int_eq(parse(";;"), 0);

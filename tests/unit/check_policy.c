@@ -16,7 +16,7 @@ static const struct {
 	bool flush_before;
 	enum syncguard_persist persist;
 } cells[] = {
-	/* write-back, WCE=1: only FUA, SYNC CACHE and FUA reads cost */
+	/* write-back, WCE=1: only FUA, SYNCHRONIZE CACHE and FUA reads cost */
 	{ WB, 1, SYNCGUARD_CLASS_WRITE, 0, C },
 	{ WB, 1, SYNCGUARD_CLASS_WRITE_FUA, 0, D },
 	{ WB, 1, SYNCGUARD_CLASS_SYNC_CACHE, 1, C },
@@ -98,9 +98,21 @@ START_TEST(test_policy_reported_wce)
 	ck_assert(syncguard_mode_wce(WB));
 	ck_assert(!syncguard_mode_wce(WT));
 	ck_assert(!syncguard_mode_wce(PLP));
-	ck_assert(syncguard_mode_wce_changeable(WB));
-	ck_assert(!syncguard_mode_wce_changeable(WT));
-	ck_assert(!syncguard_mode_wce_changeable(PLP));
+	ck_assert(syncguard_mode_wce_changeable(WB, false));
+	ck_assert(!syncguard_mode_wce_changeable(WT, false));
+	ck_assert(!syncguard_mode_wce_changeable(PLP, false));
+	ck_assert(syncguard_mode_wce_changeable(WT, true));
+	ck_assert(syncguard_mode_wce_changeable(PLP, true));
+	ck_assert(syncguard_policy_switch_flushes(true, false));
+	ck_assert(!syncguard_policy_switch_flushes(false, true));
+	ck_assert(!syncguard_policy_switch_flushes(true, true));
+	ck_assert(syncguard_policy_close_flushes(WB, true));
+	ck_assert(!syncguard_policy_close_flushes(WT, true));
+	ck_assert(syncguard_policy_close_flushes(WT, false));
+	ck_assert(!syncguard_policy_close_flushes(PLP, true));
+	ck_assert(syncguard_policy_async_dsync_honoured(true, 0x65735546));
+	ck_assert(syncguard_policy_async_dsync_honoured(false, 0xef53));
+	ck_assert(!syncguard_policy_async_dsync_honoured(false, 0x65735546));
 }
 END_TEST
 

@@ -15,6 +15,7 @@ struct verify_map;
 /* A map of @span_blocks blocks, and a busy byte per block in *@busy
  * (writes in flight); NULL with a message when too large. */
 struct verify_map *verify_map_new(uint64_t span_blocks, uint8_t **busy);
+/* Free both; @m may be NULL. */
 void verify_map_free(struct verify_map *m, uint8_t *busy);
 
 /* Stamp @blocks blocks of @bs bytes at @buf for a write at @lba. */
@@ -24,6 +25,9 @@ void verify_stamp(unsigned char *buf, uint64_t lba, uint32_t blocks,
 /* The stamp of the next write: run id and sequence number. */
 uint64_t verify_next_seq(struct verify_map *m);
 
+/* A write of @blocks blocks at @lba (logical blocks, within the span)
+ * stamped @seq was sent, or answered GOOD: the read-back accepts the
+ * last issued or the last acknowledged stamp of each block. */
 void verify_note_issued(struct verify_map *m, uint64_t lba, uint32_t blocks,
 			uint64_t seq);
 void verify_note_acked(struct verify_map *m, uint64_t lba, uint32_t blocks,
