@@ -319,7 +319,8 @@ static int open_path(struct syncguard_lun *lun, const char *path,
 	 * for the same blocks: the second is refused. */
 	if (flock(lun->fd, LOCK_EX | LOCK_NB) && errno == EWOULDBLOCK) {
 		syncguard_seterr(err, errlen, "%s: already exported by another "
-				 "syncguard LUN", path);
+				 "syncguard LUN%s", path, lun->blockdev ? "" :
+				 " (the file itself, or a loop device over it)");
 		close(lun->fd);
 		lun->fd = -1;
 		return -EBUSY;

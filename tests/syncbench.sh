@@ -7,7 +7,8 @@
 # the run and back on after, --verify / --verify-only finding a block
 # overwritten behind the target's back, Ctrl-C printing the results so
 # far with exit 130, the iozone preset's shape, labels and JSON that
-# cannot inject into CSV or gnuplot, sweeps checked before they run
+# cannot inject into CSV or gnuplot, a missing LUN named, syncguard-stat's
+# and tgtd-private's errors, sweeps checked before they run
 # (--bytes below one command, writes to a write-protected LUN, a preset
 # beside the options it sets), --compare refusing a file without
 # results, and a target killed mid-run ending the run instead of hanging
@@ -48,6 +49,17 @@ usage_case -t 5 --bytes 1m iscsi://127.0.0.1/x/1		# -t was dropped
 usage_case --compare --csv a.json b.json			# --csv was ignored
 usage_case --compare
 usage_case http://127.0.0.1/x/1
+for a in --bogus "iqn.x abc" "iqn.x 1 extra"; do
+	out=$("$top/tools/syncguard-stat" $a 2>&1); rc=$?
+	expect "syncguard-stat $a: exit 2 with the reason (it printed the synopsis alone)" \
+		'[ $rc -eq 2 ] && grep -q "^syncguard-stat: .* '"'"'" <<<"$out"'
+done
+out=$("$tp" url "$work/none" "$iqn" 1 2>/dev/null); rc=$?
+expect "tgtd-private url without a tgtd fails and prints no URL (it printed one without a port, exit 0)" \
+	'[ $rc -eq 1 ] && [ -z "$out" ]'
+out=$("$tp" lun "$work/none" 1 1 /x 2>&1); rc=$?
+expect "tgtd-private lun without a tgtd fails with one reason (tgtadm ran with an empty -C)" \
+	'[ $rc -eq 1 ] && ! grep -q tgtadm <<<"$out"'
 
 help_opts=$("$sb" --help | grep -o -- '^  \(-., \)\?    --[a-z-]*\|^  -., --[a-z-]*' | grep -o -- '--[a-z-]*' | sort)
 man_opts=$("$sb" --man | grep -o '^\(\\fB\\-.\\fR, \)\?\\fB\\-\\-[a-z-]*' | sed 's/.*\\-\\-/--/' | sort)
@@ -67,6 +79,9 @@ for l in 1:write-back 2:write-through; do
 done
 u1=$("$tp" url "$work/tgtd" "$iqn" 1)
 u2=$("$tp" url "$work/tgtd" "$iqn" 2)
+out=$("$sb" -t 0.2 "${u1%/1}/7" 2>&1); rc=$?
+expect "a LUN the target does not have is named as such, exit 1 (it said 'cannot log in')" \
+	'[ $rc -eq 1 ] && grep -q "LUN 7 does not exist there" <<<"$out"'
 
 "$sb" -t 0.5 -q 1,4 -s fua --label wb --json --no-progress "$u1" >"$work/wb.json"
 expect "a run exits 0" '[ $? -eq 0 ]'

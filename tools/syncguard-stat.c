@@ -226,6 +226,14 @@ static int walk_target(const char *target, long want_lun, bool json,
 	return n;
 }
 
+/* The reason, the synopsis; exit status 2 */
+static int usage_error(const char *why, const char *arg)
+{
+	fprintf(stderr, "syncguard-stat: %s '%s'\n"
+		"usage: syncguard-stat [--json] [TARGET-IQN [LUN]]\n", why, arg);
+	return 2;
+}
+
 int main(int argc, char **argv)
 {
 	bool json = false, first = true;
@@ -245,7 +253,9 @@ int main(int argc, char **argv)
 		       "measured epoch.\nWithout arguments, every LUN's, by target and "
 		       "LUN.\nCounters of a tgtd "
 		       "that has exited are marked (gone).\n--json: one array "
-		       "of objects, with the flush latency histogram.\n");
+		       "of objects, with the flush latency histogram.\n"
+		       "Exit status: 0 counters printed, 1 none matched, 2 a "
+		       "usage error.\n");
 		return 0;
 	}
 	if (argc > 1 && !strcmp(argv[1], "--json")) {
@@ -254,11 +264,12 @@ int main(int argc, char **argv)
 	}
 	if (argc - i == 2)
 		want_lun = lun_number(argv[i + 1], argv[i + 1] + strlen(argv[i + 1]));
-	if (argc - i > 2 || (argc > i && argv[i][0] == '-') ||
-	    (argc - i == 2 && want_lun < 0)) {
-		fprintf(stderr, "usage: syncguard-stat [--json] [TARGET-IQN [LUN]]\n");
-		return 2;
-	}
+	if (argc - i > 2)
+		return usage_error("one argument too many:", argv[i + 2]);
+	if (argc > i && argv[i][0] == '-')
+		return usage_error("unknown option", argv[i]);
+	if (argc - i == 2 && want_lun < 0)
+		return usage_error("not a LUN number:", argv[i + 1]);
 	if (json)
 		printf("[");
 	if (argc > i) {

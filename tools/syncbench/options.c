@@ -260,7 +260,8 @@ static const struct opt opts[] = {
 	  "(min/avg/max); default 1", set_sessions },
 	{ "time", 't', "SECONDS", "duration of each run; default 10", set_time },
 	{ "bytes", 0, "SIZE", "instead of --time: each session moves SIZE "
-	  "bytes per run, rounded up to whole commands of --block-size",
+	  "bytes per run (at least one command), rounded up to whole "
+	  "commands of --block-size",
 	  set_bytes },
 	{ "warmup", 0, "SECONDS", "run that long first, unmeasured; default 0",
 	  set_warmup },
@@ -289,8 +290,8 @@ static const struct opt opts[] = {
 	  "--state FILE", set_verify_only },
 	{ "preset", 0, "NAME", "a classic study, see --help's list (short form "
 	  "unless --full); it sets --sync, --block-size, --queue-depth, --time "
-	  "or --bytes, --read-pct and --random-pct itself (iozone also "
-	  "--sessions), so those cannot go with it", set_preset },
+	  "or --bytes, --read-pct and --random-pct (and so --pattern) itself "
+	  "(iozone also --sessions), so those cannot go with it", set_preset },
 	{ "full", 0, NULL, "with --preset: the full form", set_full },
 	{ "label", 0, "TEXT", "name this run in JSON, CSV and comparisons",
 	  set_label },

@@ -58,8 +58,9 @@ const char *sense_text(const struct scsi_sense *sense, char *buf,
 /* Why a login failed, in words a user can act on: libiscsi's message
  * after a refused TCP connection names its reconnect logic instead. */
 static void login_failed(const struct config *c, struct iscsi_context *iscsi,
-			 const char *portal)
+			 const char *portal, int lun)
 {
+	const char *why = iscsi_get_error(iscsi);
 	char host[256], url[1024], *port;
 	struct addrinfo *ai = NULL, hints = { .ai_socktype = SOCK_STREAM };
 	int fd = -1, err = 0;
@@ -90,9 +91,13 @@ static void login_failed(const struct config *c, struct iscsi_context *iscsi,
 	if (err)
 		fprintf(stderr, PROG ": cannot connect to the portal %s: %s\n",
 			portal, strerror(err));
+	else if (iscsi_is_logged_in(iscsi))	/* the LUN's TEST UNIT READY */
+		fprintf(stderr, PROG ": %s: logged in to the target, but LUN "
+			"%d %s: %s\n", url, lun,
+			strstr(why, "LOGICAL_UNIT_NOT_SUPPORTED") ?
+			"does not exist there" : "is not ready", why);
 	else
-		fprintf(stderr, PROG ": cannot log in to %s: %s\n", url,
-			iscsi_get_error(iscsi));
+		fprintf(stderr, PROG ": cannot log in to %s: %s\n", url, why);
 }
 
 struct iscsi_context *target_login(const struct config *c, int *lun,
@@ -120,7 +125,7 @@ struct iscsi_context *target_login(const struct config *c, int *lun,
 	if (target)
 		snprintf(target, len, "%s", u->target);
 	if (iscsi_full_connect_sync(iscsi, u->portal, u->lun)) {
-		login_failed(c, iscsi, u->portal);
+		login_failed(c, iscsi, u->portal, u->lun);
 		iscsi_destroy_url(u);
 		iscsi_destroy_context(iscsi);
 		return NULL;
