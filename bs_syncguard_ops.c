@@ -542,6 +542,34 @@ static bool busy_for_path(struct scsi_lu *lu, const char *params)
  * flushes before tgtadm gets its answer (tgtd waits for it: an
  * administrator's command, done rarely).
  */
+/*
+ * After a tgtadm update: if the WCE initiators are shown changed from
+ * @shown (a mode_page update, or path= reopening the store with its
+ * mode's WCE), every I_T nexus gets a unit attention, MODE PARAMETERS
+ * CHANGED (SPC-4, mode parameters: changed by other means than that
+ * nexus's own MODE SELECT).  An initiator that set WCE=0 sends no
+ * SYNCHRONIZE CACHE; told nothing, it would go on trusting plain writes
+ * that now sit in a volatile cache (a helper's power-cut test lost
+ * them).  tgt raises it for MODE SELECT, to the other nexuses, itself.
+ */
+static void announce_wce(struct scsi_lu *lu, int shown)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	int now;
+
+	if (!bs->open || shown < 0)
+		return;
+	now = syncguard_lun_reported_wce(&bs->lun);
+	if (now == shown)
+		return;
+	page_set_wce(lu, now);
+	/* itn ids are iSCSI TSIHs, never UINT64_MAX: every nexus */
+	ua_sense_add_other_it_nexus(UINT64_MAX, lu, ASC_MODE_PARAMETERS_CHANGED);
+	eprintf("syncguard: lun %" PRIu64 ": WCE %d -> %d by tgtadm: unit "
+		"attention MODE PARAMETERS CHANGED to every initiator\n",
+		lu->lun, shown, now);
+}
+
 static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
@@ -583,6 +611,7 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 			"bsopts allow_wce)" : strerror(-err));
 		return TGTADM_INVALID_REQUEST;
 	}
+	announce_wce(lu, shown);
 	err = check_thin(lu);
 	block_limits(lu);	/* tgt rewrote it if thin changed */
 	return err ? TGTADM_INVALID_REQUEST : adm;

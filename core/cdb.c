@@ -106,6 +106,8 @@ static void decode_flags(const uint8_t *cdb, uint8_t bits,
 		out->unmap = b1 & 0x08;
 		out->pbdata = b1 & 0x04;
 		out->lbdata = b1 & 0x02;
+		/* SBC-4's NDOB; in WRITE SAME(10) bit 0 is obsolete */
+		out->ndob = cdb[0] == 0x93 && (b1 & 0x01);
 	}
 }
 

@@ -493,7 +493,7 @@ static void fill_same(const struct syncguard_lun *lun, uint8_t *buf,
 }
 
 static enum syncguard_reason write_same_data(struct syncguard_lun *lun,
-					     const struct syncguard_req *req,
+					     const uint8_t *block,
 					     const struct syncguard_cdb *c,
 					     uint64_t nblocks)
 {
@@ -506,14 +506,14 @@ static enum syncguard_reason write_same_data(struct syncguard_lun *lun,
 		return SYNCGUARD_ERR_INTERNAL;
 	if (per > nblocks)
 		per = nblocks;
-	fill_same(lun, buf, req->out, per, c->lba, c->lbdata);
+	fill_same(lun, buf, block, per, c->lba, c->lbdata);
 	pthread_rwlock_rdlock(&lun->write_lock);
 	a = policy(lun, SYNCGUARD_CLASS_WRITE);
 	for (uint64_t done = 0; !err && done < nblocks; done += per) {
 		uint64_t n = nblocks - done < per ? nblocks - done : per;
 
 		if (c->lbdata)
-			fill_same(lun, buf, req->out, n, c->lba + done, true);
+			fill_same(lun, buf, block, n, c->lba + done, true);
 		err = syncguard_lun_write(lun, buf, to_bytes(lun, n),
 					  to_bytes(lun, c->lba + done),
 					  SYNCGUARD_PERSIST_CACHED);
@@ -574,12 +574,14 @@ static enum syncguard_reason exec_write_same(struct syncguard_lun *lun,
 {
 	uint64_t n = c->nblocks;
 	enum syncguard_reason r;
+	uint8_t *zero;
 
 	(void)res;
-	if ((c->unmap && !lun->thin) || c->pbdata)
+	if ((c->unmap && !lun->thin) || c->pbdata || (c->ndob && c->lbdata))
 		return SYNCGUARD_ERR_INVALID_CDB;
-	/* with UNMAP the block is not needed (tgt accepts none) */
-	if (!c->unmap && req->out_len < to_bytes(lun, 1))
+	/* with UNMAP the block is not needed (tgt accepts none); with NDOB
+	 * (SBC-4) there is none and the blocks read back as zeroes */
+	if (!c->unmap && !c->ndob && req->out_len < to_bytes(lun, 1))
 		return SYNCGUARD_ERR_PARAM_LEN;
 	if (n == 0 && c->lba < capacity(lun))	/* 0: to the end (SBC-3) */
 		n = capacity(lun) - c->lba;
@@ -588,7 +590,14 @@ static enum syncguard_reason exec_write_same(struct syncguard_lun *lun,
 		return r;
 	if (c->unmap)
 		return unmap_ranges(lun, &c->lba, &n, NULL, 1);
-	return write_same_data(lun, req, c, n);
+	if (!c->ndob)
+		return write_same_data(lun, req->out, c, n);
+	zero = calloc(1, to_bytes(lun, 1));
+	if (!zero)
+		return SYNCGUARD_ERR_INTERNAL;
+	r = write_same_data(lun, zero, c, n);
+	free(zero);
+	return r;
 }
 
 /* UNMAP (SBC-3 5.28): 8-byte parameter list header, then descriptors */

@@ -54,6 +54,9 @@ enum syncguard_reason syncguard_reason_of_errno(int err, bool writing)
 	case EDQUOT:
 		/* a full thin (sparse) LUN: SBC-3 4.7.3.6 */
 		return writing ? SYNCGUARD_ERR_NOSPACE : SYNCGUARD_ERR_READ;
+	case EPERM:	/* the file made immutable (chattr +i) */
+	case EROFS:	/* its file system remounted read-only */
+		return writing ? SYNCGUARD_ERR_WRITE_PROTECT : SYNCGUARD_ERR_READ;
 	default:
 		return writing ? SYNCGUARD_ERR_WRITE : SYNCGUARD_ERR_READ;
 	}

@@ -180,6 +180,8 @@ struct syncguard_cdb {
 	uint8_t bytchk;		/* VERIFY / WRITE AND VERIFY BYTCHK field */
 	bool unmap;		/* WRITE SAME: UNMAP bit */
 	bool lbdata, pbdata;	/* WRITE SAME: LBDATA / PBDATA */
+	bool ndob;		/* WRITE SAME(16): no Data-Out buffer, the
+				 * blocks are written with zeroes (SBC-4) */
 };
 
 /*

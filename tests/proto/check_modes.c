@@ -232,14 +232,57 @@ START_TEST(test_modes_wce_toggle_under_load)
 			proto_assert_good(proto_select_wce(iscsi, lun, wce),
 					  wce ? "MODE SELECT WCE=1" :
 					  "MODE SELECT WCE=0", false);
-		else
+		else {
 			ck_assert_int_eq(proto_update_lun(lun, page[wce]), 0);
+			/* told of the change, as every other nexus is */
+			proto_assert_sense(iscsi_testunitready_sync(iscsi, lun),
+					   SCSI_SENSE_UNIT_ATTENTION, 0x2a01,
+					   "TEST UNIT READY after tgtadm's WCE");
+		}
 	}
 	for (int w = 0; w < 4; w++) {
 		status = proto_child_end(writers[w]);
 		ck_assert_msg(status == -1, "writer %d: %s", w, status == 1 ?
 			      "session lost" : "a write failed");
 	}
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(lun), 0);
+}
+END_TEST
+
+/*
+ * An administrator's WCE change (tgtadm mode_page, or path= reopening a
+ * write-back store with WCE=1) after an initiator set WCE=0: that
+ * initiator sends no SYNCHRONIZE CACHE, so it must hear of the change,
+ * a unit attention MODE PARAMETERS CHANGED.  Without it (a helper's
+ * finding) its next command got GOOD and a power cut then lost plain
+ * writes acknowledged after the change.
+ */
+START_TEST(test_modes_admin_wce_change_announced)
+{
+	const int lun = 10;
+	char params[512];
+	struct iscsi_context *iscsi;
+
+	ck_assert_int_eq(proto_add_lun(lun, proto_file("admin-wce.img", 1u << 20,
+				       false), "mode=write-back", BS), 0);
+	iscsi = proto_connect(lun);
+	proto_assert_good(proto_select_wce(iscsi, lun, 0), "MODE SELECT WCE=0",
+			  false);
+	ck_assert_int_eq(proto_update_lun(lun, "mode_page=8:0:18:0x14:0:0xff:"
+		"0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0"), 0);
+	proto_assert_sense(iscsi_testunitready_sync(iscsi, lun),
+			   SCSI_SENSE_UNIT_ATTENTION, 0x2a01,
+			   "TEST UNIT READY after tgtadm set WCE=1");
+	proto_assert_good(proto_select_wce(iscsi, lun, 0), "MODE SELECT WCE=0",
+			  false);
+	ck_assert_int_eq(proto_update_lun(lun, "online=0"), 0);
+	snprintf(params, sizeof(params), "path=%s",
+		 proto_file("admin-wce2.img", 1u << 20, false));
+	ck_assert_int_eq(proto_update_lun(lun, params), 0);
+	proto_assert_sense(iscsi_testunitready_sync(iscsi, lun),
+			   SCSI_SENSE_UNIT_ATTENTION, 0x2a01,
+			   "TEST UNIT READY after path= reopened with WCE=1");
 	iscsi_destroy_context(iscsi);
 	ck_assert_int_eq(proto_del_lun(lun), 0);
 }
@@ -327,6 +370,7 @@ Suite *modes_suite(void)
 	/* last: it changes WCE */
 	tcase_add_loop_test(tc, test_modes_mode_select_wce, 0, NMODES);
 	tcase_add_test(tc, test_modes_wce_toggle_under_load);
+	tcase_add_test(tc, test_modes_admin_wce_change_announced);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -454,6 +454,29 @@ START_TEST(test_exec_write_same_lbdata)
 }
 END_TEST
 
+/* WRITE SAME(16) with NDOB (SBC-4): no Data-Out, the blocks become
+ * zeroes, durably on write-through; with LBDATA there is no block to
+ * stamp: refused.  (It was PARAMETER LIST LENGTH ERROR.) */
+START_TEST(test_exec_write_same_ndob)
+{
+	uint8_t ws16[16] = { 0x93, 0x01, 0, 0, 0, 0, 0, 0, 0, 20,
+			     0, 0, 0, 3, 0, 0 };
+	uint8_t zero[3 * BS] = { 0 };
+
+	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
+	fill(5);
+	ck_assert_int_eq(write16(20, 3, false), SYNCGUARD_OK);
+	fx.fdatasyncs = 0;
+	ck_assert_int_eq(run(ws16, 16, NULL, 0, NULL, 0).reason, SYNCGUARD_OK);
+	ck_assert_int_eq(read10(20, 3, false), SYNCGUARD_OK);
+	ck_assert_mem_eq(back, zero, 3 * BS);
+	ck_assert_int_eq(fx.fdatasyncs, 1);	/* write-through: durable */
+	ws16[1] = 0x03;				/* NDOB + LBDATA */
+	ck_assert_int_eq(run(ws16, 16, NULL, 0, NULL, 0).reason,
+			 SYNCGUARD_ERR_INVALID_CDB);
+}
+END_TEST
+
 /* BYTCHK 10b, and 11b for WRITE AND VERIFY, are reserved: refused
  * before anything is written or read */
 START_TEST(test_exec_bytchk_reserved)
@@ -615,6 +638,18 @@ START_TEST(test_exec_enospc)
 	fx.pwrite_errno = 0;	/* latched, reported as what it was */
 	assert_sense(write16(0, 8, true), 0x07, 0x2707);
 	assert_sense(sync_cache10(0, 0), 0x07, 0x2707);
+}
+END_TEST
+
+/* A file that refuses writes (immutable, a read-only remount): DATA
+ * PROTECT / WRITE PROTECTED, not MEDIUM ERROR (a helper's chattr +i) */
+START_TEST(test_exec_write_protected)
+{
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	fx.pwrite_errno = EPERM;
+	assert_sense(write16(0, 8, false), 0x07, 0x2700);
+	fx.pwrite_errno = EROFS;
+	assert_sense(write16(0, 8, false), 0x07, 0x2700);
 }
 END_TEST
 
@@ -1013,6 +1048,7 @@ Suite *exec_suite(void)
 	tcase_add_test(cost, test_exec_wce_off_flushes_then_writes_through);
 	tcase_add_test(data, test_exec_data_round_trip);
 	tcase_add_test(data, test_exec_write_same_lbdata);
+	tcase_add_test(data, test_exec_write_same_ndob);
 	tcase_add_test(data, test_exec_bytchk_reserved);
 	tcase_add_test(data, test_exec_compare_and_write);
 	tcase_add_test(data, test_exec_lba_out_of_range);
@@ -1021,6 +1057,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_exec_write_eio);
 	tcase_add_test(faults, test_exec_read_eio);
 	tcase_add_test(faults, test_exec_enospc);
+	tcase_add_test(faults, test_exec_write_protected);
 	tcase_add_test(faults, test_exec_flush_error_latches);
 	tcase_add_test(faults, test_exec_dsync_failure_latches_all_modes);
 	tcase_add_test(faults, test_exec_eintr_and_short_writes_complete);
