@@ -45,6 +45,9 @@ struct syncguard_uring {
 	uint64_t flush_covers, flush_start_us;
 	bool batching;			/* a batch timer runs (next_flush) */
 	struct __kernel_timespec batch_ts;
+	/* submission batching: reads and writes prepared and not yet
+	 * completed, and those of them not yet submitted */
+	unsigned int io_inflight, held;
 };
 
 /* Per-LUN private data, placed after tgt's struct bs_thread_info. */

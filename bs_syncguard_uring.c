@@ -94,24 +94,57 @@ static void finish(struct syncguard_bs *bs, struct uring_op *op,
  * uring_event submits again.  A full SQ (never, with inflight capped
  * below RING_ENTRIES) is submitted to make room.
  */
-static void submit(struct syncguard_uring *u)
+static void submit(struct syncguard_bs *bs)
 {
-	int ret = io_uring_submit(&u->ring);
+	struct syncguard_uring *u = &bs->uring;
+	int ret;
+
+	if (u->held)
+		syncguard_count(&bs->lun.stats->ring_submits);
+	u->held = 0;
+	ret = io_uring_submit(&u->ring);
 
 	if (ret < 0)
 		eprintf("syncguard: io_uring submit: %s (retried)\n",
 			strerror(-ret));
 }
 
-static struct io_uring_sqe *get_sqe(struct syncguard_uring *u)
+static struct io_uring_sqe *get_sqe(struct syncguard_bs *bs)
 {
+	struct syncguard_uring *u = &bs->uring;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
 
 	if (!sqe) {
-		submit(u);
+		submit(bs);
 		sqe = io_uring_get_sqe(&u->ring);
 	}
 	return sqe;
+}
+
+/*
+ * Submission batching.  Each io_uring_enter that carries O_DIRECT
+ * writes ends the block layer's plug and notifies the device once; on a
+ * virtio disk that notification is a trap to the hypervisor, and
+ * perf put 28% of tgtd's cycles there at QD32 with one write per enter.
+ * So a read or write is held back while at least SUBMIT_BUSY others are
+ * in the kernel -- the device has work, and their completions come
+ * back through run_ring, which submits what is held -- up to
+ * SUBMIT_BATCH of them.  With fewer in flight (QD1, a starting load)
+ * nothing waits.  Measured side by side in two tgtds, 4 KiB QD32: see
+ * the README's "Submission batching".
+ */
+#define SUBMIT_BATCH	8
+#define SUBMIT_BUSY	4
+
+static void submit_io(struct syncguard_bs *bs)
+{
+	struct syncguard_uring *u = &bs->uring;
+
+	syncguard_count(&bs->lun.stats->ring_ios);
+	u->io_inflight++;
+	u->held++;
+	if (u->held >= SUBMIT_BATCH || u->io_inflight - u->held < SUBMIT_BUSY)
+		submit(bs);
 }
 
 /* ---- the group flush ---- */
@@ -121,7 +154,7 @@ static struct io_uring_sqe *get_sqe(struct syncguard_uring *u)
 static void start_flush(struct syncguard_bs *bs)
 {
 	struct syncguard_uring *u = &bs->uring;
-	struct io_uring_sqe *sqe = get_sqe(u);
+	struct io_uring_sqe *sqe = get_sqe(bs);
 
 	if (!sqe)
 		return;
@@ -132,7 +165,7 @@ static void start_flush(struct syncguard_bs *bs)
 	u->flush_start_us = syncguard_now_us();
 	io_uring_prep_fsync(sqe, u->flush_fd, IORING_FSYNC_DATASYNC);
 	io_uring_sqe_set_data(sqe, &flush_tag);
-	submit(u);
+	submit(bs);
 }
 
 /* Start the next flush now, or after a batching wait (core/flush.c) in
@@ -143,7 +176,7 @@ static void next_flush(struct syncguard_bs *bs)
 	unsigned int us = syncguard_flush_hold_us(&bs->lun);
 	struct io_uring_sqe *sqe;
 
-	if (!us || !(sqe = get_sqe(u))) {
+	if (!us || !(sqe = get_sqe(bs))) {
 		start_flush(bs);
 		return;
 	}
@@ -151,7 +184,7 @@ static void next_flush(struct syncguard_bs *bs)
 	u->batch_ts.tv_nsec = (long long)us * 1000;
 	io_uring_prep_timeout(sqe, &u->batch_ts, 0, 0);
 	io_uring_sqe_set_data(sqe, &batch_tag);
-	submit(u);
+	submit(bs);
 	u->batching = true;
 }
 
@@ -199,7 +232,7 @@ static void flush_done(struct syncguard_bs *bs, int res)
 /* Queue the (rest of the) transfer of @op; 0 or -EBUSY (no SQE). */
 static int queue_io(struct syncguard_bs *bs, struct uring_op *op)
 {
-	struct io_uring_sqe *sqe = get_sqe(&bs->uring);
+	struct io_uring_sqe *sqe = get_sqe(bs);
 	struct scsi_cmd *cmd = op->cmd;
 	uint32_t left = op->plan.len - op->done;
 	uint64_t off = op->plan.off + op->done;
@@ -216,7 +249,7 @@ static int queue_io(struct syncguard_bs *bs, struct uring_op *op)
 	if (op->plan.dsync)
 		sqe->rw_flags = RWF_DSYNC;
 	io_uring_sqe_set_data(sqe, op);
-	submit(&bs->uring);
+	submit_io(bs);
 	return 0;
 }
 
@@ -358,6 +391,7 @@ static void reap(struct syncguard_bs *bs, struct io_uring_cqe *cqe)
 			start_flush(bs);
 		return;
 	}
+	bs->uring.io_inflight--;
 	if (res == -EOPNOTSUPP && op->plan.dsync && !op->done) {
 		/* no RWF_DSYNC here: the same write, then a group flush */
 		__atomic_store_n(&bs->lun.no_rwf_dsync, true, __ATOMIC_RELAXED);
@@ -392,8 +426,8 @@ static void run_ring(struct syncguard_bs *bs)
 		bs->uring.ready = op->next;
 		finish(bs, op, op->reason);
 	}
-	if (io_uring_sq_ready(&bs->uring.ring))	/* a submit failed */
-		submit(&bs->uring);
+	if (io_uring_sq_ready(&bs->uring.ring))	/* held, or a submit failed */
+		submit(bs);
 	if (bs->uring.pending && !bs->uring.flushing && !bs->uring.batching)
 		start_flush(bs);		/* it found no SQE */
 }

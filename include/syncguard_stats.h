@@ -21,8 +21,9 @@
 #include <sys/types.h>
 
 #define SYNCGUARD_STATS_MAGIC	0x53544753u	/* "SGTS" */
-#define SYNCGUARD_STATS_VERSION	4	/* 2: how writes go, the trials;
-					 * 3: pid_start; 4: wce */
+#define SYNCGUARD_STATS_VERSION	5	/* 2: how writes go, the trials;
+					 * 3: pid_start; 4: wce;
+					 * 5: ring_ios, ring_submits */
 #define SYNCGUARD_STATS_DIR	"/run/syncguard"
 #define SYNCGUARD_FLUSH_BUCKETS	32	/* log2 microseconds */
 
@@ -77,6 +78,11 @@ struct syncguard_stats {
 	/* the WCE the LUN reports now (SBC-3 Caching mode page): 1 while a
 	 * switch to 0 still flushes what was cached */
 	uint64_t wce;
+	/* io_uring submission batching (bs_syncguard_uring.c): reads and
+	 * writes submitted through the ring, and the io_uring_enter calls
+	 * that carried them (equal when none was held back) */
+	uint64_t ring_ios;
+	uint64_t ring_submits;
 };
 
 /* The owner's start time of a file whose first @bytes were read into

@@ -144,12 +144,14 @@ static void print(const char *target, unsigned long lun,
 		       ",\"device_flushes\":%" PRIu64 ",\"dsync_writes\":%" PRIu64
 		       ",\"writeouts\":%" PRIu64 ",\"direct_writes\":%" PRIu64
 		       ",\"flushes_coalesced\":%" PRIu64 ",\"flushes_elided\":%"
-		       PRIu64 ",\"flush_us_total\":%" PRIu64,
+		       PRIu64 ",\"flush_us_total\":%" PRIu64
+		       ",\"ring_ios\":%" PRIu64 ",\"ring_submits\":%" PRIu64,
 		       lun, mode, st->wce, st->pid, alive ? "true" : "false",
 		       st->reads, st->writes, st->fua_writes, st->sync_caches,
 		       st->errors, st->device_flushes, st->dsync_writes,
 		       st->writeouts, st->direct_writes, st->flushes_coalesced,
-		       st->flushes_elided, st->flush_us_total);
+		       st->flushes_elided, st->flush_us_total, st->ring_ios,
+		       st->ring_submits);
 		print_ways_json(st);
 		print_histogram(st);
 	} else {
@@ -161,12 +163,14 @@ static void print(const char *target, unsigned long lun,
 		       "RWF_DSYNC writes %" PRIu64 ", writeouts %" PRIu64
 		       ", O_DIRECT writes %" PRIu64 "\n"
 		       "  saved: %" PRIu64 " by coalescing, %" PRIu64
-		       " by elision\n", target, lun, mode, st->wce, st->pid,
+		       " by elision\n"
+		       "  io_uring: %" PRIu64 " reads and writes in %" PRIu64
+		       " submissions\n", target, lun, mode, st->wce, st->pid,
 		       alive ? "" : " (gone)", st->reads, st->writes,
 		       st->fua_writes, st->sync_caches, st->errors,
 		       st->device_flushes, flush_p50(st), st->dsync_writes,
 		       st->writeouts, st->direct_writes, st->flushes_coalesced,
-		       st->flushes_elided);
+		       st->flushes_elided, st->ring_ios, st->ring_submits);
 		print_ways(st);
 	}
 	*first = false;

@@ -288,6 +288,46 @@ START_TEST(test_modes_admin_wce_change_announced)
 }
 END_TEST
 
+/*
+ * Submission batching on the ring (bs_syncguard_uring.c): a read or
+ * write is held back for the next io_uring_enter only while others are
+ * in the kernel.  At QD1 nothing may wait (each write its own enter: a
+ * held write with nothing in flight would wait for ever); at QD32 on a
+ * plp LUN (O_DIRECT writes, one device notification per enter) enters
+ * carry several writes.  Without batching the two counters are equal.
+ */
+static void ring_load(int lun, int qd, long long *ios, long long *submits)
+{
+	const char *top = getenv("SYNCGUARD_TOP");
+	long long i0 = proto_counter(lun, "ring_ios");
+	long long s0 = proto_counter(lun, "ring_submits");
+
+	ck_assert_int_eq(proto_sh("'%s/tools/iscsi-syncbench' -q %d -t 1 "
+				  "--no-progress '%s' >/dev/null",
+				  top ? top : ".", qd, proto_url(lun)), 0);
+	*ios = proto_counter(lun, "ring_ios") - i0;
+	*submits = proto_counter(lun, "ring_submits") - s0;
+}
+
+START_TEST(test_modes_ring_submission_batching)
+{
+	const int lun = 11;
+	long long ios, submits;
+
+	ck_assert_int_eq(proto_add_lun(lun, proto_file("ring.img", 64u << 20,
+				       false), "mode=plp,engine=uring", BS), 0);
+	ring_load(lun, 1, &ios, &submits);
+	ck_assert_int_gt(ios, 0);
+	ck_assert_msg(submits == ios, "QD1: %lld writes in %lld enters",
+		      ios, submits);
+	ring_load(lun, 32, &ios, &submits);
+	ck_assert_int_gt(ios, 0);
+	ck_assert_msg(submits < ios, "QD32: %lld writes in %lld enters",
+		      ios, submits);
+	ck_assert_int_eq(proto_del_lun(lun), 0);
+}
+END_TEST
+
 START_TEST(test_modes_write_beyond_capacity)
 {
 	int lun = modes[_i].lun;
@@ -371,6 +411,7 @@ Suite *modes_suite(void)
 	tcase_add_loop_test(tc, test_modes_mode_select_wce, 0, NMODES);
 	tcase_add_test(tc, test_modes_wce_toggle_under_load);
 	tcase_add_test(tc, test_modes_admin_wce_change_announced);
+	tcase_add_test(tc, test_modes_ring_submission_batching);
 	suite_add_tcase(s, tc);
 	return s;
 }

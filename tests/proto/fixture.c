@@ -187,12 +187,11 @@ const char *proto_file(const char *name, uint64_t bytes, bool sparse)
 	return p;
 }
 
-struct iscsi_context *proto_connect(int lun)
+const char *proto_url(int lun)
 {
-	char url[256], port[32] = "", path[600];
+	static char url[256];
+	char port[32] = "", path[600];
 	FILE *f;
-	struct iscsi_context *iscsi;
-	struct iscsi_url *u;
 
 	snprintf(path, sizeof(path), "%s/port", state);
 	f = fopen(path, "r");
@@ -202,6 +201,15 @@ struct iscsi_context *proto_connect(int lun)
 	port[strcspn(port, "\n")] = '\0';
 	snprintf(url, sizeof(url), "iscsi://127.0.0.1:%s/%s/%d", port,
 		 PROTO_IQN, lun);
+	return url;
+}
+
+struct iscsi_context *proto_connect(int lun)
+{
+	const char *url = proto_url(lun);
+	struct iscsi_context *iscsi;
+	struct iscsi_url *u;
+
 	iscsi = iscsi_create_context("iqn.2026-11.org.syncguard:proto-init");
 	ck_assert_ptr_nonnull(iscsi);
 	u = iscsi_parse_full_url(iscsi, url);

@@ -68,6 +68,9 @@ const char *proto_file(const char *name, uint64_t bytes, bool sparse);
 /* The scratch directory (under build/, never tmpfs). */
 const char *proto_dir(void);
 
+/* The URL of LUN @lun on the private tgtd (static storage). */
+const char *proto_url(int lun);
+
 /* Log in to LUN @lun; fails the test if that is not possible. */
 struct iscsi_context *proto_connect(int lun);
 
