@@ -45,9 +45,14 @@ struct syncguard_uring {
 	uint64_t flush_covers, flush_start_us;
 	bool batching;			/* a batch timer runs (next_flush) */
 	struct __kernel_timespec batch_ts;
-	/* submission batching: reads and writes prepared and not yet
-	 * completed, and those of them not yet submitted */
+	/* submission batching: O_DIRECT reads and writes prepared and not
+	 * yet completed, reads and writes not yet submitted, since when (us,
+	 * syncguard_now_us) the first of those waits, when a read or
+	 * write last completed, and the event that
+	 * ends the wait (tgt's scheduled events run before every epoll_wait) */
 	unsigned int io_inflight, held;
+	uint64_t held_since_us, last_reap_us;
+	struct event_data submit_ev;
 };
 
 /* Per-LUN private data, placed after tgt's struct bs_thread_info. */

@@ -122,29 +122,47 @@ static struct io_uring_sqe *get_sqe(struct syncguard_bs *bs)
 }
 
 /*
- * Submission batching.  Each io_uring_enter that carries O_DIRECT
- * writes ends the block layer's plug and notifies the device once; on a
- * virtio disk that notification is a trap to the hypervisor, and
- * perf put 28% of tgtd's cycles there at QD32 with one write per enter.
- * So a read or write is held back while at least SUBMIT_BUSY others are
- * in the kernel -- the device has work, and their completions come
- * back through run_ring, which submits what is held -- up to
- * SUBMIT_BATCH of them.  With fewer in flight (QD1, a starting load)
- * nothing waits.  Measured side by side in two tgtds, 4 KiB QD32: see
- * the README's "Submission batching".
+ * Submission batching (the rules: syncguard_submit_hold, core/flush.c).
+ * What waits is submitted by the next io_uring_enter: run_ring's, once
+ * completions come back; a flush's; the one that reaches the batch
+ * limit; or submit_event's, once the first has waited its longest.
  */
-#define SUBMIT_BATCH	8
-#define SUBMIT_BUSY	4
 
-static void submit_io(struct syncguard_bs *bs)
+/* tgt's scheduled event, before each epoll_wait while anything is held
+ * (epoll_wait then does not sleep). */
+static void submit_event(struct event_data *ev)
 {
+	struct syncguard_bs *bs = ev->data;
 	struct syncguard_uring *u = &bs->uring;
 
-	syncguard_count(&bs->lun.stats->ring_ios);
-	u->io_inflight++;
-	u->held++;
-	if (u->held >= SUBMIT_BATCH || u->io_inflight - u->held < SUBMIT_BUSY)
+	if (!u->held)
+		return;
+	if (syncguard_submit_due(syncguard_now_us() - u->held_since_us))
 		submit(bs);
+	else
+		tgt_add_sched_event(&u->submit_ev);
+}
+
+/* A read or write just prepared; @direct: O_DIRECT, to the device. */
+static void submit_io(struct syncguard_bs *bs, bool direct)
+{
+	struct syncguard_uring *u = &bs->uring;
+	uint64_t now = syncguard_now_us();
+	unsigned int in_kernel = u->io_inflight - u->held;
+
+	syncguard_count(&bs->lun.stats->ring_ios);
+	u->held++;
+	if (direct)
+		u->io_inflight++;
+	if (!syncguard_submit_hold(direct, u->held, in_kernel,
+				   now - u->last_reap_us)) {
+		submit(bs);
+		return;
+	}
+	if (u->held == 1) {
+		u->held_since_us = now;
+		tgt_add_sched_event(&u->submit_ev);
+	}
 }
 
 /* ---- the group flush ---- */
@@ -249,7 +267,7 @@ static int queue_io(struct syncguard_bs *bs, struct uring_op *op)
 	if (op->plan.dsync)
 		sqe->rw_flags = RWF_DSYNC;
 	io_uring_sqe_set_data(sqe, op);
-	submit_io(bs);
+	submit_io(bs, op->plan.direct);
 	return 0;
 }
 
@@ -391,7 +409,10 @@ static void reap(struct syncguard_bs *bs, struct io_uring_cqe *cqe)
 			start_flush(bs);
 		return;
 	}
-	bs->uring.io_inflight--;
+	if (op->plan.direct) {
+		bs->uring.io_inflight--;
+		bs->uring.last_reap_us = syncguard_now_us();
+	}
 	if (res == -EOPNOTSUPP && op->plan.dsync && !op->done) {
 		/* no RWF_DSYNC here: the same write, then a group flush */
 		__atomic_store_n(&bs->lun.no_rwf_dsync, true, __ATOMIC_RELAXED);
@@ -554,6 +575,7 @@ int syncguard_uring_open(struct scsi_lu *lu)
 	if (ret)
 		return bs->opts.engine == SYNCGUARD_ENGINE_URING ? ret : 0;
 	u->ring_ok = true;
+	tgt_init_sched_event(&u->submit_ev, submit_event, bs);
 	u->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	u->flush_fd = syncguard_sync_fd_get(&bs->lun);
 	ret = u->efd < 0 || u->flush_fd < 0 ? -errno :
@@ -582,8 +604,10 @@ void syncguard_uring_close(struct scsi_lu *lu)
 	}
 	if (u->flush_fd >= 0)
 		syncguard_sync_fd_put(&bs->lun, u->flush_fd);
-	if (u->ring_ok)
+	if (u->ring_ok) {
+		tgt_remove_sched_event(&u->submit_ev);
 		io_uring_queue_exit(&u->ring);
+	}
 	memset(u, 0, sizeof(*u));
 	u->efd = u->flush_fd = -1;
 }

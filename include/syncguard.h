@@ -455,6 +455,21 @@ unsigned int syncguard_flush_batch_us(unsigned int last_group,
  * answers more commands per second than not, else 0. */
 unsigned int syncguard_flush_hold_us(struct syncguard_lun *lun);
 
+/*
+ * Submission batching, for the io_uring engine: may a read or write just
+ * prepared wait for the next io_uring_enter?  @direct: it is O_DIRECT
+ * (page-cache I/O never waits); @held: prepared and not submitted, this
+ * one included; @in_kernel: O_DIRECT reads and writes submitted and not
+ * yet completed; @quiet_us: microseconds since one of those last
+ * completed.  Pure; the rules and their reasons are in core/flush.c.
+ */
+bool syncguard_submit_hold(bool direct, unsigned int held,
+			   unsigned int in_kernel, uint64_t quiet_us);
+
+/* Has the first read or write held back waited its longest
+ * (@waited_us, microseconds)?  Then everything held is submitted. */
+bool syncguard_submit_due(uint64_t waited_us);
+
 /* Nothing written (data or metadata) since the last completed flush? */
 bool syncguard_lun_clean(struct syncguard_lun *lun);
 

@@ -160,6 +160,26 @@ START_TEST(test_flush_batch_policy)
 }
 END_TEST
 
+/* Submission batching: an O_DIRECT read or write waits for the next
+ * io_uring_enter only behind 4 or more in the kernel that are still
+ * completing, at most 8 of them, for 100 us at most; page-cache I/O and
+ * QD1 never wait, nor anything behind I/O that stopped completing
+ * (helper-39: a read waited behind stuck writes until it timed out). */
+START_TEST(test_flush_submit_batching)
+{
+	ck_assert(syncguard_submit_hold(true, 1, 4, 0));
+	ck_assert(syncguard_submit_hold(true, 7, 31, 99));
+	ck_assert(!syncguard_submit_hold(false, 1, 31, 0));	/* page cache */
+	ck_assert(!syncguard_submit_hold(true, 1, 0, 0));	/* QD1 */
+	ck_assert(!syncguard_submit_hold(true, 1, 3, 0));
+	ck_assert(!syncguard_submit_hold(true, 8, 31, 0));	/* a full batch */
+	ck_assert(!syncguard_submit_hold(true, 1, 16, 100));	/* stuck */
+	ck_assert(!syncguard_submit_hold(true, 1, 16, UINT64_MAX));
+	ck_assert(!syncguard_submit_due(99));
+	ck_assert(syncguard_submit_due(100));
+}
+END_TEST
+
 /* The running trial: epochs of at least @us, scored in their second half
  * (at least @ticks notes there); epoch 0
  * runs arm 0, epoch 1 arm 1, then the faster of the two; both are
@@ -467,6 +487,7 @@ Suite *flush_suite(void)
 	tcase_add_test(tc, test_flush_wce_switch_window);
 	tcase_add_test(tc, test_flush_stats_not_stolen);
 	tcase_add_test(tc, test_flush_stats_zombie_owner);
+	tcase_add_test(tc, test_flush_submit_batching);
 	tcase_add_test(tc, test_flush_stats_pid_reused);
 	tcase_add_test(tc, test_flush_stats_owner_newline_name);
 	tcase_add_test(tc, test_flush_stats_over_fifo);
