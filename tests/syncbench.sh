@@ -12,7 +12,8 @@
 # (--bytes below one command, writes to a write-protected LUN, a preset
 # beside the options it sets), --compare refusing a file without
 # results, and a target killed mid-run ending the run instead of hanging
-# it.  Exit 0 when all hold.
+# it, and per-session IOPS of sessions that ran out of free blocks
+# under --verify.  Exit 0 when all hold.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -210,6 +211,11 @@ expect "reads of a write-protected LUN run, and JSON says write_protected" \
 
 "$sb" --verify-only --no-progress "$u1" >/dev/null 2>&1
 expect "--verify-only without --state is a usage error (it would pass any data)" '[ $? -eq 2 ]'
+# sessions out of free blocks (--verify keeps writes to a block apart)
+# were rated as done at that moment: per-session IOPS in the millions
+out=$("$sb" -t 1 -q 64 -n 4 -b 512 --verify --span 16k --json --no-progress "$u2")
+expect "no session of a timed run is rated above the whole run (--verify on 16 KiB)" \
+	'jq -e ".results[0] | .ops > 0 and .session_iops.max <= .iops * 1.001" <<<"$out" >/dev/null'
 
 # a hung target (stopped, its sockets open): libiscsi times the commands
 # out, which is no answer, so a --bytes run gives up instead of issuing

@@ -410,7 +410,9 @@ static unsigned int pump(struct run *rn)
 
 		fill(s);
 		end_flush(s);
-		if (!s->inflight && !s->done_ns)
+		/* done: nothing in flight and nothing more due (with none in
+		 * flight it may only have found no free block, --verify) */
+		if (!s->inflight && !s->done_ns && !due(s, now_ns()))
 			s->done_ns = now_ns();
 		pfd[i].fd = s->dead ? -1 : iscsi_get_fd(s->iscsi);
 		pfd[i].events = s->dead ? 0 : (short)iscsi_which_events(s->iscsi);
