@@ -45,11 +45,12 @@ struct syncguard_uring {
 	uint64_t flush_covers, flush_start_us;
 	bool batching;			/* a batch timer runs (next_flush) */
 	struct __kernel_timespec batch_ts;
-	/* submission batching: O_DIRECT reads and writes prepared and not
-	 * yet completed, reads and writes not yet submitted, since when (us,
-	 * syncguard_now_us) the first of those waits, when a read or
-	 * write last completed, and the event that
-	 * ends the wait (tgt's scheduled events run before every epoll_wait) */
+	/* submission batching (rules: core/flush.c): O_DIRECT reads and
+	 * writes prepared and not yet completed; reads and writes not yet
+	 * submitted; since when the first of those waits, and when an
+	 * O_DIRECT one last completed (us, syncguard_now_us); and the
+	 * event that ends the wait (tgt's scheduled events run before
+	 * every epoll_wait) */
 	unsigned int io_inflight, held;
 	uint64_t held_since_us, last_reap_us;
 	struct event_data submit_ev;
