@@ -147,13 +147,15 @@ static void submit_event(struct event_data *ev)
 static void submit_io(struct syncguard_bs *bs, bool direct)
 {
 	struct syncguard_uring *u = &bs->uring;
-	uint64_t now = syncguard_now_us();
 	unsigned int in_kernel = u->io_inflight - u->held;
+	uint64_t now = 0;	/* the clock only for what may wait */
 
 	syncguard_count(&bs->lun.stats->ring_ios);
 	u->held++;
-	if (direct)
+	if (direct) {
 		u->io_inflight++;
+		now = syncguard_now_us();
+	}
 	if (!syncguard_submit_hold(direct, u->held, in_kernel,
 				   now - u->last_reap_us)) {
 		submit(bs);
