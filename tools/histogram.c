@@ -2,7 +2,7 @@
 
 #include "histogram.h"
 
-void hist_init(struct histogram *h)
+void syncguard_hist_init(struct histogram *h)
 {
 	memset(h, 0, sizeof(*h));
 	h->min_ns = UINT64_MAX;
@@ -33,7 +33,7 @@ static uint64_t bucket_mid(unsigned int i)
 	return lo + width / 2;
 }
 
-void hist_add(struct histogram *h, uint64_t ns)
+void syncguard_hist_add(struct histogram *h, uint64_t ns)
 {
 	h->bucket[bucket_of(ns)]++;
 	h->count++;
@@ -44,7 +44,7 @@ void hist_add(struct histogram *h, uint64_t ns)
 		h->max_ns = ns;
 }
 
-uint64_t hist_percentile(const struct histogram *h, double pct)
+uint64_t syncguard_hist_percentile(const struct histogram *h, double pct)
 {
 	uint64_t want, seen = 0;
 
@@ -66,7 +66,7 @@ uint64_t hist_percentile(const struct histogram *h, double pct)
 	return h->max_ns;
 }
 
-double hist_mean(const struct histogram *h)
+double syncguard_hist_mean(const struct histogram *h)
 {
 	return h->count ? (double)h->sum_ns / (double)h->count : 0.0;
 }

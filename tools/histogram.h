@@ -20,15 +20,15 @@ struct histogram {
 };
 
 /* Empty @h. */
-void hist_init(struct histogram *h);
+void syncguard_hist_init(struct histogram *h);
 
 /* Record one sample of @ns nanoseconds. */
-void hist_add(struct histogram *h, uint64_t ns);
+void syncguard_hist_add(struct histogram *h, uint64_t ns);
 
 /* The @pct percentile (0 < pct <= 100) in nanoseconds, 0 if empty. */
-uint64_t hist_percentile(const struct histogram *h, double pct);
+uint64_t syncguard_hist_percentile(const struct histogram *h, double pct);
 
 /* Mean in nanoseconds, 0 if empty. */
-double hist_mean(const struct histogram *h);
+double syncguard_hist_mean(const struct histogram *h);
 
 #endif

@@ -289,7 +289,7 @@ static const struct row *base_of(const struct row *rows, int n,
 	return any;
 }
 
-int compare_files(const struct config *c)
+int syncguard_compare_files(const struct config *c)
 {
 	static struct row rows[MAX_ROWS];
 	int n = load(c->files, c->nfiles, rows);
@@ -444,7 +444,7 @@ static void gnuplot_script(FILE *g, const struct config *c, bool by_size,
 	fprintf(g, "\nunset multiplot\n");
 }
 
-int plot_files(const struct config *c)
+int syncguard_plot_files(const struct config *c)
 {
 	static struct row rows[MAX_ROWS];
 	static char names[64][160];

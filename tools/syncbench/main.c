@@ -14,7 +14,7 @@
 #include "syncbench.h"
 #include "verify.h"
 
-volatile sig_atomic_t interrupted;
+volatile sig_atomic_t syncguard_interrupted;
 /* --cache-off set WCE=0 and has not restored it yet */
 static volatile sig_atomic_t wce_off;
 
@@ -26,7 +26,7 @@ static volatile sig_atomic_t wce_off;
 static void on_signal(int sig)
 {
 	(void)sig;
-	if (interrupted) {	/* second Ctrl-C: give up at once */
+	if (syncguard_interrupted) {	/* second Ctrl-C: give up at once */
 		if (wce_off) {	/* write(): safe in a signal handler */
 			ssize_t n = write(STDERR_FILENO, WCE_LEFT_OFF,
 					  sizeof(WCE_LEFT_OFF) - 1);
@@ -34,7 +34,7 @@ static void on_signal(int sig)
 		}
 		_exit(130);
 	}
-	interrupted = 1;
+	syncguard_interrupted = 1;
 }
 
 /* a workload's name from its mix, as the presets name theirs */
@@ -72,7 +72,7 @@ static int cache_off(struct iscsi_context *iscsi, const struct target_info *ti)
 			"changed (its changeable mask says so)\n");
 		return -1;
 	}
-	return target_set_wce(iscsi, ti->lun, 0) ? -1 : 0;
+	return syncguard_target_set_wce(iscsi, ti->lun, 0) ? -1 : 0;
 }
 
 /* Every point checked against the LUN before anything runs: a preset
@@ -87,14 +87,14 @@ static unsigned int usable_points(const struct config *c,
 
 	/* a preset cut down to its reads would be another study */
 	for (unsigned int i = 0; c->preset && ti->write_protected && i < n; i++)
-		if (point_writes(c, &pts[i]))
-			usage_error("--preset %s writes, and the LUN is write "
-				    "protected (WP=1 in MODE SENSE)", c->preset);
+		if (syncguard_point_writes(c, &pts[i]))
+			syncguard_usage_error("--preset %s writes, and the LUN is write "
+					      "protected (WP=1 in MODE SENSE)", c->preset);
 	for (unsigned int i = 0; i < n; i++) {
-		const char *why = point_problem(c, ti, &pts[i]);
+		const char *why = syncguard_point_problem(c, ti, &pts[i]);
 
 		if (why && !c->preset)
-			usage_error("%s", why);
+			syncguard_usage_error("%s", why);
 		if (why)
 			fprintf(stderr, PROG ": preset %s: leaving out %s %" PRIu64
 				" bytes: %s\n", c->preset, pts[i].label,
@@ -103,8 +103,8 @@ static unsigned int usable_points(const struct config *c,
 			pts[kept++] = pts[i];
 	}
 	if (!kept)
-		usage_error("--preset %s: none of its points can run here (the "
-			    "reasons are above)", c->preset);
+		syncguard_usage_error("--preset %s: none of its points can run here (the "
+				      "reasons are above)", c->preset);
 	return kept;
 }
 
@@ -119,12 +119,12 @@ static int run_all(const struct config *c, const struct target_info *ti,
 	bool first = true;
 
 	*gone = false;
-	for (unsigned int i = 0; i < n && !interrupted && status != 2 && !*gone;
+	for (unsigned int i = 0; i < n && !syncguard_interrupted && status != 2 && !*gone;
 	     i++) {
-		int ret = run_point(c, ti, &pts[i], &r);
+		int ret = syncguard_run_point(c, ti, &pts[i], &r);
 
 		if (ret == 0 || r.ops) {
-			report_result(c, ti, &r, first);
+			syncguard_report_result(c, ti, &r, first);
 			first = false;
 		}
 		if (ret || r.errors || r.verify_bad || r.unanswered)
@@ -133,8 +133,8 @@ static int run_all(const struct config *c, const struct target_info *ti,
 		free(r.iv);
 		r.iv = NULL;
 	}
-	report_end(c);
-	return interrupted ? 130 : status;
+	syncguard_report_end(c);
+	return syncguard_interrupted ? 130 : status;
 }
 
 static int check_only(const struct config *c, struct iscsi_context *iscsi,
@@ -146,9 +146,9 @@ static int check_only(const struct config *c, struct iscsi_context *iscsi,
 	int ret;
 
 	if (c->span > ti->blocks * ti->block_size)
-		usage_error("--span: larger than the LUN (%s)", "see its capacity "
-			    "with a plain run's first lines");
-	ret = verify_state(iscsi, ti->lun, ti, c->state, span, &r);
+		syncguard_usage_error("--span: larger than the LUN (%s)", "see its capacity "
+				      "with a plain run's first lines");
+	ret = syncguard_verify_state(iscsi, ti->lun, ti, c->state, span, &r);
 	if (c->format == OUT_JSON)
 		printf("{\"tool\":\"" PROG "\",\"version\":1,\"verify\":{"
 		       "\"checked\":%" PRIu64 ",\"mismatches\":%" PRIu64
@@ -158,7 +158,7 @@ static int check_only(const struct config *c, struct iscsi_context *iscsi,
 		printf("verify: %" PRIu64 " blocks checked, %" PRIu64
 		       " mismatches%s\n", r.verify_checked, r.verify_bad,
 		       ret ? " (incomplete)" : "");
-	if (ret == -3 || interrupted)
+	if (ret == -3 || syncguard_interrupted)
 		return 130;
 	return ret || r.verify_bad ? 1 : 0;
 }
@@ -193,13 +193,13 @@ static int measure(const struct config *c)
 
 	if (c->verify && c->state && state_writable(c->state))
 		return 1;
-	iscsi = target_login(c, &lun, name, sizeof(name));
+	iscsi = syncguard_target_login(c, &lun, name, sizeof(name));
 	if (!iscsi)
 		return 1;
 	/* the control session only asks and sets: when the target is gone,
 	 * fail its commands instead of reconnecting for ever */
 	iscsi_set_noautoreconnect(iscsi, 1);
-	if (target_describe(iscsi, lun, &ti)) {
+	if (syncguard_target_describe(iscsi, lun, &ti)) {
 		iscsi_destroy_context(iscsi);
 		return 1;
 	}
@@ -211,7 +211,7 @@ static int measure(const struct config *c)
 		iscsi_destroy_context(iscsi);
 		return status;
 	}
-	n = c->preset ? preset_points(c, pts, MAX_LIST * MAX_LIST) :
+	n = c->preset ? syncguard_preset_points(c, pts, MAX_LIST * MAX_LIST) :
 			matrix(c, pts, MAX_LIST * MAX_LIST);
 	n = usable_points(c, &ti, pts, n);
 	if ((c->cache_off || (c->preset && !strcmp(c->preset, "throughput"))) &&
@@ -224,9 +224,9 @@ static int measure(const struct config *c)
 		ti.wce_forced_off = true;
 		wce_off = 1;
 	}
-	report_target(c, &ti);
+	syncguard_report_target(c, &ti);
 	status = run_all(c, &ti, pts, n, &gone);
-	if (wce == 0 && target_set_wce(iscsi, lun, 1)) {
+	if (wce == 0 && syncguard_target_set_wce(iscsi, lun, 1)) {
 		fputs(WCE_LEFT_OFF, stderr);
 		status = status ? status : 1;	/* could not restore */
 	}
@@ -241,13 +241,13 @@ int main(int argc, char **argv)
 {
 	static struct config c;
 
-	parse_args(argc, argv, &c);
+	syncguard_parse_args(argc, argv, &c);
 	signal(SIGPIPE, SIG_IGN);
 	if (c.compare || c.plot) {	/* both, when both are asked for; a
 					 * signal kills them as it would cat */
-		int status = c.compare ? compare_files(&c) : 0;
+		int status = c.compare ? syncguard_compare_files(&c) : 0;
 
-		return status || !c.plot ? status : plot_files(&c);
+		return status || !c.plot ? status : syncguard_plot_files(&c);
 	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);

@@ -22,12 +22,12 @@ struct opt {
 	void (*set)(struct config *c, const char *arg);
 };
 
-void usage_error(const char *fmt, const char *arg)
+void syncguard_usage_error(const char *fmt, const char *arg)
 {
 	fprintf(stderr, PROG ": ");
 	fprintf(stderr, fmt, arg);
 	fputc('\n', stderr);
-	synopsis(stderr);
+	syncguard_synopsis(stderr);
 	fprintf(stderr, "Try '" PROG " --help' for the options.\n");
 	exit(2);
 }
@@ -70,7 +70,7 @@ static unsigned long parse_uint(const char *opt, const char *s,
 
 		snprintf(msg, sizeof(msg), "%s: '%%s' is not in %lu..%lu", opt, lo,
 			 hi);
-		usage_error(msg, s);
+		syncguard_usage_error(msg, s);
 	}
 	return v;
 }
@@ -86,7 +86,7 @@ static double parse_seconds(const char *opt, const char *s, bool zero_ok)
 
 		snprintf(msg, sizeof(msg), "%s: '%%s' is not a number of seconds",
 			 opt);
-		usage_error(msg, s);
+		syncguard_usage_error(msg, s);
 	}
 	return v;
 }
@@ -100,8 +100,8 @@ static void set_sizes(struct config *c, const char *arg)
 	while (copy && (item = strsep(&cur, ",")) != NULL) {
 		if (c->nsizes == MAX_LIST || parse_size(item, &c->sizes[c->nsizes]) ||
 		    !c->sizes[c->nsizes] || c->sizes[c->nsizes] > (32u << 20))
-			usage_error("--block-size: '%s' is not a list of sizes in "
-				    "1..32m", arg);
+			syncguard_usage_error("--block-size: '%s' is not a list of sizes in "
+					      "1..32m", arg);
 		c->nsizes++;
 	}
 	free(copy);
@@ -114,7 +114,7 @@ static void set_qds(struct config *c, const char *arg)
 	c->nqds = 0;
 	while (copy && (item = strsep(&cur, ",")) != NULL) {
 		if (c->nqds == MAX_LIST)
-			usage_error("--queue-depth: '%s' has too many entries", arg);
+			syncguard_usage_error("--queue-depth: '%s' has too many entries", arg);
 		c->qds[c->nqds++] = (unsigned int)parse_uint("--queue-depth",
 							      item, 1, MAX_QD);
 	}
@@ -138,12 +138,12 @@ static void set_sync(struct config *c, const char *arg)
 			return;
 		}
 	}
-	usage_error("--sync: '%s' is not none, fua, flush, every:N, end or "
-		    "flush-only", arg);
+	syncguard_usage_error("--sync: '%s' is not none, fua, flush, every:N, end or "
+			      "flush-only", arg);
 }
 
-const char *sync_name(enum sync_mode s, unsigned int every, char *buf,
-		      size_t len)
+const char *syncguard_sync_name(enum sync_mode s, unsigned int every, char *buf,
+				size_t len)
 {
 	static const char *const names[] = { "none", "fua", "flush", "every",
 					     "end", "flush-only" };
@@ -158,26 +158,26 @@ const char *sync_name(enum sync_mode s, unsigned int every, char *buf,
 static void set_pattern(struct config *c, const char *arg)
 {
 	if (strcmp(arg, "rand") && strcmp(arg, "seq"))
-		usage_error("--pattern: '%s' is not rand or seq", arg);
+		syncguard_usage_error("--pattern: '%s' is not rand or seq", arg);
 	c->random_pct = !strcmp(arg, "rand") ? 100 : 0;
 }
 
 static void set_span(struct config *c, const char *arg)
 {
 	if (parse_size(arg, &c->span) || !c->span)
-		usage_error("--span: '%s' is not a positive size", arg);
+		syncguard_usage_error("--span: '%s' is not a positive size", arg);
 }
 
 static void set_bytes(struct config *c, const char *arg)
 {
 	if (parse_size(arg, &c->bytes) || !c->bytes)
-		usage_error("--bytes: '%s' is not a positive size", arg);
+		syncguard_usage_error("--bytes: '%s' is not a positive size", arg);
 }
 
 static void set_format(struct config *c, enum out_format f)
 {
 	if (c->format != OUT_TEXT && c->format != f)
-		usage_error("%s", "--json and --csv exclude each other");
+		syncguard_usage_error("%s", "--json and --csv exclude each other");
 	c->format = f;
 }
 
@@ -200,8 +200,8 @@ static void set_preset(struct config *c, const char *arg)
 {
 	if (strcmp(arg, "iozone") && strcmp(arg, "vdbench") &&
 	    strcmp(arg, "throughput"))
-		usage_error("--preset: '%s' is not iozone, vdbench or throughput",
-			    arg);
+		syncguard_usage_error("--preset: '%s' is not iozone, vdbench or throughput",
+				      arg);
 	c->preset = arg;
 }
 SETTER(set_full, c->full = true)
@@ -210,10 +210,10 @@ static void set_label(struct config *c, const char *arg)
 {
 	for (const char *p = arg; *p; p++)
 		if ((unsigned char)*p < 0x20 || strchr(",\"'\\", *p))
-			usage_error("--label: '%s': no commas, quotes, backslashes "
-				    "or control characters", arg);
+			syncguard_usage_error("--label: '%s': no commas, quotes, backslashes "
+					      "or control characters", arg);
 	if (!*arg || strlen(arg) > 60)
-		usage_error("--label: '%s': 1 to 60 characters", arg);
+		syncguard_usage_error("--label: '%s': 1 to 60 characters", arg);
 	c->label = arg;
 }
 SETTER(set_seed, c->seed = parse_uint("--seed", arg, 0, ULONG_MAX))
@@ -231,17 +231,17 @@ static void set_plot(struct config *c, const char *arg)
 	size_t n = strlen(arg);
 
 	if (n < 5 || (strcmp(arg + n - 4, ".png") && strcmp(arg + n - 4, ".svg")))
-		usage_error("--plot: '%s' does not end in .png or .svg", arg);
+		syncguard_usage_error("--plot: '%s' does not end in .png or .svg", arg);
 	for (const char *p = arg; *p; p++)	/* it goes into gnuplot's script */
 		if (*p == '\'' || (unsigned char)*p < 0x20)
-			usage_error("--plot: '%s': no quotes or control "
-				    "characters in the file name, please", arg);
+			syncguard_usage_error("--plot: '%s': no quotes or control "
+					      "characters in the file name, please", arg);
 	c->plot = arg;
 }
 
 static void print_man(void);
 
-SETTER(set_help, usage(stdout); exit(0))
+SETTER(set_help, syncguard_usage(stdout); exit(0))
 SETTER(set_man, print_man(); exit(0))
 
 static const struct opt opts[] = {
@@ -352,20 +352,20 @@ static void print_opt(FILE *f, const struct opt *o)
 	"or a verify mismatch; 2 a usage error (also one only the LUN\n" \
 	"reveals); 130 after Ctrl-C, which prints what was measured.\n"
 
-void synopsis(FILE *f)
+void syncguard_synopsis(FILE *f)
 {
 	fprintf(f, "usage: " PROG " " SYNOPSIS_URL "\n       " PROG " "
 		SYNOPSIS_CMP "\n       " PROG " " SYNOPSIS_PLOT "\n");
 }
 
-void usage(FILE *f)
+void syncguard_usage(FILE *f)
 {
-	synopsis(f);
+	syncguard_synopsis(f);
 	fprintf(f, "\n" DESCRIPTION "\n");
 	for (size_t i = 0; i < NOPTS; i++)
 		print_opt(f, &opts[i]);
 	fprintf(f, "\npresets (--preset NAME):\n%s\nExit status: " EXIT_STATUS,
-		preset_help());
+		syncguard_preset_help());
 }
 
 /* troff: a backslash or a dash in the text would be markup */
@@ -397,7 +397,7 @@ static void print_man(void)
 		printf("\\fB\\-\\-%s\\fR%s%s\n%s\n", o->name, o->arg ? " " : "",
 		       o->arg ? o->arg : "", o->help);
 	}
-	printf(".SH PRESETS\n.nf\n%s\n.fi\n.SH EXIT STATUS\n", preset_help());
+	printf(".SH PRESETS\n.nf\n%s\n.fi\n.SH EXIT STATUS\n", syncguard_preset_help());
 	man_text(EXIT_STATUS);
 }
 
@@ -418,58 +418,58 @@ static void check_buffers(const struct config *c)
 	for (unsigned int s = 0; s < c->nsizes; s++)
 		for (unsigned int q = 0; q < c->nqds; q++)
 			if (c->sizes[s] * c->qds[q] > (1ull << 30))
-				usage_error("%s", "--queue-depth x --block-size "
-					    "must stay within 1 GiB of buffers "
-					    "per session");
+				syncguard_usage_error("%s", "--queue-depth x --block-size "
+						      "must stay within 1 GiB of buffers "
+						      "per session");
 }
 
 static void check_combinations(struct config *c, int argc, char **argv)
 {
 	if (c->compare || c->plot) {
 		if (c->run_opt)		/* else silently ignored */
-			usage_error("--%s: --compare and --plot read saved runs; "
-				    "no other option goes with them", c->run_opt);
+			syncguard_usage_error("--%s: --compare and --plot read saved runs; "
+					      "no other option goes with them", c->run_opt);
 		if (optind >= argc)
-			usage_error("%s", "--compare and --plot need JSON files");
+			syncguard_usage_error("%s", "--compare and --plot need JSON files");
 		c->files = argv + optind;
 		c->nfiles = argc - optind;
 		return;
 	}
 	if (optind != argc - 1)
-		usage_error("%s", optind >= argc ? "missing the iscsi:// URL" :
-			    "more than one URL given");
+		syncguard_usage_error("%s", optind >= argc ? "missing the iscsi:// URL" :
+				      "more than one URL given");
 	c->url = argv[optind];
 	if (strncmp(c->url, "iscsi://", 8))
-		usage_error("'%s' is not an iscsi:// URL", c->url);
+		syncguard_usage_error("'%s' is not an iscsi:// URL", c->url);
 	if (!c->csv_header && c->format != OUT_CSV)
-		usage_error("%s", "--no-header goes with --csv");
+		syncguard_usage_error("%s", "--no-header goes with --csv");
 	if (c->state && !c->verify && !c->verify_only)
-		usage_error("%s", "--state goes with --verify or --verify-only");
+		syncguard_usage_error("%s", "--state goes with --verify or --verify-only");
 	if (c->full && !c->preset)
-		usage_error("%s", "--full goes with --preset");
+		syncguard_usage_error("%s", "--full goes with --preset");
 	if (c->preset && c->preset_conflict)	/* else silently ignored */
-		usage_error("--%s: a --preset sets the sync mode, sizes, depths, "
-			    "mix and duration itself", c->preset_conflict);
+		syncguard_usage_error("--%s: a --preset sets the sync mode, sizes, depths, "
+				      "mix and duration itself", c->preset_conflict);
 	if (c->preset && !strcmp(c->preset, "iozone") && c->sessions_given)
-		usage_error("%s", "--sessions: the iozone preset runs 2 sessions "
-			    "(iozone -l 2)");
+		syncguard_usage_error("%s", "--sessions: the iozone preset runs 2 sessions "
+				      "(iozone -l 2)");
 	if (c->verify && (c->read_pct == 100 || c->sync == SYNC_FLUSH_ONLY))
-		usage_error("%s", "--verify needs writes (--read-pct below 100, "
-			    "not --sync flush-only)");
+		syncguard_usage_error("%s", "--verify needs writes (--read-pct below 100, "
+				      "not --sync flush-only)");
 	if (c->verify_only && !c->state)	/* else only torn blocks count */
-		usage_error("%s", "--verify-only needs the --state FILE of the "
-			    "--verify run that stamped the LUN");
+		syncguard_usage_error("%s", "--verify-only needs the --state FILE of the "
+				      "--verify run that stamped the LUN");
 	if (c->verify_only && (c->verify || c->preset || c->cache_off))
-		usage_error("%s", "--verify-only only reads: not with --verify, "
-			    "--preset or --cache-off");
+		syncguard_usage_error("%s", "--verify-only only reads: not with --verify, "
+				      "--preset or --cache-off");
 	if (c->bytes && c->seconds_given)	/* else -t silently dropped */
-		usage_error("%s", "--time and --bytes exclude each other");
+		syncguard_usage_error("%s", "--time and --bytes exclude each other");
 	if (c->bytes && c->sync == SYNC_FLUSH_ONLY)
-		usage_error("%s", "--bytes counts data: --sync flush-only moves "
-			    "none, give it --time");
+		syncguard_usage_error("%s", "--bytes counts data: --sync flush-only moves "
+				      "none, give it --time");
 	if (c->warmup > 0 && c->bytes)
-		usage_error("%s", "--warmup goes with --time: with --bytes the "
-			    "warm-up would use up the bytes");
+		syncguard_usage_error("%s", "--warmup goes with --time: with --bytes the "
+				      "warm-up would use up the bytes");
 	check_buffers(c);
 }
 
@@ -486,7 +486,7 @@ static bool preset_sets(const char *name)
 	return false;
 }
 
-void parse_args(int argc, char **argv, struct config *c)
+void syncguard_parse_args(int argc, char **argv, struct config *c)
 {
 	struct option lopts[NOPTS + 1];
 	char shorts[2 * NOPTS + 2] = ":";	/* ':': a missing value is ':' */
@@ -505,7 +505,7 @@ void parse_args(int argc, char **argv, struct config *c)
 		}
 	}
 	lopts[NOPTS] = (struct option){ NULL, 0, NULL, 0 };
-	opterr = 0;		/* usage_error says it, in one line */
+	opterr = 0;		/* syncguard_usage_error says it, in one line */
 	while ((opt = getopt_long(argc, argv, shorts, lopts, &idx)) != -1) {
 		size_t i = NOPTS;
 
@@ -521,8 +521,8 @@ void parse_args(int argc, char **argv, struct config *c)
 			const char *o = optopt > 0 && optopt < 128 &&
 					isalnum(optopt) ? name : argv[optind - 1];
 
-			usage_error(opt == ':' ? "%s needs a value" :
-				    "%s: unknown option", o);
+			syncguard_usage_error(opt == ':' ? "%s needs a value" :
+					      "%s: unknown option", o);
 		}
 		opts[i].set(c, optarg);
 		if (preset_sets(opts[i].name) && !c->preset_conflict)

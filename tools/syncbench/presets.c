@@ -8,7 +8,7 @@
 
 #include "syncbench.h"
 
-const char *preset_help(void)
+const char *syncguard_preset_help(void)
 {
 	return
 "  iozone      8 KiB writes with O_SYNC semantics (FUA), 2 sessions on\n"
@@ -80,8 +80,8 @@ static unsigned int throughput(const struct config *c, struct run_params *pts,
 	return n;
 }
 
-unsigned int preset_points(const struct config *c, struct run_params *pts,
-			   unsigned int max)
+unsigned int syncguard_preset_points(const struct config *c, struct run_params *pts,
+				     unsigned int max)
 {
 	if (!strcmp(c->preset, "iozone"))
 		return iozone(c, pts, max);
@@ -89,7 +89,7 @@ unsigned int preset_points(const struct config *c, struct run_params *pts,
 		return vdbench(c, pts, max);
 	if (!strcmp(c->preset, "throughput"))
 		return throughput(c, pts, max);
-	usage_error("--preset: '%s' is not iozone, vdbench or throughput",
-		    c->preset);
+	syncguard_usage_error("--preset: '%s' is not iozone, vdbench or throughput",
+			      c->preset);
 	return 0;
 }

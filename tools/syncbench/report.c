@@ -15,7 +15,7 @@ static const double cdf_points[] = { 1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9,
 
 static double us(const struct result *r, double pct)
 {
-	return (double)hist_percentile(&r->hist, pct) / 1e3;
+	return (double)syncguard_hist_percentile(&r->hist, pct) / 1e3;
 }
 
 static const char *bit(int v)
@@ -23,7 +23,7 @@ static const char *bit(int v)
 	return v < 0 ? "unknown" : v ? "1" : "0";
 }
 
-void shown_url(const char *url, char *out, size_t len)
+void syncguard_shown_url(const char *url, char *out, size_t len)
 {
 	const char *at = strchr(url, '@'), *pct = strchr(url, '%');
 
@@ -51,11 +51,11 @@ static void json_escaped(const char *in, char *out, size_t len)
 	out[n] = '\0';
 }
 
-void report_target(const struct config *c, const struct target_info *ti)
+void syncguard_report_target(const struct config *c, const struct target_info *ti)
 {
 	char url[1024], esc[2048], name[600];
 
-	shown_url(c->url, url, sizeof(url));
+	syncguard_shown_url(c->url, url, sizeof(url));
 	if (c->format == OUT_JSON) {
 		json_escaped(url, esc, sizeof(esc));
 		json_escaped(ti->target, name, sizeof(name));
@@ -91,7 +91,7 @@ void report_target(const struct config *c, const struct target_info *ti)
 		       ti->max_transfer);
 }
 
-void report_interval(const struct config *c, const struct interval *iv)
+void syncguard_report_interval(const struct config *c, const struct interval *iv)
 {
 	if (c->format != OUT_TEXT)
 		return;
@@ -125,13 +125,13 @@ static void print_text(const struct config *c, const struct result *r)
 
 	printf("%s: sync=%s, %" PRIu64 " bytes, QD %u x %u session(s), %u%% "
 	       "reads, %u%% random, %.1f s\n", r->p.label,
-	       sync_name(r->p.sync, c->every, sy, sizeof(sy)), r->p.xfer,
+	       syncguard_sync_name(r->p.sync, c->every, sy, sizeof(sy)), r->p.xfer,
 	       r->p.qd, r->nsess, r->p.read_pct, r->p.random_pct, r->seconds);
 	printf("  %" PRIu64 " operations: %.0f IOPS, %.2f MB/s; errors %" PRIu64
 	       ", retries %" PRIu64 "%s\n", r->ops, r->iops, r->mbps, r->errors,
 	       r->retries, r->interrupted ? " (interrupted)" : "");
 	printf("  latency us: mean %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f"
-	       "  max %.1f\n", hist_mean(&r->hist) / 1e3, us(r, 50), us(r, 90),
+	       "  max %.1f\n", syncguard_hist_mean(&r->hist) / 1e3, us(r, 50), us(r, 90),
 	       us(r, 99), us(r, 99.9), (double)r->hist.max_ns / 1e3);
 	if (r->nsess > 1) {
 		session_spread(r, &mn, &avg, &mx);
@@ -181,12 +181,12 @@ static void print_json(const struct config *c, const struct result *r,
 	       "\"session_iops\":{\"min\":%.1f,\"avg\":%.1f,\"max\":%.1f},"
 	       "\"verify\":{\"checked\":%" PRIu64 ",\"mismatches\":%" PRIu64 "},"
 	       "\"cdf\":[", first ? "" : ",\n", run_label(c, r), r->p.label,
-	       sync_name(r->p.sync, c->every, sy,
+	       syncguard_sync_name(r->p.sync, c->every, sy,
 	       sizeof(sy)), r->p.xfer, r->p.qd, r->nsess, r->p.read_pct,
 	       r->p.random_pct, r->seconds, r->ops, r->reads, r->writes,
 	       r->flushes, r->errors, r->retries, r->unanswered,
 	       r->interrupted ? "true" : "false", r->iops, r->mbps,
-	       fpo, hist_mean(&r->hist) / 1e3, us(r, 50), us(r, 90),
+	       fpo, syncguard_hist_mean(&r->hist) / 1e3, us(r, 50), us(r, 90),
 	       us(r, 99), us(r, 99.9), (double)r->hist.max_ns / 1e3, mn, avg, mx,
 	       r->verify_checked, r->verify_bad);
 	for (size_t i = 0; i < NCDF; i++)
@@ -222,16 +222,16 @@ static void print_csv(const struct config *c, const struct target_info *ti,
 	printf("%s,%s,%" PRIu64 ",%u,%u,%u,%u,%d,%d,%.3f,%" PRIu64 ",%" PRIu64
 	       ",%.1f,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%s,%s,%d,%" PRIu64 "\n",
 	       run_label(c, r),
-	       sync_name(r->p.sync, c->every, sy, sizeof(sy)), r->p.xfer, r->p.qd,
+	       syncguard_sync_name(r->p.sync, c->every, sy, sizeof(sy)), r->p.xfer, r->p.qd,
 	       r->nsess, r->p.read_pct, r->p.random_pct, ti->wce, ti->dpofua,
 	       r->seconds, r->ops,
-	       r->errors, r->iops, r->mbps, hist_mean(&r->hist) / 1e3, us(r, 50),
+	       r->errors, r->iops, r->mbps, syncguard_hist_mean(&r->hist) / 1e3, us(r, 50),
 	       us(r, 99), us(r, 99.9), (double)r->hist.max_ns / 1e3,
 	       fpo, r->p.label, r->interrupted ? 1 : 0, r->unanswered);
 }
 
-void report_result(const struct config *c, const struct target_info *ti,
-		   const struct result *r, bool first)
+void syncguard_report_result(const struct config *c, const struct target_info *ti,
+			     const struct result *r, bool first)
 {
 	if (c->format == OUT_JSON)
 		print_json(c, r, first);
@@ -242,7 +242,7 @@ void report_result(const struct config *c, const struct target_info *ti,
 	fflush(stdout);
 }
 
-void report_end(const struct config *c)
+void syncguard_report_end(const struct config *c)
 {
 	if (c->format == OUT_JSON)
 		printf("\n]}\n");

@@ -93,7 +93,7 @@ static void note_error(struct run *rn, struct op *op, const char *what,
 	if (status == SCSI_STATUS_CHECK_CONDITION && t)
 		fprintf(stderr, PROG ": %s lba %" PRIu64 ": CHECK CONDITION, "
 			"%s\n", what, op->lba,
-			sense_text(&t->sense, why, sizeof(why)));
+			syncguard_sense_text(&t->sense, why, sizeof(why)));
 	else
 		fprintf(stderr, PROG ": %s lba %" PRIu64 ": status 0x%x: %s\n",
 			what, op->lba, status, iscsi_get_error(op->s->iscsi));
@@ -111,8 +111,8 @@ static void account(struct run *rn, struct op *op, uint64_t now)
 		rn->r->flushes++;
 		return;
 	}
-	hist_add(&rn->r->hist, now - op->start_ns);
-	hist_add(&rn->iv_hist, now - op->start_ns);
+	syncguard_hist_add(&rn->r->hist, now - op->start_ns);
+	syncguard_hist_add(&rn->iv_hist, now - op->start_ns);
 	rn->r->ops++;
 	rn->r->bytes += bytes;
 	rn->iv_ops++;
@@ -140,7 +140,7 @@ static void op_done(struct op *op, int status)
 	uint64_t now = now_ns();
 
 	if (ok && rn->vmap && !op->read && op->blocks)
-		verify_note_acked(rn->vmap, op->lba, op->blocks, op->seq);
+		syncguard_verify_note_acked(rn->vmap, op->lba, op->blocks, op->seq);
 	if (rn->busy && !op->read && op->blocks)
 		memset(rn->busy + op->lba, 0, op->blocks);
 	if (status >= 0 && status < SCSI_STATUS_CANCELLED) {
@@ -268,10 +268,10 @@ static bool next_op(struct sess *s, struct op *op)
 	if (op->lba == UINT64_MAX)
 		return false;
 	if (rn->vmap && !op->read) {
-		op->seq = verify_next_seq(rn->vmap);
-		verify_stamp(op->buf, op->lba, blocks, rn->ti->block_size,
-			     op->seq, s->idx);
-		verify_note_issued(rn->vmap, op->lba, blocks, op->seq);
+		op->seq = syncguard_verify_next_seq(rn->vmap);
+		syncguard_verify_stamp(op->buf, op->lba, blocks, rn->ti->block_size,
+				       op->seq, s->idx);
+		syncguard_verify_note_issued(rn->vmap, op->lba, blocks, op->seq);
 		memset(rn->busy + op->lba, 1, blocks);
 	}
 	s->issued_bytes += p->xfer;
@@ -282,7 +282,7 @@ static bool due(struct sess *s, uint64_t now)
 {
 	struct run *rn = s->run;
 
-	if (interrupted || s->dead)
+	if (syncguard_interrupted || s->dead)
 		return false;
 	if (rn->p->bytes)
 		return s->issued_bytes < rn->p->bytes;
@@ -350,17 +350,17 @@ static void emit_interval(struct run *rn, uint64_t now)
 	struct result *r = rn->r;
 	struct interval iv = { (double)(now - rn->t_measure) / 1e9,
 		(double)rn->iv_ops / dt, (double)rn->iv_bytes / dt / 1e6,
-		(double)hist_percentile(&rn->iv_hist, 99) / 1e3 };
+		(double)syncguard_hist_percentile(&rn->iv_hist, 99) / 1e3 };
 	struct interval *n = realloc(r->iv, (r->niv + 1) * sizeof(*n));
 
 	if (n) {
 		r->iv = n;
 		r->iv[r->niv++] = iv;
 	}
-	report_interval(rn->c, &iv);
+	syncguard_report_interval(rn->c, &iv);
 	rn->last_iv = now;
 	rn->iv_ops = rn->iv_bytes = 0;
-	hist_init(&rn->iv_hist);
+	syncguard_hist_init(&rn->iv_hist);
 }
 
 static void tick(struct run *rn, uint64_t now)
@@ -389,14 +389,14 @@ static void tick(struct run *rn, uint64_t now)
  * Ctrl-C. */
 static bool give_up(const struct run *rn, uint64_t now)
 {
-	uint64_t limit = interrupted ? 2000000000ull :
+	uint64_t limit = syncguard_interrupted ? 2000000000ull :
 			 rn->c->timeout * 1000000000ull;
 
 	if (!limit)
 		return false;
 	if (now > rn->last_progress && now - rn->last_progress > limit)
 		return true;
-	return (interrupted || !rn->p->bytes) && now > rn->t_stop &&
+	return (syncguard_interrupted || !rn->p->bytes) && now > rn->t_stop &&
 	       now - rn->t_stop > limit;
 }
 
@@ -443,10 +443,10 @@ static void loop(struct run *rn)
 		unsigned int busy;
 
 		if (rn->at_measure.syncs == -2 && now >= rn->t_measure)
-			target_sample(rn->ti->target, rn->s[0].lun,
-				      &rn->at_measure);
+			syncguard_target_sample(rn->ti->target, rn->s[0].lun,
+						&rn->at_measure);
 		busy = pump(rn);
-		if (interrupted && now < rn->t_stop)
+		if (syncguard_interrupted && now < rn->t_stop)
 			rn->t_stop = now;
 		tick(rn, now);
 		if (!busy)
@@ -508,7 +508,7 @@ static int open_session(struct run *rn, struct sess *s, unsigned int i,
 			op->buf[b] = (unsigned char)(b * 131 + k + 7);
 		s->free[s->nfree++] = op;
 	}
-	s->iscsi = target_login(rn->c, &s->lun, NULL, 0);
+	s->iscsi = syncguard_target_login(rn->c, &s->lun, NULL, 0);
 	return s->iscsi ? 0 : -1;
 }
 
@@ -539,7 +539,7 @@ static void flushes_per_op(struct run *rn, struct result *r)
 	double sent = (double)(r->reads + r->writes + r->flushes);
 	double edge = 2.0 * rn->p->qd * rn->nsess, counted;
 
-	target_sample(rn->ti->target, rn->s[0].lun, &a);
+	syncguard_target_sample(rn->ti->target, rn->s[0].lun, &a);
 	counted = a.commands - b->commands;
 	if (b->syncs < 0 || a.syncs < b->syncs || !r->ops ||
 	    counted < sent - edge ||
@@ -548,16 +548,16 @@ static void flushes_per_op(struct run *rn, struct result *r)
 		return;
 	}
 	r->flushes_per_op = (a.syncs - b->syncs) / (double)r->ops;
-	target_ways(rn->ti->target, rn->s[0].lun, r);
+	syncguard_target_ways(rn->ti->target, rn->s[0].lun, r);
 }
 
-bool point_writes(const struct config *c, const struct run_params *p)
+bool syncguard_point_writes(const struct config *c, const struct run_params *p)
 {
 	return c->verify || (p->read_pct < 100 && p->sync != SYNC_FLUSH_ONLY);
 }
 
-const char *point_problem(const struct config *c, const struct target_info *ti,
-			  const struct run_params *p)
+const char *syncguard_point_problem(const struct config *c, const struct target_info *ti,
+				    const struct run_params *p)
 {
 	static char msg[200];
 	uint64_t lun_bytes = ti->blocks * ti->block_size;
@@ -584,7 +584,7 @@ const char *point_problem(const struct config *c, const struct target_info *ti,
 	else if (p->bytes && p->bytes < p->xfer)
 		snprintf(msg, sizeof(msg), "--bytes %" PRIu64 " is less than one "
 			 "command of %" PRIu64 " bytes", p->bytes, p->xfer);
-	else if (ti->write_protected && point_writes(c, p))
+	else if (ti->write_protected && syncguard_point_writes(c, p))
 		snprintf(msg, sizeof(msg), "the LUN is write protected (WP=1 in "
 			 "MODE SENSE): only reads (--read-pct 100) or --sync "
 			 "flush-only can run");
@@ -615,18 +615,18 @@ static void summarize(struct run *rn, uint64_t end)
 		r->sess[i] = rn->s[i].res;
 		r->sess[i].iops = secs > 0 ? (double)r->sess[i].ops / secs : 0;
 	}
-	r->interrupted = interrupted;
+	r->interrupted = syncguard_interrupted;
 }
 
-int run_point(const struct config *c, const struct target_info *ti,
-	      const struct run_params *p, struct result *r)
+int syncguard_run_point(const struct config *c, const struct target_info *ti,
+			const struct run_params *p, struct result *r)
 {
 	struct run rn = { .c = c, .ti = ti, .p = p, .r = r,
 			  .nsess = p->sessions ? p->sessions : c->sessions,
 			  .rng = c->seed * 0x9e3779b97f4a7c15ull + 1 };
 	uint64_t span_blocks = (c->span ? c->span : ti->blocks * ti->block_size) /
 			       ti->block_size;
-	const char *why = point_problem(c, ti, p);
+	const char *why = syncguard_point_problem(c, ti, p);
 	int ret = why ? -2 : 0;
 
 	if (why)
@@ -634,9 +634,9 @@ int run_point(const struct config *c, const struct target_info *ti,
 	memset(r, 0, sizeof(*r));
 	r->p = *p;
 	r->flushes_per_op = -1;
-	hist_init(&r->hist);
-	hist_init(&rn.iv_hist);
-	if (!ret && c->verify && !(rn.vmap = verify_map_new(span_blocks,
+	syncguard_hist_init(&r->hist);
+	syncguard_hist_init(&rn.iv_hist);
+	if (!ret && c->verify && !(rn.vmap = syncguard_verify_map_new(span_blocks,
 							     &rn.busy)))
 		ret = -2;
 	for (unsigned int i = 0; !ret && i < rn.nsess; i++)
@@ -663,13 +663,13 @@ int run_point(const struct config *c, const struct target_info *ti,
 				"stopped answering\n");
 			ret = -1;
 		} else if (rn.vmap) {
-			ret = verify_readback(rn.vmap, rn.s[0].iscsi, rn.s[0].lun,
-					      ti, c->state, r);
+			ret = syncguard_verify_readback(rn.vmap, rn.s[0].iscsi, rn.s[0].lun,
+							ti, c->state, r);
 		}
 	}
 	rn.closing = true;
 	for (unsigned int i = 0; i < rn.nsess; i++)
 		close_session(&rn.s[i], !r->gone);
-	verify_map_free(rn.vmap, rn.busy);
+	syncguard_verify_map_free(rn.vmap, rn.busy);
 	return ret;
 }

@@ -143,36 +143,36 @@ struct result {
 	bool interrupted;
 };
 
-extern volatile sig_atomic_t interrupted;
+extern volatile sig_atomic_t syncguard_interrupted;
 
 /* options.c: fill @c from the command line; a usage error exits 2 */
-void parse_args(int argc, char **argv, struct config *c);
+void syncguard_parse_args(int argc, char **argv, struct config *c);
 /* the --help text, and the synopsis lines alone, to @f */
-void usage(FILE *f);
-void synopsis(FILE *f);
+void syncguard_usage(FILE *f);
+void syncguard_synopsis(FILE *f);
 /* "iscsi-syncbench: " @fmt (with @arg) and the synopsis on stderr;
  * exits 2 */
-void usage_error(const char *fmt, const char *arg);
+void syncguard_usage_error(const char *fmt, const char *arg);
 /* the --sync name of @s ("every:@every" for SYNC_EVERY) in @buf
  * (@len bytes); returns @buf */
-const char *sync_name(enum sync_mode s, unsigned int every, char *buf,
-		      size_t len);
+const char *syncguard_sync_name(enum sync_mode s, unsigned int every, char *buf,
+				size_t len);
 
 /* target.c: "sense key MEDIUM ERROR (0x3), ASC/ASCQ 0x0c00 ..." in @buf */
-const char *sense_text(const struct scsi_sense *sense, char *buf,
-		       size_t len);
+const char *syncguard_sense_text(const struct scsi_sense *sense, char *buf,
+				 size_t len);
 /* target.c: log in to the URL's LUN (its number in @lun, target IQN in
  * @target, @len bytes); the context, or NULL (failed, message printed) */
-struct iscsi_context *target_login(const struct config *c, int *lun,
-				   char *target, size_t len);
+struct iscsi_context *syncguard_target_login(const struct config *c, int *lun,
+					     char *target, size_t len);
 /* READ CAPACITY(16), the Caching mode page (MODE SENSE) and the Block
  * Limits VPD page into @ti; 0, -1 (READ CAPACITY failed, message
  * printed; the others leave their fields unknown, -1 or 0) */
-int target_describe(struct iscsi_context *iscsi, int lun,
-		    struct target_info *ti);
+int syncguard_target_describe(struct iscsi_context *iscsi, int lun,
+			      struct target_info *ti);
 /* MODE SELECT(6) of the Caching page with WCE = @wce (0 or 1); 0, -1
  * (refused or failed, message printed) */
-int target_set_wce(struct iscsi_context *iscsi, int lun, int wce);
+int syncguard_target_set_wce(struct iscsi_context *iscsi, int lun, int wce);
 /* A syncguard LUN's counters, read from the file a live tgtd on this
  * host publishes under the URL's target name and LUN: device syncs
  * (fdatasync calls + RWF_DSYNC writes) and commands so far; both -1
@@ -180,40 +180,41 @@ int target_set_wce(struct iscsi_context *iscsi, int lun, int wce);
 struct target_sample {
 	double syncs, commands;
 };
-void target_sample(const char *url_target, int lun, struct target_sample *ts);
+void syncguard_target_sample(const char *url_target, int lun, struct target_sample *ts);
 /* How the syncguard LUN runs (tools/statsfile.h) into @r's target_*
  * strings; left empty when there are no live counters for it. */
-void target_ways(const char *url_target, int lun, struct result *r);
+void syncguard_target_ways(const char *url_target, int lun, struct result *r);
 
 /* run.c: does point @p write to the LUN (or --verify stamp it)? */
-bool point_writes(const struct config *c, const struct run_params *p);
+bool syncguard_point_writes(const struct config *c, const struct run_params *p);
 /* run.c: why @p cannot run on this LUN (a usage problem), or NULL */
-const char *point_problem(const struct config *c, const struct target_info *ti,
-			  const struct run_params *p);
+const char *syncguard_point_problem(const struct config *c, const struct target_info *ti,
+				    const struct run_params *p);
 /* run.c: measure one point; 0, -1 (connection failure), -2 (usage) */
-int run_point(const struct config *c, const struct target_info *ti,
-	      const struct run_params *p, struct result *r);
+int syncguard_run_point(const struct config *c, const struct target_info *ti,
+			const struct run_params *p, struct result *r);
 
-/* report.c; shown_url: @url with a CHAP secret (user%secret@) masked */
-void shown_url(const char *url, char *out, size_t len);
+/* report.c; syncguard_shown_url: @url with a CHAP secret (user%secret@)
+ * masked */
+void syncguard_shown_url(const char *url, char *out, size_t len);
 /* the run's header (text) or opening object (JSON, CSV header) */
-void report_target(const struct config *c, const struct target_info *ti);
-/* one result; JSON: the first without a leading comma.  report_end
- * closes what report_target opened, whatever happened in between. */
-void report_result(const struct config *c, const struct target_info *ti,
-		   const struct result *r, bool first);
-void report_end(const struct config *c);
+void syncguard_report_target(const struct config *c, const struct target_info *ti);
+/* one result; JSON: the first without a leading comma.  syncguard_report_end
+ * closes what syncguard_report_target opened, whatever happened in between. */
+void syncguard_report_result(const struct config *c, const struct target_info *ti,
+			     const struct result *r, bool first);
+void syncguard_report_end(const struct config *c);
 /* one --interval line (text only; JSON and CSV carry none) */
-void report_interval(const struct config *c, const struct interval *iv);
+void syncguard_report_interval(const struct config *c, const struct interval *iv);
 
 /* compare.c: --compare and --plot over saved JSON runs; exit status */
-int compare_files(const struct config *c);
-int plot_files(const struct config *c);
+int syncguard_compare_files(const struct config *c);
+int syncguard_plot_files(const struct config *c);
 
 /* presets.c: the classic studies; fills @points, returns their count */
-unsigned int preset_points(const struct config *c, struct run_params *points,
-			   unsigned int max);
+unsigned int syncguard_preset_points(const struct config *c, struct run_params *points,
+				     unsigned int max);
 /* the --preset part of --help: each preset and what it runs */
-const char *preset_help(void);
+const char *syncguard_preset_help(void);
 
 #endif

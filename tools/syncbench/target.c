@@ -15,8 +15,8 @@
 #include "syncguard_stats.h"
 #include "statsfile.h"
 
-const char *sense_text(const struct scsi_sense *sense, char *buf,
-		       size_t len)
+const char *syncguard_sense_text(const struct scsi_sense *sense, char *buf,
+				 size_t len)
 {
 	/* SPC-4 table 28; libiscsi's own names miss some (MEDIUM ERROR) */
 	static const char *const keys[16] = {
@@ -87,7 +87,7 @@ static void login_failed(const struct config *c, struct iscsi_context *iscsi,
 		close(fd);
 	if (ai)
 		freeaddrinfo(ai);
-	shown_url(c->url, url, sizeof(url));
+	syncguard_shown_url(c->url, url, sizeof(url));
 	if (err)
 		fprintf(stderr, PROG ": cannot connect to the portal %s: %s\n",
 			portal, strerror(err));
@@ -100,8 +100,8 @@ static void login_failed(const struct config *c, struct iscsi_context *iscsi,
 		fprintf(stderr, PROG ": cannot log in to %s: %s\n", url, why);
 }
 
-struct iscsi_context *target_login(const struct config *c, int *lun,
-				   char *target, size_t len)
+struct iscsi_context *syncguard_target_login(const struct config *c, int *lun,
+					     char *target, size_t len)
 {
 	struct iscsi_context *iscsi = iscsi_create_context(c->initiator);
 	struct iscsi_url *u;
@@ -112,8 +112,8 @@ struct iscsi_context *target_login(const struct config *c, int *lun,
 	}
 	u = iscsi_parse_full_url(iscsi, c->url);
 	if (!u || u->lun < 0 || u->lun > 16383)	/* SAM's flat space */
-		usage_error("bad URL: %s", u ? "the LUN must be 0..16383" :
-			    iscsi_get_error(iscsi));
+		syncguard_usage_error("bad URL: %s", u ? "the LUN must be 0..16383" :
+				      iscsi_get_error(iscsi));
 	iscsi_set_targetname(iscsi, u->target);
 	iscsi_set_session_type(iscsi, ISCSI_SESSION_NORMAL);
 	iscsi_set_header_digest(iscsi, c->header_digest ?
@@ -177,8 +177,8 @@ static void read_block_limits(struct iscsi_context *iscsi, int lun,
 		scsi_free_scsi_task(t);
 }
 
-int target_describe(struct iscsi_context *iscsi, int lun,
-		    struct target_info *ti)
+int syncguard_target_describe(struct iscsi_context *iscsi, int lun,
+			      struct target_info *ti)
 {
 	struct scsi_task *t = iscsi_readcapacity16_sync(iscsi, lun);
 	struct scsi_readcapacity16 *rc;
@@ -203,7 +203,7 @@ int target_describe(struct iscsi_context *iscsi, int lun,
 }
 
 /* MODE SELECT(6) of the Caching page with WCE = @wce; 0 or -1 */
-int target_set_wce(struct iscsi_context *iscsi, int lun, int wce)
+int syncguard_target_set_wce(struct iscsi_context *iscsi, int lun, int wce)
 {
 	struct scsi_task *t = iscsi_modesense6_sync(iscsi, lun, 1,
 		SCSI_MODESENSE_PC_CURRENT, SCSI_MODEPAGE_CACHING, 0, 255);
@@ -225,7 +225,7 @@ int target_set_wce(struct iscsi_context *iscsi, int lun, int wce)
 	if (ret)
 		fprintf(stderr, PROG ": MODE SELECT WCE=%d refused: %s\n", wce,
 			sel && sel->status == SCSI_STATUS_CHECK_CONDITION ?
-			sense_text(&sel->sense, why, sizeof(why)) :
+			syncguard_sense_text(&sel->sense, why, sizeof(why)) :
 			iscsi_get_error(iscsi));
 	if (sel)
 		scsi_free_scsi_task(sel);
@@ -248,7 +248,7 @@ static bool read_stats(const char *url_target, int lun,
 	       syncguard_stats_owner_alive(st->pid, st->pid_start);
 }
 
-void target_sample(const char *url_target, int lun, struct target_sample *ts)
+void syncguard_target_sample(const char *url_target, int lun, struct target_sample *ts)
 {
 	struct syncguard_stats st;
 
@@ -260,7 +260,7 @@ void target_sample(const char *url_target, int lun, struct target_sample *ts)
 				st.sync_caches);
 }
 
-void target_ways(const char *url_target, int lun, struct result *r)
+void syncguard_target_ways(const char *url_target, int lun, struct result *r)
 {
 	struct syncguard_stats st;
 

@@ -35,8 +35,8 @@ static uint64_t fnv(const unsigned char *p, size_t n, size_t skip_at)
 
 static uint32_t current_run;
 
-void verify_stamp(unsigned char *buf, uint64_t lba, uint32_t blocks,
-		  uint32_t bs, uint64_t seq, unsigned int session)
+void syncguard_verify_stamp(unsigned char *buf, uint64_t lba, uint32_t blocks,
+			    uint32_t bs, uint64_t seq, unsigned int session)
 {
 	for (uint32_t k = 0; k < blocks; k++) {
 		unsigned char *b = buf + (size_t)k * bs;
@@ -50,7 +50,7 @@ void verify_stamp(unsigned char *buf, uint64_t lba, uint32_t blocks,
 	}
 }
 
-struct verify_map *verify_map_new(uint64_t span_blocks, uint8_t **busy)
+struct verify_map *syncguard_verify_map_new(uint64_t span_blocks, uint8_t **busy)
 {
 	struct verify_map *m;
 
@@ -68,7 +68,7 @@ struct verify_map *verify_map_new(uint64_t span_blocks, uint8_t **busy)
 	m->issued = calloc(span_blocks, sizeof(uint64_t));
 	*busy = calloc(span_blocks, 1);
 	if (!m->acked || !m->issued || !*busy) {
-		verify_map_free(m, *busy);
+		syncguard_verify_map_free(m, *busy);
 		*busy = NULL;
 		return NULL;
 	}
@@ -78,7 +78,7 @@ struct verify_map *verify_map_new(uint64_t span_blocks, uint8_t **busy)
 	return m;
 }
 
-void verify_map_free(struct verify_map *m, uint8_t *busy)
+void syncguard_verify_map_free(struct verify_map *m, uint8_t *busy)
 {
 	if (m) {
 		free(m->acked);
@@ -88,20 +88,20 @@ void verify_map_free(struct verify_map *m, uint8_t *busy)
 	free(busy);
 }
 
-uint64_t verify_next_seq(struct verify_map *m)
+uint64_t syncguard_verify_next_seq(struct verify_map *m)
 {
 	return (uint64_t)m->run << 40 | ++m->counter;
 }
 
-void verify_note_issued(struct verify_map *m, uint64_t lba, uint32_t blocks,
-			uint64_t seq)
+void syncguard_verify_note_issued(struct verify_map *m, uint64_t lba, uint32_t blocks,
+				  uint64_t seq)
 {
 	for (uint32_t k = 0; k < blocks; k++)
 		m->issued[lba + k] = seq;
 }
 
-void verify_note_acked(struct verify_map *m, uint64_t lba, uint32_t blocks,
-		       uint64_t seq)
+void syncguard_verify_note_acked(struct verify_map *m, uint64_t lba, uint32_t blocks,
+				 uint64_t seq)
 {
 	for (uint32_t k = 0; k < blocks; k++)
 		m->acked[lba + k] = seq;
@@ -155,11 +155,11 @@ static int read_back(struct iscsi_context *iscsi, int lun,
 {
 	for (uint64_t lba = 0; lba < blocks; lba += CHUNK) {
 		uint32_t n = blocks - lba < CHUNK ? (uint32_t)(blocks - lba) : CHUNK;
-		struct scsi_task *t = interrupted ? NULL :
+		struct scsi_task *t = syncguard_interrupted ? NULL :
 			iscsi_read16_sync(iscsi, lun, lba, n * ti->block_size,
 					  (int)ti->block_size, 0, 0, 0, 0, 0);
 
-		if (interrupted) {
+		if (syncguard_interrupted) {
 			fprintf(stderr, PROG ": verify: interrupted at LBA %"
 				PRIu64 " of %" PRIu64 "\n", lba, blocks);
 			if (t)
@@ -210,9 +210,9 @@ static int save_state(const struct verify_map *m, uint32_t bs,
 	return 0;
 }
 
-int verify_readback(struct verify_map *m, struct iscsi_context *iscsi,
-		    int lun, const struct target_info *ti, const char *state,
-		    struct result *r)
+int syncguard_verify_readback(struct verify_map *m, struct iscsi_context *iscsi,
+			      int lun, const struct target_info *ti, const char *state,
+			      struct result *r)
 {
 	int ret = read_back(iscsi, lun, ti, m->blocks, m->acked, m->issued, r);
 
@@ -221,9 +221,9 @@ int verify_readback(struct verify_map *m, struct iscsi_context *iscsi,
 	return state ? save_state(m, ti->block_size, state) : 0;
 }
 
-int verify_state(struct iscsi_context *iscsi, int lun,
-		 const struct target_info *ti, const char *state,
-		 uint64_t span_blocks, struct result *r)
+int syncguard_verify_state(struct iscsi_context *iscsi, int lun,
+			   const struct target_info *ti, const char *state,
+			   uint64_t span_blocks, struct result *r)
 {
 	uint64_t hdr[3], *want = NULL;
 	FILE *f = state ? fopen(state, "r") : NULL;
