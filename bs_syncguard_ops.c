@@ -127,12 +127,13 @@ static int fail(struct scsi_cmd *cmd, enum syncguard_reason r)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
 	struct syncguard_result res = { .reason = r };
+	const struct syncguard_sense sense = syncguard_sense_of(r);
 
 	/* a medium error answered here is the latch's: say its errno */
-	if (bs->open && syncguard_sense_of(r).key == MEDIUM_ERROR)
+	if (bs->open && sense.key == MEDIUM_ERROR)
 		res.err = syncguard_lun_latched(&bs->lun);
 	syncguard_answer(cmd, &res);
-	return syncguard_sense_of(r).status;
+	return sense.status;
 }
 
 /*
