@@ -120,10 +120,18 @@ expect "--cache-off runs with WCE=0" '[ "$(jq -r .target.wce "$work/off.json")" 
 "$sb" -t 0.1 --json --no-progress "$u1" >"$work/after.json"
 expect "--cache-off restores WCE=1" '[ "$(jq -r .target.wce "$work/after.json")" = 1 ]'
 
-"$sb" --bytes 4m -p seq -q 4 --verify --state "$work/state" --span 4m --no-progress "$u1" >/dev/null
+"$sb" --bytes 4m -p seq -q 4 --verify --state "$work/state" --span 4m --no-progress --csv "$u1" >"$work/verify.csv"
 expect "--verify passes on an honest target" '[ $? -eq 0 ]'
+expect "--verify's CSV row says what was read back (it had no verify columns)" \
+	'[ "$(awk -F, "NR == 1 { print \$24, \$25 } NR == 2 { print \$24, \$25 }" "$work/verify.csv" | tr "\n" " ")" = "verify_checked verify_mismatches 8192 0 " ]'
 "$sb" --verify-only --state "$work/state" --span 4m "$u1" >/dev/null
 expect "--verify-only passes on the same LUN" '[ $? -eq 0 ]'
+out=$("$sb" --verify-only --state "$work/state" --span 4m "$u2" 2>&1); rc=$?
+expect "--verify-only refuses a state file saved for another LUN (it reported every block lost)" \
+	'[ $rc -eq 2 ] && grep -q "saved for LUN 1 of $iqn, not LUN 2" <<<"$out" && ! grep -q mismatches <<<"$out"'
+out=$("$sb" --verify-only --state "$work/state" --span 4m --csv "$u1" 2>/dev/null)
+expect "--verify-only --csv prints CSV (it printed the human line)" \
+	'[ "$out" = "$(printf "verify_checked,verify_mismatches,verify_complete\n8192,0,1")" ]'
 dd if=/dev/urandom of="$work/lun1.img" bs=4096 seek=3 count=1 conv=notrunc,fsync status=none
 out=$("$sb" --verify-only --state "$work/state" --span 4m "$u1" 2>&1); rc=$?
 expect "--verify-only finds the overwritten block by LBA" \

@@ -149,11 +149,17 @@ static int check_only(const struct config *c, struct iscsi_context *iscsi,
 		syncguard_usage_error("--span: larger than the LUN (%s)", "see its capacity "
 				      "with a plain run's first lines");
 	ret = syncguard_verify_state(iscsi, ti->lun, ti, c->state, span, &r);
+	if (ret == -2)
+		return 2;	/* the state file does not fit: said why */
 	if (c->format == OUT_JSON)
 		printf("{\"tool\":\"" PROG "\",\"version\":1,\"verify\":{"
-		       "\"checked\":%" PRIu64 ",\"mismatches\":%" PRIu64
-		       ",\"complete\":%s}}\n", r.verify_checked, r.verify_bad,
-		       ret ? "false" : "true");
+		       "\"ran\":true,\"checked\":%" PRIu64 ",\"mismatches\":%"
+		       PRIu64 ",\"complete\":%s}}\n", r.verify_checked,
+		       r.verify_bad, ret ? "false" : "true");
+	else if (c->format == OUT_CSV)
+		printf("%s%" PRIu64 ",%" PRIu64 ",%d\n", c->csv_header ?
+		       "verify_checked,verify_mismatches,verify_complete\n" : "",
+		       r.verify_checked, r.verify_bad, ret ? 0 : 1);
 	else
 		printf("verify: %" PRIu64 " blocks checked, %" PRIu64
 		       " mismatches%s\n", r.verify_checked, r.verify_bad,

@@ -188,7 +188,7 @@ static void set_format(struct config *c, enum out_format f)
 SETTER(set_sessions, c->sessions = (unsigned int)parse_uint("--sessions", arg, 1, MAX_SESSIONS); c->sessions_given = true)
 SETTER(set_time, c->seconds = parse_seconds("--time", arg, false); c->seconds_given = true)
 SETTER(set_warmup, c->warmup = parse_seconds("--warmup", arg, true))
-SETTER(set_interval, c->interval = parse_seconds("--interval", arg, true))
+SETTER(set_interval, c->interval = parse_seconds("--interval", arg, false))
 SETTER(set_read_pct, c->read_pct = (unsigned int)parse_uint("--read-pct", arg, 0, 100))
 SETTER(set_random_pct, c->random_pct = (unsigned int)parse_uint("--random-pct", arg, 0, 100))
 SETTER(set_split, c->split_span = true)
@@ -349,8 +349,10 @@ static void print_opt(FILE *f, const struct opt *o)
 	"capacity, MAXIMUM TRANSFER LENGTH).  It writes to the LUN.\n"
 #define EXIT_STATUS \
 	"0 success; 1 a SCSI error, a timed-out command, a failed login,\n" \
-	"or a verify mismatch; 2 a usage error (also one only the LUN\n" \
-	"reveals); 130 after Ctrl-C, which prints what was measured.\n"
+	"a verify mismatch, or a --compare/--plot file that cannot be read\n" \
+	"or holds no results; 2 a usage error (also one only the LUN\n" \
+	"reveals, and a --state file that does not fit it); 130 after\n" \
+	"Ctrl-C, which prints what was measured.\n"
 
 void syncguard_synopsis(FILE *f)
 {

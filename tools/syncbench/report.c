@@ -179,7 +179,8 @@ static void print_json(const struct config *c, const struct result *r,
 	       "\"device_flushes_per_op\":%s,\"latency_us\":{\"mean\":%.1f,"
 	       "\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f,\"p99_9\":%.1f,\"max\":%.1f},"
 	       "\"session_iops\":{\"min\":%.1f,\"avg\":%.1f,\"max\":%.1f},"
-	       "\"verify\":{\"checked\":%" PRIu64 ",\"mismatches\":%" PRIu64 "},"
+	       "\"verify\":{\"ran\":%s,\"checked\":%" PRIu64 ",\"mismatches\":%"
+	       PRIu64 ",\"complete\":%s},"
 	       "\"cdf\":[", first ? "" : ",\n", run_label(c, r), r->p.label,
 	       syncguard_sync_name(r->p.sync, c->every, sy,
 	       sizeof(sy)), r->p.xfer, r->p.qd, r->nsess, r->p.read_pct,
@@ -188,7 +189,8 @@ static void print_json(const struct config *c, const struct result *r,
 	       r->interrupted ? "true" : "false", r->iops, r->mbps,
 	       fpo, syncguard_hist_mean(&r->hist) / 1e3, us(r, 50), us(r, 90),
 	       us(r, 99), us(r, 99.9), (double)r->hist.max_ns / 1e3, mn, avg, mx,
-	       r->verify_checked, r->verify_bad);
+	       r->verify_ran ? "true" : "false", r->verify_checked,
+	       r->verify_bad, r->verify_complete ? "true" : "false");
 	for (size_t i = 0; i < NCDF; i++)
 		printf("%s[%g,%.1f]", i ? "," : "", cdf_points[i],
 		       us(r, cdf_points[i]));
@@ -209,25 +211,29 @@ static void print_json(const struct config *c, const struct result *r,
 #define CSV_HEADER "label,sync,block_size,queue_depth,sessions,read_pct," \
 	"random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us," \
 	"lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op," \
-	"workload,interrupted,unanswered"
+	"workload,interrupted,unanswered,verify_checked,verify_mismatches"
 
 static void print_csv(const struct config *c, const struct target_info *ti,
 		      const struct result *r, bool first)
 {
-	char sy[24], fpo[32];
+	char sy[24], fpo[32], vc[24] = "", vm[24] = "";
 
 	if (first && c->csv_header)
 		printf(CSV_HEADER "\n");
 	flushes_per_op(r, fpo, sizeof(fpo), "");
+	if (r->verify_ran) {	/* empty unless a read-back ran */
+		snprintf(vc, sizeof(vc), "%" PRIu64, r->verify_checked);
+		snprintf(vm, sizeof(vm), "%" PRIu64, r->verify_bad);
+	}
 	printf("%s,%s,%" PRIu64 ",%u,%u,%u,%u,%d,%d,%.3f,%" PRIu64 ",%" PRIu64
-	       ",%.1f,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%s,%s,%d,%" PRIu64 "\n",
+	       ",%.1f,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%s,%s,%d,%" PRIu64 ",%s,%s\n",
 	       run_label(c, r),
 	       syncguard_sync_name(r->p.sync, c->every, sy, sizeof(sy)), r->p.xfer, r->p.qd,
 	       r->nsess, r->p.read_pct, r->p.random_pct, ti->wce, ti->dpofua,
 	       r->seconds, r->ops,
 	       r->errors, r->iops, r->mbps, syncguard_hist_mean(&r->hist) / 1e3, us(r, 50),
 	       us(r, 99), us(r, 99.9), (double)r->hist.max_ns / 1e3,
-	       fpo, r->p.label, r->interrupted ? 1 : 0, r->unanswered);
+	       fpo, r->p.label, r->interrupted ? 1 : 0, r->unanswered, vc, vm);
 }
 
 void syncguard_report_result(const struct config *c, const struct target_info *ti,

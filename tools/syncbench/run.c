@@ -665,6 +665,8 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 		} else if (rn.vmap) {
 			ret = syncguard_verify_readback(rn.vmap, rn.s[0].iscsi, rn.s[0].lun,
 							ti, c->state, r);
+			r->verify_ran = true;
+			r->verify_complete = !ret;
 		}
 	}
 	rn.closing = true;

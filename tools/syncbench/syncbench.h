@@ -140,6 +140,8 @@ struct result {
 	 * (tools/statsfile.h); empty when it is no syncguard LUN here */
 	char target_writes[256], target_batching[160];
 	uint64_t verify_checked, verify_bad;
+	bool verify_ran;		/* --verify: the read-back ran */
+	bool verify_complete;		/* ... and read every block */
 	bool interrupted;
 };
 

@@ -7,7 +7,10 @@
 
 #include "verify.h"
 
-#define MAGIC 0x3146525642535347ull	/* "GSSBVRF1" */
+#define MAGIC 0x3146525642535347ull	/* "GSSBVRF1": stamps, and a state
+					 * file without the LUN's name */
+#define MAGIC_NAMED 0x3246525642535347ull	/* "GSSBVRF2": a state file
+						 * naming its target and LUN */
 #define MAX_VERIFY_BLOCKS (64ull << 20)	/* 512 MiB of map */
 #define CHUNK 256			/* blocks per READ(16) */
 
@@ -189,18 +192,30 @@ static int read_back(struct iscsi_context *iscsi, int lun,
 	return 0;
 }
 
-static int save_state(const struct verify_map *m, uint32_t bs,
-		      const char *path)
+/*
+ * A state file: MAGIC_NAMED, block size (bytes), span (blocks), LUN
+ * number, the target's name (256 bytes, NUL-padded), then what each
+ * block must hold (a uint64_t stamp per block, host byte order).
+ */
+struct state_hdr {
+	uint64_t magic, block_size, blocks, lun;
+	char target[256];
+};
+
+static int save_state(const struct verify_map *m,
+		      const struct target_info *ti, const char *path)
 {
 	FILE *f = fopen(path, "w");
-	uint64_t hdr[3] = { MAGIC, bs, m->blocks };
+	struct state_hdr hdr = { MAGIC_NAMED, ti->block_size, m->blocks,
+				 (uint64_t)ti->lun, "" };
 	int ok;
 
 	if (!f) {
 		fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
 		return -1;
 	}
-	ok = fwrite(hdr, sizeof(hdr), 1, f) == 1 &&
+	snprintf(hdr.target, sizeof(hdr.target), "%s", ti->target);
+	ok = fwrite(&hdr, sizeof(hdr), 1, f) == 1 &&
 	     fwrite(m->acked, sizeof(uint64_t), m->blocks, f) == m->blocks;
 	if (fclose(f) || !ok) {
 		fprintf(stderr, PROG ": %s: cannot save the state: %s\n", path,
@@ -208,6 +223,38 @@ static int save_state(const struct verify_map *m, uint32_t bs,
 		return -1;
 	}
 	return 0;
+}
+
+/* The header of the state file @f, checked against the LUN @ti: NULL,
+ * or why it does not fit (into @buf for another LUN's).  A state file
+ * of the first format (no target name) is checked by size alone. */
+static const char *load_hdr(FILE *f, const struct target_info *ti,
+			    struct state_hdr *hdr, char *buf, size_t len)
+{
+	const size_t old = 3 * sizeof(uint64_t);
+
+	memset(hdr, 0, sizeof(*hdr));
+	if (fread(hdr, old, 1, f) != 1)
+		return "too short for a state file";
+	if (hdr->magic == MAGIC_NAMED &&
+	    fread((char *)hdr + old, sizeof(*hdr) - old, 1, f) != 1)
+		return "too short for a state file";
+	if (hdr->magic != MAGIC && hdr->magic != MAGIC_NAMED)
+		return "not an " PROG " state file";
+	hdr->target[sizeof(hdr->target) - 1] = '\0';
+	if (hdr->magic == MAGIC_NAMED &&
+	    (strcmp(hdr->target, ti->target) || hdr->lun != (uint64_t)ti->lun)) {
+		snprintf(buf, len, "saved for LUN %" PRIu64 " of %s, not LUN "
+			 "%d of %s: a check against another LUN would report "
+			 "every block lost", hdr->lun, hdr->target, ti->lun,
+			 ti->target);
+		return buf;
+	}
+	if (hdr->block_size != ti->block_size || hdr->blocks > ti->blocks ||
+	    !hdr->blocks)
+		return "a state file of another LUN (block size or span "
+		       "differ)";
+	return NULL;
 }
 
 int syncguard_verify_readback(struct verify_map *m, struct iscsi_context *iscsi,
@@ -218,30 +265,26 @@ int syncguard_verify_readback(struct verify_map *m, struct iscsi_context *iscsi,
 
 	if (ret)
 		return ret;
-	return state ? save_state(m, ti->block_size, state) : 0;
+	return state ? save_state(m, ti, state) : 0;
 }
 
 int syncguard_verify_state(struct iscsi_context *iscsi, int lun,
 			   const struct target_info *ti, const char *state,
 			   uint64_t span_blocks, struct result *r)
 {
-	uint64_t hdr[3], *want = NULL;
+	struct state_hdr hdr;
+	uint64_t *want = NULL;
 	FILE *f = state ? fopen(state, "r") : NULL;
 	const char *why = NULL;
+	char buf[640];
 	int ret = 0;
 
 	if (state && !f)
 		why = strerror(errno);
-	else if (f && fread(hdr, sizeof(hdr), 1, f) != 1)
-		why = "too short for a state file";
-	else if (f && hdr[0] != MAGIC)
-		why = "not an " PROG " state file";
-	else if (f && (hdr[1] != ti->block_size || hdr[2] > ti->blocks ||
-		       !hdr[2]))
-		why = "a state file of another LUN (block size or span "
-		      "differ)";
+	else if (f)
+		why = load_hdr(f, ti, &hdr, buf, sizeof(buf));
 	if (!why && f) {
-		span_blocks = hdr[2];
+		span_blocks = hdr.blocks;
 		want = calloc(span_blocks, sizeof(uint64_t));
 		if (!want)
 			why = "too large to load";
@@ -251,7 +294,7 @@ int syncguard_verify_state(struct iscsi_context *iscsi, int lun,
 	}
 	if (why) {
 		fprintf(stderr, PROG ": %s: %s\n", state, why);
-		ret = -1;
+		ret = -2;
 	}
 	if (f)
 		fclose(f);

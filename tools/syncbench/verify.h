@@ -41,7 +41,10 @@ int syncguard_verify_readback(struct verify_map *m, struct iscsi_context *iscsi,
 			      struct result *r);
 
 /* --verify-only: check the LUN against @state (or only that every
- * stamped block is whole and in its place).  0 or -1. */
+ * stamped block is whole and in its place).  0; -1 when the read-back
+ * failed; -2 when @state cannot be used (missing, unreadable, not a state
+ * file, or saved for another LUN: its header names the target and LUN),
+ * with the reason on stderr. */
 int syncguard_verify_state(struct iscsi_context *iscsi, int lun,
 			   const struct target_info *ti, const char *state,
 			   uint64_t span_blocks, struct result *r);
