@@ -80,6 +80,9 @@ for l in 1:write-back 2:write-through; do
 done
 u1=$("$tp" url "$work/tgtd" "$iqn" 1)
 u2=$("$tp" url "$work/tgtd" "$iqn" 2)
+out=$("$sb" -t 0.2 "$("$tp" url "$work/tgtd" "$iqn" 0)" 2>&1); rc=$?
+expect "LUN 0 is named as tgt's controller (it said READ CAPACITY failed: INVALID_OPERATION_CODE)" \
+	'[ $rc -eq 1 ] && grep -q "LUN 0 is no block device (peripheral device type 0x0c" <<<"$out"'
 out=$("$sb" -t 0.2 "${u1%/1}/7" 2>&1); rc=$?
 expect "a LUN the target does not have is named as such, exit 1 (it said 'cannot log in')" \
 	'[ $rc -eq 1 ] && grep -q "LUN 7 does not exist there" <<<"$out"'

@@ -258,7 +258,8 @@ static int load(char **files, int nfiles, struct row *rows)
 			return -1;
 		if (n == first) {
 			fprintf(stderr, PROG ": %s: no " PROG " --json results "
-				"in it\n", files[f]);
+				"in it (empty, not JSON, or cut short before "
+				"its first result)\n", files[f]);
 			return -1;
 		}
 	}

@@ -177,6 +177,31 @@ static void read_block_limits(struct iscsi_context *iscsi, int lun,
 		scsi_free_scsi_task(t);
 }
 
+/* READ CAPACITY failed on @lun: if INQUIRY says it is no block device
+ * (tgt's LUN 0 is the target's controller, SPC-4 peripheral device type
+ * 0x0c), say so, else libiscsi's error. */
+static void describe_failed(struct iscsi_context *iscsi, int lun)
+{
+	char why[256];
+	struct scsi_task *t;
+	struct scsi_inquiry_standard *inq;
+
+	snprintf(why, sizeof(why), "%s", iscsi_get_error(iscsi));
+	t = iscsi_inquiry_sync(iscsi, lun, 0, 0, 255);
+	if (t && t->status == SCSI_STATUS_GOOD &&
+	    (inq = scsi_datain_unmarshall(t)) != NULL &&
+	    inq->device_type != SCSI_INQUIRY_PERIPHERAL_DEVICE_TYPE_DIRECT_ACCESS)
+		fprintf(stderr, PROG ": LUN %d is no block device (peripheral "
+			"device type 0x%02x%s); a tgt target's LUNs start at 1\n",
+			lun, (unsigned int)inq->device_type, inq->device_type ==
+			SCSI_INQUIRY_PERIPHERAL_DEVICE_TYPE_STORAGE_ARRAY_CONTROLLER ?
+			", the target's controller" : "");
+	else
+		fprintf(stderr, PROG ": READ CAPACITY(16) failed: %s\n", why);
+	if (t)
+		scsi_free_scsi_task(t);
+}
+
 int syncguard_target_describe(struct iscsi_context *iscsi, int lun,
 			      struct target_info *ti)
 {
@@ -187,8 +212,7 @@ int syncguard_target_describe(struct iscsi_context *iscsi, int lun,
 				    .wce_changeable = -1 };
 	if (!t || t->status != SCSI_STATUS_GOOD ||
 	    !(rc = scsi_datain_unmarshall(t))) {
-		fprintf(stderr, PROG ": READ CAPACITY(16) failed: %s\n",
-			iscsi_get_error(iscsi));
+		describe_failed(iscsi, lun);
 		if (t)
 			scsi_free_scsi_task(t);
 		return -1;
