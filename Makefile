@@ -206,7 +206,8 @@ check-tools: bs_syncguard.so $(TOOLS) $(BUILD)/abi/bs_syncguard.so
 	tests/abi.sh $(BUILD)/abi/bs_syncguard.so
 
 # a read of cached blocks answered while writes wait on a 15 s flush
-# (io_uring submission batching must not hold it behind them)
+# (io_uring submission batching must not hold it behind them); another
+# LUN answered while a LUN delete's or tgtadm WCE=0's flush takes 15 s
 check-stall: bs_syncguard.so $(TOOLS)
 	tests/stall.sh
 

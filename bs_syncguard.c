@@ -218,26 +218,115 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	return 0;
 }
 
+/*
+ * The final flush of a closed LUN (LUN delete, a path= move, tgtd's
+ * shutdown) runs on a thread of its own.  tgt closes a backing store
+ * from tgtadm's handler on its event thread, which runs every session
+ * of every target: a flush there (seconds for a write-back LUN with
+ * much in the page cache, for ever on a device that stopped answering)
+ * stopped every other LUN of the tgtd for as long (helper-found: 15 s
+ * of 0 IOPS on an unrelated LUN while a 15 s flush ran).  Nothing waits
+ * for the flush but tgtd's exit (atexit: a shutdown still leaves nothing
+ * volatile); a LUN re-created on the same store meanwhile is another
+ * LUN with its own flushes.
+ */
+struct final_flush {
+	int fd;
+	uint64_t lun;
+};
+
+static pthread_mutex_t final_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t final_done = PTHREAD_COND_INITIALIZER;
+static unsigned int final_running;
+
+/* fdatasync and close @fd of LUN @lun, say how it went if it failed or
+ * took long, and count it done. */
+static void final_flush_run(int fd, uint64_t lun)
+{
+	uint64_t t0 = syncguard_now_us(), us;
+	int err = syncguard_datasync(fd);
+
+	close(fd);
+	us = syncguard_now_us() - t0;
+	if (err)
+		eprintf("syncguard: lun %" PRIu64 ": final flush failed: %s\n",
+			lun, strerror(-err));
+	else if (us >= 1000000)
+		eprintf("syncguard: lun %" PRIu64 ": final flush done in "
+			"%.1f s\n", lun, (double)us / 1e6);
+	pthread_mutex_lock(&final_lock);
+	final_running--;
+	pthread_cond_broadcast(&final_done);
+	pthread_mutex_unlock(&final_lock);
+}
+
+static void *final_flusher(void *arg)
+{
+	struct final_flush *ff = arg;
+
+	final_flush_run(ff->fd, ff->lun);
+	free(ff);
+	return NULL;
+}
+
+/* final_flush_run(@fd, @lun) on a thread of its own, or in this one when
+ * none can be started. */
+static void final_flush_start(int fd, uint64_t lun)
+{
+	struct final_flush *ff = malloc(sizeof(*ff));
+	pthread_attr_t attr;
+	pthread_t t;
+	int ret = -1;
+
+	pthread_mutex_lock(&final_lock);
+	final_running++;
+	pthread_mutex_unlock(&final_lock);
+	if (ff) {
+		*ff = (struct final_flush){ .fd = fd, .lun = lun };
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		ret = pthread_create(&t, &attr, final_flusher, ff);
+		pthread_attr_destroy(&attr);
+	}
+	if (ret) {
+		free(ff);
+		final_flush_run(fd, lun);
+	}
+}
+
+/* atexit: tgtd's shutdown closed its LUNs; their final flushes finish
+ * before the process ends. */
+static void final_flush_wait(void)
+{
+	pthread_mutex_lock(&final_lock);
+	while (final_running)
+		pthread_cond_wait(&final_done, &final_lock);
+	pthread_mutex_unlock(&final_lock);
+}
+
 static void bs_syncguard_close(struct scsi_lu *lu)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
-	int ret, latched;
+	int fd, latched;
 
 	if (!bs->open)
 		return;
 	syncguard_watch_remove(bs);
 	syncguard_ops_close(lu);
 	syncguard_uring_close(lu);
+	syncguard_ops_wait_switches(lu);
 	latched = syncguard_lun_latched(&bs->lun);
-	ret = syncguard_lun_close(&bs->lun);
+	fd = syncguard_lun_close_deferred(&bs->lun);
 	bs->open = false;
-	if (ret && latched)
+	if (latched)
 		eprintf("syncguard: lun %" PRIu64 ": closed with the error "
 			"latched earlier (%s): no final flush\n", lu->lun,
 			strerror(latched));
-	else if (ret)
+	else if (fd >= 0)
+		final_flush_start(fd, lu->lun);
+	else if (fd < -1)
 		eprintf("syncguard: lun %" PRIu64 ": final flush failed: %s\n",
-			lu->lun, strerror(-ret));
+			lu->lun, strerror(-fd));
 }
 
 static tgtadm_err bs_syncguard_init(struct scsi_lu *lu, char *bsopts)
@@ -348,4 +437,5 @@ void register_bs_module(void)
 	bs_create_opcode_map(&syncguard_bst, syncguard_opcodes,
 			     sizeof(syncguard_opcodes));
 	register_backingstore_template(&syncguard_bst);
+	atexit(final_flush_wait);
 }

@@ -75,6 +75,10 @@ struct syncguard_bs {
 	bool immed_pending, immed_stop, immed_running;
 	uint64_t immed_itn[SYNCGUARD_MAX_DEFERRED];	/* waiting on the flush */
 	unsigned int n_immed_itn;
+	/* tgtadm switches to WCE=0 whose flush still runs on a thread of
+	 * its own (syncguard_lu_config); under immed_lock, and close waits
+	 * for them on immed_cond */
+	unsigned int wce_switches;
 	uint64_t deferred_itn[SYNCGUARD_MAX_DEFERRED];	/* owed an error */
 	int deferred_err[SYNCGUARD_MAX_DEFERRED];
 	unsigned int n_deferred;
@@ -110,6 +114,11 @@ int syncguard_ops_open(struct scsi_lu *lu);
 
 /* Before the backing file closes: finish any IMMED=1 flush. */
 void syncguard_ops_close(struct scsi_lu *lu);
+
+/* Before the backing file closes, once the ring is done: wait for the
+ * flush of any tgtadm switch to WCE=0 still running (it uses the LUN).
+ * Blocks tgtd's event thread that long: a LUN deleted during a switch. */
+void syncguard_ops_wait_switches(struct scsi_lu *lu);
 
 /* In a worker: the flush of MODE SELECT switching WCE 1 -> 0 (SBC-3
  * 6.4.5).  Sets @cmd's status: GOOD, or CHECK CONDITION with the

@@ -540,8 +540,8 @@ static bool busy_for_path(struct scsi_lu *lu, const char *params)
  * path=, ...).  A path change is refused while commands are in flight
  * (busy_for_path).  A Caching page that is not 18 bytes, or a WCE change
  * the LUN does not allow, is undone and refused.  A switch to WCE=0
- * flushes before tgtadm gets its answer (tgtd waits for it: an
- * administrator's command, done rarely).
+ * flushes on a thread of its own (admin_set_wce); tgtadm gets its
+ * answer at once.
  */
 /*
  * After a tgtadm update: if the WCE initiators are shown changed from
@@ -553,14 +553,18 @@ static bool busy_for_path(struct scsi_lu *lu, const char *params)
  * that now sit in a volatile cache (a helper's power-cut test lost
  * them).  tgt raises it for MODE SELECT, to the other nexuses, itself.
  */
-static void announce_wce(struct scsi_lu *lu, int shown)
+static void announce_wce(struct scsi_lu *lu, int shown, int set)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
 	int now;
 
 	if (!bs->open || shown < 0)
 		return;
-	now = syncguard_lun_reported_wce(&bs->lun);
+	/* a switch to 0 still flushing reports 1 (MODE SENSE shows what
+	 * holds), but initiators hear of the change now: once at its end
+	 * would need tgtd's event thread, and an initiator that reads 1
+	 * meanwhile only flushes more than it needs to */
+	now = set >= 0 ? set : syncguard_lun_reported_wce(&bs->lun);
 	if (now == shown)
 		return;
 	page_set_wce(lu, now);
@@ -571,13 +575,82 @@ static void announce_wce(struct scsi_lu *lu, int shown)
 		lu->lun, shown, now);
 }
 
+/*
+ * tgtadm's switch to WCE=0 flushes everything dirty first
+ * (syncguard_lun_set_wce), which takes as long as the page cache takes
+ * to reach the device, or for ever on a device that stopped answering.
+ * tgt runs tgtadm's update on its event thread, which runs every LUN's
+ * commands: the flush there stopped the whole tgtd for as long
+ * (helper-42: 10 s of 0 IOPS on an unrelated LUN with a 10 s flush).
+ * So it runs on a thread of its own, as MODE SELECT's runs on a worker,
+ * and tgtadm gets its answer at once; until the flush is done the LUN
+ * reports WCE=1 and SYNCHRONIZE CACHE still flushes, while new writes
+ * are already made durable.  A failed flush leaves WCE=1 and says so in
+ * tgtd's log (the LUN latched the error, as any failed flush does).
+ */
+static void *wce_off_thread(void *arg)
+{
+	struct scsi_lu *lu = arg;
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	int err = syncguard_lun_set_wce(&bs->lun, false);
+
+	if (err)
+		eprintf("syncguard: lun %" PRIu64 ": WCE=0 by tgtadm failed: "
+			"flush failed: %s; WCE stays 1\n", lu->lun,
+			strerror(-err));
+	pthread_mutex_lock(&bs->immed_lock);
+	bs->wce_switches--;
+	pthread_cond_broadcast(&bs->immed_cond);
+	pthread_mutex_unlock(&bs->immed_lock);
+	return NULL;
+}
+
+/* Start wce_off_thread for @lu: 0, or -errno when no thread could be
+ * started. */
+static int wce_off_start(struct scsi_lu *lu)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	pthread_attr_t attr;
+	pthread_t t;
+	int ret;
+
+	pthread_mutex_lock(&bs->immed_lock);
+	bs->wce_switches++;
+	pthread_mutex_unlock(&bs->immed_lock);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	ret = pthread_create(&t, &attr, wce_off_thread, lu);
+	pthread_attr_destroy(&attr);
+	if (ret) {
+		pthread_mutex_lock(&bs->immed_lock);
+		bs->wce_switches--;
+		pthread_mutex_unlock(&bs->immed_lock);
+	}
+	return -ret;
+}
+
+/* A WCE change by tgtadm to @wce: 0 or -errno (-EPERM: the mode keeps
+ * WCE=0).  A switch to 0 goes on in the background (wce_off_start), or
+ * here, as before, when no thread can be started. */
+static int admin_set_wce(struct scsi_lu *lu, int wce)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+
+	if (!wce_changeable(bs))
+		return -EPERM;
+	if (wce || !wce_off_start(lu))
+		return wce ? syncguard_lun_set_wce(&bs->lun, true) : 0;
+	syncguard_uring_quiesce(lu);	/* set_wce waits for ring writes */
+	return syncguard_lun_set_wce(&bs->lun, false);
+}
+
 static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
 	bool was = bs->open && syncguard_lun_wce(&bs->lun);
 	struct page_copy before;
 	tgtadm_err adm;
-	int wce, shown, err = 0;
+	int wce, shown, set = -1, err = 0;
 
 	if (busy_for_path(lu, params))
 		return TGTADM_LUN_ACTIVE;
@@ -599,12 +672,10 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	page_set_mask(lu);	/* a new page has no mask */
 	wce = page_wce(lu);
 	if (bs->open && wce != shown && wce != (int)was) {
-		if (was && wce_changeable(bs))
-			syncguard_uring_quiesce(lu);
-		err = wce_changeable(bs) ? syncguard_lun_set_wce(&bs->lun, wce) :
-		      -EPERM;
+		err = admin_set_wce(lu, wce);
 		if (err)
 			page_restore(lu, &before);
+		set = wce;
 	}
 	if (err) {
 		eprintf("syncguard: lun %" PRIu64 ": WCE change refused: %s\n",
@@ -612,7 +683,7 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 			"bsopts allow_wce)" : strerror(-err));
 		return TGTADM_INVALID_REQUEST;
 	}
-	announce_wce(lu, shown);
+	announce_wce(lu, shown, set);
 	err = check_thin(lu);
 	block_limits(lu);	/* tgt rewrote it if thin changed */
 	return err ? TGTADM_INVALID_REQUEST : adm;
@@ -662,4 +733,14 @@ void syncguard_ops_close(struct scsi_lu *lu)
 	if (running)
 		pthread_join(bs->immed_thread, NULL);	/* a queued flush runs */
 	bs->immed_running = bs->immed_stop = false;
+}
+
+void syncguard_ops_wait_switches(struct scsi_lu *lu)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+
+	pthread_mutex_lock(&bs->immed_lock);
+	while (bs->wce_switches)
+		pthread_cond_wait(&bs->immed_cond, &bs->immed_lock);
+	pthread_mutex_unlock(&bs->immed_lock);
 }

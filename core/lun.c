@@ -578,15 +578,16 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	return ret;
 }
 
-int syncguard_lun_close(struct syncguard_lun *lun)
+int syncguard_lun_close_deferred(struct syncguard_lun *lun)
 {
-	int ret = 0;
+	int fd = -1;
 
 	if (lun->fd < 0)
-		return 0;
-	if (syncguard_policy_close_flushes(lun->opts.mode,
+		return -1;
+	if (!syncguard_lun_latched(lun) &&
+	    syncguard_policy_close_flushes(lun->opts.mode,
 					   syncguard_lun_clean(lun)))
-		ret = syncguard_lun_flush(lun, true);
+		fd = syncguard_sync_fd_get(lun);
 	syncguard_stats_unpublish(lun);
 	close_fds(lun);
 	for (int i = 0; i < 2; i++) {
@@ -601,6 +602,18 @@ int syncguard_lun_close(struct syncguard_lun *lun)
 	pthread_mutex_destroy(&lun->sync_trial_lock);
 	syncguard_flusher_destroy(&lun->flusher);
 	syncguard_mix_destroy(&lun->mix);
+	return fd;
+}
+
+int syncguard_lun_close(struct syncguard_lun *lun)
+{
+	int latched = syncguard_lun_latched(lun);
+	int fd = syncguard_lun_close_deferred(lun), ret;
+
+	if (fd < 0)
+		return fd == -1 ? (latched ? -latched : 0) : fd;
+	ret = syncguard_datasync(fd);
+	close(fd);
 	return ret;
 }
 

@@ -424,10 +424,23 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		       char *err, size_t errlen);
 
 /*
- * Close @lun.  A write-back LUN is flushed first, so a clean shutdown
- * leaves nothing volatile.  Returns 0 or the flush's -errno.
+ * Close @lun.  What may be volatile is flushed first
+ * (syncguard_policy_close_flushes), so a clean shutdown leaves nothing
+ * volatile.  Returns 0, the flush's -errno, or -(the latched errno)
+ * without a flush.
  */
 int syncguard_lun_close(struct syncguard_lun *lun);
+
+/*
+ * Close @lun as syncguard_lun_close does, but leave its final flush to
+ * the caller, who may run it on another thread: a sync descriptor of
+ * the file or device (>= 0; fdatasync it, then close it) when a flush is
+ * owed (syncguard_policy_close_flushes, and no error latched: a latched
+ * LUN's data is already reported lost), -1 when none is, or -errno when
+ * none could be opened.  The descriptor came from the LUN's pool, so it
+ * reports writeback errors since it last did, as every flush's does.
+ */
+int syncguard_lun_close_deferred(struct syncguard_lun *lun);
 
 /*
  * Make every write completed before the call durable (data, the metadata

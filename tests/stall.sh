@@ -7,7 +7,13 @@
 # them waited until the initiator timed out (helper-39, 3 of 3 runs).
 # Here 16 writes are stuck behind a 15 s flush and a reader of cached
 # blocks must get its reads answered within its 8 s timeout.
-# Exit 0 when it holds.
+# Then: a LUN deleted while its final flush takes 15 s stops nothing else.
+# tgt closes a backing store on its event thread, which runs every LUN's
+# commands; the flush ran there and another LUN got no answer for 15 s
+# (helper-42).  A second LUN's commands must be answered within 8 s, and
+# tgtadm's delete must return, while that flush still runs.  The same for
+# tgtadm's switch of a write-back LUN to WCE=0, which flushes first.
+# Exit 0 when all three hold.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,9 +37,12 @@ mkdir "$work/m" && truncate -s 64M "$work/img" || exit 1
 	{ say "cannot mount the FUSE model"; exit 1; }
 "$tp" start "$work/tgtd" "$top/bs_syncguard.so" >/dev/null &&
 "$tp" target "$work/tgtd" 1 "$iqn" &&
-"$tp" lun "$work/tgtd" 1 1 "$work/m/disk.img" "mode=write-back;engine=uring" ||
-	{ say "cannot set up the LUN"; exit 1; }
+truncate -s 16M "$work/plain.img" &&
+"$tp" lun "$work/tgtd" 1 1 "$work/m/disk.img" "mode=write-back;engine=uring" &&
+"$tp" lun "$work/tgtd" 1 2 "$work/plain.img" "mode=write-through" ||
+	{ say "cannot set up the LUNs"; exit 1; }
 u=$("$tp" url "$work/tgtd" "$iqn" 1)
+u2=$("$tp" url "$work/tgtd" "$iqn" 2)
 
 # the reader's blocks into the host page cache
 "$sb" -r 100 -q 1 -S 1M -t 1 --no-progress "$u" >/dev/null ||
@@ -59,8 +68,84 @@ if ! kill -0 "$writer" 2>/dev/null; then
 fi
 if [ "$rc" -eq 0 ] && [ "${ops:-0}" -gt 0 ]; then
 	say "ok: $ops reads answered while 16 writes waited on a 15 s flush"
-	exit 0
+else
+	say "FAIL: reads of cached blocks behind stuck writes: exit $rc, $ops reads" \
+	    "($(grep -m1 -i 'timed out\|error' <<<"$out"))"
+	exit 1
 fi
-say "FAIL: reads of cached blocks behind stuck writes: exit $rc, $ops reads" \
-    "($(grep -m1 -i 'timed out\|error' <<<"$out"))"
-exit 1
+
+# ---- a LUN's final flush (LUN delete) stops no other LUN ----
+echo "flush-ms 0" > "$work/m/.ctl"
+wait $bg 2>/dev/null
+bg=
+"$sb" -s none -q 4 -t 1 --no-progress "$u" >/dev/null ||
+	{ say "writes to LUN 1 failed"; exit 1; }
+echo "flush-ms 15000" > "$work/m/.ctl"
+"$tp" adm "$work/tgtd" --op delete --mode logicalunit --tid 1 --lun 1 &
+del=$!
+bg=$del
+sleep 1
+out=$("$sb" -r 50 -q 1 -t 2 --timeout 8 --json --no-progress "$u2" 2>&1)
+rc=$?
+ops=$(jq -r '.results[0].ops // 0' <<<"$out" 2>/dev/null || echo 0)
+sleep 0.5
+if grep -q "lun 1: final flush" "$work/tgtd/tgtd.log"; then
+	say "FAIL: the final flush was over before LUN 2's run (the test proves nothing)"
+	exit 1
+fi
+if [ "$rc" -ne 0 ] || [ "${ops:-0}" -eq 0 ] || kill -0 "$del" 2>/dev/null; then
+	say "FAIL: LUN 2 during LUN 1's 15 s final flush: exit $rc, $ops commands;" \
+	    "tgtadm's delete $(kill -0 "$del" 2>/dev/null && echo "still waiting" || echo returned)" \
+	    "($(grep -m1 -i 'timed out\|error' <<<"$out"))"
+	exit 1
+fi
+echo "flush-ms 0" > "$work/m/.ctl"
+for _ in $(seq 100); do
+	grep -q "lun 1: final flush done" "$work/tgtd/tgtd.log" && break
+	sleep 0.2
+done
+if ! grep -q "lun 1: final flush done" "$work/tgtd/tgtd.log"; then
+	say "FAIL: LUN 1's final flush never finished: $(grep 'lun 1:' "$work/tgtd/tgtd.log" | tail -2)"
+	exit 1
+fi
+say "ok: $ops commands on LUN 2 answered while LUN 1's final flush took 15 s"
+
+# ---- tgtadm's switch to WCE=0 (it flushes first) stops no other LUN ----
+wce0=mode_page=8:0:18:0x10:0:0xff:0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0
+"$tp" lun "$work/tgtd" 1 3 "$work/m/disk.img" "mode=write-back;engine=uring" ||
+	{ say "cannot re-create the model's LUN"; exit 1; }
+u3=$("$tp" url "$work/tgtd" "$iqn" 3)
+"$sb" -s none -q 4 -t 1 --no-progress "$u3" >/dev/null ||
+	{ say "writes to LUN 3 failed"; exit 1; }
+echo "flush-ms 15000" > "$work/m/.ctl"
+"$tp" adm "$work/tgtd" --op update --mode logicalunit --tid 1 --lun 3 \
+	--params "$wce0" &
+upd=$!
+bg=$upd
+sleep 1
+out=$("$sb" -r 50 -q 1 -t 2 --timeout 8 --json --no-progress "$u2" 2>&1)
+rc=$?
+ops=$(jq -r '.results[0].ops // 0' <<<"$out" 2>/dev/null || echo 0)
+wce=$("$top/tools/syncguard-stat" --json "$iqn" 3 | jq -r '.[0].wce')
+if [ "$wce" != 1 ]; then
+	say "FAIL: LUN 3 reports WCE=$wce before its flush is done (the test proves nothing, or the switch lied)"
+	exit 1
+fi
+if [ "$rc" -ne 0 ] || [ "${ops:-0}" -eq 0 ] || kill -0 "$upd" 2>/dev/null; then
+	say "FAIL: LUN 2 during LUN 3's 15 s switch to WCE=0: exit $rc, $ops commands;" \
+	    "tgtadm's update $(kill -0 "$upd" 2>/dev/null && echo "still waiting" || echo returned)" \
+	    "($(grep -m1 -i 'timed out\|error' <<<"$out"))"
+	exit 1
+fi
+echo "flush-ms 0" > "$work/m/.ctl"
+for _ in $(seq 100); do
+	wce=$("$top/tools/syncguard-stat" --json "$iqn" 3 | jq -r '.[0].wce')
+	[ "$wce" = 0 ] && break
+	sleep 0.2
+done
+if [ "$wce" != 0 ]; then
+	say "FAIL: LUN 3's switch to WCE=0 never finished (WCE=$wce)"
+	exit 1
+fi
+say "ok: $ops commands on LUN 2 answered while LUN 3's switch to WCE=0 flushed for 15 s"
+exit 0
