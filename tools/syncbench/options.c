@@ -414,15 +414,21 @@ static void defaults(struct config *c)
 	};
 }
 
-/* every session keeps queue depth x transfer size bytes of buffers */
+/* every session keeps queue depth x transfer size bytes of buffers: 1
+ * GiB at most each, 4 GiB at most in all (-q 1024 -b 1m -n 64 passed
+ * the per-session check and would have asked for 64 GiB) */
 static void check_buffers(const struct config *c)
 {
+	uint64_t n = c->sessions ? c->sessions : 1;
+
 	for (unsigned int s = 0; s < c->nsizes; s++)
 		for (unsigned int q = 0; q < c->nqds; q++)
-			if (c->sizes[s] * c->qds[q] > (1ull << 30))
+			if (c->sizes[s] * c->qds[q] > (1ull << 30) ||
+			    c->sizes[s] * c->qds[q] * n > (4ull << 30))
 				syncguard_usage_error("%s", "--queue-depth x --block-size "
 						      "must stay within 1 GiB of buffers "
-						      "per session");
+						      "per session, 4 GiB in all "
+						      "(x --sessions)");
 }
 
 static void check_combinations(struct config *c, int argc, char **argv)

@@ -110,8 +110,29 @@ void syncguard_verify_note_acked(struct verify_map *m, uint64_t lba, uint32_t bl
 		m->acked[lba + k] = seq;
 }
 
+/* Is @st, at the start of block @lba of @bs bytes, the stamp of a run
+ * on the same store with another logical block size: a whole smaller
+ * block in its place (a 4096-byte block's first 512 bytes, stamped
+ * with 512-byte LBA 8 x @lba), or the first bytes of a larger one
+ * (whose checksum spans more than this block)?  Only for a stamp that
+ * is not whole at this size.  A helper's run found such stale stamps
+ * reported as torn blocks, and the run failed. */
+static bool other_block_size(const struct stamp *st, const unsigned char *b,
+			     uint32_t bs, uint64_t lba)
+{
+	for (uint32_t s = 512; s <= (64u << 10); s *= 2) {
+		if (s < bs && st->lba == lba * (bs / s) &&
+		    st->csum == fnv(b, s, offsetof(struct stamp, csum)))
+			return true;
+		if (s > bs && !(s % bs) && st->lba * (s / bs) == lba)
+			return true;
+	}
+	return false;
+}
+
 /* What block @lba holds: its stamp's sequence number, 0 when it is not
- * a stamp, UINT64_MAX when it is a stamp that is torn or misplaced. */
+ * a stamp of this block size, UINT64_MAX when it is a stamp that is
+ * torn or misplaced. */
 static uint64_t stamp_of(const unsigned char *b, uint32_t bs, uint64_t lba)
 {
 	struct stamp st;
@@ -119,9 +140,9 @@ static uint64_t stamp_of(const unsigned char *b, uint32_t bs, uint64_t lba)
 	memcpy(&st, b, sizeof(st));
 	if (st.magic != MAGIC)
 		return 0;
-	if (st.lba != lba || st.csum != fnv(b, bs, offsetof(struct stamp, csum)))
-		return UINT64_MAX;
-	return st.seq;
+	if (st.csum == fnv(b, bs, offsetof(struct stamp, csum)))	/* whole */
+		return st.lba == lba ? st.seq : UINT64_MAX;
+	return other_block_size(&st, b, bs, lba) ? 0 : UINT64_MAX;
 }
 
 static void mismatch(struct result *r, uint64_t lba, uint64_t want,
