@@ -613,6 +613,48 @@ static int parse_args(int *argc, char **argv, const char **image)
 	return 0;
 }
 
+/*
+ * The mount point among fuse_main's arguments (the last that is neither
+ * an option nor an -o value) must be a directory that is not a mount
+ * point already: FUSE mounts over a regular file too (over the image
+ * itself, which then reads as I/O errors), and over a model still
+ * mounted there, whose .ctl then no longer reaches the model under a
+ * LUN (helper-found).  0, or 1 after saying why.
+ */
+static int check_mount_point(int argc, char **argv)
+{
+	const char *mnt = NULL;
+	char parent[4096];
+	struct stat st, up;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-o"))
+			i++;
+		else if (argv[i][0] != '-')
+			mnt = argv[i];
+	}
+	if (!mnt)
+		return 0;	/* fuse_main says so */
+	snprintf(parent, sizeof(parent), "%s/..", mnt);
+	if (stat(mnt, &st)) {
+		fprintf(stderr, "syncguard-devmodel: %s: %s\n", mnt,
+			strerror(errno));
+		return 1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "syncguard-devmodel: %s: not a directory\n",
+			mnt);
+		return 1;
+	}
+	if (!stat(parent, &up) && (up.st_dev != st.st_dev ||
+				   up.st_ino == st.st_ino)) {
+		fprintf(stderr, "syncguard-devmodel: %s is a mount point "
+			"already (fusermount3 -u %s first)\n", mnt, mnt);
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *image = NULL;
@@ -625,6 +667,8 @@ int main(int argc, char **argv)
 	argv = args;
 	if (parse_args(&argc, argv, &image))
 		return 2;
+	if (check_mount_point(argc, argv))
+		return 1;
 	M.stable_fd = open(image, O_RDWR);
 	if (M.stable_fd < 0 || fstat(M.stable_fd, &st)) {
 		perror(image);

@@ -18,10 +18,11 @@ volatile sig_atomic_t syncguard_interrupted;
 /* --cache-off set WCE=0 and has not restored it yet */
 static volatile sig_atomic_t wce_off;
 
-#define WCE_LEFT_OFF PROG ": the LUN's write cache stays off (WCE=0): " \
-	"--cache-off did not restore it; set WCE=1 with MODE SELECT (sdparm " \
-	"--set WCE through a kernel initiator, or the target's own tool: " \
-	"tgtadm's mode_page, see the README)\n"
+#define WCE_LEFT_OFF PROG ": the LUN's write cache may still be off " \
+	"(WCE=0): --cache-off could not restore it; check with MODE SENSE and " \
+	"set WCE=1 with MODE SELECT (sdparm --set WCE through a kernel " \
+	"initiator, or the target's own tool: tgtadm's mode_page, see the " \
+	"README)\n"
 
 static void on_signal(int sig)
 {

@@ -188,7 +188,12 @@ static void set_format(struct config *c, enum out_format f)
 SETTER(set_sessions, c->sessions = (unsigned int)parse_uint("--sessions", arg, 1, MAX_SESSIONS); c->sessions_given = true)
 SETTER(set_time, c->seconds = parse_seconds("--time", arg, false); c->seconds_given = true)
 SETTER(set_warmup, c->warmup = parse_seconds("--warmup", arg, true))
-SETTER(set_interval, c->interval = parse_seconds("--interval", arg, false))
+static void set_interval(struct config *c, const char *arg)
+{
+	c->interval = parse_seconds("--interval", arg, false);
+	if (c->interval < 0.1)	/* 0.0001 printed 4,318 lines a second */
+		syncguard_usage_error("--interval: '%s' is under 0.1 s", arg);
+}
 SETTER(set_read_pct, c->read_pct = (unsigned int)parse_uint("--read-pct", arg, 0, 100))
 SETTER(set_random_pct, c->random_pct = (unsigned int)parse_uint("--random-pct", arg, 0, 100))
 SETTER(set_split, c->split_span = true)
@@ -266,7 +271,7 @@ static const struct opt opts[] = {
 	{ "warmup", 0, "SECONDS", "run that long first, unmeasured; default 0",
 	  set_warmup },
 	{ "interval", 0, "SECONDS", "a report line per interval, as vdbench "
-	  "interval=; default none", set_interval },
+	  "interval= (at least 0.1); default none", set_interval },
 	{ "read-pct", 'r', "P", "share of reads in percent (vdbench rdpct); "
 	  "default 0", set_read_pct },
 	{ "random-pct", 'R', "P", "share of random offsets in percent, the rest "

@@ -227,35 +227,56 @@ int syncguard_target_describe(struct iscsi_context *iscsi, int lun,
 }
 
 /* MODE SELECT(6) of the Caching page with WCE = @wce; 0 or -1 */
-int syncguard_target_set_wce(struct iscsi_context *iscsi, int lun, int wce)
+/* One MODE SENSE and, unless WCE is @wce already, one MODE SELECT: 0,
+ * 1 (a unit attention: try again), -1 with the reason in @why. */
+static int set_wce_once(struct iscsi_context *iscsi, int lun, int wce,
+			char *why, size_t len)
 {
 	struct scsi_task *t = iscsi_modesense6_sync(iscsi, lun, 1,
 		SCSI_MODESENSE_PC_CURRENT, SCSI_MODEPAGE_CACHING, 0, 255);
 	struct scsi_mode_sense *ms;
 	struct scsi_mode_page *pg = NULL;
-	struct scsi_task *sel = NULL;
-	char why[160];
+	struct scsi_task *sel = NULL, *failed = t;
 	int ret = -1;
 
 	if (t && t->status == SCSI_STATUS_GOOD &&
 	    (ms = scsi_datain_unmarshall(t)) != NULL)
 		pg = scsi_modesense_get_page(ms, SCSI_MODEPAGE_CACHING, 0);
-	if (pg) {
+	if (pg && pg->caching.wce == wce) {
+		ret = 0;	/* a target restarted meanwhile resets it */
+	} else if (pg) {
 		pg->caching.wce = wce;
 		pg->ps = 0;
 		sel = iscsi_modeselect6_sync(iscsi, lun, 1, 0, pg);
 		ret = sel && sel->status == SCSI_STATUS_GOOD ? 0 : -1;
+		failed = sel;
 	}
-	if (ret)
-		fprintf(stderr, PROG ": MODE SELECT WCE=%d refused: %s\n", wce,
-			sel && sel->status == SCSI_STATUS_CHECK_CONDITION ?
-			syncguard_sense_text(&sel->sense, why, sizeof(why)) :
-			iscsi_get_error(iscsi));
+	if (ret && failed && failed->status == SCSI_STATUS_CHECK_CONDITION) {
+		ret = failed->sense.key == SCSI_SENSE_UNIT_ATTENTION ? 1 : -1;
+		syncguard_sense_text(&failed->sense, why, len);
+	} else if (ret) {
+		snprintf(why, len, "%s", iscsi_get_error(iscsi));
+	}
 	if (sel)
 		scsi_free_scsi_task(sel);
 	if (t)
 		scsi_free_scsi_task(t);
 	return ret;
+}
+
+int syncguard_target_set_wce(struct iscsi_context *iscsi, int lun, int wce)
+{
+	char why[160] = "";
+	int ret = 1;
+
+	/* a unit attention (the session came back after a reset, the page
+	 * changed) says nothing about the request: up to 3 tries */
+	for (int i = 0; i < 3 && ret == 1; i++)
+		ret = set_wce_once(iscsi, lun, wce, why, sizeof(why));
+	if (ret)
+		fprintf(stderr, PROG ": MODE SELECT WCE=%d refused: %s\n", wce,
+			why);
+	return ret ? -1 : 0;
 }
 
 /* The counters of a syncguard LUN of a live tgtd on this host
