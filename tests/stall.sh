@@ -74,77 +74,71 @@ else
 	exit 1
 fi
 
+# Dirty the LUN at URL $1, make flushes take 15 s, run tgtadm with the
+# rest of the arguments in the background, and LUN 2's commands
+# meanwhile (their number in $ops): they must be answered and tgtadm
+# must return while the flush ($2 names it) still runs.
+during_slow_flush() {
+	local url=$1 what=$2 adm rc out
+	shift 2
+	"$sb" -s none -q 4 -t 1 --no-progress "$url" >/dev/null ||
+		{ say "writes before $what failed"; exit 1; }
+	echo "flush-ms 15000" > "$work/m/.ctl"
+	"$tp" adm "$work/tgtd" "$@" &
+	adm=$!
+	bg=$adm
+	sleep 1
+	out=$("$sb" -r 50 -q 1 -t 2 --timeout 8 --json --no-progress "$u2" 2>&1)
+	rc=$?
+	ops=$(jq -r '.results[0].ops // 0' <<<"$out" 2>/dev/null || echo 0)
+	if [ "$rc" -ne 0 ] || [ "${ops:-0}" -eq 0 ] || kill -0 "$adm" 2>/dev/null; then
+		say "FAIL: LUN 2 during $what: exit $rc, $ops commands; tgtadm" \
+		    "$(kill -0 "$adm" 2>/dev/null && echo "still waiting" || echo returned)" \
+		    "($(grep -m1 -i 'timed out\|error' <<<"$out"))"
+		exit 1
+	fi
+}
+
+# Let flushes run fast again and wait up to 20 s for the condition $1.
+flush_then() {
+	echo "flush-ms 0" > "$work/m/.ctl"
+	for _ in $(seq 100); do
+		eval "$1" && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+lun3_wce() { "$top/tools/syncguard-stat" --json "$iqn" 3 | jq -r '.[0].wce'; }
+
 # ---- a LUN's final flush (LUN delete) stops no other LUN ----
 echo "flush-ms 0" > "$work/m/.ctl"
 wait $bg 2>/dev/null
 bg=
-"$sb" -s none -q 4 -t 1 --no-progress "$u" >/dev/null ||
-	{ say "writes to LUN 1 failed"; exit 1; }
-echo "flush-ms 15000" > "$work/m/.ctl"
-"$tp" adm "$work/tgtd" --op delete --mode logicalunit --tid 1 --lun 1 &
-del=$!
-bg=$del
-sleep 1
-out=$("$sb" -r 50 -q 1 -t 2 --timeout 8 --json --no-progress "$u2" 2>&1)
-rc=$?
-ops=$(jq -r '.results[0].ops // 0' <<<"$out" 2>/dev/null || echo 0)
-sleep 0.5
+during_slow_flush "$u" "LUN 1's 15 s final flush" \
+	--op delete --mode logicalunit --tid 1 --lun 1
 if grep -q "lun 1: final flush" "$work/tgtd/tgtd.log"; then
 	say "FAIL: the final flush was over before LUN 2's run (the test proves nothing)"
 	exit 1
 fi
-if [ "$rc" -ne 0 ] || [ "${ops:-0}" -eq 0 ] || kill -0 "$del" 2>/dev/null; then
-	say "FAIL: LUN 2 during LUN 1's 15 s final flush: exit $rc, $ops commands;" \
-	    "tgtadm's delete $(kill -0 "$del" 2>/dev/null && echo "still waiting" || echo returned)" \
-	    "($(grep -m1 -i 'timed out\|error' <<<"$out"))"
-	exit 1
-fi
-echo "flush-ms 0" > "$work/m/.ctl"
-for _ in $(seq 100); do
-	grep -q "lun 1: final flush done" "$work/tgtd/tgtd.log" && break
-	sleep 0.2
-done
-if ! grep -q "lun 1: final flush done" "$work/tgtd/tgtd.log"; then
+if ! flush_then 'grep -q "lun 1: final flush done" "$work/tgtd/tgtd.log"'; then
 	say "FAIL: LUN 1's final flush never finished: $(grep 'lun 1:' "$work/tgtd/tgtd.log" | tail -2)"
 	exit 1
 fi
 say "ok: $ops commands on LUN 2 answered while LUN 1's final flush took 15 s"
 
 # ---- tgtadm's switch to WCE=0 (it flushes first) stops no other LUN ----
-wce0=mode_page=8:0:18:0x10:0:0xff:0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0
 "$tp" lun "$work/tgtd" 1 3 "$work/m/disk.img" "mode=write-back;engine=uring" ||
 	{ say "cannot re-create the model's LUN"; exit 1; }
-u3=$("$tp" url "$work/tgtd" "$iqn" 3)
-"$sb" -s none -q 4 -t 1 --no-progress "$u3" >/dev/null ||
-	{ say "writes to LUN 3 failed"; exit 1; }
-echo "flush-ms 15000" > "$work/m/.ctl"
-"$tp" adm "$work/tgtd" --op update --mode logicalunit --tid 1 --lun 3 \
-	--params "$wce0" &
-upd=$!
-bg=$upd
-sleep 1
-out=$("$sb" -r 50 -q 1 -t 2 --timeout 8 --json --no-progress "$u2" 2>&1)
-rc=$?
-ops=$(jq -r '.results[0].ops // 0' <<<"$out" 2>/dev/null || echo 0)
-wce=$("$top/tools/syncguard-stat" --json "$iqn" 3 | jq -r '.[0].wce')
-if [ "$wce" != 1 ]; then
-	say "FAIL: LUN 3 reports WCE=$wce before its flush is done (the test proves nothing, or the switch lied)"
+during_slow_flush "$("$tp" url "$work/tgtd" "$iqn" 3)" \
+	"LUN 3's 15 s switch to WCE=0" --op update --mode logicalunit --tid 1 \
+	--lun 3 --params mode_page=8:0:18:0x10:0:0xff:0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0
+if [ "$(lun3_wce)" != 1 ]; then
+	say "FAIL: LUN 3 reports WCE=$(lun3_wce) before its flush is done (the test proves nothing, or the switch lied)"
 	exit 1
 fi
-if [ "$rc" -ne 0 ] || [ "${ops:-0}" -eq 0 ] || kill -0 "$upd" 2>/dev/null; then
-	say "FAIL: LUN 2 during LUN 3's 15 s switch to WCE=0: exit $rc, $ops commands;" \
-	    "tgtadm's update $(kill -0 "$upd" 2>/dev/null && echo "still waiting" || echo returned)" \
-	    "($(grep -m1 -i 'timed out\|error' <<<"$out"))"
-	exit 1
-fi
-echo "flush-ms 0" > "$work/m/.ctl"
-for _ in $(seq 100); do
-	wce=$("$top/tools/syncguard-stat" --json "$iqn" 3 | jq -r '.[0].wce')
-	[ "$wce" = 0 ] && break
-	sleep 0.2
-done
-if [ "$wce" != 0 ]; then
-	say "FAIL: LUN 3's switch to WCE=0 never finished (WCE=$wce)"
+if ! flush_then '[ "$(lun3_wce)" = 0 ]'; then
+	say "FAIL: LUN 3's switch to WCE=0 never finished (WCE=$(lun3_wce))"
 	exit 1
 fi
 say "ok: $ops commands on LUN 2 answered while LUN 3's switch to WCE=0 flushed for 15 s"
