@@ -671,7 +671,11 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	}
 	page_set_mask(lu);	/* a new page has no mask */
 	wce = page_wce(lu);
-	if (bs->open && wce != shown && wce != (int)was) {
+	/* a mode_page update asks for its WCE even when the page shows it:
+	 * WCE=1 during a switch to 0 (shown 1, honoured 0) was dropped, and
+	 * the LUN ended at 0 (helper-43) */
+	if (bs->open && wce != (int)was &&
+	    (wce != shown || has_param(params, "mode_page"))) {
 		err = admin_set_wce(lu, wce);
 		if (err)
 			page_restore(lu, &before);

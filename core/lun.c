@@ -624,7 +624,7 @@ bool syncguard_lun_wce(struct syncguard_lun *lun)
 
 bool syncguard_lun_reported_wce(struct syncguard_lun *lun)
 {
-	return __atomic_load_n(&lun->wce_switching, __ATOMIC_SEQ_CST) ||
+	return __atomic_load_n(&lun->wce_switching, __ATOMIC_SEQ_CST) != 0 ||
 	       syncguard_lun_wce(lun);
 }
 
@@ -640,7 +640,7 @@ static void publish_wce(struct syncguard_lun *lun)
  * the moment wce is 0; what was written before must be made durable
  * before anyone is told WCE=0, so until the flush below succeeds the LUN
  * keeps reporting WCE=1 and SYNCHRONIZE CACHE keeps flushing
- * (wce_switching).
+ * (wce_switching, which counts the switches whose flush still runs).
  */
 int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 {
@@ -658,7 +658,7 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 	pthread_rwlock_wrlock(&lun->write_lock);
 	flush = syncguard_policy_switch_flushes(lun->wce, wce);
 	if (flush)
-		__atomic_store_n(&lun->wce_switching, true, __ATOMIC_SEQ_CST);
+		__atomic_fetch_add(&lun->wce_switching, 1, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&lun->wce, wce, __ATOMIC_SEQ_CST);
 	pthread_rwlock_unlock(&lun->write_lock);
 	if (!flush) {
@@ -672,7 +672,9 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 	ret = syncguard_lun_flush(lun, true);
 	if (ret)
 		__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&lun->wce_switching, false, __ATOMIC_SEQ_CST);
+	/* a count, not a flag: a switch that began while this one flushed
+	 * (WCE set to 1 and written meanwhile) still owes its flush */
+	__atomic_fetch_sub(&lun->wce_switching, 1, __ATOMIC_SEQ_CST);
 	publish_wce(lun);
 	return ret;
 }

@@ -355,8 +355,9 @@ struct syncguard_lun {
 	struct syncguard_opts opts;
 	bool wce;			/* Caching page WCE the LUN honours;
 					 * read/written atomically */
-	bool wce_switching;		/* WCE 1 -> 0 under way: still
-					 * reported as 1 */
+	unsigned int wce_switching;	/* WCE 1 -> 0 switches whose flush
+					 * still runs: reported as 1 while
+					 * any does (a count: two overlap) */
 	pthread_rwlock_t write_lock;	/* writes share it; COMPARE AND WRITE
 					 * and WCE changes take it alone */
 	int flush_error;		/* first failed flush's errno, latched */

@@ -335,6 +335,32 @@ START_TEST(test_flush_wce_switch_window)
 }
 END_TEST
 
+/* Two switches to WCE=0 overlap (WCE=1 set and written between them):
+ * the first one's end must not clear the second one's window, whose
+ * flush of the writes made under WCE=1 still runs (helper-43, from
+ * reading the code: the window was one flag). */
+START_TEST(test_flush_wce_switches_overlap)
+{
+	pthread_t t1, t2;
+
+	syncguard_lun_set_wce(&lun, true);
+	syncguard_mark_dirty(&lun);
+	flush_ns = 300000000;			/* 300 ms flushes */
+	pthread_create(&t1, NULL, wce_off, NULL);
+	usleep(100000);				/* inside its flush */
+	ck_assert_int_eq(syncguard_lun_set_wce(&lun, true), 0);
+	syncguard_mark_dirty(&lun);		/* written under WCE=1 */
+	pthread_create(&t2, NULL, wce_off, NULL);	/* flushes next */
+	pthread_join(t1, NULL);
+	usleep(50000);				/* inside t2's flush */
+	ck_assert(syncguard_lun_reported_wce(&lun));
+	ck_assert_uint_eq(lun.stats->wce, 1);
+	pthread_join(t2, NULL);
+	ck_assert(!syncguard_lun_reported_wce(&lun));
+	ck_assert_uint_eq(lun.stats->wce, 0);
+}
+END_TEST
+
 /* Another live process's counters file is left alone. */
 START_TEST(test_flush_stats_not_stolen)
 {
@@ -485,6 +511,7 @@ Suite *flush_suite(void)
 	tcase_add_test(tc, test_flush_elision);
 	tcase_add_test(tc, test_flush_stats_published);
 	tcase_add_test(tc, test_flush_wce_switch_window);
+	tcase_add_test(tc, test_flush_wce_switches_overlap);
 	tcase_add_test(tc, test_flush_stats_not_stolen);
 	tcase_add_test(tc, test_flush_stats_zombie_owner);
 	tcase_add_test(tc, test_flush_submit_batching);
