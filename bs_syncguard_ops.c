@@ -498,9 +498,10 @@ static int check_thin(struct scsi_lu *lu)
 	return 0;
 }
 
-/* Does @params ("key=value,key=value", after tgtadm's "targetOps "
- * prefix, which tgt's own parser skips too) set @key? */
-static bool has_param(const char *params, const char *key)
+/* The value of @key in @params ("key=value,key=value", after tgtadm's
+ * "targetOps " prefix, which tgt's own parser skips too), up to the next
+ * comma; NULL when it does not set @key. */
+static const char *param_value(const char *params, const char *key)
 {
 	size_t n = strlen(key);
 	const char *p = params;
@@ -509,12 +510,27 @@ static bool has_param(const char *params, const char *key)
 		p += 10;
 	while (p) {
 		if (!strncmp(p, key, n) && p[n] == '=')
-			return true;
+			return p + n + 1;
 		p = strchr(p, ',');
 		if (p)
 			p++;
 	}
-	return false;
+	return NULL;
+}
+
+/* Does @params set @key? */
+static bool has_param(const char *params, const char *key)
+{
+	return param_value(params, key) != NULL;
+}
+
+/* Does @params set the Caching mode page (mode_page=8:...)?  An update
+ * of another page leaves WCE as the page shows it. */
+static bool sets_caching_page(const char *params)
+{
+	const char *v = param_value(params, "mode_page");
+
+	return v && strtol(v, NULL, 0) == CACHING_PAGE;
 }
 
 /*
@@ -671,11 +687,11 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	}
 	page_set_mask(lu);	/* a new page has no mask */
 	wce = page_wce(lu);
-	/* a mode_page update asks for its WCE even when the page shows it:
-	 * WCE=1 during a switch to 0 (shown 1, honoured 0) was dropped, and
-	 * the LUN ended at 0 (helper-43) */
+	/* an update of the Caching page asks for its WCE even when the page
+	 * shows it: WCE=1 during a switch to 0 (shown 1, honoured 0) was
+	 * dropped, and the LUN ended at 0 (helper-43) */
 	if (bs->open && wce != (int)was &&
-	    (wce != shown || has_param(params, "mode_page"))) {
+	    (wce != shown || sets_caching_page(params))) {
 		err = admin_set_wce(lu, wce);
 		if (err)
 			page_restore(lu, &before);

@@ -143,27 +143,35 @@ if ! flush_then '[ "$(lun3_wce)" = 0 ]'; then
 fi
 say "ok: $ops commands on LUN 2 answered while LUN 3's switch to WCE=0 flushed for 15 s"
 
-# ---- WCE=1 by tgtadm while that switch still flushes: the last word ----
+# ---- tgtadm updates while a switch to WCE=0 still flushes ----
 wce_page() { echo "mode_page=8:0:18:$1:0:0xff:0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0"; }
-"$tp" adm "$work/tgtd" --op update --mode logicalunit --tid 1 --lun 3 \
-	--params "$(wce_page 0x14)" || { say "FAIL: WCE=1 on LUN 3"; exit 1; }
-"$sb" -s none -q 4 -t 1 --no-progress "$("$tp" url "$work/tgtd" "$iqn" 3)" >/dev/null
 lun3_flushes() { "$top/tools/syncguard-stat" --json "$iqn" 3 | jq -r '.[0].device_flushes'; }
-f0=$(lun3_flushes)
-echo "flush-ms 3000" > "$work/m/.ctl"
-"$tp" adm "$work/tgtd" --op update --mode logicalunit --tid 1 --lun 3 \
-	--params "$(wce_page 0x10)" &&
-"$tp" adm "$work/tgtd" --op update --mode logicalunit --tid 1 --lun 3 \
-	--params "$(wce_page 0x14)" || { say "FAIL: tgtadm refused a WCE change"; exit 1; }
-if [ "$(lun3_flushes)" != "$f0" ]; then
-	say "FAIL: the switch's flush was over before tgtadm's WCE=1 (the test proves nothing)"
-	exit 1
-fi
-flush_then '[ "$(lun3_flushes)" -gt "$f0" ]' || { say "FAIL: the switch's flush never ended"; exit 1; }
-sleep 0.5	# the switch's end, after its flush is counted
-if [ "$(lun3_wce)" != 1 ]; then
-	say "FAIL: tgtadm's WCE=1 during a switch to WCE=0 was dropped (WCE=$(lun3_wce))"
-	exit 1
-fi
-say "ok: tgtadm's WCE=1 during a switch to WCE=0 stands"
+adm3() { "$tp" adm "$work/tgtd" --op update --mode logicalunit --tid 1 --lun 3 --params "$1"; }
+# Start a switch of LUN 3 from WCE=1 to 0 whose flush takes 3 s, send
+# the updates $2... meanwhile; the LUN must end at WCE=$1 (test $3).
+during_switch() {
+	local want=$1 what=$3 f0 p
+	adm3 "$(wce_page 0x14)" || { say "FAIL: WCE=1 on LUN 3"; exit 1; }
+	"$sb" -s none -q 4 -t 1 --no-progress "$("$tp" url "$work/tgtd" "$iqn" 3)" >/dev/null
+	f0=$(lun3_flushes)
+	echo "flush-ms 3000" > "$work/m/.ctl"
+	adm3 "$(wce_page 0x10)" && adm3 "$2" ||
+		{ say "FAIL: tgtadm refused an update ($what)"; exit 1; }
+	if [ "$(lun3_flushes)" != "$f0" ]; then
+		say "FAIL: the switch's flush was over before the update (the test proves nothing)"
+		exit 1
+	fi
+	flush_then '[ "$(lun3_flushes)" -gt "$f0" ]' ||
+		{ say "FAIL: the switch's flush never ended"; exit 1; }
+	sleep 0.5	# the switch's end, after its flush is counted
+	if [ "$(lun3_wce)" != "$want" ]; then
+		say "FAIL: $what: WCE=$(lun3_wce), not $want"
+		exit 1
+	fi
+	say "ok: $what"
+}
+during_switch 1 "$(wce_page 0x14)" \
+	"tgtadm's WCE=1 during a switch to WCE=0 stands (it was dropped)"
+during_switch 0 "mode_page=2:0:14:0x80:0x80:0:0xa:0:0:0:0:0:0:0:0:0:0" \
+	"another mode page's update during a switch to WCE=0 does not cancel it"
 exit 0
