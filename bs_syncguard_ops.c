@@ -149,7 +149,7 @@ static int fail(struct scsi_cmd *cmd, enum syncguard_reason r)
 static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
-	bool was = bs->open && syncguard_lun_wce(&bs->lun);
+	bool was = bs->open && syncguard_lun_wanted_wce(&bs->lun);
 	int ret = bs->tgt_ops[cmd->scb[0]](host_no, cmd);
 	int wce = page_wce(cmd->dev);
 
@@ -164,6 +164,7 @@ static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 		return SAM_STAT_GOOD;
 	}
 	page_set_wce(cmd->dev, true);		/* until the flush is done */
+	syncguard_lun_want_wce(&bs->lun, false);	/* a later WCE=1 wins */
 	bs_thread_cmd_submit(cmd);		/* -> syncguard_wce_off_request */
 	return SAM_STAT_GOOD;
 }
@@ -171,7 +172,7 @@ static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 void syncguard_wce_off_request(struct scsi_cmd *cmd)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
-	int err = syncguard_lun_set_wce(&bs->lun, false);
+	int err = syncguard_lun_apply_wce(&bs->lun);
 	struct syncguard_result res = {
 		.reason = syncguard_reason_of_errno(-err, true), .err = -err,
 	};
@@ -608,7 +609,7 @@ static void *wce_off_thread(void *arg)
 {
 	struct scsi_lu *lu = arg;
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
-	int err = syncguard_lun_set_wce(&bs->lun, false);
+	int err = syncguard_lun_apply_wce(&bs->lun);
 
 	if (err)
 		eprintf("syncguard: lun %" PRIu64 ": WCE=0 by tgtadm failed: "
@@ -654,16 +655,21 @@ static int admin_set_wce(struct scsi_lu *lu, int wce)
 
 	if (!wce_changeable(bs))
 		return -EPERM;
-	if (wce || !wce_off_start(lu))
-		return wce ? syncguard_lun_set_wce(&bs->lun, true) : 0;
-	syncguard_uring_quiesce(lu);	/* set_wce waits for ring writes */
-	return syncguard_lun_set_wce(&bs->lun, false);
+	if (wce)
+		return syncguard_lun_set_wce(&bs->lun, true);
+	syncguard_lun_want_wce(&bs->lun, false);	/* a later WCE=1 wins */
+	if (!wce_off_start(lu))
+		return 0;
+	syncguard_uring_quiesce(lu);	/* apply waits for ring writes */
+	return syncguard_lun_apply_wce(&bs->lun);
 }
 
 static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
-	bool was = bs->open && syncguard_lun_wce(&bs->lun);
+	/* compared with the WCE last asked for: a switch to 0 that still
+	 * waits for the write lock honours 1 until it has it (helper-44) */
+	bool was = bs->open && syncguard_lun_wanted_wce(&bs->lun);
 	struct page_copy before;
 	tgtadm_err adm;
 	int wce, shown, set = -1, err = 0;

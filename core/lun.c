@@ -642,9 +642,25 @@ static void publish_wce(struct syncguard_lun *lun)
  * keeps reporting WCE=1 and SYNCHRONIZE CACHE keeps flushing
  * (wce_switching, which counts the switches whose flush still runs).
  */
+void syncguard_lun_want_wce(struct syncguard_lun *lun, bool wce)
+{
+	__atomic_store_n(&lun->wce_wanted, wce, __ATOMIC_SEQ_CST);
+}
+
+bool syncguard_lun_wanted_wce(struct syncguard_lun *lun)
+{
+	return __atomic_load_n(&lun->wce_wanted, __ATOMIC_SEQ_CST);
+}
+
 int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 {
-	bool flush;
+	syncguard_lun_want_wce(lun, wce);
+	return syncguard_lun_apply_wce(lun);
+}
+
+int syncguard_lun_apply_wce(struct syncguard_lun *lun)
+{
+	bool flush, wce = syncguard_lun_wanted_wce(lun);
 	int ret;
 
 	/* 0 -> 1 promises less: a write decided durable under WCE=0 may
@@ -656,6 +672,12 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 		return 0;
 	}
 	pthread_rwlock_wrlock(&lun->write_lock);
+	/* WCE=1 asked for while this waited for the lock: the last request
+	 * wins (it has already turned WCE on) */
+	if (syncguard_lun_wanted_wce(lun)) {
+		pthread_rwlock_unlock(&lun->write_lock);
+		return 0;
+	}
 	flush = syncguard_policy_switch_flushes(lun->wce, wce);
 	if (flush)
 		__atomic_fetch_add(&lun->wce_switching, 1, __ATOMIC_SEQ_CST);
@@ -670,8 +692,10 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 	while (__atomic_load_n(&lun->async_cached, __ATOMIC_SEQ_CST))
 		usleep(100);
 	ret = syncguard_lun_flush(lun, true);
-	if (ret)
+	if (ret) {	/* WCE stays 1: a later request is compared with that */
 		__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
+		syncguard_lun_want_wce(lun, true);
+	}
 	/* a count, not a flag: a switch that began while this one flushed
 	 * (WCE set to 1 and written meanwhile) still owes its flush */
 	__atomic_fetch_sub(&lun->wce_switching, 1, __ATOMIC_SEQ_CST);

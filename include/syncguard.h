@@ -355,6 +355,8 @@ struct syncguard_lun {
 	struct syncguard_opts opts;
 	bool wce;			/* Caching page WCE the LUN honours;
 					 * read/written atomically */
+	bool wce_wanted;		/* the WCE last asked for (MODE SELECT,
+					 * tgtadm), set when asked */
 	unsigned int wce_switching;	/* WCE 1 -> 0 switches whose flush
 					 * still runs: reported as 1 while
 					 * any does (a count: two overlap) */
@@ -527,6 +529,20 @@ bool syncguard_lun_reported_wce(struct syncguard_lun *lun);
  * syncguard_policy_switch_flushes's.
  */
 int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce);
+
+/*
+ * The same in two steps, for a switch carried out on another thread
+ * (MODE SELECT's worker, tgtadm's thread): syncguard_lun_want_wce
+ * records the request where it arrives, at once, and
+ * syncguard_lun_apply_wce later carries out whatever was asked for last.
+ * A switch to 0 that a newer request for 1 overtook while it waited for
+ * the write lock stands down (returns 0, changes nothing).
+ * syncguard_lun_wanted_wce: the WCE last asked for, which is what a new
+ * request is compared with.  syncguard_lun_set_wce(l, w) is want + apply.
+ */
+void syncguard_lun_want_wce(struct syncguard_lun *lun, bool wce);
+int syncguard_lun_apply_wce(struct syncguard_lun *lun);
+bool syncguard_lun_wanted_wce(struct syncguard_lun *lun);
 
 struct syncguard_req;
 

@@ -174,4 +174,34 @@ during_switch 1 "$(wce_page 0x14)" \
 	"tgtadm's WCE=1 during a switch to WCE=0 stands (it was dropped)"
 during_switch 0 "mode_page=2:0:14:0x80:0x80:0:0xa:0:0:0:0:0:0:0:0:0:0" \
 	"another mode page's update during a switch to WCE=0 does not cancel it"
+
+# ---- WCE=1 while the switch to 0 still waits for the writes in flight ----
+# (on worker threads, the model's engine=auto, writes hold the write lock,
+# stuck behind a 2 s flush: the switch had not turned WCE off yet, the
+# WCE=1 compared equal and was dropped, and the LUN ended at 0;
+# helper-44, 2 of 2)
+"$tp" adm "$work/tgtd" --op delete --mode logicalunit --tid 1 --lun 3 &&
+"$tp" lun "$work/tgtd" 1 4 "$work/m/disk.img" "mode=write-back" ||
+	{ say "cannot move the model to LUN 4"; exit 1; }
+u4=$("$tp" url "$work/tgtd" "$iqn" 4)
+adm4() { "$tp" adm "$work/tgtd" --op update --mode logicalunit --tid 1 --lun 4 --params "$1"; }
+lun4_wce() { "$top/tools/syncguard-stat" --json "$iqn" 4 | jq -r '.[0].wce'; }
+"$sb" -s none -q 4 -t 1 --no-progress "$u4" >/dev/null
+echo "flush-ms 2000" > "$work/m/.ctl"
+"$sb" -s flush -q 1 -t 4 --timeout 0 --no-progress -i "$iqn:f4" "$u4" >/dev/null 2>&1 &
+bg="$!"
+"$sb" -s none -q 8 -t 4 --timeout 0 --no-progress -i "$iqn:w4" "$u4" >/dev/null 2>&1 &
+bg="$bg $!"
+sleep 1
+adm4 "$(wce_page 0x10)" && sleep 0.3 && adm4 "$(wce_page 0x14)" ||
+	{ say "FAIL: tgtadm refused a WCE change under load"; exit 1; }
+echo "flush-ms 0" > "$work/m/.ctl"
+wait $bg
+bg=
+sleep 1
+if [ "$(lun4_wce)" != 1 ]; then
+	say "FAIL: tgtadm's WCE=1 while the switch to 0 waited for writes was dropped (WCE=$(lun4_wce))"
+	exit 1
+fi
+say "ok: tgtadm's WCE=1 while a switch to WCE=0 waits for the writes in flight stands"
 exit 0

@@ -361,6 +361,37 @@ START_TEST(test_flush_wce_switches_overlap)
 }
 END_TEST
 
+static void *wce_off_later(void *arg)
+{
+	(void)arg;
+	ck_assert_int_eq(syncguard_lun_apply_wce(&lun), 0);
+	return NULL;
+}
+
+/* A switch to WCE=0 asked for (syncguard_lun_want_wce) that has not yet
+ * taken the write lock, because a write holds it, and WCE=1 asked for
+ * meanwhile: the last request wins, and the switch stands down
+ * (helper-44: the LUN ended at WCE=0 after tgtadm's WCE=1). */
+START_TEST(test_flush_wce_request_supersedes_switch)
+{
+	pthread_t t;
+
+	syncguard_lun_set_wce(&lun, true);
+	syncguard_mark_dirty(&lun);
+	pthread_rwlock_rdlock(&lun.write_lock);	/* a write in flight */
+	syncguard_lun_want_wce(&lun, false);
+	ck_assert(!syncguard_lun_wanted_wce(&lun));
+	pthread_create(&t, NULL, wce_off_later, NULL);
+	usleep(50000);				/* it waits for the lock */
+	ck_assert_int_eq(syncguard_lun_set_wce(&lun, true), 0);
+	pthread_rwlock_unlock(&lun.write_lock);
+	pthread_join(t, NULL);
+	ck_assert(syncguard_lun_wce(&lun));
+	ck_assert(syncguard_lun_reported_wce(&lun));
+	ck_assert(syncguard_lun_wanted_wce(&lun));
+}
+END_TEST
+
 /* Another live process's counters file is left alone. */
 START_TEST(test_flush_stats_not_stolen)
 {
@@ -512,6 +543,7 @@ Suite *flush_suite(void)
 	tcase_add_test(tc, test_flush_stats_published);
 	tcase_add_test(tc, test_flush_wce_switch_window);
 	tcase_add_test(tc, test_flush_wce_switches_overlap);
+	tcase_add_test(tc, test_flush_wce_request_supersedes_switch);
 	tcase_add_test(tc, test_flush_stats_not_stolen);
 	tcase_add_test(tc, test_flush_stats_zombie_owner);
 	tcase_add_test(tc, test_flush_submit_batching);
