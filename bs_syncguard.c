@@ -269,13 +269,24 @@ static void *final_flusher(void *arg)
 	return NULL;
 }
 
+int syncguard_start_detached(void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int ret;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	ret = pthread_create(&t, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	return ret;
+}
+
 /* final_flush_run(@fd, @lun) on a thread of its own, or in this one when
  * none can be started. */
 static void final_flush_start(int fd, uint64_t lun)
 {
 	struct final_flush *ff = malloc(sizeof(*ff));
-	pthread_attr_t attr;
-	pthread_t t;
 	int ret = -1;
 
 	pthread_mutex_lock(&final_lock);
@@ -283,10 +294,7 @@ static void final_flush_start(int fd, uint64_t lun)
 	pthread_mutex_unlock(&final_lock);
 	if (ff) {
 		*ff = (struct final_flush){ .fd = fd, .lun = lun };
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		ret = pthread_create(&t, &attr, final_flusher, ff);
-		pthread_attr_destroy(&attr);
+		ret = syncguard_start_detached(final_flusher, ff);
 	}
 	if (ret) {
 		free(ff);

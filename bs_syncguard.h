@@ -112,6 +112,10 @@ void syncguard_ops_install(struct scsi_lu *lu);
  * 0 or -errno. */
 int syncguard_ops_open(struct scsi_lu *lu);
 
+/* Run @fn(@arg) on a detached thread: 0, or pthread_create's error
+ * number (bs_syncguard.c; the final flush and tgtadm's WCE switch). */
+int syncguard_start_detached(void *(*fn)(void *), void *arg);
+
 /* Before the backing file closes: finish any IMMED=1 flush. */
 void syncguard_ops_close(struct scsi_lu *lu);
 

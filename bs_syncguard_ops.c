@@ -627,17 +627,12 @@ static void *wce_off_thread(void *arg)
 static int wce_off_start(struct scsi_lu *lu)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
-	pthread_attr_t attr;
-	pthread_t t;
 	int ret;
 
 	pthread_mutex_lock(&bs->immed_lock);
 	bs->wce_switches++;
 	pthread_mutex_unlock(&bs->immed_lock);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	ret = pthread_create(&t, &attr, wce_off_thread, lu);
-	pthread_attr_destroy(&attr);
+	ret = syncguard_start_detached(wce_off_thread, lu);
 	if (ret) {
 		pthread_mutex_lock(&bs->immed_lock);
 		bs->wce_switches--;

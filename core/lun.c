@@ -635,13 +635,6 @@ static void publish_wce(struct syncguard_lun *lun)
 			 __ATOMIC_RELAXED);
 }
 
-/*
- * 1 -> 0 (syncguard_policy_switch_flushes): new writes are durable from
- * the moment wce is 0; what was written before must be made durable
- * before anyone is told WCE=0, so until the flush below succeeds the LUN
- * keeps reporting WCE=1 and SYNCHRONIZE CACHE keeps flushing
- * (wce_switching, which counts the switches whose flush still runs).
- */
 void syncguard_lun_want_wce(struct syncguard_lun *lun, bool wce)
 {
 	__atomic_store_n(&lun->wce_wanted, wce, __ATOMIC_SEQ_CST);
@@ -658,6 +651,13 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
 	return syncguard_lun_apply_wce(lun);
 }
 
+/*
+ * 1 -> 0 (syncguard_policy_switch_flushes): new writes are durable from
+ * the moment wce is 0; what was written before must be made durable
+ * before anyone is told WCE=0, so until the flush below succeeds the LUN
+ * keeps reporting WCE=1 and SYNCHRONIZE CACHE keeps flushing
+ * (wce_switching, which counts the switches whose flush still runs).
+ */
 int syncguard_lun_apply_wce(struct syncguard_lun *lun)
 {
 	bool flush, wce = syncguard_lun_wanted_wce(lun);
