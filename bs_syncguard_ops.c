@@ -680,6 +680,16 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	shown = page_wce(lu);
 	page_save(lu, &before);
 	adm = bs->tgt_lu_config(lu, params);
+	/* tgt installs a mode_page= page and only then finds its data
+	 * longer than it says and refuses the update: a refused update
+	 * changes no WCE (it had switched WCE and told every initiator,
+	 * while tgtadm said "invalid request": helper-46) */
+	if (adm != TGTADM_SUCCESS) {
+		page_restore(lu, &before);
+		(void)check_thin(lu);
+		block_limits(lu);
+		return adm;
+	}
 	if (!caching_page(lu) || caching_page(lu)->pcode_size != CACHING_PAGE_LEN) {
 		page_restore(lu, &before);
 		eprintf("syncguard: lun %" PRIu64 ": refused: the Caching mode "

@@ -378,15 +378,28 @@ START_TEST(test_modes_thin_provisioning)
 }
 END_TEST
 
-/* A Caching page of the wrong size is refused and the old one stays. */
+/* A Caching page of the wrong size is refused and the old one stays.
+ * So does one whose data is longer than its length (tgt installs it,
+ * then refuses): its WCE, the other one, is neither taken nor
+ * announced (helper-46: WCE changed, and a unit attention went out,
+ * while tgtadm said "invalid request"). */
 START_TEST(test_modes_bad_caching_page)
 {
 	int lun = modes[_i].lun, wce, dpofua;
 	struct iscsi_context *iscsi;
+	char params[256];
 
 	ck_assert_int_ne(proto_update_lun(lun, "mode_page=8:0:0"), 0);
 	ck_assert(proto_log_has("the Caching mode page must keep its 18 bytes"));
 	iscsi = proto_connect(lun);
+	proto_caching(iscsi, lun, &wce, &dpofua);
+	ck_assert_int_eq(wce, modes[_i].wce);
+	snprintf(params, sizeof(params), "mode_page=8:0:18:%s:0:0xff:0xff:0:0:"
+		 "0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0:0",
+		 modes[_i].wce ? "0x10" : "0x14");
+	ck_assert_int_ne(proto_update_lun(lun, params), 0);
+	proto_assert_good(iscsi_testunitready_sync(iscsi, lun),
+			  "TEST UNIT READY after a refused mode_page", false);
 	proto_caching(iscsi, lun, &wce, &dpofua);
 	ck_assert_int_eq(wce, modes[_i].wce);
 	iscsi_destroy_context(iscsi);
