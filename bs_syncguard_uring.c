@@ -504,8 +504,9 @@ bool syncguard_uring_sync_cache(struct scsi_cmd *cmd)
 	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
 	struct uring_op *op;
 
+	/* a soft latch is rechecked on a worker (syncguard_lun_recheck) */
 	if (!bs->uring.flush_on || bs->uring.inflight >= RING_ENTRIES - 2 ||
-	    !(op = calloc(1, sizeof(*op))))
+	    syncguard_lun_latched(&bs->lun) || !(op = calloc(1, sizeof(*op))))
 		return false;
 	op->cmd = cmd;
 	syncguard_count(&bs->lun.stats->sync_caches);

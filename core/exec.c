@@ -227,6 +227,8 @@ static bool sync_cache_quick(struct syncguard_lun *lun,
 	*r = syncguard_check_range(lun, c->lba, c->nblocks);
 	if (*r)
 		return true;
+	if (err && syncguard_lun_latched_soft(lun))
+		return false;	/* rechecked by the flush, on a worker */
 	if (err) {
 		*r = io_reason(-err, true);
 		return true;
@@ -430,7 +432,7 @@ enum syncguard_reason syncguard_plan_done(struct syncguard_lun *lun,
 		syncguard_plan_written(lun, plan);
 	drop_refs(lun, plan);
 	if (err && plan->write && plan->persist != SYNCGUARD_PERSIST_CACHED)
-		syncguard_latch(lun, -err);
+		syncguard_latch_write(lun, -err);
 	if (err) {
 		r = syncguard_reason_of_errno(-err, plan->write);
 		syncguard_count(&lun->stats->errors);

@@ -262,7 +262,7 @@ int syncguard_lun_flush(struct syncguard_lun *lun, bool elide)
 	struct syncguard_flusher *f = &lun->flusher;
 	bool led = false;
 	uint64_t need;
-	int err = syncguard_lun_latched(lun);
+	int err = syncguard_lun_recheck(lun);
 
 	if (err)
 		return -err;
@@ -286,7 +286,7 @@ int syncguard_lun_flush(struct syncguard_lun *lun, bool elide)
 	pthread_mutex_unlock(&f->lock);
 	if (!led)
 		syncguard_count(&lun->stats->flushes_coalesced);
-	err = syncguard_lun_latched(lun);
+	err = syncguard_lun_recheck(lun);
 	return err ? -err : 0;
 }
 

@@ -121,9 +121,26 @@ static inline void syncguard_count(uint64_t *counter)
 /* errno latched by a failed flush, 0 if none (see syncguard_latch) */
 int syncguard_lun_latched(struct syncguard_lun *lun);
 
-/* Latch @err (positive errno) unless an error is latched already: from
- * now on every command that would promise durability fails with it. */
+/* Is the latched error a soft one, to be rechecked on a worker
+ * (syncguard_lun_recheck) before a command fails with it? */
+bool syncguard_lun_latched_soft(struct syncguard_lun *lun);
+
+/* Latch @err (positive errno) unless an error is latched already (a soft
+ * one gives way): from now on every command that would promise
+ * durability fails with it. */
 void syncguard_latch(struct syncguard_lun *lun, int err);
+
+/* The same for a write that failed on its way to durability: ENOSPC and
+ * EDQUOT latch soft (the write may just have been refused), the rest as
+ * syncguard_latch. */
+void syncguard_latch_write(struct syncguard_lun *lun, int err);
+
+/* On a worker, before a command that promises durability: a soft latch
+ * is rechecked with fdatasync on the witness (lun->fd), and cleared if
+ * that reports nothing, or latched for good with what it reports.
+ * Returns the errno latched after that, 0 if none.  Blocks for a device
+ * flush when it rechecks: never on tgtd's event thread. */
+int syncguard_lun_recheck(struct syncguard_lun *lun);
 
 /* A descriptor for one durability call, used by nobody else meanwhile
  * (see "sync descriptors" in lun.c); >= 0, or -errno. */

@@ -568,6 +568,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	if (!ret)
 		ret = -pthread_mutex_init(&lun->sync_trial_lock, NULL);
 	if (!ret)
+		ret = -pthread_mutex_init(&lun->recheck_lock, NULL);
+	if (!ret)
 		ret = syncguard_flusher_init(&lun->flusher);
 	if (!ret)
 		ret = syncguard_mix_init(&lun->mix, lun->mix.on);
@@ -600,6 +602,7 @@ int syncguard_lun_close_deferred(struct syncguard_lun *lun)
 	pthread_rwlock_destroy(&lun->write_lock);
 	pthread_mutex_destroy(&lun->pool_lock);
 	pthread_mutex_destroy(&lun->sync_trial_lock);
+	pthread_mutex_destroy(&lun->recheck_lock);
 	syncguard_flusher_destroy(&lun->flusher);
 	syncguard_mix_destroy(&lun->mix);
 	return fd;
@@ -791,18 +794,99 @@ int syncguard_datasync(int fd)
  * promise durability fails with it.  It clears only when the LUN is
  * re-created (delete and add it, or restart tgtd) after the
  * administrator has checked the device.
+ *
+ * One exception, a "soft" latch: ENOSPC or EDQUOT from a write on its way
+ * to durability (syncguard_latch_write).  An RWF_DSYNC write that the
+ * file system refused for want of space lost nothing, but the same errno
+ * comes back when the write went in and its sync then reported a
+ * writeback error, maybe of other writes' pages, which no other
+ * descriptor that saw it before will see again.  The two are told apart
+ * by a witness: lun->fd, on which nothing ever syncs (writes, reads and
+ * hole punches do not report writeback errors), so it still sees every
+ * writeback error since the LUN opened that it has not reported.  The
+ * next durable command (on a worker) runs fdatasync on it
+ * (syncguard_lun_recheck): an error latches for good, success clears
+ * the latch, and the command goes on (a refused write is just refused,
+ * SBC-3 4.7.3.6; a thin LUN works again once space is freed: helper-46
+ * found it failed until re-created).  Each soft latch bumps a sequence
+ * number, so a recheck that raced with a new one does not clear it.
  */
+#define LATCH_ERRNO	0xfff		/* the errno */
+#define LATCH_SEQ	0x3ffff000	/* soft latches: a sequence number */
+#define LATCH_SOFT	0x40000000	/* rechecked (syncguard_lun_recheck) */
+
+static void publish_latch(struct syncguard_lun *lun, int latch)
+{
+	lun->stats->latched_soft = !!(latch & LATCH_SOFT);
+	lun->stats->latched = (uint64_t)(latch & LATCH_ERRNO);
+}
+
 void syncguard_latch(struct syncguard_lun *lun, int err)
 {
-	int expected = 0;
+	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
 
-	__atomic_compare_exchange_n(&lun->flush_error, &expected, err, false,
-				    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	do {
+		if (cur && !(cur & LATCH_SOFT))
+			return;		/* the first hard one stays */
+	} while (!__atomic_compare_exchange_n(&lun->flush_error, &cur, err,
+					      false, __ATOMIC_SEQ_CST,
+					      __ATOMIC_SEQ_CST));
+	publish_latch(lun, err);
+}
+
+void syncguard_latch_write(struct syncguard_lun *lun, int err)
+{
+	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST), next;
+
+	if (err != ENOSPC && err != EDQUOT) {
+		syncguard_latch(lun, err);
+		return;
+	}
+	do {
+		if (cur && !(cur & LATCH_SOFT))
+			return;
+		next = LATCH_SOFT | ((cur + (LATCH_ERRNO + 1)) & LATCH_SEQ) | err;
+	} while (!__atomic_compare_exchange_n(&lun->flush_error, &cur, next,
+					      false, __ATOMIC_SEQ_CST,
+					      __ATOMIC_SEQ_CST));
+	publish_latch(lun, next);
 }
 
 int syncguard_lun_latched(struct syncguard_lun *lun)
 {
-	return __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST) &
+	       LATCH_ERRNO;
+}
+
+bool syncguard_lun_latched_soft(struct syncguard_lun *lun)
+{
+	return __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST) &
+	       LATCH_SOFT;
+}
+
+int syncguard_lun_recheck(struct syncguard_lun *lun)
+{
+	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST), err;
+
+	if (!(cur & LATCH_SOFT))
+		return cur & LATCH_ERRNO;
+	pthread_mutex_lock(&lun->recheck_lock);
+	cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
+	while (cur & LATCH_SOFT) {
+		err = syncguard_datasync(lun->fd);
+		if (err) {
+			syncguard_latch(lun, -err);
+			break;
+		}
+		if (__atomic_compare_exchange_n(&lun->flush_error, &cur, 0,
+						false, __ATOMIC_SEQ_CST,
+						__ATOMIC_SEQ_CST)) {
+			publish_latch(lun, 0);
+			break;
+		}	/* a new soft latch meanwhile (cur has it): again */
+	}
+	pthread_mutex_unlock(&lun->recheck_lock);
+	return syncguard_lun_latched(lun);
 }
 
 /* Write all of @len bytes at @off through @fd, retrying EINTR and short
@@ -924,8 +1008,8 @@ static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 	if (err == -EOPNOTSUPP) {
 		__atomic_store_n(&lun->no_rwf_dsync, true, __ATOMIC_RELAXED);
 		err = write_all(fd, buf, len, off, 0);
-		if (!err)
-			err = syncguard_datasync(fd);
+		if (!err && (err = syncguard_datasync(fd)))
+			syncguard_latch(lun, -err);	/* a flush's: for good */
 	}
 	if (r.direct)
 		syncguard_direct_fd_put(lun, fd);
@@ -1096,7 +1180,7 @@ int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
 {
 	int err = 0;
 
-	if (persist != SYNCGUARD_PERSIST_CACHED && syncguard_lun_latched(lun))
+	if (persist != SYNCGUARD_PERSIST_CACHED && syncguard_lun_recheck(lun))
 		return -syncguard_lun_latched(lun);
 	switch (persist) {
 	case SYNCGUARD_PERSIST_CACHED:
@@ -1108,11 +1192,10 @@ int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
 		err = write_written(lun, buf, len, off);
 		break;
 	}
-	/* Any failure on the way to durability latches, ENOSPC included:
-	 * an RWF_DSYNC write cannot tell a refused write (nothing lost)
-	 * from a failed writeback (data lost). */
+	/* Any failure on the way to durability latches; ENOSPC and EDQUOT
+	 * until the witness is rechecked (see syncguard_latch) */
 	if (err)
-		syncguard_latch(lun, -err);
+		syncguard_latch_write(lun, -err);
 	return err;
 }
 
@@ -1125,7 +1208,7 @@ int syncguard_lun_persist_range(struct syncguard_lun *lun, uint64_t off,
 	case SYNCGUARD_PERSIST_CACHED:
 		return 0;
 	case SYNCGUARD_PERSIST_WRITTEN:
-		err = syncguard_lun_latched(lun);
+		err = syncguard_lun_recheck(lun);
 		if (err)
 			return -err;
 		err = writeout(lun, off, len);

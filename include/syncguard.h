@@ -362,7 +362,9 @@ struct syncguard_lun {
 					 * any does (a count: two overlap) */
 	pthread_rwlock_t write_lock;	/* writes share it; COMPARE AND WRITE
 					 * and WCE changes take it alone */
-	int flush_error;		/* first failed flush's errno, latched */
+	int flush_error;		/* first failed flush's errno, latched;
+					 * encoded, see syncguard_latch */
+	pthread_mutex_t recheck_lock;	/* one soft-latch recheck at a time */
 	bool no_rwf_dsync;		/* the file system refused RWF_DSYNC:
 					 * write, then fdatasync */
 	/* write_sync=auto: RWF_DSYNC (arm 0) or group commit (arm 1),

@@ -21,9 +21,10 @@
 #include <sys/types.h>
 
 #define SYNCGUARD_STATS_MAGIC	0x53544753u	/* "SGTS" */
-#define SYNCGUARD_STATS_VERSION	5	/* 2: how writes go, the trials;
+#define SYNCGUARD_STATS_VERSION	6	/* 2: how writes go, the trials;
 					 * 3: pid_start; 4: wce;
-					 * 5: ring_ios, ring_submits */
+					 * 5: ring_ios, ring_submits;
+					 * 6: latched, latched_soft */
 #define SYNCGUARD_STATS_DIR	"/run/syncguard"
 #define SYNCGUARD_FLUSH_BUCKETS	32	/* log2 microseconds */
 
@@ -83,6 +84,13 @@ struct syncguard_stats {
 	 * that carried them (equal when none was held back) */
 	uint64_t ring_ios;
 	uint64_t ring_submits;
+	/* the errno the LUN has latched (core/lun.c, syncguard_latch), 0
+	 * none: every command that promises durability fails with it.
+	 * latched_soft 1: a write's ENOSPC or EDQUOT, rechecked at the next
+	 * such command (the latch then clears unless the device reports a
+	 * lost write); 0: until the LUN is re-created */
+	uint64_t latched;
+	uint64_t latched_soft;
 };
 
 /* The owner's start time of a file whose first @bytes were read into

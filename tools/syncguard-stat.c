@@ -128,6 +128,29 @@ static void print_json_string(const char *s)
 	}
 }
 
+/* The latched error (stats version 6 on), if any: what fails, and until
+ * when (core/lun.c, syncguard_latch). */
+static void print_latch(const struct syncguard_stats *st)
+{
+	if (st->latched)
+		printf("  latched: %s: durable commands fail %s\n",
+		       strerror((int)st->latched), st->latched_soft ?
+		       "until the next one finds the device sound (a write "
+		       "refused for want of space)" :
+		       "until the LUN is re-created");
+}
+
+static void print_latch_json(const struct syncguard_stats *st)
+{
+	if (!st->latched) {
+		printf(",\"latched\":null");
+		return;
+	}
+	printf(",\"latched\":{\"errno\":%" PRIu64 ",\"error\":\"", st->latched);
+	print_json_string(strerror((int)st->latched));
+	printf("\",\"rechecked\":%s}", st->latched_soft ? "true" : "false");
+}
+
 static void print(const char *target, unsigned long lun,
 		  const struct syncguard_stats *st, bool json, bool *first)
 {
@@ -153,6 +176,7 @@ static void print(const char *target, unsigned long lun,
 		       st->flushes_elided, st->flush_us_total, st->ring_ios,
 		       st->ring_submits);
 		print_ways_json(st);
+		print_latch_json(st);
 		print_histogram(st);
 	} else {
 		printf("%s lun %lu: %s, WCE=%" PRIu64 ", tgtd %u%s\n"
@@ -172,6 +196,7 @@ static void print(const char *target, unsigned long lun,
 		       st->writeouts, st->direct_writes, st->flushes_coalesced,
 		       st->flushes_elided, st->ring_ios, st->ring_submits);
 		print_ways(st);
+		print_latch(st);
 	}
 	*first = false;
 }
@@ -254,7 +279,8 @@ int main(int argc, char **argv)
 		       "saved by coalescing and\nelision; whether writes go "
 		       "O_DIRECT, and which way write_sync and flush\n"
 		       "batching run now, with each way's rate in its last "
-		       "measured epoch.\nWithout arguments, every LUN's, by target and "
+		       "measured epoch;\nan error the LUN has latched.\n"
+		       "Without arguments, every LUN's, by target and "
 		       "LUN.\nCounters of a tgtd "
 		       "that has exited are marked (gone).\n--json: one array "
 		       "of objects, with the flush latency histogram.\n"

@@ -4,6 +4,7 @@
  * data round trips, FUA and SYNCHRONIZE CACHE, and the data reaching
  * the device for the modes that promise it.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -574,6 +575,64 @@ START_TEST(test_blockdev_remount_nobarrier_latches)
 }
 END_TEST
 
+/*
+ * A sparse LUN file on an ext4 that fills up: a durable write is refused
+ * (DATA PROTECT / SPACE ALLOCATION FAILED) and, once space is freed, the
+ * next ones and SYNCHRONIZE CACHE are GOOD again.  helper-46's LUN
+ * failed every durable command until re-created: an ENOSPC latched as a
+ * failed flush would (core/lun.c, syncguard_latch).  _i: write-back FUA
+ * writes (O_DIRECT, io_uring), write-through (the same), write-through
+ * on worker threads through the page cache.
+ */
+START_TEST(test_blockdev_full_fs_recovers)
+{
+	static const char *const opts[] = { "mode=write-back",
+		"mode=write-through",
+		"mode=write-through;engine=threads;direct=no;write_sync=dsync" };
+	const char *img = proto_file("full.img", DEV_BYTES, false);
+	static unsigned char out[65536];
+	struct iscsi_context *iscsi;
+	struct scsi_task *t = NULL;
+	char mnt[800], dev[64], lun_img[900];
+	const int lun = 20 + _i;	/* a failed run leaves its LUN */
+	uint64_t lba = 65536;
+
+	memset(out, 0x5a, sizeof(out));
+	snprintf(mnt, sizeof(mnt), "%s/full-mnt%d", proto_dir(), _i);
+	ck_assert_int_eq(ext4_in_tgtd(img, mnt, dev, sizeof(dev)), 0);
+	snprintf(lun_img, sizeof(lun_img), "%s/lun.img", mnt);
+	ck_assert_int_eq(proto_sh_in_tgtd("truncate -s 64M '%s'", lun_img), 0);
+	ck_assert_int_eq(proto_add_lun(lun, lun_img, opts[_i], 0), 0);
+	iscsi = proto_connect(lun);
+	/* the LUN (64 MiB) is larger than its file system (32 MiB): fill
+	 * that, then write until ext4's last reserves are gone too (1-2 MiB
+	 * here), at most 16 MiB */
+	proto_sh_in_tgtd("dd if=/dev/zero of='%s/filler' bs=1M status=none "
+			 "2>/dev/null; sync", mnt);
+	for (int i = 0; i < 256; i++, lba += sizeof(out) / 512) {
+		if (t)
+			scsi_free_scsi_task(t);
+		t = iscsi_write16_sync(iscsi, lun, lba, out, sizeof(out), 512,
+				       0, 0, _i == 0, 0, 0);
+		if (!t || t->status != SCSI_STATUS_GOOD)
+			break;
+	}
+	proto_assert_sense(t, SCSI_SENSE_DATA_PROTECTION, 0x2707,
+			   "WRITE(16) on a full file system");
+	ck_assert_int_eq(proto_counter(lun, "latched.errno"), ENOSPC);
+	ck_assert_int_eq(proto_sh_in_tgtd("rm '%s/filler' && sync", mnt), 0);
+	proto_assert_good(iscsi_write16_sync(iscsi, lun, lba, out, sizeof(out),
+			  512, 0, 0, _i == 0, 0, 0), "WRITE(16) with space freed",
+			  false);
+	proto_assert_good(iscsi_synchronizecache10_sync(iscsi, lun, 0, 0, 0, 0),
+			  "SYNCHRONIZE CACHE(10) with space freed", false);
+	ck_assert_int_eq(proto_counter(lun, "latched"), -1);	/* null */
+	iscsi_destroy_context(iscsi);
+	proto_del_lun(lun);
+	proto_sh_in_tgtd("umount '%s'; losetup -d '%s'", mnt, dev);
+}
+END_TEST
+
 /* The same when the change of the mount table reaches tgtd's event loop
  * in one batch behind a connection that closes: tgtd drops the rest of
  * a batch when a handler removes an event, and Linux signals a change
@@ -938,6 +997,7 @@ Suite *blockdev_suite(void)
 			"left out: no unused zram0\n");
 	tcase_add_test(tc, test_blockdev_write_back_page_cache);
 	tcase_add_loop_test(tc, test_blockdev_read_after_write, 0, 4);
+	tcase_add_loop_test(tc, test_blockdev_full_fs_recovers, 0, 3);
 	suite_add_tcase(s, tc);
 	if (!pids_base()) {
 		fprintf(stderr, "blockdev: test_blockdev_unwatched_lun_refused "

@@ -6,6 +6,7 @@
  * (the documented procedure); a full device gets DATA PROTECT / SPACE
  * ALLOCATION FAILED WRITE PROTECT.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,6 +130,13 @@ START_TEST(test_faults_write_through_eio)
 }
 END_TEST
 
+/*
+ * A full device: SPACE ALLOCATION FAILED.  The model caches writes (a
+ * FUSE writeback cache), so its ENOSPC comes from the flush: what was
+ * written may be gone, and the LUN latches for good, as for any failed
+ * flush.  (A write that a file system refuses up front loses nothing,
+ * and the LUN recovers once space is freed: test_blockdev_full_fs_recovers.)
+ */
 START_TEST(test_faults_device_full)
 {
 	struct iscsi_context *iscsi;
@@ -138,8 +146,12 @@ START_TEST(test_faults_device_full)
 	model_ctl("fail-write ENOSPC 1");
 	proto_assert_sense(write_lba(iscsi, 3, 0, 0), SCSI_SENSE_DATA_PROTECTION,
 			   0x2707, "WRITE(10) on a full device");
+	proto_assert_sense(write_lba(iscsi, 3, 0, 0), SCSI_SENSE_DATA_PROTECTION,
+			   0x2707, "WRITE(10) after a failed flush");
+	ck_assert_int_eq(proto_counter(3, "latched.errno"), ENOSPC);
 	iscsi_destroy_context(iscsi);
 	ck_assert_int_eq(proto_del_lun(3), 0);
+	model_ctl("clear");
 }
 END_TEST
 

@@ -628,16 +628,53 @@ END_TEST
 
 START_TEST(test_exec_enospc)
 {
+	int fsyncs, per_write;
+
 	open_lun(SYNCGUARD_MODE_WRITE_BACK);
 	fx.pwrite_errno = ENOSPC;
 	assert_sense(write16(0, 8, false), 0x07, 0x2707);
 	fx.pwrite_errno = 0;	/* a refused plain write lost nothing */
+	fsyncs = fx.fdatasyncs;
 	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
-	fx.pwrite_errno = ENOSPC;	/* but a durable one may have */
+	per_write = fx.fdatasyncs - fsyncs;
+	fx.pwrite_errno = ENOSPC;	/* a durable one may have: latched */
 	assert_sense(write16(0, 8, true), 0x07, 0x2707);
-	fx.pwrite_errno = 0;	/* latched, reported as what it was */
+	ck_assert_uint_eq(lun.stats->latched, ENOSPC);
+	ck_assert_uint_eq(lun.stats->latched_soft, 1);
+	/* space again, and the witness (lun->fd) reports no lost write:
+	 * the write was only refused, and durable commands go on */
+	fx.pwrite_errno = 0;
+	fsyncs = fx.fdatasyncs;
+	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, fsyncs + per_write + 1); /* + recheck */
+	ck_assert_uint_eq(lun.stats->latched, 0);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+	/* a SYNCHRONIZE CACHE rechecks too */
+	fx.pwrite_errno = ENOSPC;
 	assert_sense(write16(0, 8, true), 0x07, 0x2707);
-	assert_sense(sync_cache10(0, 0), 0x07, 0x2707);
+	fx.pwrite_errno = 0;
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+	ck_assert_uint_eq(lun.stats->latched, 0);
+}
+END_TEST
+
+/* But where the witness reports an error, the ENOSPC had been a sync's
+ * (a writeback failure, maybe of other writes): latched for good, with
+ * the witness's errno, as a failed flush */
+START_TEST(test_exec_enospc_witness_error_latches)
+{
+	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
+	fx.pwrite_errno = ENOSPC;
+	assert_sense(write16(0, 8, false), 0x07, 0x2707);
+	fx.pwrite_errno = 0;
+	fx.fdatasync_errno = EIO;
+	assert_sense(write16(0, 8, false), 0x03, 0x0c00);
+	fx.fdatasync_errno = 0;		/* the kernel would now say "fine" */
+	assert_sense(write16(0, 8, false), 0x03, 0x0c00);
+	assert_sense(sync_cache10(0, 0), 0x03, 0x0c00);
+	ck_assert_uint_eq(lun.stats->latched, EIO);
+	ck_assert_uint_eq(lun.stats->latched_soft, 0);
 }
 END_TEST
 
@@ -1057,6 +1094,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_exec_write_eio);
 	tcase_add_test(faults, test_exec_read_eio);
 	tcase_add_test(faults, test_exec_enospc);
+	tcase_add_test(faults, test_exec_enospc_witness_error_latches);
 	tcase_add_test(faults, test_exec_write_protected);
 	tcase_add_test(faults, test_exec_flush_error_latches);
 	tcase_add_test(faults, test_exec_dsync_failure_latches_all_modes);
