@@ -209,7 +209,11 @@ pid=$!
 sleep 0.5
 "$sb" -t 1 -s fua --json --no-progress "$("$tp" url "$work/tgtd2" "$iqn" 1)" >"$work/twin-busy.json"
 wait "$pid"
+ctl2=$(cat "$work/tgtd2/ctl")
+sock_before=$(ls /var/run/tgtd/socket."$ctl2" /var/run/tgtd/socket."$ctl2".lock 2>/dev/null | wc -l)
 "$tp" stop "$work/tgtd2" >/dev/null
+expect "tgtd-private stop removes the control socket tgtd leaves (1,604 pairs had piled up)" \
+	'[ "$sock_before" -eq 2 ] && ! ls /var/run/tgtd/socket."$ctl2"* >/dev/null 2>&1'
 expect "another busy tgtd's counters of the same target name are not this LUN's either" \
 	'[ "$(jq -r "[.results[0].device_flushes_per_op, .results[0].target_writes] | @tsv" "$work/twin-busy.json")" = "$(printf "\t")" ]'
 expect "another tgtd's counters of the same target name are not reported as this LUN's" \
