@@ -22,6 +22,8 @@
 #define CACHING_PAGE		0x08
 #define CACHING_PAGE_LEN	18	/* bytes after the page header */
 #define WCE_BIT			0x04	/* byte 2 of the page: mode_data[0] */
+/* SPC-4 ASC/ASCQ 2Ah/09h, which tgt's scsi.h does not name */
+#define SYNCGUARD_ASC_CAPACITY_DATA_HAS_CHANGED	0x2a09
 
 /* ---- the Caching mode page (SBC-3 6.4.5) ----
  *
@@ -553,14 +555,6 @@ static bool busy_for_path(struct scsi_lu *lu, const char *params)
 }
 
 /*
- * tgtadm --op update --mode logicalunit (mode_page=, thin_provisioning=,
- * path=, ...).  A path change is refused while commands are in flight
- * (busy_for_path).  A Caching page that is not 18 bytes, or a WCE change
- * the LUN does not allow, is undone and refused.  A switch to WCE=0
- * flushes on a thread of its own (admin_set_wce); tgtadm gets its
- * answer at once.
- */
-/*
  * After a tgtadm update: if the WCE initiators are shown changed from
  * @shown (a mode_page update, or path= reopening the store with its
  * mode's WCE), every I_T nexus gets a unit attention, MODE PARAMETERS
@@ -659,6 +653,34 @@ static int admin_set_wce(struct scsi_lu *lu, int wce)
 	return syncguard_lun_apply_wce(&bs->lun);
 }
 
+/*
+ * After a path= move to a store of another size: every I_T nexus gets a
+ * unit attention, CAPACITY DATA HAS CHANGED (SBC-3 4.10; SPC-4 unit
+ * attention conditions).  Told nothing, an initiator goes on with the
+ * capacity it read (helper-46: READ(16) and READ CAPACITY(16) answered
+ * GOOD on a 16 MiB LUN moved to 32 MiB; tgt raises nothing, for its own
+ * stores either).
+ */
+static void announce_capacity(struct scsi_lu *lu, uint64_t before)
+{
+	if (!SYNCGUARD_BS(lu)->open || lu->size == before)
+		return;
+	/* itn ids are iSCSI TSIHs, never UINT64_MAX: every nexus */
+	ua_sense_add_other_it_nexus(UINT64_MAX, lu,
+				    SYNCGUARD_ASC_CAPACITY_DATA_HAS_CHANGED);
+	eprintf("syncguard: lun %" PRIu64 ": capacity %" PRIu64 " -> %" PRIu64
+		" bytes by path=: unit attention CAPACITY DATA HAS CHANGED to "
+		"every initiator\n", lu->lun, before, lu->size);
+}
+
+/*
+ * tgtadm --op update --mode logicalunit (mode_page=, thin_provisioning=,
+ * path=, ...).  A path change is refused while commands are in flight
+ * (busy_for_path).  A Caching page that is not 18 bytes, or a WCE change
+ * the LUN does not allow, is undone and refused.  A switch to WCE=0
+ * flushes on a thread of its own (admin_set_wce); tgtadm gets its
+ * answer at once.
+ */
 static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
@@ -666,6 +688,7 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	 * waits for the write lock honours 1 until it has it (helper-44) */
 	bool was = bs->open && syncguard_lun_wanted_wce(&bs->lun);
 	struct page_copy before;
+	uint64_t size = lu->size;
 	tgtadm_err adm;
 	int wce, shown, set = -1, err = 0;
 
@@ -680,6 +703,7 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	shown = page_wce(lu);
 	page_save(lu, &before);
 	adm = bs->tgt_lu_config(lu, params);
+	announce_capacity(lu, size);
 	/* tgt installs a mode_page= page and only then finds its data
 	 * longer than it says and refuses the update: a refused update
 	 * changes no WCE (it had switched WCE and told every initiator,

@@ -289,6 +289,47 @@ START_TEST(test_modes_admin_wce_change_announced)
 END_TEST
 
 /*
+ * A path= move to a store of another size: every initiator hears of it,
+ * a unit attention CAPACITY DATA HAS CHANGED, and READ CAPACITY then
+ * gives the new size (helper-46: GOOD, and the old capacity assumed,
+ * as on tgt's own stores).  A move to one of the same size raises none.
+ */
+START_TEST(test_modes_path_capacity_change_announced)
+{
+	const int lun = 13;
+	char params[512];
+	struct iscsi_context *iscsi;
+	struct scsi_task *t;
+	struct scsi_readcapacity16 *rc;
+
+	ck_assert_int_eq(proto_add_lun(lun, proto_file("cap1.img", 1u << 20,
+				       false), "mode=write-back", BS), 0);
+	iscsi = proto_connect(lun);
+	ck_assert_int_eq(proto_update_lun(lun, "online=0"), 0);
+	snprintf(params, sizeof(params), "path=%s",
+		 proto_file("cap2.img", 1u << 20, false));
+	ck_assert_int_eq(proto_update_lun(lun, params), 0);
+	proto_assert_good(iscsi_testunitready_sync(iscsi, lun),
+			  "TEST UNIT READY after a move to the same size", false);
+	ck_assert_int_eq(proto_update_lun(lun, "online=0"), 0);
+	snprintf(params, sizeof(params), "path=%s",
+		 proto_file("cap3.img", 2u << 20, false));
+	ck_assert_int_eq(proto_update_lun(lun, params), 0);
+	proto_assert_sense(iscsi_testunitready_sync(iscsi, lun),
+			   SCSI_SENSE_UNIT_ATTENTION, 0x2a09,
+			   "TEST UNIT READY after a move to another size");
+	t = iscsi_readcapacity16_sync(iscsi, lun);
+	ck_assert_msg(t && t->status == SCSI_STATUS_GOOD, "READ CAPACITY(16)");
+	rc = scsi_datain_unmarshall(t);
+	ck_assert_ptr_nonnull(rc);
+	ck_assert_uint_eq(rc->returned_lba + 1, (2u << 20) / BS);
+	scsi_free_scsi_task(t);
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(lun), 0);
+}
+END_TEST
+
+/*
  * Submission batching on the ring (bs_syncguard_uring.c): a read or
  * write is held back for the next io_uring_enter only while others are
  * in the kernel.  At QD1 nothing may wait (each write its own enter: a
@@ -424,6 +465,7 @@ Suite *modes_suite(void)
 	tcase_add_loop_test(tc, test_modes_mode_select_wce, 0, NMODES);
 	tcase_add_test(tc, test_modes_wce_toggle_under_load);
 	tcase_add_test(tc, test_modes_admin_wce_change_announced);
+	tcase_add_test(tc, test_modes_path_capacity_change_announced);
 	tcase_add_test(tc, test_modes_ring_submission_batching);
 	suite_add_tcase(s, tc);
 	return s;
