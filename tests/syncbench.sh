@@ -219,6 +219,11 @@ expect "another busy tgtd's counters of the same target name are not this LUN's 
 expect "another tgtd's counters of the same target name are not reported as this LUN's" \
 	'[ "$(jq -r "[.results[0].device_flushes_per_op, .results[0].target_writes] | @tsv" "$work/twin.json")" = "$(printf "\t")" ]'
 
+out=$("$sb" -t 0.2 -p seq -R 50 --json --no-progress "$u1" 2>/dev/null | jq -r '.results[0].workload')
+expect "a half-random run is named rand50-write (it was called rand-write)" '[ "$out" = rand50-write ]'
+out=$("$sb" -t 0 "$u1" 2>&1)
+expect "--time 0 says what a time must be" 'grep -q "more than 0" <<<"$out"'
+
 out=$("$sb" --bytes 1k --no-progress "$u1" 2>&1); rc=$?
 expect "--bytes less than one command is a usage error (it moved a whole one)" \
 	'[ $rc -eq 2 ] && grep -q "less than one command" <<<"$out"'

@@ -38,14 +38,21 @@ static void on_signal(int sig)
 	syncguard_interrupted = 1;
 }
 
-/* a workload's name from its mix, as the presets name theirs */
+/* a workload's name from its mix, as the presets name theirs; a partly
+ * random one says how random ("rand50-write" for -R 50) */
 static const char *workload_name(const struct config *c)
 {
-	if (c->read_pct == 100)
-		return c->random_pct ? "rand-read" : "seq-read";
-	if (c->read_pct == 0)
-		return c->random_pct ? "rand-write" : "seq-write";
-	return c->random_pct ? "rand-mixed" : "seq-mixed";
+	static const char *const kind[3][2] = {
+		{ "seq-write", "rand-write" }, { "seq-mixed", "rand-mixed" },
+		{ "seq-read", "rand-read" } };
+	static char name[32];
+	int k = c->read_pct == 0 ? 0 : c->read_pct == 100 ? 2 : 1;
+
+	if (c->random_pct == 0 || c->random_pct == 100)
+		return kind[k][c->random_pct == 100];
+	snprintf(name, sizeof(name), "rand%u-%s", (unsigned int)c->random_pct,
+		 kind[k][0] + 4);
+	return name;
 }
 
 static unsigned int matrix(const struct config *c, struct run_params *pts,

@@ -84,8 +84,9 @@ static double parse_seconds(const char *opt, const char *s, bool zero_ok)
 	if (*end || end == s || !(v >= 0 && v <= 1e6) || (!zero_ok && v == 0)) {
 		char msg[96];
 
-		snprintf(msg, sizeof(msg), "%s: '%%s' is not a number of seconds",
-			 opt);
+		snprintf(msg, sizeof(msg), "%s: '%%s' is not a number of seconds%s",
+			 opt, zero_ok ? " from 0 to 1000000" :
+			 " more than 0 and at most 1000000");
 		syncguard_usage_error(msg, s);
 	}
 	return v;
