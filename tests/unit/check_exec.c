@@ -29,6 +29,7 @@ static struct {
 	int dsync_errno;	/* only RWF_DSYNC writes fail (FUSE: EOPNOTSUPP) */
 	bool pwrite_short;
 	int pwrites, dsyncs, fdatasyncs, writeouts;
+	void (*fdatasync_hook)(void);	/* runs in the next fdatasync */
 } fx;
 
 static ssize_t fx_pwritev2(int fd, const struct iovec *iov, int cnt,
@@ -58,7 +59,12 @@ static ssize_t fx_pwritev2(int fd, const struct iovec *iov, int cnt,
 
 static int fx_fdatasync(int fd)
 {
+	void (*hook)(void) = fx.fdatasync_hook;
+
 	fx.fdatasyncs++;
+	fx.fdatasync_hook = NULL;
+	if (hook)
+		hook();
 	if (fx.fdatasync_errno) {
 		errno = fx.fdatasync_errno;
 		return -1;
@@ -659,6 +665,30 @@ START_TEST(test_exec_enospc)
 }
 END_TEST
 
+/* Another write's ENOSPC while a recheck's fdatasync runs: its sync may
+ * have taken a writeback error the witness had already looked past, so
+ * that recheck must not clear the new latch; it checks again */
+static void soft_latch_now(void)
+{
+	syncguard_latch_write(&lun, ENOSPC);
+}
+
+START_TEST(test_exec_enospc_recheck_race)
+{
+	int fsyncs;
+
+	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
+	fx.pwrite_errno = ENOSPC;
+	assert_sense(write16(0, 8, false), 0x07, 0x2707);
+	fx.pwrite_errno = 0;
+	fx.fdatasync_hook = soft_latch_now;
+	fsyncs = fx.fdatasyncs;
+	ck_assert_int_eq(syncguard_lun_recheck(&lun), 0);
+	ck_assert_int_eq(fx.fdatasyncs, fsyncs + 2);
+	ck_assert_uint_eq(lun.stats->latched, 0);
+}
+END_TEST
+
 /* But where the witness reports an error, the ENOSPC had been a sync's
  * (a writeback failure, maybe of other writes): latched for good, with
  * the witness's errno, as a failed flush */
@@ -1095,6 +1125,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_exec_read_eio);
 	tcase_add_test(faults, test_exec_enospc);
 	tcase_add_test(faults, test_exec_enospc_witness_error_latches);
+	tcase_add_test(faults, test_exec_enospc_recheck_race);
 	tcase_add_test(faults, test_exec_write_protected);
 	tcase_add_test(faults, test_exec_flush_error_latches);
 	tcase_add_test(faults, test_exec_dsync_failure_latches_all_modes);
