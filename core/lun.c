@@ -795,30 +795,39 @@ int syncguard_datasync(int fd)
  * re-created (delete and add it, or restart tgtd) after the
  * administrator has checked the device.
  *
- * One exception, a "soft" latch: ENOSPC or EDQUOT from a write on its way
- * to durability (syncguard_latch_write).  An RWF_DSYNC write that the
- * file system refused for want of space lost nothing, but the same errno
- * comes back when the write went in and its sync then reported a
- * writeback error, maybe of other writes' pages, which no other
- * descriptor that saw it before will see again.  The two are told apart
- * by a witness: lun->fd, on which nothing ever syncs (writes, reads and
- * hole punches do not report writeback errors), so it still sees every
+ * One exception, a "soft" latch: a write refused for want of space
+ * (ENOSPC or EDQUOT) lost nothing, and a thin LUN should work again once
+ * space is freed (SBC-3 4.7.3.6; helper-46's failed until re-created).
+ * A plain write's ENOSPC is such a refusal.  An RWF_DSYNC write's may
+ * instead be its sync's, after the write went in: dsync_failed tells the
+ * two apart and latches a sync's for good.  A sync's error can also be
+ * a writeback error of other writes' pages, which the descriptor that
+ * reported it took from every other that had seen it before (errseq).
+ * So a soft latch (syncguard_latch_write) holds until a witness is
+ * asked: lun->fd, on which nothing ever syncs (writes, reads and hole
+ * punches do not report writeback errors), so it still sees every
  * writeback error since the LUN opened that it has not reported.  The
  * next durable command (on a worker) runs fdatasync on it
  * (syncguard_lun_recheck): an error latches for good, success clears
- * the latch, and the command goes on (a refused write is just refused,
- * SBC-3 4.7.3.6; a thin LUN works again once space is freed: helper-46
- * found it failed until re-created).  Each soft latch bumps a sequence
+ * the latch, and the command goes on.  Each soft latch bumps a sequence
  * number, so a recheck that raced with a new one does not clear it.
  */
 #define LATCH_ERRNO	0xfff		/* the errno */
 #define LATCH_SEQ	0x3ffff000	/* soft latches: a sequence number */
 #define LATCH_SOFT	0x40000000	/* rechecked (syncguard_lun_recheck) */
 
-static void publish_latch(struct syncguard_lun *lun, int latch)
+/* The counters show the latch as it is now: every change publishes, and
+ * a publisher that raced with a later change publishes again, so the
+ * last one to finish shows the last change. */
+static void publish_latch(struct syncguard_lun *lun)
 {
-	lun->stats->latched_soft = !!(latch & LATCH_SOFT);
-	lun->stats->latched = (uint64_t)(latch & LATCH_ERRNO);
+	int latch;
+
+	do {
+		latch = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
+		lun->stats->latched_soft = !!(latch & LATCH_SOFT);
+		lun->stats->latched = (uint64_t)(latch & LATCH_ERRNO);
+	} while (latch != __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST));
 }
 
 void syncguard_latch(struct syncguard_lun *lun, int err)
@@ -831,7 +840,7 @@ void syncguard_latch(struct syncguard_lun *lun, int err)
 	} while (!__atomic_compare_exchange_n(&lun->flush_error, &cur, err,
 					      false, __ATOMIC_SEQ_CST,
 					      __ATOMIC_SEQ_CST));
-	publish_latch(lun, err);
+	publish_latch(lun);
 }
 
 void syncguard_latch_write(struct syncguard_lun *lun, int err)
@@ -849,7 +858,7 @@ void syncguard_latch_write(struct syncguard_lun *lun, int err)
 	} while (!__atomic_compare_exchange_n(&lun->flush_error, &cur, next,
 					      false, __ATOMIC_SEQ_CST,
 					      __ATOMIC_SEQ_CST));
-	publish_latch(lun, next);
+	publish_latch(lun);
 }
 
 int syncguard_lun_latched(struct syncguard_lun *lun)
@@ -881,7 +890,7 @@ int syncguard_lun_recheck(struct syncguard_lun *lun)
 		if (__atomic_compare_exchange_n(&lun->flush_error, &cur, 0,
 						false, __ATOMIC_SEQ_CST,
 						__ATOMIC_SEQ_CST)) {
-			publish_latch(lun, 0);
+			publish_latch(lun);
 			break;
 		}	/* a new soft latch meanwhile (cur has it): again */
 	}
@@ -890,10 +899,13 @@ int syncguard_lun_recheck(struct syncguard_lun *lun)
 }
 
 /* Write all of @len bytes at @off through @fd, retrying EINTR and short
- * writes.  @flags: pwritev2 flags (RWF_DSYNC or 0). */
+ * writes.  @flags: pwritev2 flags (RWF_DSYNC or 0).  0 or -errno; with
+ * @done (may be NULL), the bytes written before the call that failed. */
 static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t off,
-		     int flags)
+		     int flags, size_t *done)
 {
+	if (done)
+		*done = 0;
 	while (len) {
 		struct iovec iov = { (void *)buf, len };
 		ssize_t n = syncguard_sys.pwritev2(fd, &iov, 1, (off_t)off,
@@ -908,6 +920,8 @@ static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t off,
 		buf += n;
 		off += (uint64_t)n;
 		len -= (size_t)n;
+		if (done)
+			*done += (size_t)n;
 	}
 	return 0;
 }
@@ -988,10 +1002,46 @@ static void unroute(struct syncguard_lun *lun, struct route *r,
  * write followed by fdatasync on the same descriptor.  O_DIRECT where
  * the LUN's writes go so.
  */
+/*
+ * An RWF_DSYNC write that failed with @err after @done bytes: if that is
+ * ENOSPC or EDQUOT, was the write refused, or did it go in and its sync
+ * fail?  Linux returns the sync's error only when the call moved bytes,
+ * its first ones included; with none moved, the first block was not
+ * written.  So the first block is read back: holding this write's data,
+ * the write went in (or the block held the same data already), and the
+ * error was the sync's.  That latches for good here, since the file
+ * system may have had it from the device or a server directly, where the
+ * witness (syncguard_lun_recheck) never looks (helper-47: FUSE's FSYNC
+ * reply; the device model had dropped its cache, a recheck cleared the
+ * latch, and a SYNCHRONIZE CACHE said GOOD for the lost data).  A
+ * refusal is left to syncguard_latch_write.  (Writing the block again
+ * without RWF_DSYNC, to see whether it needs an allocation, told them
+ * apart wrongly on a full ext4: one block found room where 64 KiB had
+ * not.)  A write that went in whose block a racing write changed again
+ * looks refused; the witness still sees a writeback error behind it.
+ */
+static void dsync_failed(struct syncguard_lun *lun, const uint8_t *buf,
+			 size_t len, uint64_t off, size_t done, int err)
+{
+	size_t block = (size_t)1 << lun->block_shift;
+	uint8_t *back;
+
+	if (err != -ENOSPC && err != -EDQUOT)
+		return;
+	if (len - done < block)
+		block = len - done;
+	back = malloc(block);
+	if (!back || syncguard_lun_read(lun, back, block, off + done) ||
+	    !memcmp(back, buf + done, block))
+		syncguard_latch(lun, -err);
+	free(back);
+}
+
 static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 			 size_t len, uint64_t off)
 {
 	struct route r;
+	size_t done = 0;
 	int fd, err;
 
 	err = route(lun, &buf, len, off, true, &r);
@@ -1003,11 +1053,14 @@ static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 	}
 	err = -EOPNOTSUPP;
 	syncguard_count(&lun->stats->dsync_writes);
-	if (!__atomic_load_n(&lun->no_rwf_dsync, __ATOMIC_RELAXED))
-		err = write_all(fd, buf, len, off, RWF_DSYNC);
+	if (!__atomic_load_n(&lun->no_rwf_dsync, __ATOMIC_RELAXED)) {
+		err = write_all(fd, buf, len, off, RWF_DSYNC, &done);
+		if (err && err != -EOPNOTSUPP)
+			dsync_failed(lun, buf, len, off, done, err);
+	}
 	if (err == -EOPNOTSUPP) {
 		__atomic_store_n(&lun->no_rwf_dsync, true, __ATOMIC_RELAXED);
-		err = write_all(fd, buf, len, off, 0);
+		err = write_all(fd, buf, len, off, 0, NULL);
 		if (!err && (err = syncguard_datasync(fd)))
 			syncguard_latch(lun, -err);	/* a flush's: for good */
 	}
@@ -1030,7 +1083,8 @@ static int write_plain(struct syncguard_lun *lun, const uint8_t *buf,
 	err = route(lun, &buf, len, off, false, &r);
 	*direct = r.direct;
 	if (!err)
-		err = write_all(r.direct ? lun->dfd : lun->fd, buf, len, off, 0);
+		err = write_all(r.direct ? lun->dfd : lun->fd, buf, len, off, 0,
+				NULL);
 	unroute(lun, &r, len, off);
 	return err;
 }

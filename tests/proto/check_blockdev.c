@@ -620,6 +620,10 @@ START_TEST(test_blockdev_full_fs_recovers)
 	proto_assert_sense(t, SCSI_SENSE_DATA_PROTECTION, 0x2707,
 			   "WRITE(16) on a full file system");
 	ck_assert_int_eq(proto_counter(lun, "latched.errno"), ENOSPC);
+	/* every write an RWF_DSYNC one; the refused one, on io_uring, once
+	 * more on a worker, which can tell a refusal from a failed sync */
+	ck_assert_int_eq(proto_counter(lun, "dsync_writes"),
+			 (lba - 65536) / (sizeof(out) / 512) + 1 + (_i < 2));
 	ck_assert_int_eq(proto_sh_in_tgtd("rm '%s/filler' && sync", mnt), 0);
 	proto_assert_good(iscsi_write16_sync(iscsi, lun, lba, out, sizeof(out),
 			  512, 0, 0, _i == 0, 0, 0), "WRITE(16) with space freed",

@@ -7,6 +7,7 @@
  * ALLOCATION FAILED WRITE PROTECT.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +152,41 @@ START_TEST(test_faults_device_full)
 	ck_assert_int_eq(proto_counter(3, "latched.errno"), ENOSPC);
 	iscsi_destroy_context(iscsi);
 	ck_assert_int_eq(proto_del_lun(3), 0);
+	model_ctl("clear");
+}
+END_TEST
+
+/*
+ * A FUA write (RWF_DSYNC) whose flush fails with ENOSPC: the model drops
+ * its volatile cache, and with it a plain write made before.  The LUN
+ * latches for good: the ENOSPC was the sync's, not a refusal, and no
+ * later SYNCHRONIZE CACHE may say GOOD for the lost write (helper-47:
+ * the first soft latch let a recheck clear it, and two SYNCHRONIZE
+ * CACHEs were GOOD, in 8 of 8 runs).
+ */
+START_TEST(test_faults_fua_enospc_from_flush_latches)
+{
+	struct iscsi_context *iscsi;
+	int fd;
+
+	ck_assert_int_eq(proto_add_lun(6, disk, "mode=write-back", 0), 0);
+	iscsi = proto_connect(6);
+	proto_assert_good(write_lba(iscsi, 6, 0, 0), "WRITE(10)", false);
+	/* into the model's volatile cache (writeback), not yet flushed */
+	fd = open(disk, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(fd);
+	usleep(300000);
+	model_ctl("fail-fsync ENOSPC 1");
+	proto_assert_sense(write_lba(iscsi, 6, 64, 1), SCSI_SENSE_DATA_PROTECTION,
+			   0x2707, "FUA WRITE(10) whose flush fails");
+	for (int i = 0; i < 2; i++)
+		proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 6, 0, 0,
+				   0, 0), SCSI_SENSE_DATA_PROTECTION, 0x2707,
+				   "SYNCHRONIZE CACHE(10) after it");
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(6), 0);
 	model_ctl("clear");
 }
 END_TEST
@@ -385,6 +421,7 @@ Suite *faults_suite(void)
 	tcase_add_loop_test(tc, test_faults_failed_flush_latches, 0, 2);
 	tcase_add_test(tc, test_faults_write_through_eio);
 	tcase_add_test(tc, test_faults_device_full);
+	tcase_add_test(tc, test_faults_fua_enospc_from_flush_latches);
 	tcase_add_test(tc, test_faults_error_lines_limited);
 	tcase_add_test(tc, test_faults_immed_deferred_error);
 	tcase_add_test(tc, test_faults_path_change_waits);
