@@ -250,6 +250,18 @@ START_TEST(test_modes_wce_toggle_under_load)
 }
 END_TEST
 
+/* tgtadm moves LUN @lun to a new file @name of @bytes: offline, then
+ * path= (tgt takes the LUN online again) */
+static void move_lun(int lun, const char *name, unsigned int bytes)
+{
+	char params[512];
+
+	ck_assert_int_eq(proto_update_lun(lun, "online=0"), 0);
+	snprintf(params, sizeof(params), "path=%s",
+		 proto_file(name, bytes, false));
+	ck_assert_int_eq(proto_update_lun(lun, params), 0);
+}
+
 /*
  * An administrator's WCE change (tgtadm mode_page, or path= reopening a
  * write-back store with WCE=1) after an initiator set WCE=0: that
@@ -261,7 +273,6 @@ END_TEST
 START_TEST(test_modes_admin_wce_change_announced)
 {
 	const int lun = 10;
-	char params[512];
 	struct iscsi_context *iscsi;
 
 	ck_assert_int_eq(proto_add_lun(lun, proto_file("admin-wce.img", 1u << 20,
@@ -276,10 +287,7 @@ START_TEST(test_modes_admin_wce_change_announced)
 			   "TEST UNIT READY after tgtadm set WCE=1");
 	proto_assert_good(proto_select_wce(iscsi, lun, 0), "MODE SELECT WCE=0",
 			  false);
-	ck_assert_int_eq(proto_update_lun(lun, "online=0"), 0);
-	snprintf(params, sizeof(params), "path=%s",
-		 proto_file("admin-wce2.img", 1u << 20, false));
-	ck_assert_int_eq(proto_update_lun(lun, params), 0);
+	move_lun(lun, "admin-wce2.img", 1u << 20);
 	proto_assert_sense(iscsi_testunitready_sync(iscsi, lun),
 			   SCSI_SENSE_UNIT_ATTENTION, 0x2a01,
 			   "TEST UNIT READY after path= reopened with WCE=1");
@@ -297,7 +305,6 @@ END_TEST
 START_TEST(test_modes_path_capacity_change_announced)
 {
 	const int lun = 13;
-	char params[512];
 	struct iscsi_context *iscsi;
 	struct scsi_task *t;
 	struct scsi_readcapacity16 *rc;
@@ -305,16 +312,10 @@ START_TEST(test_modes_path_capacity_change_announced)
 	ck_assert_int_eq(proto_add_lun(lun, proto_file("cap1.img", 1u << 20,
 				       false), "mode=write-back", BS), 0);
 	iscsi = proto_connect(lun);
-	ck_assert_int_eq(proto_update_lun(lun, "online=0"), 0);
-	snprintf(params, sizeof(params), "path=%s",
-		 proto_file("cap2.img", 1u << 20, false));
-	ck_assert_int_eq(proto_update_lun(lun, params), 0);
+	move_lun(lun, "cap2.img", 1u << 20);
 	proto_assert_good(iscsi_testunitready_sync(iscsi, lun),
 			  "TEST UNIT READY after a move to the same size", false);
-	ck_assert_int_eq(proto_update_lun(lun, "online=0"), 0);
-	snprintf(params, sizeof(params), "path=%s",
-		 proto_file("cap3.img", 2u << 20, false));
-	ck_assert_int_eq(proto_update_lun(lun, params), 0);
+	move_lun(lun, "cap3.img", 2u << 20);
 	proto_assert_sense(iscsi_testunitready_sync(iscsi, lun),
 			   SCSI_SENSE_UNIT_ATTENTION, 0x2a09,
 			   "TEST UNIT READY after a move to another size");

@@ -696,6 +696,17 @@ START_TEST(test_exec_enospc_from_sync_latches)
 }
 END_TEST
 
+/* A write-through LUN whose write the file system refused (ENOSPC):
+ * latched soft, the space back */
+static void refused_write_latches_soft(void)
+{
+	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
+	fx.pwrite_errno = ENOSPC;
+	assert_sense(write16(0, 8, false), 0x07, 0x2707);
+	ck_assert_uint_eq(lun.stats->latched_soft, 1);
+	fx.pwrite_errno = 0;
+}
+
 /* Another write's ENOSPC while a recheck's fdatasync runs: its sync may
  * have taken a writeback error the witness had already looked past, so
  * that recheck must not clear the new latch; it checks again */
@@ -708,10 +719,7 @@ START_TEST(test_exec_enospc_recheck_race)
 {
 	int fsyncs;
 
-	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
-	fx.pwrite_errno = ENOSPC;
-	assert_sense(write16(0, 8, false), 0x07, 0x2707);
-	fx.pwrite_errno = 0;
+	refused_write_latches_soft();
 	fx.fdatasync_hook = soft_latch_now;
 	fsyncs = fx.fdatasyncs;
 	ck_assert_int_eq(syncguard_lun_recheck(&lun), 0);
@@ -725,10 +733,7 @@ END_TEST
  * the witness's errno, as a failed flush */
 START_TEST(test_exec_enospc_witness_error_latches)
 {
-	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
-	fx.pwrite_errno = ENOSPC;
-	assert_sense(write16(0, 8, false), 0x07, 0x2707);
-	fx.pwrite_errno = 0;
+	refused_write_latches_soft();
 	fx.fdatasync_errno = EIO;
 	assert_sense(write16(0, 8, false), 0x03, 0x0c00);
 	fx.fdatasync_errno = 0;		/* the kernel would now say "fine" */
