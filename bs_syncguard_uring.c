@@ -395,24 +395,6 @@ int bs_syncguard_cmd_submit(struct scsi_cmd *cmd)
 	return 0;
 }
 
-/*
- * An RWF_DSYNC write the ring got ENOSPC or EDQUOT for: refused, or its
- * sync failed after the write went in.  Telling the two apart takes a
- * blocking write (core/lun.c, dsync_failed), so the command runs again,
- * from the start, on a worker; what it wrote is written again.  Space
- * freed meanwhile makes it succeed there.
- */
-static void retry_on_worker(struct syncguard_bs *bs, struct uring_op *op)
-{
-	struct scsi_cmd *cmd = op->cmd;
-
-	release(bs, op);
-	syncguard_plan_cancel(&bs->lun, &op->plan);
-	free(op);
-	bs->uring.inflight--;
-	bs_thread_cmd_submit(cmd);
-}
-
 /* One completion: a transfer (maybe short: queue the rest) or the flush. */
 static void reap(struct syncguard_bs *bs, struct io_uring_cqe *cqe)
 {
@@ -438,10 +420,6 @@ static void reap(struct syncguard_bs *bs, struct io_uring_cqe *cqe)
 		__atomic_store_n(&bs->lun.no_rwf_dsync, true, __ATOMIC_RELAXED);
 		op->plan.dsync = false;
 		res = -EAGAIN;
-	}
-	if ((res == -ENOSPC || res == -EDQUOT) && op->plan.dsync) {
-		retry_on_worker(bs, op);
-		return;
 	}
 	if (res > 0)
 		op->done += (uint32_t)res;

@@ -389,15 +389,15 @@ static bool mix_wanted(const struct syncguard_opts *opts)
 	       opts->mode == SYNCGUARD_MODE_WRITE_BACK;
 }
 
-/* core/policy.c decides, from the device or the file system's type */
-static bool async_dsync_honoured(struct syncguard_lun *lun)
+/* The statfs f_type of a file LUN's file system; 0 for a block device,
+ * or where it cannot be read (then no policy takes it for a known one) */
+static unsigned long fs_magic(struct syncguard_lun *lun)
 {
 	struct statfs sfs;
 
-	if (!lun->blockdev && fstatfs(lun->fd, &sfs))
-		return false;
-	return syncguard_policy_async_dsync_honoured(lun->blockdev,
-		lun->blockdev ? 0 : (unsigned long)sfs.f_type);
+	if (lun->blockdev || fstatfs(lun->fd, &sfs))
+		return 0;
+	return (unsigned long)sfs.f_type;
 }
 
 /*
@@ -465,7 +465,9 @@ static int open_direct(struct syncguard_lun *lun, const char *path,
 		close(lun->dfd);	/* nothing uses it */
 		lun->dfd = -1;
 	}
-	lun->async_dsync_ok = lun->dfd >= 0 && async_dsync_honoured(lun);
+	lun->async_dsync_ok = lun->dfd >= 0 &&
+		syncguard_policy_async_dsync_honoured(lun->blockdev,
+						      fs_magic(lun));
 	return 0;
 }
 
@@ -559,6 +561,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 					       lun->opts.alloc_check, err, errlen);
 	if (!ret)
 		ret = open_direct(lun, path, err, errlen);
+	lun->enospc_soft = syncguard_policy_enospc_refused(lun->blockdev,
+							   fs_magic(lun));
 	lun->local_stats.write_sync = (uint32_t)opts->write_sync;
 	lun->local_stats.direct_io = lun->direct_io ? 1 : lun->mix.on ? 2 : 0;
 	if (!ret)
@@ -798,20 +802,19 @@ int syncguard_datasync(int fd)
  * One exception, a "soft" latch: a write refused for want of space
  * (ENOSPC or EDQUOT) lost nothing, and a thin LUN should work again once
  * space is freed (SBC-3 4.7.3.6; helper-46's failed until re-created).
- * A plain write's ENOSPC is such a refusal.  An RWF_DSYNC write's may
- * instead be its sync's, after the write went in: dsync_failed tells the
- * two apart and latches a sync's for good.  A sync's error can also be
- * a writeback error of other writes' pages, which the descriptor that
- * reported it took from every other that had seen it before (errseq).
- * So a soft latch (syncguard_latch_write) holds until a witness is
- * asked: lun->fd, on which nothing ever syncs (writes, reads and hole
- * punches do not report writeback errors), so it still sees every
- * writeback error since the LUN opened that it has not reported.  The
- * next durable command (on a worker) runs fdatasync on it
- * (syncguard_lun_recheck): an error latches for good, success clears
- * the latch, and the command goes on.  Each soft latch bumps a sequence
- * number, so a recheck that raced with a new one does not clear it.
- */
+ * Where that errno can only be a refusal or a writeback error of the
+ * file's pages (core/policy.c, syncguard_policy_enospc_refused), a soft
+ * latch (syncguard_latch_write) holds until a witness is asked: a
+ * writeback error is reported once per open file description, and the
+ * descriptor whose sync reported it took it from every other that had
+ * seen it before (errseq), but not from lun->fd, on which nothing ever
+ * syncs (writes, reads and hole punches do not report writeback errors):
+ * it still sees every writeback error since the LUN opened that it has
+ * not reported.  The next durable command (on a worker) runs fdatasync
+ * on it (syncguard_lun_recheck): an error latches for good, success
+ * clears the latch, and the command goes on.  Each soft latch bumps a
+ * sequence number, so a recheck that raced with a new one does not
+ * clear it.  Elsewhere ENOSPC latches for good, as any failure. */
 #define LATCH_ERRNO	0xfff		/* the errno */
 #define LATCH_SEQ	0x3ffff000	/* soft latches: a sequence number */
 #define LATCH_SOFT	0x40000000	/* rechecked (syncguard_lun_recheck) */
@@ -847,7 +850,7 @@ void syncguard_latch_write(struct syncguard_lun *lun, int err)
 {
 	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST), next;
 
-	if (err != ENOSPC && err != EDQUOT) {
+	if ((err != ENOSPC && err != EDQUOT) || !lun->enospc_soft) {
 		syncguard_latch(lun, err);
 		return;
 	}
@@ -899,13 +902,10 @@ int syncguard_lun_recheck(struct syncguard_lun *lun)
 }
 
 /* Write all of @len bytes at @off through @fd, retrying EINTR and short
- * writes.  @flags: pwritev2 flags (RWF_DSYNC or 0).  0 or -errno; with
- * @done (may be NULL), the bytes written before the call that failed. */
+ * writes.  @flags: pwritev2 flags (RWF_DSYNC or 0). */
 static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t off,
-		     int flags, size_t *done)
+		     int flags)
 {
-	if (done)
-		*done = 0;
 	while (len) {
 		struct iovec iov = { (void *)buf, len };
 		ssize_t n = syncguard_sys.pwritev2(fd, &iov, 1, (off_t)off,
@@ -920,8 +920,6 @@ static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t off,
 		buf += n;
 		off += (uint64_t)n;
 		len -= (size_t)n;
-		if (done)
-			*done += (size_t)n;
 	}
 	return 0;
 }
@@ -1002,46 +1000,10 @@ static void unroute(struct syncguard_lun *lun, struct route *r,
  * write followed by fdatasync on the same descriptor.  O_DIRECT where
  * the LUN's writes go so.
  */
-/*
- * An RWF_DSYNC write that failed with @err after @done bytes: if that is
- * ENOSPC or EDQUOT, was the write refused, or did it go in and its sync
- * fail?  Linux returns the sync's error only when the call moved bytes,
- * its first ones included; with none moved, the first block was not
- * written.  So the first block is read back: holding this write's data,
- * the write went in (or the block held the same data already), and the
- * error was the sync's.  That latches for good here, since the file
- * system may have had it from the device or a server directly, where the
- * witness (syncguard_lun_recheck) never looks (helper-47: FUSE's FSYNC
- * reply; the device model had dropped its cache, a recheck cleared the
- * latch, and a SYNCHRONIZE CACHE said GOOD for the lost data).  A
- * refusal is left to syncguard_latch_write.  (Writing the block again
- * without RWF_DSYNC, to see whether it needs an allocation, told them
- * apart wrongly on a full ext4: one block found room where 64 KiB had
- * not.)  A write that went in whose block a racing write changed again
- * looks refused; the witness still sees a writeback error behind it.
- */
-static void dsync_failed(struct syncguard_lun *lun, const uint8_t *buf,
-			 size_t len, uint64_t off, size_t done, int err)
-{
-	size_t block = (size_t)1 << lun->block_shift;
-	uint8_t *back;
-
-	if (err != -ENOSPC && err != -EDQUOT)
-		return;
-	if (len - done < block)
-		block = len - done;
-	back = malloc(block);
-	if (!back || syncguard_lun_read(lun, back, block, off + done) ||
-	    !memcmp(back, buf + done, block))
-		syncguard_latch(lun, -err);
-	free(back);
-}
-
 static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 			 size_t len, uint64_t off)
 {
 	struct route r;
-	size_t done = 0;
 	int fd, err;
 
 	err = route(lun, &buf, len, off, true, &r);
@@ -1053,14 +1015,11 @@ static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 	}
 	err = -EOPNOTSUPP;
 	syncguard_count(&lun->stats->dsync_writes);
-	if (!__atomic_load_n(&lun->no_rwf_dsync, __ATOMIC_RELAXED)) {
-		err = write_all(fd, buf, len, off, RWF_DSYNC, &done);
-		if (err && err != -EOPNOTSUPP)
-			dsync_failed(lun, buf, len, off, done, err);
-	}
+	if (!__atomic_load_n(&lun->no_rwf_dsync, __ATOMIC_RELAXED))
+		err = write_all(fd, buf, len, off, RWF_DSYNC);
 	if (err == -EOPNOTSUPP) {
 		__atomic_store_n(&lun->no_rwf_dsync, true, __ATOMIC_RELAXED);
-		err = write_all(fd, buf, len, off, 0, NULL);
+		err = write_all(fd, buf, len, off, 0);
 		if (!err && (err = syncguard_datasync(fd)))
 			syncguard_latch(lun, -err);	/* a flush's: for good */
 	}
@@ -1083,8 +1042,7 @@ static int write_plain(struct syncguard_lun *lun, const uint8_t *buf,
 	err = route(lun, &buf, len, off, false, &r);
 	*direct = r.direct;
 	if (!err)
-		err = write_all(r.direct ? lun->dfd : lun->fd, buf, len, off, 0,
-				NULL);
+		err = write_all(r.direct ? lun->dfd : lun->fd, buf, len, off, 0);
 	unroute(lun, &r, len, off);
 	return err;
 }

@@ -212,6 +212,14 @@ bool syncguard_policy_close_flushes(enum syncguard_mode mode, bool clean)
 	return mode == SYNCGUARD_MODE_WRITE_BACK || !clean;
 }
 
+/* ext4 (and ext2/3) and XFS: the file systems whose durability calls
+ * the two choices below have been checked on */
+static bool iomap_fs(bool blockdev, unsigned long fs_magic)
+{
+	return blockdev || fs_magic == 0xef53 /* ext2/3/4 */ ||
+	       fs_magic == 0x58465342 /* xfs */;
+}
+
 bool syncguard_policy_async_dsync_honoured(bool blockdev,
 					   unsigned long fs_magic)
 {
@@ -225,13 +233,29 @@ bool syncguard_policy_async_dsync_honoured(bool blockdev,
 	 * synchronous pwritev2 of the same write is followed by one.  So
 	 * only where it is known to hold; elsewhere RWF_DSYNC writes stay on
 	 * the worker threads (core/exec.c). */
-	static const unsigned long iomap_fs[] = { 0xef53 /* ext2/3/4 */,
-						  0x58465342 /* xfs */ };
+	return iomap_fs(blockdev, fs_magic);
+}
 
-	if (blockdev)
-		return true;
-	for (size_t i = 0; i < sizeof(iomap_fs) / sizeof(iomap_fs[0]); i++)
-		if (fs_magic == iomap_fs[i])
-			return true;
-	return false;
+bool syncguard_policy_enospc_refused(bool blockdev, unsigned long fs_magic)
+{
+	/* A write that failed on its way to durability latches the LUN
+	 * (lun.c, syncguard_latch): the failure may have lost other writes.
+	 * ENOSPC and EDQUOT are mostly a file system refusing a write for
+	 * want of space, which loses nothing, and a thin LUN should work
+	 * again once space is freed.  But an RWF_DSYNC write returns the
+	 * same errno when it went in and its sync failed, and nothing
+	 * outside the kernel can tell the two apart (reading the block back
+	 * could not: a write that allocated part of its range on a full
+	 * ext4 held its data and was refused, and a failed flush of a FUSE
+	 * device model had dropped a write that was in).  Where a sync's
+	 * ENOSPC can only be a writeback error of the file's pages, which
+	 * Linux records per file (errseq), the witness descriptor
+	 * (syncguard_lun_recheck) sees it, and the latch may be soft: ext4
+	 * and XFS, whose fsync otherwise fails with the journal's or the
+	 * device flush's error, and block devices, whose flush fails with
+	 * EIO (a thin pool refuses writes with ENOSPC, not flushes).  A file
+	 * system that returns a flush error it had from a server or a
+	 * device directly (FUSE: helper-47 and helper-48 lost writes that
+	 * way; network file systems) latches for good, as any failed flush. */
+	return iomap_fs(blockdev, fs_magic);
 }

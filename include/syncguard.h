@@ -149,6 +149,12 @@ bool syncguard_policy_close_flushes(enum syncguard_mode mode, bool clean);
 bool syncguard_policy_async_dsync_honoured(bool blockdev,
 					   unsigned long fs_magic);
 
+/* May ENOSPC or EDQUOT from a write on its way to durability be taken as
+ * a refusal (a soft latch, rechecked: core/lun.c), on a block device
+ * (@blockdev) or a file system whose statfs f_type is @fs_magic?  Else
+ * it latches for good. */
+bool syncguard_policy_enospc_refused(bool blockdev, unsigned long fs_magic);
+
 /* ---- CDB decoding (core/cdb.c) ---- */
 
 enum syncguard_op {
@@ -365,6 +371,8 @@ struct syncguard_lun {
 	int flush_error;		/* first failed flush's errno, latched;
 					 * encoded, see syncguard_latch */
 	pthread_mutex_t recheck_lock;	/* one soft-latch recheck at a time */
+	bool enospc_soft;		/* ENOSPC/EDQUOT latch soft here
+					 * (syncguard_policy_enospc_refused) */
 	bool no_rwf_dsync;		/* the file system refused RWF_DSYNC:
 					 * write, then fdatasync */
 	/* write_sync=auto: RWF_DSYNC (arm 0) or group commit (arm 1),

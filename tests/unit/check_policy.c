@@ -113,6 +113,16 @@ START_TEST(test_policy_reported_wce)
 	ck_assert(syncguard_policy_async_dsync_honoured(true, 0x65735546));
 	ck_assert(syncguard_policy_async_dsync_honoured(false, 0xef53));
 	ck_assert(!syncguard_policy_async_dsync_honoured(false, 0x65735546));
+	/* ENOSPC a refusal: ext4, XFS, block devices; not FUSE, NFS,
+	 * overlayfs, btrfs, or an unknown file system */
+	ck_assert(syncguard_policy_enospc_refused(true, 0));
+	ck_assert(syncguard_policy_enospc_refused(false, 0xef53));
+	ck_assert(syncguard_policy_enospc_refused(false, 0x58465342));
+	ck_assert(!syncguard_policy_enospc_refused(false, 0x65735546));
+	ck_assert(!syncguard_policy_enospc_refused(false, 0x6969));
+	ck_assert(!syncguard_policy_enospc_refused(false, 0x794c7630));
+	ck_assert(!syncguard_policy_enospc_refused(false, 0x9123683e));
+	ck_assert(!syncguard_policy_enospc_refused(false, 0));
 }
 END_TEST
 
