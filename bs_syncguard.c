@@ -140,7 +140,8 @@ static void publish_stats(struct scsi_lu *lu)
  * Say what the kernel believes of the device cache under the LUN: the
  * modes' promises stand on it (core/policy.c), and only the
  * administrator can know whether it is true.  A "write through" set by
- * hand over a volatile cache makes Linux drop every flush.
+ * hand over a volatile cache makes Linux drop every flush.  And a loop
+ * device that can lose durable writes under it (core/loop.c).
  */
 static void log_device_cache(struct scsi_lu *lu)
 {
@@ -155,6 +156,12 @@ static void log_device_cache(struct scsi_lu *lu)
 	};
 	struct syncguard_lun *lun = &SYNCGUARD_BS(lu)->lun;
 
+	if (lun->loop_holes_buffered)	/* see core/loop.c, holes_buffered */
+		eprintf("syncguard: lun %" PRIu64 ": this loop device has direct "
+			"I/O off and its backing file has holes: if that file's "
+			"file system fills up, Linux's loop driver can lose "
+			"writes it reported durable; use losetup --direct-io=on, "
+			"or allocate the file in full\n", lu->lun);
 	if (lun->dev_write_cache < 0)
 		return;		/* no block device under it (FUSE, NFS) */
 	eprintf("syncguard: lun %" PRIu64 ": device %s %s\n", lu->lun,

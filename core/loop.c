@@ -89,6 +89,31 @@ static int open_backing(int lfd, const char *path)
 	return fd;
 }
 
+/*
+ * Does the loop device with sysfs directory @sys (a partition's: @part)
+ * write through the page cache (direct I/O off, loop's default) into a
+ * file @fd with holes?  Then Linux's loop driver can lose writes it
+ * reported durable once the file's file system fills up: helper-49's
+ * RWF_DSYNC writes straight to such a loop device, no tgtd involved,
+ * read back lost for 298-426 of about 1,300 acknowledged ones, in each of
+ * four runs; with direct I/O on, or nothing to allocate, none.  Nothing
+ * above the loop driver sees it, so the LUN says so (bs_syncguard.c).
+ */
+static bool holes_buffered(const char *sys, bool part, int fd)
+{
+	char p[96], dio = '1';
+	struct stat st;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%sloop/dio", sys, part ? "../" : "");
+	if ((f = fopen(p, "re"))) {
+		dio = (char)fgetc(f);
+		fclose(f);
+	}
+	return dio == '0' && !fstat(fd, &st) &&
+	       (uint64_t)st.st_blocks * 512 < (uint64_t)st.st_size;
+}
+
 int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 			   dev_t rdev, bool plp, char *err, size_t errlen)
 {
@@ -123,8 +148,10 @@ int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 	if (ret) {
 		close(lun->loop_fd);
 		lun->loop_fd = -1;
+		return ret;
 	}
-	return ret;
+	lun->loop_holes_buffered = holes_buffered(sys, part, lun->loop_fd);
+	return 0;
 }
 
 /* The loop device (the whole one, for a partition: @part) whose sysfs

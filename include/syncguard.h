@@ -398,6 +398,8 @@ struct syncguard_lun {
 	int dfd;
 	int loop_fd;			/* a loop device's backing file,
 					 * flocked; -1 otherwise (core/loop.c) */
+	bool loop_holes_buffered;	/* that loop has direct I/O off and
+					 * its file has holes (a warning) */
 	int under_fd;			/* a file LUN whose file system is on
 					 * a loop device: that loop's backing
 					 * file, for the mount watch; or -1 */

@@ -781,6 +781,37 @@ START_TEST(test_blockdev_device_cache_logged)
 }
 END_TEST
 
+/*
+ * A loop device with direct I/O off (loop's default) over a file with
+ * holes: tgtd.log warns.  helper-49's RWF_DSYNC writes straight to such a
+ * device read back lost for hundreds of acknowledged ones once the
+ * file's file system filled up (core/loop.c); nothing above the loop
+ * driver can see it.  Not with direct I/O on.
+ */
+START_TEST(test_blockdev_loop_holes_warned)
+{
+	const char *line = "this loop device has direct I/O off and its "
+			   "backing file has holes";
+	char dev[64];
+	int before = proto_log_count(line), added, added_dio, warned, dio;
+
+	ck_assert_int_eq(attach(proto_file("holes.img", DEV_BYTES, true), 4096,
+				dev, sizeof(dev)), 0);
+	added = proto_add_lun(9, dev, "mode=write-through", 4096);
+	proto_del_lun(9);
+	warned = proto_log_count(line);
+	dio = proto_sh("losetup --direct-io=on '%s'", dev);
+	added_dio = proto_add_lun(9, dev, "mode=write-through", 4096);
+	proto_del_lun(9);
+	proto_sh("losetup -d '%s'", dev);
+	ck_assert_int_eq(added, 0);
+	ck_assert_int_eq(warned, before + 1);
+	ck_assert_int_eq(dio, 0);
+	ck_assert_int_eq(added_dio, 0);
+	ck_assert_int_eq(proto_log_count(line), before + 1);
+}
+END_TEST
+
 /* write-back with direct=auto keeps every write of a block device in
  * the page cache (its asynchronous O_DIRECT writes do not drop pages a
  * read cached meanwhile: core/mix.c); direct=yes is O_DIRECT throughout */
@@ -993,6 +1024,7 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_direct_needs_alignment);
 	tcase_add_test(tc, test_blockdev_held_device_refused);
 	tcase_add_test(tc, test_blockdev_device_cache_logged);
+	tcase_add_test(tc, test_blockdev_loop_holes_warned);
 	tcase_add_test(tc, test_blockdev_loop_and_its_file);
 	tcase_add_test(tc, test_blockdev_loop_file_through_bind_alias);
 	tcase_add_test(tc, test_blockdev_loop_partitions);
