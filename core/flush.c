@@ -199,16 +199,11 @@ void syncguard_flush_done(struct syncguard_lun *lun, uint64_t covers, int res,
 	pthread_mutex_unlock(&lun->flusher.lock);
 }
 
-/* One device flush on a descriptor of its own: 0 or -errno. */
+/* One device flush, on the descriptor opened with the LUN for them
+ * (see "sync descriptors" in lun.c): 0 or -errno. */
 static int device_flush(struct syncguard_lun *lun)
 {
-	int fd = syncguard_sync_fd_get(lun), err;
-
-	if (fd < 0)
-		return fd;
-	err = syncguard_datasync(fd);
-	syncguard_sync_fd_put(lun, fd);
-	return err;
+	return syncguard_datasync(lun->group_fd);
 }
 
 /* With f->lock held: run flush generation ++started; waiters wake. */

@@ -509,7 +509,8 @@ static int check_ram_device(struct syncguard_lun *lun, const char *path,
  * file system. */
 static void close_fds(struct syncguard_lun *lun)
 {
-	int *fds[] = { &lun->fd, &lun->dfd, &lun->loop_fd, &lun->under_fd };
+	int *fds[] = { &lun->fd, &lun->dfd, &lun->loop_fd, &lun->under_fd,
+		       &lun->group_fd };
 
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)
@@ -532,6 +533,7 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	lun->dfd = -1;
 	lun->loop_fd = -1;
 	lun->under_fd = -1;
+	lun->group_fd = -1;
 	lun->block_shift = block_shift;
 	lun->opts = *opts;
 	lun->stats = &lun->local_stats;
@@ -563,6 +565,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		ret = open_direct(lun, path, err, errlen);
 	lun->enospc_soft = syncguard_policy_enospc_refused(lun->blockdev,
 							   fs_magic(lun));
+	if (!ret && (lun->group_fd = syncguard_reopen(lun, O_RDWR)) < 0)
+		ret = lun->group_fd;
 	lun->local_stats.write_sync = (uint32_t)opts->write_sync;
 	lun->local_stats.direct_io = lun->direct_io ? 1 : lun->mix.on ? 2 : 0;
 	if (!ret)
@@ -721,8 +725,15 @@ int syncguard_lun_apply_wce(struct syncguard_lun *lun)
  * sync_file_range) runs on a descriptor that no other call uses at the
  * same time, opened separately (dup() would share the description).
  * Each descriptor then sees every error since it last reported one; a
- * new one also sees errors nobody has seen yet.  The power-cut test
- * (scripts/crashtest.sh) loses acknowledged plp writes without this.
+ * new one also sees errors nobody has seen yet, but not one another has
+ * reported.  That is enough for an RWF_DSYNC write, which vouches for
+ * its own pages only, whose errors come after its descriptor was
+ * opened.  A group flush vouches for every write before it, so it runs
+ * on lun->group_fd, opened with the LUN: group flushes run one at a time
+ * (core/flush.c), and a descriptor the pool opened while another call
+ * had just taken an error, not yet latched, would have missed it
+ * (helper-49, by reading).  The power-cut test (scripts/crashtest.sh)
+ * loses acknowledged plp writes without separate descriptors.
  */
 static int pool_get(struct syncguard_lun *lun, bool direct)
 {

@@ -396,6 +396,8 @@ struct syncguard_lun {
 	 * else with mix.on (write-back, direct=auto) RWF_DSYNC writes do,
 	 * and the rest take the page cache. */
 	int dfd;
+	int group_fd;			/* the group flushes' descriptor
+					 * (see "sync descriptors", lun.c) */
 	int loop_fd;			/* a loop device's backing file,
 					 * flocked; -1 otherwise (core/loop.c) */
 	bool loop_holes_buffered;	/* that loop has direct I/O off and

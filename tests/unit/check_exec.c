@@ -30,6 +30,7 @@ static struct {
 	bool pwrite_short;
 	int pwrites, dsyncs, fdatasyncs, writeouts;
 	void (*fdatasync_hook)(void);	/* runs in the next fdatasync */
+	int fdatasync_fd;		/* the last fdatasync's descriptor */
 } fx;
 
 static ssize_t fx_pwritev2(int fd, const struct iovec *iov, int cnt,
@@ -62,6 +63,7 @@ static int fx_fdatasync(int fd)
 	void (*hook)(void) = fx.fdatasync_hook;
 
 	fx.fdatasyncs++;
+	fx.fdatasync_fd = fd;
 	fx.fdatasync_hook = NULL;
 	if (hook)
 		hook();
@@ -613,6 +615,28 @@ START_TEST(test_exec_lba_out_of_range)
 }
 END_TEST
 
+/* A group flush vouches for every write before it, so it runs on the
+ * descriptor opened with the LUN, never on one the pool opens later: a
+ * new description does not see a writeback error another has already
+ * reported, in the moment before that one latches it (helper-49) */
+START_TEST(test_exec_group_flush_descriptor)
+{
+	int a, b;
+
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	a = syncguard_sync_fd_get(&lun);	/* the pool opens these */
+	b = syncguard_sync_fd_get(&lun);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasync_fd, lun.group_fd);
+	syncguard_sync_fd_put(&lun, a);
+	syncguard_sync_fd_put(&lun, b);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasync_fd, lun.group_fd);
+}
+END_TEST
+
 /* ---- faults: never GOOD for a failed write or flush ---- */
 
 START_TEST(test_exec_write_eio)
@@ -1154,6 +1178,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_exec_enospc_elsewhere_latches);
 	tcase_add_test(faults, test_exec_write_protected);
 	tcase_add_test(faults, test_exec_flush_error_latches);
+	tcase_add_test(faults, test_exec_group_flush_descriptor);
 	tcase_add_test(faults, test_exec_dsync_failure_latches_all_modes);
 	tcase_add_test(faults, test_exec_eintr_and_short_writes_complete);
 	tcase_add_test(faults, test_exec_no_rwf_dsync_falls_back);
