@@ -594,10 +594,14 @@ int syncguard_lun_close_deferred(struct syncguard_lun *lun)
 
 	if (lun->fd < 0)
 		return -1;
+	/* the final flush vouches for every write, as a group flush: on
+	 * the group flushes' descriptor (see "sync descriptors") */
 	if (!syncguard_lun_latched(lun) &&
 	    syncguard_policy_close_flushes(lun->opts.mode,
-					   syncguard_lun_clean(lun)))
-		fd = syncguard_sync_fd_get(lun);
+					   syncguard_lun_clean(lun))) {
+		fd = lun->group_fd;
+		lun->group_fd = -1;
+	}
 	syncguard_stats_unpublish(lun);
 	close_fds(lun);
 	for (int i = 0; i < 2; i++) {

@@ -453,9 +453,10 @@ int syncguard_lun_close(struct syncguard_lun *lun);
  * the caller, who may run it on another thread: a sync descriptor of
  * the file or device (>= 0; fdatasync it, then close it) when a flush is
  * owed (syncguard_policy_close_flushes, and no error latched: a latched
- * LUN's data is already reported lost), -1 when none is, or -errno when
- * none could be opened.  The descriptor came from the LUN's pool, so it
- * reports writeback errors since it last did, as every flush's does.
+ * LUN's data is already reported lost), -1 when none is.  It is the
+ * group flushes' descriptor, opened with the LUN, so it reports every
+ * writeback error since the last one it reported, as every group
+ * flush's does.
  */
 int syncguard_lun_close_deferred(struct syncguard_lun *lun);
 
