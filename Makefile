@@ -18,6 +18,9 @@ BASE     := -std=gnu11 -D_GNU_SOURCE -Iinclude -Icore $(WARN)
 BUILD    := build
 TGT_SRC  ?= $(BUILD)/tgt-src
 BSDIR    ?= /usr/lib/tgt/backing-store
+# the tests, the demo and the bench start several private tgtds at once:
+# one pair of ports chosen for scripts/tgtd-private by hand would clash
+unexport TGTD_PRIVATE_CTL TGTD_PRIVATE_PORT
 DESTDIR  ?=
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer \
 	    -fno-sanitize-recover=undefined

@@ -330,7 +330,8 @@ static void bs_syncguard_close(struct scsi_lu *lu)
 	syncguard_ops_close(lu);
 	syncguard_uring_close(lu);
 	syncguard_ops_wait_switches(lu);
-	latched = syncguard_lun_latched(&bs->lun);
+	latched = syncguard_lun_latched_soft(&bs->lun) ? 0 :
+		  syncguard_lun_latched(&bs->lun);
 	fd = syncguard_lun_close_deferred(&bs->lun);
 	bs->open = false;
 	if (latched)

@@ -654,6 +654,34 @@ static int admin_set_wce(struct scsi_lu *lu, int wce)
 }
 
 /*
+ * Updates that tgt would take although they leave a LUN without a store,
+ * or that tgt refuses without a word in tgtd.log (helper-50): online=1
+ * with no store (after a refused path=, tgt closed the old one first;
+ * online, the LUN answered as a 0-byte disk), and path= while the LUN
+ * is online.  An update that also sets online=0, or path=, is left to
+ * tgt, which takes its parameters in order.
+ */
+static bool refused_state(struct scsi_lu *lu, const char *params)
+{
+	const char *online = param_value(params, "online");
+	bool path = has_param(params, "path");
+
+	if (path && lu->path && lu->attrs.online && !(online && !atoi(online))) {
+		eprintf("syncguard: lun %" PRIu64 ": path change refused: the "
+			"LUN is online; take it offline first (--params "
+			"online=0)\n", lu->lun);
+		return true;
+	}
+	if (online && atoi(online) && !path && !lu->path) {
+		eprintf("syncguard: lun %" PRIu64 ": online=1 refused: no "
+			"backing store (a path= change failed); give it one "
+			"with path= first\n", lu->lun);
+		return true;
+	}
+	return false;
+}
+
+/*
  * After a path= move to a store of another size: every I_T nexus gets a
  * unit attention, CAPACITY DATA HAS CHANGED (SBC-3 4.10; SPC-4 unit
  * attention conditions).  Told nothing, an initiator goes on with the
@@ -694,6 +722,8 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 
 	if (busy_for_path(lu, params))
 		return TGTADM_LUN_ACTIVE;
+	if (refused_state(lu, params))
+		return TGTADM_INVALID_REQUEST;
 	/* a WCE change is one this update makes to the page as MODE SENSE
 	 * would show it now: during a switch to WCE=0 the page says 1 until
 	 * the flush is done, and an update of another parameter (readonly=)

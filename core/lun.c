@@ -595,8 +595,10 @@ int syncguard_lun_close_deferred(struct syncguard_lun *lun)
 	if (lun->fd < 0)
 		return -1;
 	/* the final flush vouches for every write, as a group flush: on
-	 * the group flushes' descriptor (see "sync descriptors") */
-	if (!syncguard_lun_latched(lun) &&
+	 * the group flushes' descriptor (see "sync descriptors"), which
+	 * also reports a writeback error a soft latch may stand for (so
+	 * that one still flushes; helper-50 found it skipped) */
+	if ((!syncguard_lun_latched(lun) || syncguard_lun_latched_soft(lun)) &&
 	    syncguard_policy_close_flushes(lun->opts.mode,
 					   syncguard_lun_clean(lun))) {
 		fd = lun->group_fd;

@@ -452,8 +452,8 @@ int syncguard_lun_close(struct syncguard_lun *lun);
  * Close @lun as syncguard_lun_close does, but leave its final flush to
  * the caller, who may run it on another thread: a sync descriptor of
  * the file or device (>= 0; fdatasync it, then close it) when a flush is
- * owed (syncguard_policy_close_flushes, and no error latched: a latched
- * LUN's data is already reported lost), -1 when none is.  It is the
+ * owed (syncguard_policy_close_flushes, and no error latched for good:
+ * that LUN's data is already reported lost), -1 when none is.  It is the
  * group flushes' descriptor, opened with the LUN, so it reports every
  * writeback error since the last one it reported, as every group
  * flush's does.

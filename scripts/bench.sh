@@ -24,7 +24,8 @@
 # Also: a "limit" line, 1 / (iSCSI round trip at QD1 + local O_DSYNC 4 KiB
 # write latency, each the least of three readings), and tgtd's resident
 # memory with 8 syncguard LUNs vs 8 rdwr LUNs under load.  Writes
-# build/bench.csv, build/bench.json and build/bench.png.  It reports; it
+# build/bench.csv, build/bench.json and build/bench.png (and the rounds
+# and the plp series beside them).  It reports; it
 # does not pass or fail (exit 1 only if it could not run).
 #
 # usage: bench.sh [--seconds S] [--rounds N] [--qd1-rounds N]
@@ -41,6 +42,9 @@
 #               behind write_sync=auto)
 #   --quick     disk only, 4 KiB, QD 32 (a smoke run)
 set -u
+# it starts more than one private tgtd (the memory step): ports chosen by
+# hand for scripts/tgtd-private would clash (helper-50)
+unset TGTD_PRIVATE_CTL TGTD_PRIVATE_PORT
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=0.6
@@ -66,7 +70,8 @@ usage: bench.sh [--seconds S] [--rounds N] [--qd1-rounds N] [--series-rounds N] 
 
 syncguard in each mode against tgt's rdwr (WCE=1, WCE=0) and aio, on the
 machine's disk and on a slow-flush FUSE model; writes build/bench.csv,
-build/bench-rounds.csv, build/bench.json and build/bench.png.
+build/bench-rounds.csv, build/bench-plp-series.csv, build/bench.json and
+build/bench.png.
 
   --seconds S    measured seconds per cell and round (default $secs; each
                  round is preceded by ${warmup}s unmeasured)

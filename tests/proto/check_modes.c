@@ -331,6 +331,38 @@ START_TEST(test_modes_path_capacity_change_announced)
 END_TEST
 
 /*
+ * path= while the LUN is online is refused with a reason in tgtd.log
+ * (tgt refused it without one), and a LUN left without a store by a
+ * refused path= cannot be put online (tgt took online=1, and the LUN
+ * answered as a 0-byte disk: helper-50); a good path= brings it back.
+ */
+START_TEST(test_modes_path_refusals)
+{
+	const int lun = 14, other = 15;
+	char params[512];
+
+	ck_assert_int_eq(proto_add_lun(lun, proto_file("refuse1.img", 1u << 20,
+				       false), "mode=write-back", BS), 0);
+	ck_assert_int_eq(proto_add_lun(other, proto_file("refuse2.img", 1u << 20,
+				       false), "mode=write-back", BS), 0);
+	snprintf(params, sizeof(params), "path=%s", proto_file("refuse3.img",
+		 1u << 20, false));
+	ck_assert_int_ne(proto_update_lun(lun, params), 0);
+	ck_assert(proto_log_has("path change refused: the LUN is online"));
+	ck_assert_int_eq(proto_update_lun(lun, "online=0"), 0);
+	/* another LUN's file: refused by the module, after tgt closed the
+	 * LUN's own store */
+	snprintf(params, sizeof(params), "path=%s/refuse2.img", proto_dir());
+	ck_assert_int_ne(proto_update_lun(lun, params), 0);
+	ck_assert_int_ne(proto_update_lun(lun, "online=1"), 0);
+	ck_assert(proto_log_has("online=1 refused: no backing store"));
+	move_lun(lun, "refuse4.img", 1u << 20);
+	ck_assert_int_eq(proto_del_lun(other), 0);
+	ck_assert_int_eq(proto_del_lun(lun), 0);
+}
+END_TEST
+
+/*
  * Submission batching on the ring (bs_syncguard_uring.c): a read or
  * write is held back for the next io_uring_enter only while others are
  * in the kernel.  At QD1 nothing may wait (each write its own enter: a
@@ -467,6 +499,7 @@ Suite *modes_suite(void)
 	tcase_add_test(tc, test_modes_wce_toggle_under_load);
 	tcase_add_test(tc, test_modes_admin_wce_change_announced);
 	tcase_add_test(tc, test_modes_path_capacity_change_announced);
+	tcase_add_test(tc, test_modes_path_refusals);
 	tcase_add_test(tc, test_modes_ring_submission_batching);
 	suite_add_tcase(s, tc);
 	return s;

@@ -720,6 +720,27 @@ static void refused_write_latches_soft(void)
 	fx.pwrite_errno = 0;
 }
 
+/* A LUN closed with a soft latch still gets its final flush (on
+ * write-back: what it cached may be volatile), on the group flushes'
+ * descriptor, which also reports a writeback error the latch may stand
+ * for; it was skipped as for a latch for good (helper-50) */
+START_TEST(test_exec_close_flushes_with_soft_latch)
+{
+	int fd;
+
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	lun.enospc_soft = true;
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	fx.pwrite_errno = ENOSPC;
+	assert_sense(write16(8, 8, true), 0x07, 0x2707);
+	fx.pwrite_errno = 0;
+	ck_assert_uint_eq(lun.stats->latched_soft, 1);
+	fd = syncguard_lun_close_deferred(&lun);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+}
+END_TEST
+
 /* Another write's ENOSPC while a recheck's fdatasync runs: its sync may
  * have taken a writeback error the witness had already looked past, so
  * that recheck must not clear the new latch; it checks again */
@@ -1175,6 +1196,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_exec_enospc);
 	tcase_add_test(faults, test_exec_enospc_witness_error_latches);
 	tcase_add_test(faults, test_exec_enospc_recheck_race);
+	tcase_add_test(faults, test_exec_close_flushes_with_soft_latch);
 	tcase_add_test(faults, test_exec_enospc_elsewhere_latches);
 	tcase_add_test(faults, test_exec_write_protected);
 	tcase_add_test(faults, test_exec_flush_error_latches);
