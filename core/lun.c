@@ -831,7 +831,8 @@ int syncguard_datasync(int fd)
  * on it (syncguard_lun_recheck): an error latches for good, success
  * clears the latch, and the command goes on.  Each soft latch bumps a
  * sequence number, so a recheck that raced with a new one does not
- * clear it.  Elsewhere ENOSPC latches for good, as any failure. */
+ * clear it.  Elsewhere ENOSPC latches for good, as any failure.
+ */
 #define LATCH_ERRNO	0xfff		/* the errno */
 #define LATCH_SEQ	0x3ffff000	/* soft latches: a sequence number */
 #define LATCH_SOFT	0x40000000	/* rechecked (syncguard_lun_recheck) */

@@ -212,8 +212,8 @@ bool syncguard_policy_close_flushes(enum syncguard_mode mode, bool clean)
 	return mode == SYNCGUARD_MODE_WRITE_BACK || !clean;
 }
 
-/* ext4 (and ext2/3) and XFS: the file systems whose durability calls
- * the two choices below have been checked on */
+/* Block devices, ext4 (and ext2/3) and XFS: where the two choices below
+ * were checked (XFS by its code, iomap as ext4's: no mkfs.xfs here) */
 static bool iomap_fs(bool blockdev, unsigned long fs_magic)
 {
 	return blockdev || fs_magic == 0xef53 /* ext2/3/4 */ ||
