@@ -704,7 +704,10 @@ static void announce_capacity(struct scsi_lu *lu, uint64_t before)
 /*
  * tgtadm --op update --mode logicalunit (mode_page=, thin_provisioning=,
  * path=, ...).  A path change is refused while commands are in flight
- * (busy_for_path).  A Caching page that is not 18 bytes, or a WCE change
+ * (busy_for_path) or the LUN is online, and online=1 while it has no
+ * store (refused_state).  A refused update changes no WCE; a path= move
+ * to another size is announced (announce_capacity).  A Caching page
+ * that is not 18 bytes, or a WCE change
  * the LUN does not allow, is undone and refused.  A switch to WCE=0
  * flushes on a thread of its own (admin_set_wce); tgtadm gets its
  * answer at once.
