@@ -192,6 +192,8 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		return ret;
 	}
 	bs->open = true;
+	if (!bs->size_shown)	/* a LUN's first store: what it starts with */
+		bs->size_shown = bs->lun.size;
 	publish_stats(lu);
 	syncguard_lun_set_wce(&bs->lun, syncguard_mode_wce(bs->opts.mode));
 	ret = syncguard_ops_open(lu);

@@ -61,6 +61,8 @@ struct syncguard_bs {
 	struct syncguard_opts opts;
 	struct syncguard_lun lun;
 	bool open;
+	uint64_t size_shown;		/* the capacity initiators were last
+					 * told of, bytes (announce_capacity) */
 	/* the command table (bs_syncguard_ops.c): tgt's entries, and what
 	 * each opcode runs here (tgt's entry or syncguard's own) */
 	syncguard_op_fn tgt_ops[NR_SCSI_OPCODES];

@@ -658,27 +658,28 @@ static int admin_set_wce(struct scsi_lu *lu, int wce)
  * or that tgt refuses without a word in tgtd.log (helper-50): online=1
  * with no store (after a refused path=, tgt closed the old one first;
  * online, the LUN answered as a 0-byte disk), and path= while the LUN
- * is online.  An update that also sets online=0, or path=, is left to
- * tgt, which takes its parameters in order.
+ * is online.  And path= with online= in one update: tgt applies them in
+ * order and answers with the last one's result, so "online=1,path=X"
+ * brought a storeless LUN online when X failed, and "path=X,online=0"
+ * said success for a move tgt had refused (helper-51); give them one
+ * update each.
  */
 static bool refused_state(struct scsi_lu *lu, const char *params)
 {
 	const char *online = param_value(params, "online");
-	bool path = has_param(params, "path");
+	const char *why = NULL;
 
-	if (path && lu->path && lu->attrs.online && !(online && !atoi(online))) {
-		eprintf("syncguard: lun %" PRIu64 ": path change refused: the "
-			"LUN is online; take it offline first (--params "
-			"online=0)\n", lu->lun);
-		return true;
-	}
-	if (online && atoi(online) && !path && !lu->path) {
-		eprintf("syncguard: lun %" PRIu64 ": online=1 refused: no "
-			"backing store (a path= change failed); give it one "
-			"with path= first\n", lu->lun);
-		return true;
-	}
-	return false;
+	if (has_param(params, "path") && online)
+		why = "path= and online= in one update: give them one each";
+	else if (has_param(params, "path") && lu->path && lu->attrs.online)
+		why = "path change refused: the LUN is online; take it offline "
+		      "first (--params online=0)";
+	else if (online && atoi(online) && !lu->path)
+		why = "online=1 refused: no backing store (a path= change "
+		      "failed); give it one with path= first";
+	if (why)
+		eprintf("syncguard: lun %" PRIu64 ": %s\n", lu->lun, why);
+	return why != NULL;
 }
 
 /*
@@ -689,10 +690,16 @@ static bool refused_state(struct scsi_lu *lu, const char *params)
  * GOOD on a 16 MiB LUN moved to 32 MiB; tgt raises nothing, for its own
  * stores either).
  */
-static void announce_capacity(struct scsi_lu *lu, uint64_t before)
+static void announce_capacity(struct scsi_lu *lu)
 {
-	if (!SYNCGUARD_BS(lu)->open || lu->size == before)
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	uint64_t before = bs->size_shown;
+
+	/* compared with what initiators were last told, not with the 0 of
+	 * a LUN a failed path= left without a store (helper-51) */
+	if (!bs->open || lu->size == before)
 		return;
+	bs->size_shown = lu->size;
 	/* itn ids are iSCSI TSIHs, never UINT64_MAX: every nexus */
 	ua_sense_add_other_it_nexus(UINT64_MAX, lu,
 				    SYNCGUARD_ASC_CAPACITY_DATA_HAS_CHANGED);
@@ -719,7 +726,6 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	 * waits for the write lock honours 1 until it has it (helper-44) */
 	bool was = bs->open && syncguard_lun_wanted_wce(&bs->lun);
 	struct page_copy before;
-	uint64_t size = lu->size;
 	tgtadm_err adm;
 	int wce, shown, set = -1, err = 0;
 
@@ -736,7 +742,7 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	shown = page_wce(lu);
 	page_save(lu, &before);
 	adm = bs->tgt_lu_config(lu, params);
-	announce_capacity(lu, size);
+	announce_capacity(lu);
 	/* tgt installs a mode_page= page and only then finds its data
 	 * longer than it says and refuses the update: a refused update
 	 * changes no WCE (it had switched WCE and told every initiator,

@@ -339,12 +339,14 @@ END_TEST
 START_TEST(test_modes_path_refusals)
 {
 	const int lun = 14, other = 15;
+	struct iscsi_context *iscsi;
 	char params[512];
 
 	ck_assert_int_eq(proto_add_lun(lun, proto_file("refuse1.img", 1u << 20,
 				       false), "mode=write-back", BS), 0);
 	ck_assert_int_eq(proto_add_lun(other, proto_file("refuse2.img", 1u << 20,
 				       false), "mode=write-back", BS), 0);
+	iscsi = proto_connect(lun);
 	snprintf(params, sizeof(params), "path=%s", proto_file("refuse3.img",
 		 1u << 20, false));
 	ck_assert_int_ne(proto_update_lun(lun, params), 0);
@@ -356,7 +358,30 @@ START_TEST(test_modes_path_refusals)
 	ck_assert_int_ne(proto_update_lun(lun, params), 0);
 	ck_assert_int_ne(proto_update_lun(lun, "online=1"), 0);
 	ck_assert(proto_log_has("online=1 refused: no backing store"));
+	/* nor with a path= in the same update, which tgt applies after the
+	 * online=1 (helper-51: online, 0 bytes, when that path= failed) */
+	snprintf(params, sizeof(params), "online=1,path=%s/none.img",
+		 proto_dir());
+	ck_assert_int_ne(proto_update_lun(lun, params), 0);
+	ck_assert(proto_log_has("path= and online= in one update"));
+	proto_assert_sense(iscsi_testunitready_sync(iscsi, lun),
+			   SCSI_SENSE_NOT_READY, 0x0401,
+			   "TEST UNIT READY of the LUN without a store");
+	/* back on a store of the size initiators were told of: nothing to
+	 * announce (it said capacity 0 -> 1 MiB: helper-51) */
 	move_lun(lun, "refuse4.img", 1u << 20);
+	proto_assert_good(iscsi_testunitready_sync(iscsi, lun),
+			  "TEST UNIT READY back on a store of the same size",
+			  false);
+	/* and on one of another size after a failed path=: told */
+	ck_assert_int_eq(proto_update_lun(lun, "online=0"), 0);
+	snprintf(params, sizeof(params), "path=%s/none.img", proto_dir());
+	ck_assert_int_ne(proto_update_lun(lun, params), 0);
+	move_lun(lun, "refuse5.img", 2u << 20);
+	proto_assert_sense(iscsi_testunitready_sync(iscsi, lun),
+			   SCSI_SENSE_UNIT_ATTENTION, 0x2a09,
+			   "TEST UNIT READY back on a store of another size");
+	iscsi_destroy_context(iscsi);
 	ck_assert_int_eq(proto_del_lun(other), 0);
 	ck_assert_int_eq(proto_del_lun(lun), 0);
 }
