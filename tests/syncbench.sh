@@ -7,7 +7,8 @@
 # the run and back on after, --verify / --verify-only finding a block
 # overwritten behind the target's back, Ctrl-C printing the results so
 # far with exit 130, the iozone preset's shape, labels and JSON that
-# cannot inject into CSV or gnuplot, a missing LUN named, syncguard-stat's
+# cannot inject into CSV or gnuplot, a unit attention mid-run said once,
+# a missing LUN named, syncguard-stat's
 # and tgtd-private's errors, sweeps checked before they run
 # (--bytes below one command, writes to a write-protected LUN, a preset
 # beside the options it sets), --compare refusing a file without
@@ -285,6 +286,21 @@ expect "a second Ctrl-C with the write cache turned off says it may still be off
 	'[ $rc -eq 130 ] && grep -q "write cache may still be off (WCE=0)" "$work/wce.err"'
 "$tp" adm "$work/tgtd" --op update --mode logicalunit --tid 1 --lun 1 --params \
 	mode_page=8:0:18:0x14:0:0xff:0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0
+
+# a unit attention during a run is retried, and said once with its
+# sense (it was only counted as a retry): here tgtadm turns the write
+# cache off and on under the run (MODE PARAMETERS CHANGED)
+"$sb" -t 3 -q 4 --no-progress "$u1" >/dev/null 2>"$work/ua.err" &
+pid=$!
+sleep 1
+for wce in 0x10 0x14; do
+	"$tp" adm "$work/tgtd" --op update --mode logicalunit --tid 1 --lun 1 --params \
+		mode_page=8:0:18:$wce:0:0xff:0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0
+	sleep 0.5
+done
+wait "$pid"; rc=$?
+expect "a unit attention mid-run: exit 0, said once with its ASC/ASCQ ($(head -c 300 "$work/ua.err"))" \
+	'[ $rc -eq 0 ] && [ "$(grep -c "unit attention.*0x2a01 MODE PARAMETERS CHANGED" "$work/ua.err")" = 1 ]'
 
 # a store stamped earlier with another logical block size: its stale
 # stamps are no mismatch of this run (they were reported as torn blocks,

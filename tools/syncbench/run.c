@@ -60,6 +60,8 @@ struct run {
 	uint64_t iv_ops, iv_bytes;
 	struct verify_map *vmap;
 	uint8_t *busy;		/* --verify: blocks with a write in flight */
+	uint16_t ua_shown[8];	/* unit attentions (ASC/ASCQ) said so far */
+	unsigned int n_ua_shown;
 	struct target_sample at_measure; /* the target's counters when the
 					 * warm-up ended; -1: unknown, -2:
 					 * not read yet */
@@ -99,6 +101,27 @@ static void note_error(struct run *rn, struct op *op, const char *what,
 			what, op->lba, status, iscsi_get_error(op->s->iscsi));
 	if (rn->r->errors == 5)
 		fprintf(stderr, PROG ": (further errors counted, not shown)\n");
+}
+
+/* Say a unit attention once per ASC/ASCQ (SPC-4 5.14): it is retried,
+ * but it tells the user that what is measured changed under the run
+ * (MODE PARAMETERS CHANGED: the WCE bit may have; CAPACITY DATA HAS
+ * CHANGED: the LUN was moved; a reset or a new session: commands lost). */
+static void note_unit_attention(struct run *rn, struct scsi_task *t)
+{
+	char why[160];
+
+	if (!t || t->sense.key != SCSI_SENSE_UNIT_ATTENTION)
+		return;
+	for (unsigned int i = 0; i < rn->n_ua_shown; i++)
+		if (rn->ua_shown[i] == t->sense.ascq)
+			return;
+	if (rn->n_ua_shown == sizeof(rn->ua_shown) / sizeof(rn->ua_shown[0]))
+		return;
+	rn->ua_shown[rn->n_ua_shown++] = (uint16_t)t->sense.ascq;
+	fprintf(stderr, PROG ": the target reported a unit attention, %s; "
+		"retried (the run goes on, on what changed)\n",
+		syncguard_sense_text(&t->sense, why, sizeof(why)));
 }
 
 /* Count a completed operation (after the warm-up); the flush --sync end
@@ -173,6 +196,8 @@ static void data_cb(struct iscsi_context *iscsi, int status, void *data,
 	}
 	if (retryable(status, data) && op->retries++ < MAX_RETRIES) {
 		rn->r->retries++;
+		if (status == SCSI_STATUS_CHECK_CONDITION)
+			note_unit_attention(rn, data);
 		scsi_free_scsi_task(data);
 		resubmit(op);
 		return;
