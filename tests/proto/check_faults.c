@@ -59,6 +59,16 @@ static void setup(void)
 	proto_tgtd_start();	/* after the mount: see proto_prepare() */
 }
 
+/* before each test (a checked fixture: in the test's process): what a
+ * failed test left behind, LUNs on the model's disk and armed faults,
+ * does not fail the tests after it (each failed on the LUN still there) */
+static void fresh_state(void)
+{
+	ck_assert_int_eq(proto_del_left_luns(), 0);
+	model_ctl("clear");
+	model_ctl("flush-ms 0");
+}
+
 static void teardown(void)
 {
 	model_stop();		/* lazy: tgtd's open LUNs just fail */
@@ -430,6 +440,7 @@ Suite *faults_suite(void)
 		return s;
 	}
 	tcase_add_unchecked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, fresh_state, NULL);
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_faults_failed_flush_latches, 0, 2);
 	tcase_add_test(tc, test_faults_write_through_eio);
