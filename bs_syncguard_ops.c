@@ -139,10 +139,48 @@ static int fail(struct scsi_cmd *cmd, enum syncguard_reason r)
 }
 
 /*
+ * The WCE bit of the Caching page in a MODE SELECT(6/10) parameter list
+ * (SPC-4 7.5.6: mode parameter header, block descriptors, mode pages),
+ * read within the PARAMETER LIST LENGTH as tgt's handler reads it; -1 if
+ * the list carries no Caching page.
+ */
+static int selected_wce(struct scsi_cmd *cmd)
+{
+	const uint8_t *d = scsi_get_out_buffer(cmd);
+	bool ten = cmd->scb[0] == MODE_SELECT_10;
+	uint32_t len = ten ? (uint32_t)(cmd->scb[7] << 8 | cmd->scb[8]) :
+			     cmd->scb[4];
+	uint32_t off = ten ? 8 : 4;
+
+	if (len > scsi_get_out_length(cmd))
+		len = scsi_get_out_length(cmd);
+	if (!d || len < off)
+		return -1;
+	off += ten ? (uint32_t)(d[6] << 8 | d[7]) : d[3];
+	while (off + 2 < len) {
+		bool spf = d[off] & 0x40;	/* SUB_PAGE format: 4-byte header */
+
+		if ((d[off] & 0x3f) == CACHING_PAGE && !spf)
+			return !!(d[off + 2] & WCE_BIT);
+		if (spf && off + 4 > len)
+			break;
+		off += spf ? 4u + (uint32_t)(d[off + 2] << 8 | d[off + 3]) :
+			     2u + d[off + 1];
+	}
+	return -1;
+}
+
+/*
  * MODE SELECT(6/10).  tgt's handler edits the page (the changeable mask
- * already refuses WCE=1 where the mode does not allow it).  WCE 0 -> 1
- * takes effect at once.  WCE 1 -> 0 waits for writes in flight and
- * flushes everything dirty, which can take long: a worker thread does it
+ * already refuses WCE=1 where the mode does not allow it).  The page is
+ * first set to what MODE SENSE shows, and WCE changes only when the
+ * parameter list carries a Caching page (SPC-4 7.5: a MODE SELECT
+ * changes the parameters it sends): the page said 1 during a switch to
+ * 0 and after it until a MODE SENSE, so a later select of the Control
+ * page alone, or a refused one, turned WCE back on, silently, under an
+ * initiator that had turned it off (helper-53).  WCE 0 -> 1 takes effect
+ * at once.  WCE 1 -> 0 waits for writes in flight and flushes
+ * everything dirty, which can take long: a worker thread does it
  * (syncguard_wce_off_request), so tgtd's event loop, and with it every
  * other LUN and session, goes on meanwhile.  Until it is done the LUN
  * reports WCE=1 and SYNCHRONIZE CACHE still flushes, while new writes
@@ -152,17 +190,25 @@ static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
 	bool was = bs->open && syncguard_lun_wanted_wce(&bs->lun);
-	int ret = bs->tgt_ops[cmd->scb[0]](host_no, cmd);
-	int wce = page_wce(cmd->dev);
+	int ret, wce;
 
-	if (ret != SAM_STAT_GOOD || !bs->open || wce < 0 || wce == (int)was)
+	if (bs->open)	/* tgt compares the select with the page shown */
+		page_set_wce(cmd->dev, syncguard_lun_reported_wce(&bs->lun));
+	ret = bs->tgt_ops[cmd->scb[0]](host_no, cmd);
+	if (!bs->open)
 		return ret;
+	wce = ret == SAM_STAT_GOOD ? selected_wce(cmd) : -1;
+	if (wce < 0 || wce == (int)was) {
+		page_set_wce(cmd->dev, syncguard_lun_reported_wce(&bs->lun));
+		return ret;
+	}
 	if (!wce_changeable(bs)) {
 		page_set_wce(cmd->dev, was);
 		return fail(cmd, SYNCGUARD_ERR_INVALID_PARAM);
 	}
 	if (wce) {
 		syncguard_lun_set_wce(&bs->lun, true);	/* no flush needed */
+		page_set_wce(cmd->dev, true);
 		return SAM_STAT_GOOD;
 	}
 	page_set_wce(cmd->dev, true);		/* until the flush is done */

@@ -137,14 +137,75 @@ START_TEST(test_modes_sync_cache_ranges)
 }
 END_TEST
 
+/* Mode page @page as MODE SENSE(6) returns it (PS cleared) into @pg;
+ * its length in bytes. */
+static int sense_page(struct iscsi_context *iscsi, int lun, int page,
+		      uint8_t *pg, int max)
+{
+	struct scsi_task *t = iscsi_modesense6_sync(iscsi, lun, 1,
+		SCSI_MODESENSE_PC_CURRENT, page, 0, 255);
+	int off, len;
+
+	proto_assert_good(t, "MODE SENSE(6)", true);
+	off = 4 + t->datain.data[3];		/* header, block descriptors */
+	len = 2 + t->datain.data[off + 1];
+	ck_assert_int_le(off + len, t->datain.size);
+	ck_assert_int_le(len, max);
+	memcpy(pg, t->datain.data + off, (size_t)len);
+	pg[0] &= 0x7f;
+	scsi_free_scsi_task(t);
+	return len;
+}
+
+/* MODE SELECT(6), PF=1, of the @len bytes of mode pages at @pages */
+static struct scsi_task *select_pages(struct iscsi_context *iscsi, int lun,
+				      const uint8_t *pages, int len)
+{
+	uint8_t list[256] = { 0 };
+	unsigned char cdb[6] = { 0x15, 0x10, 0, 0, (unsigned char)(4 + len), 0 };
+	struct scsi_task *t = scsi_create_task(6, cdb, SCSI_XFER_WRITE, 4 + len);
+	struct iscsi_data d = { (size_t)(4 + len), list };
+
+	ck_assert_ptr_nonnull(t);
+	memcpy(list + 4, pages, (size_t)len);
+	return iscsi_scsi_command_sync(iscsi, lun, t, &d);
+}
+
+/* After WCE=0, MODE SELECTs that carry no Caching page (the Control
+ * page alone; a list tgt refuses after its Caching page) leave WCE at 0:
+ * both turned it back to 1, silently (helper-53).  No MODE SENSE in
+ * between: one reset what the selects compared with. */
+static void wce_off_stays_off(struct iscsi_context *iscsi, int lun)
+{
+	uint8_t control[64], pages[128];
+	int n = sense_page(iscsi, lun, SCSI_MODEPAGE_CONTROL, control,
+			   sizeof(control));
+	int c = sense_page(iscsi, lun, SCSI_MODEPAGE_CACHING, pages,
+			   sizeof(pages));
+
+	proto_assert_good(proto_select_wce(iscsi, lun, 0), "MODE SELECT WCE=0",
+			  false);
+	proto_assert_good(select_pages(iscsi, lun, control, n),
+			  "MODE SELECT of the Control page", false);
+	ck_assert_int_eq(proto_counter(lun, "wce"), 0);
+	pages[2] |= 0x04;			/* WCE=1, then a page tgt lacks */
+	memcpy(pages + c, "\x3e\x02\x00\x00", 4);
+	proto_assert_sense(select_pages(iscsi, lun, pages, c + 4),
+			   SCSI_SENSE_ILLEGAL_REQUEST, 0x2600,
+			   "MODE SELECT with an unknown page");
+	ck_assert_int_eq(proto_counter(lun, "wce"), 0);
+	proto_assert_good(select_pages(iscsi, lun, control, n),
+			  "MODE SELECT of the Control page", false);
+	ck_assert_int_eq(proto_counter(lun, "wce"), 0);
+}
+
 START_TEST(test_modes_mode_select_wce)
 {
 	int lun = modes[_i].lun, wce, dpofua;
 	struct iscsi_context *iscsi = proto_connect(lun);
 
 	if (modes[_i].wce) {	/* write-back: the initiator may turn it off */
-		proto_assert_good(proto_select_wce(iscsi, lun, 0), "MODE SELECT WCE=0",
-				  false);
+		wce_off_stays_off(iscsi, lun);
 		proto_caching(iscsi, lun, &wce, &dpofua);
 		ck_assert_int_eq(wce, 0);
 		proto_assert_good(proto_select_wce(iscsi, lun, 1), "MODE SELECT WCE=1",
