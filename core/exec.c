@@ -569,6 +569,14 @@ static enum syncguard_reason unmap_ranges(struct syncguard_lun *lun,
 	return err ? io_reason(err, true) : SYNCGUARD_OK;
 }
 
+static bool all_zero(const uint8_t *p, uint64_t len)
+{
+	while (len--)
+		if (*p++)
+			return false;
+	return true;
+}
+
 static enum syncguard_reason exec_write_same(struct syncguard_lun *lun,
 					     const struct syncguard_req *req,
 					     const struct syncguard_cdb *c,
@@ -590,7 +598,13 @@ static enum syncguard_reason exec_write_same(struct syncguard_lun *lun,
 	r = syncguard_check_range(lun, c->lba, n);
 	if (r)
 		return r;
-	if (c->unmap)
+	/* SBC-4 (WRITE SAME and unmap operations): with UNMAP the blocks
+	 * must read as if the block had been written, and an unmapped block
+	 * reads as zeroes (LBPRZ=1), so only a block of zeroes (or none:
+	 * NDOB, or tgt's none) is unmapped; any other is written (it was unmapped, GOOD,
+	 * and read back as zeroes: helper-53) */
+	if (c->unmap && (c->ndob || req->out_len < to_bytes(lun, 1) ||
+			 (!c->lbdata && all_zero(req->out, to_bytes(lun, 1)))))
 		return unmap_ranges(lun, &c->lba, &n, NULL, 1);
 	if (!c->ndob)
 		return write_same_data(lun, req->out, c, n);
@@ -610,7 +624,9 @@ static enum syncguard_reason exec_unmap(struct syncguard_lun *lun,
 {
 	const uint8_t *desc = req->out + 8;
 	enum syncguard_reason r = SYNCGUARD_OK;
-	uint64_t n;
+	/* the PARAMETER LIST LENGTH, within what arrived (a descriptor
+	 * past it had been unmapped: helper-53) */
+	uint64_t len = be(req->cdb + 7, 2), n;
 
 	(void)res;
 	(void)c;
@@ -618,13 +634,15 @@ static enum syncguard_reason exec_unmap(struct syncguard_lun *lun,
 		return SYNCGUARD_ERR_INVALID_OPCODE;
 	if (req->cdb[1] & 0x01)		/* ANCHOR: not supported */
 		return SYNCGUARD_ERR_INVALID_CDB;
-	if (req->out_len == 0)
+	if (len > req->out_len)
+		len = req->out_len;
+	if (len == 0)
 		return SYNCGUARD_OK;
-	if (req->out_len < 8)
+	if (len < 8)
 		return SYNCGUARD_ERR_PARAM_LEN;
 	n = be(req->out + 2, 2) / 16;
-	if (n > (req->out_len - 8) / 16)
-		n = (req->out_len - 8) / 16;
+	if (n > (len - 8) / 16)
+		n = (len - 8) / 16;
 	for (uint64_t i = 0; i < n && !r; i++) {	/* validate all first */
 		uint64_t lba = DESC_LBA(desc, i), len = DESC_LEN(desc, i);
 

@@ -243,7 +243,9 @@ int syncguard_lun_persist_range(struct syncguard_lun *lun, uint64_t off,
 int syncguard_lun_read(struct syncguard_lun *lun, uint8_t *buf, size_t len,
 		       uint64_t off);
 
-/* Deallocate bytes [off, off+len) so they read back as zeroes. 0 or -errno. */
+/* Deallocate bytes [off, off+len) so they read back as zeroes (a block
+ * device's partial sectors at either end are written with zeroes
+ * instead, PERSIST_CACHED).  0 or -errno. */
 int syncguard_lun_punch(struct syncguard_lun *lun, uint64_t off, uint64_t len);
 
 #endif

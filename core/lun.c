@@ -255,6 +255,9 @@ static int get_size(struct syncguard_lun *lun, const struct stat *st,
 		}
 		if (!ioctl(lun->fd, BLKPBSZGET, &pbs))
 			lun->phys_block_size = pbs;
+		pbs = 0;	/* fallocate takes whole logical sectors */
+		if (!ioctl(lun->fd, BLKSSZGET, &pbs) && pbs > bs)
+			lun->punch_align = pbs;
 	} else {
 		lun->size = (uint64_t)st->st_size;
 		lun->phys_block_size = (unsigned int)st->st_blksize;
@@ -1294,7 +1297,8 @@ int syncguard_lun_read(struct syncguard_lun *lun, uint8_t *buf, size_t len,
 	return err;
 }
 
-int syncguard_lun_punch(struct syncguard_lun *lun, uint64_t off, uint64_t len)
+static int punch_aligned(struct syncguard_lun *lun, uint64_t off,
+			 uint64_t len)
 {
 	int err = 0;
 
@@ -1315,5 +1319,46 @@ int syncguard_lun_punch(struct syncguard_lun *lun, uint64_t off, uint64_t len)
 		syncguard_mix_end(&lun->mix, SYNCGUARD_MIX_CACHED, off, len);
 	if (!err)
 		syncguard_mark_dirty(lun);	/* new metadata, volatile */
+	return err;
+}
+
+/* zeroes written over @len bytes at @off (less than one sector) */
+static int zero_bytes(struct syncguard_lun *lun, uint64_t off, uint64_t len)
+{
+	uint8_t *zero;
+	int err;
+
+	if (!len)
+		return 0;
+	zero = calloc(1, len);
+	if (!zero)
+		return -ENOMEM;
+	err = syncguard_lun_write(lun, zero, len, off, SYNCGUARD_PERSIST_CACHED);
+	free(zero);
+	return err;
+}
+
+/*
+ * A block device deallocates whole logical sectors of its own
+ * (blkdev_fallocate refuses anything else with EINVAL), which a LUN with
+ * smaller blocks (512 on a 4 KiB-sector device) need not give: the
+ * whole sectors inside the range are deallocated, and the blocks at
+ * either end that share a sector with blocks outside it are written
+ * with zeroes, so the range reads back as zeroes as LBPRZ=1 says (its
+ * UNMAP had failed as a MEDIUM ERROR: helper-53).
+ */
+int syncguard_lun_punch(struct syncguard_lun *lun, uint64_t off, uint64_t len)
+{
+	uint64_t g = lun->punch_align ? lun->punch_align : 1;
+	uint64_t head = (off + g - 1) / g * g, tail = (off + len) / g * g;
+	int err;
+
+	if (head >= tail)
+		return zero_bytes(lun, off, len);
+	err = zero_bytes(lun, off, head - off);
+	if (!err)
+		err = punch_aligned(lun, head, tail - head);
+	if (!err)
+		err = zero_bytes(lun, tail, off + len - tail);
 	return err;
 }

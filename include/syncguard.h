@@ -346,6 +346,8 @@ struct syncguard_lun {
 	uint64_t size;			/* bytes, multiple of the block size */
 	unsigned int block_shift;	/* log2(logical block size in bytes) */
 	unsigned int phys_block_size;	/* bytes; 0 if unknown */
+	unsigned int punch_align;	/* bytes a block device deallocates
+					 * in (its logical sector); 0 = any */
 	bool blockdev;
 	int dev_write_cache;		/* the block device under the LUN
 					 * (itself, or under its file

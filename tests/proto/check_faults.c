@@ -64,7 +64,7 @@ static void setup(void)
  * does not fail the tests after it (each failed on the LUN still there) */
 static void fresh_state(void)
 {
-	ck_assert_int_eq(proto_del_left_luns(), 0);
+	ck_assert_int_eq(proto_del_left_luns(0), 0);
 	model_ctl("clear");
 	model_ctl("flush-ms 0");
 }

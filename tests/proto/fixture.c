@@ -161,16 +161,17 @@ int proto_del_lun(int lun)
 			state, PROTO_TID, lun);
 }
 
-int proto_del_left_luns(void)
+int proto_del_left_luns(int keep)
 {
 	return proto_sh("'%s/scripts/tgtd-private' adm '%s' --op show --mode "
 			"target | awk '/^Target [0-9]+:/ { t = $2 == \"%d:\" } "
-			"t && /^ +LUN: [1-9]/ { print $2 }' | while read -r n; do "
-			"echo \"proto: deleting LUN $n, left behind by a "
-			"failed test\" >&2; '%s/scripts/tgtd-private' adm '%s' "
-			"--lld iscsi --op delete --mode logicalunit --tid %d "
-			"--lun $n || exit 1; done", top, state, PROTO_TID, top,
-			state, PROTO_TID);
+			"t && /^ +LUN: [0-9]/ && $2 > %d { print $2 }' | while "
+			"read -r n; do echo \"proto: deleting LUN $n, left "
+			"behind by a failed test\" >&2; "
+			"'%s/scripts/tgtd-private' adm '%s' --lld iscsi --op "
+			"delete --mode logicalunit --tid %d --lun $n || exit 1; "
+			"done", top, state, PROTO_TID, keep, top, state,
+			PROTO_TID);
 }
 
 const char *proto_dir(void)

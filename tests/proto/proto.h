@@ -57,11 +57,11 @@ int proto_add_lun(int lun, const char *path, const char *bsopts,
 
 /* Delete LUN @lun; returns tgtadm's exit status. */
 int proto_del_lun(int lun);
-/* Delete every LUN of target PROTO_TID but LUN 0 (the controller): for a
- * checked fixture of a TCase whose unchecked one adds no LUNs, so that a
- * test that failed before deleting its LUNs does not fail the ones after
- * it.  0, or the shell's status. */
-int proto_del_left_luns(void);
+/* Delete every LUN of target PROTO_TID numbered above @keep (LUN 0 is
+ * the controller; a TCase's unchecked fixture adds LUNs 1 to @keep): for
+ * a checked fixture, so that a test that failed before deleting its
+ * LUNs does not fail the ones after it.  0, or the shell's status. */
+int proto_del_left_luns(int keep);
 /* tgtadm --op update --mode logicalunit --params @params: 0 or the
  * command's exit status (its stderr is dropped). */
 int proto_update_lun(int lun, const char *params);

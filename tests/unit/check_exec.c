@@ -593,6 +593,49 @@ START_TEST(test_exec_write_same_unmap_huge_lun)
 }
 END_TEST
 
+/* WRITE SAME(10) with UNMAP and a block that is not zeroes writes it
+ * (SBC-4: the blocks read as if written; an unmapped one reads zeroes):
+ * it unmapped, answered GOOD and read back zeroes (helper-53).  A block
+ * of zeroes still unmaps. */
+START_TEST(test_exec_write_same_unmap_data)
+{
+	uint8_t ws10[10] = { 0x41, 0x08, 0, 0, 0, 8, 0, 0, 4, 0 };
+	uint8_t zero[4 * BS] = { 0 };
+
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	lun.thin = true;
+	fill(3);
+	ck_assert_int_eq(run(ws10, 10, data, BS, NULL, 0).reason, SYNCGUARD_OK);
+	ck_assert_int_eq(read10(8, 4, false), SYNCGUARD_OK);
+	for (int i = 0; i < 4; i++)
+		ck_assert_mem_eq(back + i * BS, data, BS);
+	ck_assert_int_eq(run(ws10, 10, zero, BS, NULL, 0).reason, SYNCGUARD_OK);
+	ck_assert_int_eq(read10(8, 4, false), SYNCGUARD_OK);
+	ck_assert_mem_eq(back, zero, 4 * BS);
+}
+END_TEST
+
+/* UNMAP reads its PARAMETER LIST LENGTH: a descriptor in Data-Out past
+ * it is not unmapped (it was: helper-53) */
+START_TEST(test_exec_unmap_parameter_list_length)
+{
+	uint8_t unmap[10] = { 0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0 };
+	uint8_t list[40] = { 0, 38, 0, 32 }, zero[BS] = { 0 };
+
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	lun.thin = true;
+	fill(9);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	list[8 + 7] = 1, list[8 + 11] = 1;		/* LBA 1, 1 block */
+	list[24 + 7] = 5, list[24 + 11] = 1;		/* LBA 5: past 24 */
+	ck_assert_int_eq(run(unmap, 10, list, sizeof(list), NULL, 0).reason,
+			 SYNCGUARD_OK);
+	ck_assert_int_eq(read10(0, 8, false), SYNCGUARD_OK);
+	ck_assert_mem_eq(back + BS, zero, BS);
+	ck_assert_mem_eq(back + 5 * BS, data + 5 * BS, BS);
+}
+END_TEST
+
 /* ---- bad CDBs ---- */
 
 START_TEST(test_exec_lba_out_of_range)
@@ -1191,6 +1234,8 @@ Suite *exec_suite(void)
 	tcase_add_test(data, test_exec_lba_out_of_range);
 	tcase_add_test(data, test_exec_short_data_in_and_out);
 	tcase_add_test(data, test_exec_write_same_unmap_huge_lun);
+	tcase_add_test(data, test_exec_write_same_unmap_data);
+	tcase_add_test(data, test_exec_unmap_parameter_list_length);
 	tcase_add_test(faults, test_exec_write_eio);
 	tcase_add_test(faults, test_exec_read_eio);
 	tcase_add_test(faults, test_exec_enospc);
