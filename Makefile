@@ -18,8 +18,9 @@ BASE     := -std=gnu11 -D_GNU_SOURCE -Iinclude -Icore $(WARN)
 BUILD    := build
 TGT_SRC  ?= $(BUILD)/tgt-src
 BSDIR    ?= /usr/lib/tgt/backing-store
-# the tests, the demo and the bench start several private tgtds at once:
-# one pair of ports chosen for scripts/tgtd-private by hand would clash
+# the tests and the bench start several private tgtds at once: one pair
+# of ports chosen for scripts/tgtd-private by hand would clash.  The demo
+# starts one, and gets them (below).
 unexport TGTD_PRIVATE_CTL TGTD_PRIVATE_PORT
 DESTDIR  ?=
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer \
@@ -242,7 +243,8 @@ bench: all
 	scripts/bench.sh
 
 demo: all install
-	scripts/demo.sh
+	TGTD_PRIVATE_CTL=$(TGTD_PRIVATE_CTL) \
+	TGTD_PRIVATE_PORT=$(TGTD_PRIVATE_PORT) scripts/demo.sh
 
 clean:
 	rm -rf $(BUILD)/pic $(BUILD)/san $(BUILD)/sanpic $(BUILD)/abi \
