@@ -53,6 +53,11 @@ usage_case -t 5 --bytes 1m iscsi://127.0.0.1/x/1		# -t was dropped
 usage_case --compare --csv a.json b.json			# --csv was ignored
 usage_case --compare
 usage_case http://127.0.0.1/x/1
+usage_case --label $'\xff\xfe' iscsi://127.0.0.1/x/1	# invalid UTF-8 made the JSON invalid
+usage_case --label $'\xc0\xaf' iscsi://127.0.0.1/x/1	# an overlong '/'
+out=$("$sb" 'iscsi://bob%hunter2@127.0.0.1:1/iqn.x/' 2>&1); rc=$?
+expect "a bad URL's message masks its CHAP secret (it printed it): $(head -1 <<<"$out")" \
+	'[ $rc -eq 2 ] && grep -q "bob%\*\*\*@" <<<"$out" && ! grep -q hunter2 <<<"$out"'
 for a in --bogus "iqn.x abc" "iqn.x 1 extra"; do
 	out=$("$top/tools/syncguard-stat" $a 2>&1); rc=$?
 	expect "syncguard-stat $a: exit 2 with the reason (it printed the synopsis alone)" \

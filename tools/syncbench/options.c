@@ -211,13 +211,40 @@ static void set_preset(struct config *c, const char *arg)
 	c->preset = arg;
 }
 SETTER(set_full, c->full = true)
+/* Is @s valid UTF-8 (RFC 3629: no overlong forms, no surrogates, at
+ * most U+10FFFF)? */
+static bool utf8_valid(const unsigned char *s)
+{
+	while (*s) {
+		unsigned int n = *s < 0x80 ? 0 : (*s & 0xe0) == 0xc0 ? 1 :
+				 (*s & 0xf0) == 0xe0 ? 2 : (*s & 0xf8) == 0xf0 ? 3 : 9;
+		unsigned long cp = n == 0 ? *s : n == 1 ? *s & 0x1fu :
+				   n == 2 ? *s & 0x0fu : *s & 0x07u;
+		static const unsigned long least[4] = { 0, 0x80, 0x800, 0x10000 };
+
+		if (n > 3)
+			return false;
+		for (unsigned int i = 1; i <= n; i++) {
+			if ((s[i] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i] & 0x3fu);
+		}
+		if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		s += n + 1;
+	}
+	return true;
+}
+
 /* a label goes into CSV, JSON and gnuplot titles unquoted */
 static void set_label(struct config *c, const char *arg)
 {
 	for (const char *p = arg; *p; p++)
-		if ((unsigned char)*p < 0x20 || strchr(",\"'\\", *p))
+		if ((unsigned char)*p < 0x20 || *p == 0x7f || strchr(",\"'\\", *p))
 			syncguard_usage_error("--label: '%s': no commas, quotes, backslashes "
 					      "or control characters", arg);
+	if (!utf8_valid((const unsigned char *)arg))	/* JSON is UTF-8 */
+		syncguard_usage_error("--label: %s", "not valid UTF-8");
 	if (!*arg || strlen(arg) > 60)
 		syncguard_usage_error("--label: '%s': 1 to 60 characters", arg);
 	c->label = arg;

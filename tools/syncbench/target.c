@@ -111,9 +111,15 @@ struct iscsi_context *syncguard_target_login(const struct config *c, int *lun,
 		return NULL;
 	}
 	u = iscsi_parse_full_url(iscsi, c->url);
-	if (!u || u->lun < 0 || u->lun > 16383)	/* SAM's flat space */
-		syncguard_usage_error("bad URL: %s", u ? "the LUN must be 0..16383" :
-				      iscsi_get_error(iscsi));
+	if (!u || u->lun < 0 || u->lun > 16383) {	/* SAM's flat space */
+		char why[1024];
+
+		/* libiscsi's message quotes the URL: its CHAP secret masked
+		 * (it was printed in clear: helper-52) */
+		syncguard_shown_url(u ? "the LUN must be 0..16383" :
+				    iscsi_get_error(iscsi), why, sizeof(why));
+		syncguard_usage_error("bad URL: %s", why);
+	}
 	iscsi_set_targetname(iscsi, u->target);
 	iscsi_set_session_type(iscsi, ISCSI_SESSION_NORMAL);
 	iscsi_set_header_digest(iscsi, c->header_digest ?
