@@ -142,7 +142,8 @@ static int fail(struct scsi_cmd *cmd, enum syncguard_reason r)
  * The WCE bit of the Caching page in a MODE SELECT(6/10) parameter list
  * (SPC-4 7.5.6: mode parameter header, block descriptors, mode pages),
  * read within the PARAMETER LIST LENGTH as tgt's handler reads it; -1 if
- * the list carries no Caching page.
+ * the list carries no Caching page, -2 if its PAGE LENGTH is not the
+ * page's (SBC-3 6.4.5: 12h; tgt took a longer one and applied its WCE).
  */
 static int selected_wce(struct scsi_cmd *cmd)
 {
@@ -161,7 +162,8 @@ static int selected_wce(struct scsi_cmd *cmd)
 		bool spf = d[off] & 0x40;	/* SUB_PAGE format: 4-byte header */
 
 		if ((d[off] & 0x3f) == CACHING_PAGE && !spf)
-			return !!(d[off + 2] & WCE_BIT);
+			return d[off + 1] != CACHING_PAGE_LEN ? -2 :
+			       !!(d[off + 2] & WCE_BIT);
 		if (spf && off + 4 > len)
 			break;
 		off += spf ? 4u + (uint32_t)(d[off + 2] << 8 | d[off + 3]) :
@@ -190,14 +192,17 @@ static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
 	bool was = bs->open && syncguard_lun_wanted_wce(&bs->lun);
-	int ret, wce;
+	int ret, wce = selected_wce(cmd);
 
+	if (wce == -2 && !device_reserved(cmd))
+		return fail(cmd, SYNCGUARD_ERR_INVALID_PARAM);
 	if (bs->open)	/* tgt compares the select with the page shown */
 		page_set_wce(cmd->dev, syncguard_lun_reported_wce(&bs->lun));
 	ret = bs->tgt_ops[cmd->scb[0]](host_no, cmd);
 	if (!bs->open)
 		return ret;
-	wce = ret == SAM_STAT_GOOD ? selected_wce(cmd) : -1;
+	if (ret != SAM_STAT_GOOD)
+		wce = -1;
 	if (wce < 0 || wce == (int)was) {
 		page_set_wce(cmd->dev, syncguard_lun_reported_wce(&bs->lun));
 		return ret;

@@ -173,7 +173,8 @@ static struct scsi_task *select_pages(struct iscsi_context *iscsi, int lun,
 
 /* After WCE=0, MODE SELECTs that carry no Caching page (the Control
  * page alone; a list tgt refuses after its Caching page) leave WCE at 0:
- * both turned it back to 1, silently (helper-53).  No MODE SENSE in
+ * both turned it back to 1, silently (helper-53); a Caching page with a
+ * wrong PAGE LENGTH is refused (tgt applied its WCE).  No MODE SENSE in
  * between: one reset what the selects compared with. */
 static void wce_off_stays_off(struct iscsi_context *iscsi, int lun)
 {
@@ -196,6 +197,12 @@ static void wce_off_stays_off(struct iscsi_context *iscsi, int lun)
 	ck_assert_int_eq(proto_counter(lun, "wce"), 0);
 	proto_assert_good(select_pages(iscsi, lun, control, n),
 			  "MODE SELECT of the Control page", false);
+	ck_assert_int_eq(proto_counter(lun, "wce"), 0);
+	pages[1] += 2;			/* a PAGE LENGTH not the page's */
+	memset(pages + c, 0, 2);
+	proto_assert_sense(select_pages(iscsi, lun, pages, c + 2),
+			   SCSI_SENSE_ILLEGAL_REQUEST, 0x2600,
+			   "MODE SELECT of a Caching page 2 bytes long");
 	ck_assert_int_eq(proto_counter(lun, "wce"), 0);
 }
 
