@@ -176,6 +176,17 @@ kill -INT "$pid"
 wait "$pid"
 expect "Ctrl-C in CSV: the row says interrupted" \
 	'[ "$(awk -F, "NR == 1 { print \$22 } NR == 2 { print \$22 }" "$work/int.csv" | tr "\n" " ")" = "interrupted 1 " ]'
+# Ctrl-C during a --verify run stops the writes and still checks them,
+# and saves the state (it read back nothing and saved none: helper-52)
+rm -f "$work/int.state"
+"$sb" -t 30 -q 4 --verify --state "$work/int.state" --span 4m --no-progress "$u1" >"$work/intv.out" 2>&1 &
+pid=$!
+sleep 1.5
+kill -INT "$pid"
+wait "$pid"; rc=$?
+expect "Ctrl-C under --verify: read back, 0 mismatches, state saved, exit 130 ($(tail -2 "$work/intv.out" | tr '\n' ' '))" \
+	'[ $rc -eq 130 ] && grep -q " 0 mismatches" "$work/intv.out" && [ -s "$work/int.state" ] &&
+	 "$sb" --verify-only --state "$work/int.state" --span 4m "$u1" >/dev/null 2>&1'
 
 
 "$sb" --preset iozone --csv --no-progress "$u2" >"$work/iozone.csv"

@@ -693,6 +693,13 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 			r->verify_ran = true;
 			r->verify_complete = !ret;
 		}
+		/* it holds what a complete read-back found (helper-52: none
+		 * was written, silently, after a cut-short run) */
+		if (ret && rn.vmap && c->state)
+			fprintf(stderr, PROG ": verify: %s not saved: the "
+				"read-back did not complete (to check a LUN "
+				"after a power cut, use iscsi-crashtest)\n",
+				c->state);
 	}
 	rn.closing = true;
 	for (unsigned int i = 0; i < rn.nsess; i++)

@@ -171,19 +171,26 @@ static void mismatch(struct result *r, uint64_t lba, uint64_t want,
 
 /* Read [0, blocks) back; @want(lba) gives the expected stamp (0: any
  * whole stamp or none is fine), @alt(lba) a second acceptable one.
- * 0, -1 (a READ failed), -3 (Ctrl-C: r->interrupted set). */
+ * A Ctrl-C that stopped the writes before does not stop it (the run's
+ * writes are checked; the second Ctrl-C quits at once): one during it
+ * does.  0, -1 (a READ failed), -3 (Ctrl-C: r->interrupted set). */
 static int read_back(struct iscsi_context *iscsi, int lun,
 		     const struct target_info *ti, uint64_t blocks,
 		     const uint64_t *want, const uint64_t *alt,
 		     struct result *r)
 {
+	const bool before = syncguard_interrupted;
+
+	if (before)
+		fprintf(stderr, PROG ": verify: reading back the %" PRIu64
+			" blocks written (Ctrl-C again quits at once)\n", blocks);
 	for (uint64_t lba = 0; lba < blocks; lba += CHUNK) {
 		uint32_t n = blocks - lba < CHUNK ? (uint32_t)(blocks - lba) : CHUNK;
-		struct scsi_task *t = syncguard_interrupted ? NULL :
+		struct scsi_task *t = syncguard_interrupted && !before ? NULL :
 			iscsi_read16_sync(iscsi, lun, lba, n * ti->block_size,
 					  (int)ti->block_size, 0, 0, 0, 0, 0);
 
-		if (syncguard_interrupted) {
+		if (syncguard_interrupted && !before) {
 			fprintf(stderr, PROG ": verify: interrupted at LBA %"
 				PRIu64 " of %" PRIu64 "\n", lba, blocks);
 			if (t)
