@@ -147,6 +147,14 @@ expect "--cache-off restores WCE=1" '[ "$(jq -r .target.wce "$work/after.json")"
 
 "$sb" --bytes 4m -p seq -q 4 --verify --state "$work/state" --span 4m --no-progress --csv "$u1" >"$work/verify.csv"
 expect "--verify passes on an honest target" '[ $? -eq 0 ]'
+# a span too small for the depth: the queue ran at about 4 of 32, under
+# the label QD 32, silently (helper-52); it says so, and a span with room
+# does not
+"$sb" -t 1 -q 32 --verify --span 16k --no-progress "$u2" >/dev/null 2>"$work/starved.err"
+"$sb" -t 1 -q 4 --verify --span 4m --no-progress "$u2" >/dev/null 2>"$work/full.err"
+expect "--verify on a span too small for QD 32 says the depth it reached ($(head -c 200 "$work/starved.err"))" \
+	'grep -q "verify: the queue ran at [0-4]\.[0-9] commands in flight of 32" "$work/starved.err" &&
+	 ! grep -q "the queue ran at" "$work/full.err"'
 expect "--verify's CSV row says what was read back (it had no verify columns)" \
 	'[ "$(awk -F, "NR == 1 { print \$24, \$25 } NR == 2 { print \$24, \$25 }" "$work/verify.csv" | tr "\n" " ")" = "verify_checked verify_mismatches 8192 0 " ]'
 "$sb" --verify-only --state "$work/state" --span 4m "$u1" >/dev/null

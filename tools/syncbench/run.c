@@ -60,6 +60,7 @@ struct run {
 	uint64_t iv_ops, iv_bytes;
 	struct verify_map *vmap;
 	uint8_t *busy;		/* --verify: blocks with a write in flight */
+	uint64_t starved;	/* --verify: no free block for a command */
 	uint16_t ua_shown[8];	/* unit attentions (ASC/ASCQ) said so far */
 	unsigned int n_ua_shown;
 	struct target_sample at_measure; /* the target's counters when the
@@ -325,6 +326,7 @@ static void fill(struct sess *s)
 		op->flushing = false;
 		if (!next_op(s, op)) {
 			s->free[s->nfree++] = op;
+			s->run->starved++;
 			return;
 		}
 		op->start_ns = now_ns();
@@ -643,6 +645,23 @@ static void summarize(struct run *rn, uint64_t end)
 	r->interrupted = syncguard_interrupted;
 }
 
+/* --verify keeps a second write off a block until the first is
+ * answered: on a small span the queue runs below its depth, which the
+ * result (labelled with the depth asked for) must not hide (helper-52).
+ * The depth reached is Little's: commands per second x mean latency. */
+static void note_starved(const struct run *rn, const struct result *r)
+{
+	double want = (double)rn->p->qd * rn->nsess;
+	double got = r->iops * syncguard_hist_mean(&r->hist) / 1e9;
+
+	if (!rn->starved || !r->ops || got >= 0.9 * want)
+		return;
+	fprintf(stderr, PROG ": verify: the queue ran at %.1f commands in "
+		"flight of %.0f (a block is not written again while a write "
+		"to it is in flight; a larger --span keeps the queue full)\n",
+		got, want);
+}
+
 int syncguard_run_point(const struct config *c, const struct target_info *ti,
 			const struct run_params *p, struct result *r)
 {
@@ -682,6 +701,7 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 		if (r->gone)
 			end = rn.last_progress;
 		summarize(&rn, end);
+		note_starved(&rn, r);
 		flushes_per_op(&rn, r);
 		if (rn.vmap && (r->gone || rn.s[0].dead)) {
 			fprintf(stderr, PROG ": verify: skipped, the target "
