@@ -58,7 +58,10 @@ usage_case --label $'\xc0\xaf' iscsi://127.0.0.1/x/1	# an overlong '/'
 out=$("$sb" 'iscsi://bob%hunter2@127.0.0.1:1/iqn.x/' 2>&1); rc=$?
 expect "a bad URL's message masks its CHAP secret (it printed it): $(head -1 <<<"$out")" \
 	'[ $rc -eq 2 ] && grep -q "bob%\*\*\*@" <<<"$out" && ! grep -q hunter2 <<<"$out"'
-for a in --bogus "iqn.x abc" "iqn.x 1 extra"; do
+out=$("$top/tools/syncguard-stat" iqn.2026-11.org.syncguard:none 1 --json 2>/dev/null); rc=$?
+expect "syncguard-stat takes --json after the operands (it was 'one argument too many')" \
+	'[ $rc -eq 1 ] && [ "$out" = "[]" ]'
+for a in --bogus "--watch iqn.x 1" "iqn.x abc" "iqn.x 1 extra"; do
 	out=$("$top/tools/syncguard-stat" $a 2>&1); rc=$?
 	expect "syncguard-stat $a: exit 2 with the reason (it printed the synopsis alone)" \
 		'[ $rc -eq 2 ] && grep -q "^syncguard-stat: .* '"'"'" <<<"$out"'

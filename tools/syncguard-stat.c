@@ -263,47 +263,72 @@ static int usage_error(const char *why, const char *arg)
 	return 2;
 }
 
+static const char help_text[] =
+	"usage: syncguard-stat [--json] [TARGET-IQN [LUN]]\n\n"
+	"Counters of syncguard LUNs from " SYNCGUARD_STATS_DIR
+	"/<target>/lun<N>.stats:\ncommands by kind, device "
+	"flushes (fdatasync) and their latency, RWF_DSYNC\n"
+	"writes, plp writeouts and O_DIRECT writes, flushes "
+	"saved by coalescing and\nelision; whether writes go "
+	"O_DIRECT, and which way write_sync and flush\n"
+	"batching run now, with each way's rate in its last "
+	"measured epoch;\nan error the LUN has latched.\n"
+	"Without arguments, every LUN's, by target and "
+	"LUN.\nCounters of a tgtd "
+	"that has exited are marked (gone).\n--json: one array "
+	"of objects, with the flush latency histogram.\n"
+	"Exit status: 0 counters printed, 1 none matched, 2 a "
+	"usage error.\n";
+
+/* Options anywhere among the arguments (helper-54: `IQN 1 --json` was
+ * refused as an argument too many), up to two operands into @pos;
+ * -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, bool *json, char **pos,
+		      int *npos)
+{
+	bool operands_only = false;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!operands_only && !strcmp(a, "--")) {
+			operands_only = true;
+		} else if (!operands_only && (!strcmp(a, "--help") ||
+					      !strcmp(a, "-h"))) {
+			fputs(help_text, stdout);
+			return 0;
+		} else if (!operands_only && !strcmp(a, "--json")) {
+			*json = true;
+		} else if (!operands_only && a[0] == '-' && a[1]) {
+			return usage_error("unknown option", a);
+		} else if (*npos == 2) {
+			return usage_error("one argument too many:", a);
+		} else {
+			pos[(*npos)++] = argv[i];
+		}
+	}
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
 	bool json = false, first = true;
-	int i = 1, n = 0, count;
+	int n = 0, count, npos = 0, ret;
 	long want_lun = -1;
 	struct dirent **e;
+	char *pos[2] = { NULL, NULL };
 
-	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		printf("usage: syncguard-stat [--json] [TARGET-IQN [LUN]]\n\n"
-		       "Counters of syncguard LUNs from " SYNCGUARD_STATS_DIR
-		       "/<target>/lun<N>.stats:\ncommands by kind, device "
-		       "flushes (fdatasync) and their latency, RWF_DSYNC\n"
-		       "writes, plp writeouts and O_DIRECT writes, flushes "
-		       "saved by coalescing and\nelision; whether writes go "
-		       "O_DIRECT, and which way write_sync and flush\n"
-		       "batching run now, with each way's rate in its last "
-		       "measured epoch;\nan error the LUN has latched.\n"
-		       "Without arguments, every LUN's, by target and "
-		       "LUN.\nCounters of a tgtd "
-		       "that has exited are marked (gone).\n--json: one array "
-		       "of objects, with the flush latency histogram.\n"
-		       "Exit status: 0 counters printed, 1 none matched, 2 a "
-		       "usage error.\n");
-		return 0;
-	}
-	if (argc > 1 && !strcmp(argv[1], "--json")) {
-		json = true;
-		i++;
-	}
-	if (argc - i == 2)
-		want_lun = lun_number(argv[i + 1], argv[i + 1] + strlen(argv[i + 1]));
-	if (argc - i > 2)
-		return usage_error("one argument too many:", argv[i + 2]);
-	if (argc > i && argv[i][0] == '-')
-		return usage_error("unknown option", argv[i]);
-	if (argc - i == 2 && want_lun < 0)
-		return usage_error("not a LUN number:", argv[i + 1]);
+	ret = parse_args(argc, argv, &json, pos, &npos);
+	if (ret >= 0)
+		return ret;
+	if (npos == 2)
+		want_lun = lun_number(pos[1], pos[1] + strlen(pos[1]));
+	if (npos == 2 && want_lun < 0)
+		return usage_error("not a LUN number:", pos[1]);
 	if (json)
 		printf("[");
-	if (argc > i) {
-		n = walk_target(argv[i], want_lun, json, &first);
+	if (npos) {
+		n = walk_target(pos[0], want_lun, json, &first);
 	} else if ((count = scandir(SYNCGUARD_STATS_DIR, &e, NULL,
 				    versionsort)) >= 0) {
 		for (int t = 0; t < count; t++) {
@@ -317,13 +342,14 @@ int main(int argc, char **argv)
 		printf("]\n");
 	if (!n && reasons_said)
 		;				/* said why above */
-	else if (!n && argc - i == 2)
+	else if (!n && npos == 2)
 		fprintf(stderr, "syncguard-stat: no counters for LUN %ld of %s "
 			"in " SYNCGUARD_STATS_DIR " (is it a syncguard LUN of a "
-			"running tgtd?)\n", want_lun, argv[i]);
-	else if (!n && argc - i == 1)
+			"running tgtd, with a store? a LUN a refused path= left "
+			"without one has none)\n", want_lun, pos[0]);
+	else if (!n && npos == 1)
 		fprintf(stderr, "syncguard-stat: no counters for target %s in "
-			SYNCGUARD_STATS_DIR "\n", argv[i]);
+			SYNCGUARD_STATS_DIR "\n", pos[0]);
 	else if (!n)
 		fprintf(stderr, "syncguard-stat: no syncguard LUN counters found "
 			"in " SYNCGUARD_STATS_DIR "\n");
