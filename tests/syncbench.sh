@@ -242,6 +242,19 @@ sock_before=$(ls /var/run/tgtd/socket."$ctl2" /var/run/tgtd/socket."$ctl2".lock 
 "$tp" stop "$work/tgtd2" >/dev/null
 expect "tgtd-private stop removes the control socket tgtd leaves (1,604 pairs had piled up)" \
 	'[ "$sock_before" -eq 2 ] && ! ls /var/run/tgtd/socket."$ctl2"* >/dev/null 2>&1'
+# --cache-off against a target killed mid-run: the restore says the
+# target did not answer (it gave an older command's unit attention as
+# the reason: helper-52)
+"$tp" start "$work/tgtd2" "$top/bs_syncguard.so" >/dev/null &&
+	"$tp" target "$work/tgtd2" 1 "$iqn" &&
+	"$tp" lun "$work/tgtd2" 1 1 "$work/other.img" mode=write-back || exit 1
+"$sb" --cache-off -s fua --timeout 3 -t 10 --no-progress "$("$tp" url "$work/tgtd2" "$iqn" 1)" >/dev/null 2>"$work/dead.err" &
+pid=$!
+sleep 1.5
+"$tp" kill "$work/tgtd2"
+wait "$pid"; rc=$?
+expect "--cache-off on a killed target: the restore says it got no answer ($(grep refused "$work/dead.err"))" \
+	'[ $rc -eq 1 ] && grep -q "MODE SELECT WCE=1 refused: no answer from the target" "$work/dead.err"'
 expect "another busy tgtd's counters of the same target name are not this LUN's either" \
 	'[ "$(jq -r "[.results[0].device_flushes_per_op, .results[0].target_writes] | @tsv" "$work/twin-busy.json")" = "$(printf "\t")" ]'
 expect "another tgtd's counters of the same target name are not reported as this LUN's" \

@@ -232,12 +232,15 @@ int syncguard_target_describe(struct iscsi_context *iscsi, int lun,
 	return 0;
 }
 
-/* MODE SELECT(6) of the Caching page with WCE = @wce; 0 or -1 */
 /* One MODE SENSE and, unless WCE is @wce already, one MODE SELECT: 0,
  * 1 (a unit attention: try again), -1 with the reason in @why. */
 static int set_wce_once(struct iscsi_context *iscsi, int lun, int wce,
 			char *why, size_t len)
 {
+	/* libiscsi's last error, to tell a new one from it: a command that
+	 * got no answer sets none, and an older command's (a unit attention
+	 * the run retried) was given as the reason (helper-52) */
+	char *before = strdup(iscsi_get_error(iscsi));
 	struct scsi_task *t = iscsi_modesense6_sync(iscsi, lun, 1,
 		SCSI_MODESENSE_PC_CURRENT, SCSI_MODEPAGE_CACHING, 0, 255);
 	struct scsi_mode_sense *ms;
@@ -260,9 +263,13 @@ static int set_wce_once(struct iscsi_context *iscsi, int lun, int wce,
 	if (ret && failed && failed->status == SCSI_STATUS_CHECK_CONDITION) {
 		ret = failed->sense.key == SCSI_SENSE_UNIT_ATTENTION ? 1 : -1;
 		syncguard_sense_text(&failed->sense, why, len);
+	} else if (ret && before && !strcmp(before, iscsi_get_error(iscsi))) {
+		snprintf(why, len, "no answer from the target (the session "
+			 "is lost, or the command timed out)");
 	} else if (ret) {
 		snprintf(why, len, "%s", iscsi_get_error(iscsi));
 	}
+	free(before);
 	if (sel)
 		scsi_free_scsi_task(sel);
 	if (t)
