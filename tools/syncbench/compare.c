@@ -298,8 +298,8 @@ int syncguard_compare_files(const struct config *c)
 	if (n < 0)
 		return 1;
 	printf("%-20s %-16s %-10s %8s %4s %4s %10s %8s %10s %8s\n", "run",
-	       "workload", "sync", "size", "QD", "sess", "IOPS", "ratio",
-	       "p99 us", "ratio");
+	       "workload", "sync", "size", "QD", "sess", "IOPS", "IOPS x",
+	       "p99 us", "p99 x");
 	for (int i = 0; i < n; i++) {
 		const struct row *r = &rows[i], *b = base_of(rows, n, r);
 
