@@ -152,6 +152,7 @@ static int selected_wce(struct scsi_cmd *cmd)
 	uint32_t len = ten ? (uint32_t)(cmd->scb[7] << 8 | cmd->scb[8]) :
 			     cmd->scb[4];
 	uint32_t off = ten ? 8 : 4;
+	int wce = -1;
 
 	if (len > scsi_get_out_length(cmd))
 		len = scsi_get_out_length(cmd);
@@ -161,15 +162,18 @@ static int selected_wce(struct scsi_cmd *cmd)
 	while (off + 2 < len) {
 		bool spf = d[off] & 0x40;	/* SUB_PAGE format: 4-byte header */
 
-		if ((d[off] & 0x3f) == CACHING_PAGE && !spf)
-			return d[off + 1] != CACHING_PAGE_LEN ? -2 :
-			       !!(d[off + 2] & WCE_BIT);
+		/* tgt applies the pages in order: the last one counts
+		 * (helper-55: the first was taken, and two pages 1 then 0
+		 * left WCE 1) */
+		if ((d[off] & 0x3f) == CACHING_PAGE && !spf && wce != -2)
+			wce = d[off + 1] != CACHING_PAGE_LEN ? -2 :
+			      !!(d[off + 2] & WCE_BIT);
 		if (spf && off + 4 > len)
 			break;
 		off += spf ? 4u + (uint32_t)(d[off + 2] << 8 | d[off + 3]) :
 			     2u + d[off + 1];
 	}
-	return -1;
+	return wce;
 }
 
 /*
@@ -192,12 +196,13 @@ static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
 	bool was = bs->open && syncguard_lun_wanted_wce(&bs->lun);
+	bool shown = bs->open && syncguard_lun_reported_wce(&bs->lun);
 	int ret, wce = selected_wce(cmd);
 
 	if (wce == -2 && !device_reserved(cmd))
 		return fail(cmd, SYNCGUARD_ERR_INVALID_PARAM);
 	if (bs->open)	/* tgt compares the select with the page shown */
-		page_set_wce(cmd->dev, syncguard_lun_reported_wce(&bs->lun));
+		page_set_wce(cmd->dev, shown);
 	ret = bs->tgt_ops[cmd->scb[0]](host_no, cmd);
 	if (!bs->open)
 		return ret;
@@ -214,6 +219,12 @@ static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 	if (wce) {
 		syncguard_lun_set_wce(&bs->lun, true);	/* no flush needed */
 		page_set_wce(cmd->dev, true);
+		/* over a switch to 0 still flushing (shown 1): tgt saw no
+		 * change and told no one, and the initiator whose WCE=0 it
+		 * overrode went on without flushes (helper-55) */
+		if (shown)
+			ua_sense_add_other_it_nexus(cmd->cmd_itn_id, cmd->dev,
+						    ASC_MODE_PARAMETERS_CHANGED);
 		return SAM_STAT_GOOD;
 	}
 	page_set_wce(cmd->dev, true);		/* until the flush is done */
@@ -615,7 +626,7 @@ static bool busy_for_path(struct scsi_lu *lu, const char *params)
  * that now sit in a volatile cache (a helper's power-cut test lost
  * them).  tgt raises it for MODE SELECT, to the other nexuses, itself.
  */
-static void announce_wce(struct scsi_lu *lu, int shown, int set)
+static void announce_wce(struct scsi_lu *lu, int shown, bool was, int set)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
 	int now;
@@ -625,16 +636,18 @@ static void announce_wce(struct scsi_lu *lu, int shown, int set)
 	/* a switch to 0 still flushing reports 1 (MODE SENSE shows what
 	 * holds), but initiators hear of the change now: once at its end
 	 * would need tgtd's event thread, and an initiator that reads 1
-	 * meanwhile only flushes more than it needs to */
+	 * meanwhile only flushes more than it needs to.  So WCE=1 over such
+	 * a switch shows no change, and is one: the initiator that asked
+	 * for 0 was told nothing and sent no flushes (helper-55) */
 	now = set >= 0 ? set : syncguard_lun_reported_wce(&bs->lun);
-	if (now == shown)
+	if (now == shown && (set < 0 || set == (int)was))
 		return;
 	page_set_wce(lu, now);
 	/* itn ids are iSCSI TSIHs, never UINT64_MAX: every nexus */
 	ua_sense_add_other_it_nexus(UINT64_MAX, lu, ASC_MODE_PARAMETERS_CHANGED);
 	eprintf("syncguard: lun %" PRIu64 ": WCE %d -> %d by tgtadm: unit "
 		"attention MODE PARAMETERS CHANGED to every initiator\n",
-		lu->lun, shown, now);
+		lu->lun, now == shown ? (int)was : shown, now);
 }
 
 /*
@@ -828,7 +841,7 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 			"bsopts allow_wce)" : strerror(-err));
 		return TGTADM_INVALID_REQUEST;
 	}
-	announce_wce(lu, shown, set);
+	announce_wce(lu, shown, was, set);
 	err = check_thin(lu);
 	block_limits(lu);	/* tgt rewrote it if thin changed */
 	return err ? TGTADM_INVALID_REQUEST : adm;

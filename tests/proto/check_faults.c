@@ -391,6 +391,48 @@ START_TEST(test_faults_wce_switch_survives_update)
 }
 END_TEST
 
+/* WCE=1 while another initiator's switch to WCE=0 still flushes (the
+ * page shows 1 until then): WCE ends at 1, and the initiator that asked
+ * for 0 hears of it, MODE PARAMETERS CHANGED.  tgt compared the 1 with
+ * the 1 shown and told no one, and that initiator, believing WCE=0, sent
+ * no flushes for writes that sat in a volatile cache (helper-55: lost
+ * on a power cut, 6/6).  _i 0: another session's MODE SELECT, 1:
+ * tgtadm. */
+START_TEST(test_faults_wce_on_over_switch_told)
+{
+	struct iscsi_context *iscsi, *other;
+	struct scsi_task *t;
+	pthread_t th;
+
+	ck_assert_int_eq(proto_add_lun(5, disk, "mode=write-back", 0), 0);
+	iscsi = proto_connect(5);
+	other = proto_connect(5);
+	proto_assert_good(write_lba(iscsi, 5, 0, 0), "WRITE(10)", false);
+	model_ctl("flush-ms 600");
+	ck_assert_int_eq(pthread_create(&th, NULL, wce_off, iscsi), 0);
+	usleep(200000);			/* the switch waits for its flush */
+	scsi_free_scsi_task(iscsi_testunitready_sync(other, 5)); /* its UA */
+	if (_i == 0)
+		proto_assert_good(proto_select_wce(other, 5, 1),
+				  "MODE SELECT WCE=1 during the switch", false);
+	else
+		ck_assert_int_eq(proto_update_lun(5, "mode_page=8:0:18:0x14:0:"
+			"0xff:0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0"), 0);
+	ck_assert_int_eq(pthread_join(th, (void **)&t), 0);
+	model_ctl("flush-ms 0");
+	proto_assert_good(t, "MODE SELECT WCE=0", false);
+	proto_assert_sense(iscsi_testunitready_sync(iscsi, 5),
+			   SCSI_SENSE_UNIT_ATTENTION, 0x2a01,
+			   "TEST UNIT READY of the initiator that asked for 0");
+	ck_assert_int_eq(proto_counter(5, "wce"), 1);
+	if (_i == 1)
+		ck_assert(proto_log_has("WCE 0 -> 1 by tgtadm"));
+	iscsi_destroy_context(other);
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(5), 0);
+}
+END_TEST
+
 /* MODE SELECT WCE=0 whose flush fails: MEDIUM ERROR, WCE stays 1 (what
  * was cached is not durable), and the counters count the failed command
  * (they did not). */
@@ -450,6 +492,7 @@ Suite *faults_suite(void)
 	tcase_add_test(tc, test_faults_immed_deferred_error);
 	tcase_add_test(tc, test_faults_path_change_waits);
 	tcase_add_test(tc, test_faults_wce_switch_survives_update);
+	tcase_add_loop_test(tc, test_faults_wce_on_over_switch_told, 0, 2);
 	tcase_add_loop_test(tc, test_faults_wce_off_flush_fails, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;

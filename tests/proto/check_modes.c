@@ -174,7 +174,9 @@ static struct scsi_task *select_pages(struct iscsi_context *iscsi, int lun,
 /* After WCE=0, MODE SELECTs that carry no Caching page (the Control
  * page alone; a list tgt refuses after its Caching page) leave WCE at 0:
  * both turned it back to 1, silently (helper-53); a Caching page with a
- * wrong PAGE LENGTH is refused (tgt applied its WCE).  No MODE SENSE in
+ * wrong PAGE LENGTH is refused (tgt applied its WCE); of two Caching
+ * pages the last counts, as tgt applies them in order (the first did:
+ * helper-55).  No MODE SENSE in
  * between: one reset what the selects compared with. */
 static void wce_off_stays_off(struct iscsi_context *iscsi, int lun)
 {
@@ -204,6 +206,12 @@ static void wce_off_stays_off(struct iscsi_context *iscsi, int lun)
 			   SCSI_SENSE_ILLEGAL_REQUEST, 0x2600,
 			   "MODE SELECT of a Caching page 2 bytes long");
 	ck_assert_int_eq(proto_counter(lun, "wce"), 0);
+	pages[1] -= 2;			/* WCE=1, then WCE=0: tgt applies both */
+	memcpy(pages + c, pages, (size_t)c);
+	pages[c + 2] &= ~0x04;
+	proto_assert_good(select_pages(iscsi, lun, pages, 2 * c),
+			  "MODE SELECT of two Caching pages", false);
+	ck_assert_int_eq(proto_counter(lun, "wce"), 0);	/* the last one */
 }
 
 START_TEST(test_modes_mode_select_wce)
