@@ -136,6 +136,25 @@ static void publish_stats(struct scsi_lu *lu)
 			lu->lun, path, strerror(-ret));
 }
 
+/* How the LUN's writes go, for its tgtd.log line: plp never writes
+ * RWF_DSYNC (its writes need no flush; helper-54 read "RWF_DSYNC ones"
+ * on a plp LUN as a contradiction). */
+static const char *writes_how(const struct syncguard_bs *bs)
+{
+	bool dsync_uring = bs->lun.async_dsync_ok && bs->uring.on;
+
+	if (bs->lun.mix.on)
+		return dsync_uring ? "through the page cache, RWF_DSYNC ones "
+				     "O_DIRECT through io_uring" :
+				     "through the page cache, RWF_DSYNC ones O_DIRECT";
+	if (!bs->lun.direct_io)
+		return "through the page cache";
+	if (bs->opts.mode == SYNCGUARD_MODE_PLP)
+		return "O_DIRECT";
+	return dsync_uring ? "O_DIRECT, RWF_DSYNC ones through io_uring too" :
+			     "O_DIRECT";
+}
+
 /*
  * Say what the kernel believes of the device cache under the LUN: the
  * modes' promises stand on it (core/policy.c), and only the
@@ -214,13 +233,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		" bytes, %u-byte blocks, engine %s, writes %s%s\n", lu->lun, path,
 		syncguard_mode_name(bs->opts.mode), bs->lun.size,
 		1u << lu->blk_shift, bs->uring.on ? "io_uring" : bs->uring.flush_on ?
-		"threads, flushes through io_uring" : "threads",
-		bs->lun.mix.on ? (bs->lun.async_dsync_ok && bs->uring.on ?
-		"through the page cache, RWF_DSYNC ones O_DIRECT through "
-		"io_uring" : "through the page cache, RWF_DSYNC ones O_DIRECT") :
-		!bs->lun.direct_io ? "through the page cache" :
-		bs->lun.async_dsync_ok && bs->uring.on ?
-		"O_DIRECT, RWF_DSYNC ones through io_uring too" : "O_DIRECT",
+		"threads, flushes through io_uring" : "threads", writes_how(bs),
 		bs->lun.direct_reads ? ", reads O_DIRECT" : "");
 	log_device_cache(lu);
 	syncguard_watch_add(bs, lu->lun);

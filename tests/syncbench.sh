@@ -327,6 +327,18 @@ expect "a second Ctrl-C with the write cache turned off says it may still be off
 "$tp" adm "$work/tgtd" --op update --mode logicalunit --tid 1 --lun 1 --params \
 	mode_page=8:0:18:0x14:0:0xff:0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0
 
+# a plp LUN: its counters and its tgtd.log line say nothing of
+# RWF_DSYNC or of flush trials, which it has none of (helper-54)
+dd if=/dev/zero of="$work/plp.img" bs=1M count=8 conv=fsync status=none
+"$tp" lun "$work/tgtd" 1 6 "$work/plp.img" "mode=plp" >/dev/null || bad "plp LUN 6"
+out=$("$top/tools/syncguard-stat" "$iqn" 6)
+expect "syncguard-stat on plp: no write_sync or flush batching line ($(grep writes: <<<"$out"))" \
+	'grep -q "writes: .*no flushes (plp)" <<<"$out" && ! grep -q "flush batching\|write_sync" <<<"$out"'
+expect "tgtd.log's plp line says no RWF_DSYNC" \
+	'grep "lun 6: .*mode=plp" "$work/tgtd/tgtd.log" | grep -q "writes O_DIRECT" &&
+	 ! grep "lun 6: .*mode=plp" "$work/tgtd/tgtd.log" | grep -q RWF_DSYNC'
+"$tp" adm "$work/tgtd" --op delete --mode logicalunit --tid 1 --lun 6 >/dev/null
+
 # a unit attention during a run is retried, and said once with its
 # sense (it was only counted as a retry): here tgtadm turns the write
 # cache off and on under the run (MODE PARAMETERS CHANGED)

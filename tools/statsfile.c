@@ -52,11 +52,12 @@ int syncguard_stats_load(const char *path, struct syncguard_stats *st)
 	return plausible(st) ? 0 : -EINVAL;
 }
 
-/* A trial's rate: "-" until that way was scored. */
+/* A trial's rate: "not yet" until that way was scored (helper-54:
+ * "-" was explained nowhere). */
 static const char *rate(uint64_t r, char *buf, size_t len)
 {
 	if (!r)
-		return "-";
+		return "not yet";
 	snprintf(buf, len, "%" PRIu64 "/s", r);
 	return buf;
 }
@@ -77,11 +78,20 @@ void syncguard_ways_writes(const struct syncguard_stats *st, char *buf,
 		"page cache", "O_DIRECT where aligned",
 		"page cache, RWF_DSYNC writes O_DIRECT",
 	};
-	int n = snprintf(buf, len, "%s, write_sync %s",
-			 ways[st->direct_io < 3 ? st->direct_io : 1],
-			 syncguard_write_sync_name(
-				 (enum syncguard_write_sync)st->write_sync));
+	int n;
 
+	/* plp writes no RWF_DSYNC and waits for no group flush: write_sync
+	 * has nothing to choose (helper-54: "now RWF_DSYNC" on a plp LUN
+	 * with none read as a contradiction) */
+	if (st->mode == SYNCGUARD_MODE_PLP) {
+		snprintf(buf, len, "%s, no flushes (plp)",
+			 ways[st->direct_io < 3 ? st->direct_io : 1]);
+		return;
+	}
+	n = snprintf(buf, len, "%s, write_sync %s",
+		     ways[st->direct_io < 3 ? st->direct_io : 1],
+		     syncguard_write_sync_name(
+			     (enum syncguard_write_sync)st->write_sync));
 	if (n < 0 || (size_t)n >= len ||
 	    st->write_sync != SYNCGUARD_WRITE_SYNC_AUTO)
 		return;
