@@ -333,7 +333,8 @@ dd if=/dev/zero of="$work/plp.img" bs=1M count=8 conv=fsync status=none
 "$tp" lun "$work/tgtd" 1 6 "$work/plp.img" "mode=plp" >/dev/null || bad "plp LUN 6"
 out=$("$top/tools/syncguard-stat" "$iqn" 6)
 expect "syncguard-stat on plp: no write_sync or flush batching line ($(grep writes: <<<"$out"))" \
-	'grep -q "writes: .*no flushes (plp)" <<<"$out" && ! grep -q "flush batching\|write_sync" <<<"$out"'
+	'grep -q "writes: .*no flushes (plp)" <<<"$out" && grep -q "flush batching: none (plp" <<<"$out" &&
+	 ! grep -q "write_sync\|epochs" <<<"$out"'
 expect "tgtd.log's plp line says no RWF_DSYNC" \
 	'grep "lun 6: .*mode=plp" "$work/tgtd/tgtd.log" | grep -q "writes O_DIRECT" &&
 	 ! grep "lun 6: .*mode=plp" "$work/tgtd/tgtd.log" | grep -q RWF_DSYNC'

@@ -108,6 +108,10 @@ void syncguard_ways_batching(const struct syncguard_stats *st, char *buf,
 {
 	char a[32], b[32];
 
+	if (st->mode == SYNCGUARD_MODE_PLP) {	/* as syncguard_ways_writes */
+		snprintf(buf, len, "none (plp sends no flush)");
+		return;
+	}
 	snprintf(buf, len, "%s%s (last epochs: at once %s, held %s)",
 		 st->batch_way ? "holds flushes back" : "flushes at once",
 		 trying(st->batch_way, st->batch_rate),

@@ -63,9 +63,7 @@ static void print_ways(const struct syncguard_stats *st)
 
 	syncguard_ways_writes(st, w, sizeof(w));
 	syncguard_ways_batching(st, f, sizeof(f));
-	printf("  writes: %s\n", w);
-	if (st->mode != SYNCGUARD_MODE_PLP)	/* it sends no flush */
-		printf("  flush batching: %s\n", f);
+	printf("  writes: %s\n  flush batching: %s\n", w, f);
 }
 
 static void print_ways_json(const struct syncguard_stats *st)

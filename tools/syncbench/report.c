@@ -138,8 +138,13 @@ static void print_text(const struct config *c, const struct result *r)
 		printf("  per session IOPS: min %.0f  avg %.0f  max %.0f\n", mn,
 		       avg, mx);
 	}
+	/* %.3g below 0.001: one flush in a --bytes run with -s end read
+	 * 0.000 (helper-54) */
 	if (r->flushes_per_op >= 0)
-		printf("  target: %.3f device syncs per operation (fdatasync "
+		printf(r->flushes_per_op > 0 && r->flushes_per_op < 0.001 ?
+		       "  target: %.3g device syncs per operation (fdatasync "
+		       "calls + RWF_DSYNC writes, from syncguard's counters)\n" :
+		       "  target: %.3f device syncs per operation (fdatasync "
 		       "calls + RWF_DSYNC writes, from syncguard's counters)\n",
 		       r->flushes_per_op);
 	if (r->target_writes[0])
