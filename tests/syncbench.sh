@@ -187,6 +187,19 @@ kill -INT "$pid"
 wait "$pid"
 expect "Ctrl-C in CSV: the row says interrupted" \
 	'[ "$(awk -F, "NR == 1 { print \$22 } NR == 2 { print \$22 }" "$work/int.csv" | tr "\n" " ")" = "interrupted 1 " ]'
+# Ctrl-C in the warm-up: nothing measured, and no latency of 0 us said
+# for it (helper-52): null in JSON, empty in CSV; --compare and --plot
+# take such a file
+"$sb" --warmup 5 -t 1 --json --no-progress "$u1" >"$work/warm.json" 2>/dev/null &
+pid=$!
+sleep 1
+kill -INT "$pid"
+wait "$pid"; rc=$?
+expect "Ctrl-C in the warm-up: JSON latency null, no CDF, exit 130" \
+	'[ $rc -eq 130 ] && jq -e ".results[0] | .ops == 0 and .latency_us.p99 == null and (.cdf | length) == 0" "$work/warm.json" >/dev/null'
+expect "--compare and --plot take a run with no operation" \
+	'"$sb" --compare "$work/warm.json" "$work/wb.json" >/dev/null &&
+	 "$sb" --plot "$work/warm.png" "$work/warm.json" "$work/wb.json" >/dev/null 2>&1 && [ -s "$work/warm.png" ]'
 # Ctrl-C during a --verify run stops the writes and still checks them,
 # and saves the state (it read back nothing and saved none: helper-52)
 rm -f "$work/int.state"

@@ -306,11 +306,13 @@ int syncguard_compare_files(const struct config *c)
 		printf("%-20.20s %-16.16s %-10s %8.0f %4.0f %4.0f %10.0f ",
 		       r->label, r->workload, r->sync, r->size, r->qd,
 		       r->sessions, r->iops);
-		if (b && b->iops > 0 && b->p99 > 0)
+		if (b && b->iops > 0 && b->p99 > 0 && r->p99 >= 0)
 			printf("%8.2f %10.0f %8.2f\n", r->iops / b->iops, r->p99,
 			       r->p99 / b->p99);
-		else
+		else if (r->p99 >= 0)
 			printf("%8s %10.0f %8s\n", "-", r->p99, "-");
+		else	/* null: no operation completed */
+			printf("%8s %10s %8s\n", "-", "-", "-");
 	}
 	return 0;
 }

@@ -95,8 +95,12 @@ void syncguard_report_interval(const struct config *c, const struct interval *iv
 {
 	if (c->format != OUT_TEXT)
 		return;
-	printf("  %8.1fs %10.0f IOPS %9.2f MB/s  p99 %8.0f us\n", iv->t,
-	       iv->iops, iv->mbps, iv->p99_us);
+	if (iv->iops > 0)
+		printf("  %8.1fs %10.0f IOPS %9.2f MB/s  p99 %8.0f us\n",
+		       iv->t, iv->iops, iv->mbps, iv->p99_us);
+	else	/* nothing completed: no latency to give (helper-52) */
+		printf("  %8.1fs %10.0f IOPS %9.2f MB/s  p99        - us\n",
+		       iv->t, iv->iops, iv->mbps);
 }
 
 static void session_spread(const struct result *r, double *mn, double *avg,
@@ -130,9 +134,13 @@ static void print_text(const struct config *c, const struct result *r)
 	printf("  %" PRIu64 " operations: %.0f IOPS, %.2f MB/s; errors %" PRIu64
 	       ", retries %" PRIu64 "%s\n", r->ops, r->iops, r->mbps, r->errors,
 	       r->retries, r->interrupted ? " (interrupted)" : "");
-	printf("  latency us: mean %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f"
-	       "  max %.1f\n", syncguard_hist_mean(&r->hist) / 1e3, us(r, 50), us(r, 90),
-	       us(r, 99), us(r, 99.9), (double)r->hist.max_ns / 1e3);
+	if (!r->ops)	/* a latency of 0 us it would print (helper-52) */
+		printf("  latency us: none (no operation completed)\n");
+	else
+		printf("  latency us: mean %.1f  p50 %.1f  p90 %.1f  p99 %.1f  "
+		       "p99.9 %.1f  max %.1f\n", syncguard_hist_mean(&r->hist) / 1e3,
+		       us(r, 50), us(r, 90), us(r, 99), us(r, 99.9),
+		       (double)r->hist.max_ns / 1e3);
 	if (r->nsess > 1) {
 		session_spread(r, &mn, &avg, &mx);
 		printf("  per session IOPS: min %.0f  avg %.0f  max %.0f\n", mn,
@@ -166,10 +174,21 @@ static void flushes_per_op(const struct result *r, char *buf, size_t len,
 		snprintf(buf, len, "%s", unknown);
 }
 
+/* A latency of @r in microseconds as text, @none when no operation
+ * completed (helper-52: a run with none said 0.0 us) */
+static const char *lat(const struct result *r, double v, char *buf,
+		       const char *none)
+{
+	if (!r->ops)
+		return none;
+	snprintf(buf, 32, "%.1f", v);
+	return buf;
+}
+
 static void print_json(const struct config *c, const struct result *r,
 		       bool first)
 {
-	char sy[24], fpo[32];
+	char sy[24], fpo[32], l[6][32];
 	double mn, avg, mx;
 
 	session_spread(r, &mn, &avg, &mx);
@@ -181,8 +200,8 @@ static void print_json(const struct config *c, const struct result *r,
 	       PRIu64 ",\"writes\":%" PRIu64 ",\"flushes\":%" PRIu64 ",\"errors\":%"
 	       PRIu64 ",\"retries\":%" PRIu64 ",\"unanswered\":%" PRIu64
 	       ",\"interrupted\":%s,\"iops\":%.1f,\"mb_per_s\":%.3f,"
-	       "\"device_flushes_per_op\":%s,\"latency_us\":{\"mean\":%.1f,"
-	       "\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f,\"p99_9\":%.1f,\"max\":%.1f},"
+	       "\"device_flushes_per_op\":%s,\"latency_us\":{\"mean\":%s,"
+	       "\"p50\":%s,\"p90\":%s,\"p99\":%s,\"p99_9\":%s,\"max\":%s},"
 	       "\"session_iops\":{\"min\":%.1f,\"avg\":%.1f,\"max\":%.1f},"
 	       "\"verify\":{\"ran\":%s,\"checked\":%" PRIu64 ",\"mismatches\":%"
 	       PRIu64 ",\"complete\":%s},"
@@ -192,11 +211,13 @@ static void print_json(const struct config *c, const struct result *r,
 	       r->p.random_pct, r->seconds, r->ops, r->reads, r->writes,
 	       r->flushes, r->errors, r->retries, r->unanswered,
 	       r->interrupted ? "true" : "false", r->iops, r->mbps,
-	       fpo, syncguard_hist_mean(&r->hist) / 1e3, us(r, 50), us(r, 90),
-	       us(r, 99), us(r, 99.9), (double)r->hist.max_ns / 1e3, mn, avg, mx,
+	       fpo, lat(r, syncguard_hist_mean(&r->hist) / 1e3, l[0], "null"),
+	       lat(r, us(r, 50), l[1], "null"), lat(r, us(r, 90), l[2], "null"),
+	       lat(r, us(r, 99), l[3], "null"), lat(r, us(r, 99.9), l[4], "null"),
+	       lat(r, (double)r->hist.max_ns / 1e3, l[5], "null"), mn, avg, mx,
 	       r->verify_ran ? "true" : "false", r->verify_checked,
 	       r->verify_bad, r->verify_complete ? "true" : "false");
-	for (size_t i = 0; i < NCDF; i++)
+	for (size_t i = 0; r->ops && i < NCDF; i++)	/* none: [] */
 		printf("%s[%g,%.1f]", i ? "," : "", cdf_points[i],
 		       us(r, cdf_points[i]));
 	if (r->target_writes[0])	/* plain text: no quotes in it */
@@ -206,9 +227,14 @@ static void print_json(const struct config *c, const struct result *r,
 	else
 		printf("],\"target_writes\":null,\"target_flush_batching\":"
 		       "null,\"intervals\":[");
-	for (unsigned int i = 0; i < r->niv; i++)
-		printf("%s[%.1f,%.1f,%.3f,%.1f]", i ? "," : "", r->iv[i].t,
-		       r->iv[i].iops, r->iv[i].mbps, r->iv[i].p99_us);
+	for (unsigned int i = 0; i < r->niv; i++) {
+		char p99[32] = "null";	/* nothing completed: no latency */
+
+		if (r->iv[i].iops > 0)
+			snprintf(p99, sizeof(p99), "%.1f", r->iv[i].p99_us);
+		printf("%s[%.1f,%.1f,%.3f,%s]", i ? "," : "", r->iv[i].t,
+		       r->iv[i].iops, r->iv[i].mbps, p99);
+	}
 	printf("]}");
 }
 
@@ -221,7 +247,7 @@ static void print_json(const struct config *c, const struct result *r,
 static void print_csv(const struct config *c, const struct target_info *ti,
 		      const struct result *r, bool first)
 {
-	char sy[24], fpo[32], vc[24] = "", vm[24] = "";
+	char sy[24], fpo[32], vc[24] = "", vm[24] = "", l[5][32];
 
 	if (first && c->csv_header)
 		printf(CSV_HEADER "\n");
@@ -231,13 +257,15 @@ static void print_csv(const struct config *c, const struct target_info *ti,
 		snprintf(vm, sizeof(vm), "%" PRIu64, r->verify_bad);
 	}
 	printf("%s,%s,%" PRIu64 ",%u,%u,%u,%u,%d,%d,%.3f,%" PRIu64 ",%" PRIu64
-	       ",%.1f,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%s,%s,%d,%" PRIu64 ",%s,%s\n",
+	       ",%.1f,%.3f,%s,%s,%s,%s,%s,%s,%s,%d,%" PRIu64 ",%s,%s\n",
 	       run_label(c, r),
 	       syncguard_sync_name(r->p.sync, c->every, sy, sizeof(sy)), r->p.xfer, r->p.qd,
 	       r->nsess, r->p.read_pct, r->p.random_pct, ti->wce, ti->dpofua,
-	       r->seconds, r->ops,
-	       r->errors, r->iops, r->mbps, syncguard_hist_mean(&r->hist) / 1e3, us(r, 50),
-	       us(r, 99), us(r, 99.9), (double)r->hist.max_ns / 1e3,
+	       r->seconds, r->ops, r->errors, r->iops, r->mbps,
+	       lat(r, syncguard_hist_mean(&r->hist) / 1e3, l[0], ""),
+	       lat(r, us(r, 50), l[1], ""), lat(r, us(r, 99), l[2], ""),
+	       lat(r, us(r, 99.9), l[3], ""),
+	       lat(r, (double)r->hist.max_ns / 1e3, l[4], ""),
 	       fpo, r->p.label, r->interrupted ? 1 : 0, r->unanswered, vc, vm);
 }
 
