@@ -53,6 +53,7 @@ usage_case -t 5 --bytes 1m iscsi://127.0.0.1/x/1		# -t was dropped
 usage_case --compare --csv a.json b.json			# --csv was ignored
 usage_case --compare
 usage_case http://127.0.0.1/x/1
+usage_case -s flush-only -b 4k,64k iscsi://127.0.0.1/x/1	# one test run twice
 usage_case --label $'\xff\xfe' iscsi://127.0.0.1/x/1	# invalid UTF-8 made the JSON invalid
 usage_case --label $'\xc0\xaf' iscsi://127.0.0.1/x/1	# an overlong '/'
 out=$("$sb" 'iscsi://bob%hunter2@127.0.0.1:1/iqn.x/' 2>&1); rc=$?
@@ -273,6 +274,11 @@ expect "another busy tgtd's counters of the same target name are not this LUN's 
 expect "another tgtd's counters of the same target name are not reported as this LUN's" \
 	'[ "$(jq -r "[.results[0].device_flushes_per_op, .results[0].target_writes] | @tsv" "$work/twin.json")" = "$(printf "\t")" ]'
 
+out=$("$sb" -t 0.2 -S 5000 --no-progress "$u1" 2>&1); rc=$?
+expect "--span not a multiple of the block size is refused (it was cut to 9 blocks): $(head -1 <<<"$out")" \
+	'[ $rc -eq 2 ] && grep -q "not a multiple of the LUN" <<<"$out"'
+out=$("$sb" -t 0.2 -s flush-only --json --no-progress "$u1" 2>/dev/null | jq -r '.results[0].workload')
+expect "a flush-only run is named flush-only (it was called rand-write)" '[ "$out" = flush-only ]'
 out=$("$sb" -t 0.2 -p seq -R 50 --json --no-progress "$u1" 2>/dev/null | jq -r '.results[0].workload')
 expect "a half-random run is named rand50-write (it was called rand-write)" '[ "$out" = rand50-write ]'
 out=$("$sb" -t 0 "$u1" 2>&1)

@@ -48,6 +48,8 @@ static const char *workload_name(const struct config *c)
 	static char name[32];
 	int k = c->read_pct == 0 ? 0 : c->read_pct == 100 ? 2 : 1;
 
+	if (c->sync == SYNC_FLUSH_ONLY)	/* no writes (it said rand-write) */
+		return "flush-only";
 	if (c->random_pct == 0 || c->random_pct == 100)
 		return kind[k][c->random_pct == 100];
 	snprintf(name, sizeof(name), "rand%u-%s", (unsigned int)c->random_pct,
@@ -159,6 +161,9 @@ static int check_only(const struct config *c, struct iscsi_context *iscsi,
 	ret = syncguard_verify_state(iscsi, ti->lun, ti, c->state, span, &r);
 	if (ret == -2)
 		return 2;	/* the state file does not fit: said why */
+	if (c->span && !ret && r.verify_checked != span)	/* helper-52 */
+		fprintf(stderr, PROG ": --span ignored: the state file's span "
+			"(%" PRIu64 " blocks) was checked\n", r.verify_checked);
 	if (c->format == OUT_JSON)
 		printf("{\"tool\":\"" PROG "\",\"version\":1,\"verify\":{"
 		       "\"ran\":true,\"checked\":%" PRIu64 ",\"mismatches\":%"

@@ -508,6 +508,9 @@ static void check_combinations(struct config *c, int argc, char **argv)
 	if (c->bytes && c->sync == SYNC_FLUSH_ONLY)
 		syncguard_usage_error("%s", "--bytes counts data: --sync flush-only moves "
 				      "none, give it --time");
+	if (c->sync == SYNC_FLUSH_ONLY && c->nsizes > 1)	/* helper-52 */
+		syncguard_usage_error("%s", "--sync flush-only moves no data: a list "
+				      "of --block-size values would run one test again");
 	if (c->warmup > 0 && c->bytes)
 		syncguard_usage_error("%s", "--warmup goes with --time: with --bytes the "
 				      "warm-up would use up the bytes");

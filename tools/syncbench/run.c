@@ -603,6 +603,10 @@ const char *syncguard_point_problem(const struct config *c, const struct target_
 	else if (span > lun_bytes)
 		snprintf(msg, sizeof(msg), "--span %" PRIu64 " is larger than the "
 			 "LUN (%" PRIu64 " bytes)", span, lun_bytes);
+	else if (span % ti->block_size)	/* it was cut down, silently */
+		snprintf(msg, sizeof(msg), "--span %" PRIu64 " is not a multiple "
+			 "of the LUN's %u-byte logical block", span,
+			 ti->block_size);
 	else if ((split ? span / nsess : span) < p->xfer)
 		snprintf(msg, sizeof(msg), "%s (%" PRIu64 " bytes) cannot hold "
 			 "one command of %" PRIu64 " bytes", split ?
