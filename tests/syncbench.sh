@@ -54,6 +54,8 @@ usage_case --compare --csv a.json b.json			# --csv was ignored
 usage_case --compare
 usage_case http://127.0.0.1/x/1
 usage_case -s flush-only -b 4k,64k iscsi://127.0.0.1/x/1	# one test run twice
+usage_case --preset iozone --preset vdbench iscsi://127.0.0.1/x/1	# the last won
+usage_case iscsi://127.0.0.1:99999/iqn.x/1			# connection refused
 usage_case --label $'\xff\xfe' iscsi://127.0.0.1/x/1	# invalid UTF-8 made the JSON invalid
 usage_case --label $'\xc0\xaf' iscsi://127.0.0.1/x/1	# an overlong '/'
 out=$("$sb" 'iscsi://bob%hunter2@127.0.0.1:1/iqn.x/' 2>&1); rc=$?

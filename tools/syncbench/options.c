@@ -208,6 +208,8 @@ static void set_preset(struct config *c, const char *arg)
 	    strcmp(arg, "throughput"))
 		syncguard_usage_error("--preset: '%s' is not iozone, vdbench or throughput",
 				      arg);
+	if (c->preset && strcmp(c->preset, arg))	/* the last won, silently */
+		syncguard_usage_error("--preset %s: one preset a run", arg);
 	c->preset = arg;
 }
 SETTER(set_full, c->full = true)

@@ -100,6 +100,21 @@ static void login_failed(const struct config *c, struct iscsi_context *iscsi,
 		fprintf(stderr, PROG ": cannot log in to %s: %s\n", url, why);
 }
 
+/* Is the port of "host[:port]" (or "[v6][:port]") 1..65535, or absent?
+ * libiscsi took 99999 and failed to connect (helper-52). */
+static bool portal_port_ok(const char *portal)
+{
+	const char *colon = strrchr(portal, ':'), *bracket = strrchr(portal, ']');
+	char *end;
+	long port;
+
+	if (!colon || (bracket && colon < bracket) ||
+	    (portal[0] != '[' && strchr(portal, ':') != colon))
+		return true;		/* no port (or a bare IPv6 address) */
+	port = strtol(colon + 1, &end, 10);
+	return end != colon + 1 && !*end && port >= 1 && port <= 65535;
+}
+
 struct iscsi_context *syncguard_target_login(const struct config *c, int *lun,
 					     char *target, size_t len)
 {
@@ -111,6 +126,9 @@ struct iscsi_context *syncguard_target_login(const struct config *c, int *lun,
 		return NULL;
 	}
 	u = iscsi_parse_full_url(iscsi, c->url);
+	if (u && !portal_port_ok(u->portal))
+		syncguard_usage_error("bad URL: the port must be 1..65535, in %s",
+				      u->portal);
 	if (!u || u->lun < 0 || u->lun > 16383) {	/* SAM's flat space */
 		char why[1024];
 
