@@ -348,6 +348,9 @@ expect "a second Ctrl-C with the write cache turned off says it may still be off
 "$tp" adm "$work/tgtd" --op update --mode logicalunit --tid 1 --lun 1 --params \
 	mode_page=8:0:18:0x14:0:0xff:0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0
 
+expect "tgtd.log: the write-through LUN on a sparse file says it is slow, the write-back one does not" \
+	'grep -q "lun 2: the file has holes" "$work/tgtd/tgtd.log" && ! grep -q "lun 1: the file has holes" "$work/tgtd/tgtd.log"'
+
 # a plp LUN: its counters and its tgtd.log line say nothing of
 # RWF_DSYNC or of flush trials, which it has none of (helper-54)
 dd if=/dev/zero of="$work/plp.img" bs=1M count=8 conv=fsync status=none
