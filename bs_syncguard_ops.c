@@ -208,7 +208,11 @@ static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 		return ret;
 	if (ret != SAM_STAT_GOOD)
 		wce = -1;
-	if (wce < 0 || wce == (int)was) {
+	/* 0 asked for while 1 is shown and 0 already wanted: a switch to 0
+	 * still runs (or failed): answered once it is done, with its
+	 * outcome (helper-56: GOOD at once, and WCE back at 1 when that
+	 * switch's flush failed) */
+	if (wce < 0 || (wce == (int)was && (wce || !shown))) {
 		page_set_wce(cmd->dev, syncguard_lun_reported_wce(&bs->lun));
 		return ret;
 	}
@@ -828,7 +832,7 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	/* an update of the Caching page asks for its WCE even when the page
 	 * shows it: WCE=1 during a switch to 0 (shown 1, honoured 0) was
 	 * dropped, and the LUN ended at 0 (helper-43) */
-	if (bs->open && wce != (int)was &&
+	if (bs->open && (wce != (int)was || (!wce && shown)) &&
 	    (wce != shown || sets_caching_page(params))) {
 		err = admin_set_wce(lu, wce);
 		if (err)

@@ -581,6 +581,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	if (!ret)
 		ret = -pthread_mutex_init(&lun->recheck_lock, NULL);
 	if (!ret)
+		ret = -pthread_mutex_init(&lun->switch_lock, NULL);
+	if (!ret)
 		ret = syncguard_flusher_init(&lun->flusher);
 	if (!ret)
 		ret = syncguard_mix_init(&lun->mix, lun->mix.on);
@@ -620,6 +622,7 @@ int syncguard_lun_close_deferred(struct syncguard_lun *lun)
 	pthread_mutex_destroy(&lun->pool_lock);
 	pthread_mutex_destroy(&lun->sync_trial_lock);
 	pthread_mutex_destroy(&lun->recheck_lock);
+	pthread_mutex_destroy(&lun->switch_lock);
 	syncguard_flusher_destroy(&lun->flusher);
 	syncguard_mix_destroy(&lun->mix);
 	return fd;
@@ -677,20 +680,13 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce)
  * before anyone is told WCE=0, so until the flush below succeeds the LUN
  * keeps reporting WCE=1 and SYNCHRONIZE CACHE keeps flushing
  * (wce_switching, which counts the switches whose flush still runs).
+ * With switch_lock held.
  */
-int syncguard_lun_apply_wce(struct syncguard_lun *lun)
+static int switch_off(struct syncguard_lun *lun)
 {
-	bool flush, wce = syncguard_lun_wanted_wce(lun);
+	bool flush;
 	int ret;
 
-	/* 0 -> 1 promises less: a write decided durable under WCE=0 may
-	 * finish after it, so no lock (and tgtd's event thread, which runs
-	 * this for MODE SELECT, must not wait for workers: core/mix.c) */
-	if (wce) {
-		__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
-		publish_wce(lun);
-		return 0;
-	}
 	pthread_rwlock_wrlock(&lun->write_lock);
 	/* WCE=1 asked for while this waited for the lock: the last request
 	 * wins (it has already turned WCE on) */
@@ -698,10 +694,19 @@ int syncguard_lun_apply_wce(struct syncguard_lun *lun)
 		pthread_rwlock_unlock(&lun->write_lock);
 		return 0;
 	}
-	flush = syncguard_policy_switch_flushes(lun->wce, wce);
+	flush = syncguard_policy_switch_flushes(lun->wce, false);
 	if (flush)
 		__atomic_fetch_add(&lun->wce_switching, 1, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&lun->wce, wce, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&lun->wce, false, __ATOMIC_SEQ_CST);
+	/* a WCE=1 that came between the check above and the store: it
+	 * stored wce=1 before this stored 0, and would be lost (helper-56,
+	 * by reading); it wins, and this switch flushes nothing */
+	if (syncguard_lun_wanted_wce(lun)) {
+		__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
+		if (flush)
+			__atomic_fetch_sub(&lun->wce_switching, 1, __ATOMIC_SEQ_CST);
+		flush = false;
+	}
 	pthread_rwlock_unlock(&lun->write_lock);
 	if (!flush) {
 		publish_wce(lun);
@@ -712,14 +717,40 @@ int syncguard_lun_apply_wce(struct syncguard_lun *lun)
 	while (__atomic_load_n(&lun->async_cached, __ATOMIC_SEQ_CST))
 		usleep(100);
 	ret = syncguard_lun_flush(lun, true);
-	if (ret) {	/* WCE stays 1: a later request is compared with that */
+	/* WCE stays 1.  What was asked for stays 0: a request for 0 waiting
+	 * on switch_lock must still switch (setting it to 1 here read as a
+	 * later WCE=1, and that request was answered GOOD with WCE at 1);
+	 * a new one sees 1 shown and switches (syncguard_mode_select). */
+	if (ret)
 		__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
-		syncguard_lun_want_wce(lun, true);
-	}
 	/* a count, not a flag: a switch that began while this one flushed
 	 * (WCE set to 1 and written meanwhile) still owes its flush */
 	__atomic_fetch_sub(&lun->wce_switching, 1, __ATOMIC_SEQ_CST);
 	publish_wce(lun);
+	return ret;
+}
+
+int syncguard_lun_apply_wce(struct syncguard_lun *lun)
+{
+	int ret;
+
+	/* 0 -> 1 promises less: a write decided durable under WCE=0 may
+	 * finish after it, so no lock (and tgtd's event thread, which runs
+	 * this for MODE SELECT, must not wait for workers: core/mix.c) */
+	if (syncguard_lun_wanted_wce(lun)) {
+		__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
+		publish_wce(lun);
+		return 0;
+	}
+	/* One switch to 0 at a time: a second request for 0 while one
+	 * still flushes is answered after that flush, with the WCE it left
+	 * (0, or 1 when it failed: then this one flushes, and fails or
+	 * makes it 0 itself).  It was answered GOOD at once, and when the
+	 * first one's flush failed, WCE went back to 1 under an initiator
+	 * told 0 (helper-56: its plain writes lost on a power cut, 7/7). */
+	pthread_mutex_lock(&lun->switch_lock);
+	ret = switch_off(lun);
+	pthread_mutex_unlock(&lun->switch_lock);
 	return ret;
 }
 

@@ -373,6 +373,7 @@ struct syncguard_lun {
 	int flush_error;		/* first failed flush's errno, latched;
 					 * encoded, see syncguard_latch */
 	pthread_mutex_t recheck_lock;	/* one soft-latch recheck at a time */
+	pthread_mutex_t switch_lock;	/* one switch to WCE=0 at a time */
 	bool enospc_soft;		/* ENOSPC/EDQUOT latch soft here
 					 * (syncguard_policy_enospc_refused) */
 	bool no_rwf_dsync;		/* the file system refused RWF_DSYNC:
@@ -553,9 +554,12 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce);
  * records the request where it arrives, at once, and
  * syncguard_lun_apply_wce later carries out whatever was asked for last.
  * A switch to 0 that a newer request for 1 overtook while it waited for
- * the write lock stands down (returns 0, changes nothing).
- * syncguard_lun_wanted_wce: the WCE last asked for, which is what a new
- * request is compared with.  syncguard_lun_set_wce(l, w) is want + apply.
+ * the write lock stands down (returns 0, changes nothing).  Switches to 0
+ * run one at a time, each answered after its own flush or the one before
+ * it.  syncguard_lun_wanted_wce: the WCE last asked for, which is what a
+ * new request is compared with (after a failed switch to 0 it stays 0
+ * while 1 is honoured and shown: a new request for 0 then switches
+ * again).  syncguard_lun_set_wce(l, w) is want + apply.
  */
 void syncguard_lun_want_wce(struct syncguard_lun *lun, bool wce);
 int syncguard_lun_apply_wce(struct syncguard_lun *lun);

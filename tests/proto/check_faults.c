@@ -433,6 +433,62 @@ START_TEST(test_faults_wce_on_over_switch_told)
 }
 END_TEST
 
+static void *sync_cache(void *arg)
+{
+	return iscsi_synchronizecache10_sync(arg, 5, 0, 0, 0, 0);
+}
+
+static void *wce_off_other(void *arg)
+{
+	return proto_select_wce(arg, 5, 0);
+}
+
+/* A second initiator's WCE=0 while the first one's switch to 0 still
+ * waits for its flush, which then fails: the second is answered with
+ * that outcome, not GOOD at once with WCE back at 1 after the failure
+ * (helper-56: its plain writes then lost on a power cut, 7/7).  A
+ * SYNCHRONIZE CACHE holds the model's first 1.2 s flush; the switch's
+ * flush comes after it, and the fault is armed meanwhile. */
+START_TEST(test_faults_second_wce_off_shares_failure)
+{
+	struct iscsi_context *a, *c, *d;
+	struct scsi_task *ta, *tc, *td;
+	pthread_t tha, thc, thd;
+
+	ck_assert_int_eq(proto_add_lun(5, disk, "mode=write-back", 0), 0);
+	a = proto_connect(5);
+	c = proto_connect(5);
+	d = proto_connect(5);
+	proto_assert_good(write_lba(a, 5, 0, 0), "WRITE(10)", false);
+	model_ctl("flush-ms 1200");
+	ck_assert_int_eq(pthread_create(&thd, NULL, sync_cache, d), 0);
+	usleep(150000);
+	ck_assert_int_eq(pthread_create(&tha, NULL, wce_off, a), 0);
+	usleep(150000);
+	scsi_free_scsi_task(iscsi_testunitready_sync(c, 5)); /* A's UA */
+	ck_assert_int_eq(pthread_create(&thc, NULL, wce_off_other, c), 0);
+	usleep(300000);
+	model_ctl("fail-fsync EIO 1");	/* the switch's flush, after D's */
+	ck_assert_int_eq(pthread_join(thd, (void **)&td), 0);
+	ck_assert_int_eq(pthread_join(tha, (void **)&ta), 0);
+	ck_assert_int_eq(pthread_join(thc, (void **)&tc), 0);
+	model_ctl("flush-ms 0");
+	model_ctl("clear");
+	/* D's own result is not the point: its flush succeeds, but the
+	 * ring may answer it after the failure latched, with that error */
+	scsi_free_scsi_task(td);
+	proto_assert_sense(ta, SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "the first MODE SELECT WCE=0, whose flush failed");
+	proto_assert_sense(tc, SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "the second MODE SELECT WCE=0, during the first");
+	ck_assert_int_eq(proto_counter(5, "wce"), 1);
+	iscsi_destroy_context(d);
+	iscsi_destroy_context(c);
+	iscsi_destroy_context(a);
+	ck_assert_int_eq(proto_del_lun(5), 0);
+}
+END_TEST
+
 /* MODE SELECT WCE=0 whose flush fails: MEDIUM ERROR, WCE stays 1 (what
  * was cached is not durable), and the counters count the failed command
  * (they did not). */
@@ -493,6 +549,7 @@ Suite *faults_suite(void)
 	tcase_add_test(tc, test_faults_path_change_waits);
 	tcase_add_test(tc, test_faults_wce_switch_survives_update);
 	tcase_add_loop_test(tc, test_faults_wce_on_over_switch_told, 0, 2);
+	tcase_add_test(tc, test_faults_second_wce_off_shares_failure);
 	tcase_add_loop_test(tc, test_faults_wce_off_flush_fails, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
