@@ -354,6 +354,23 @@ static void *wce_off(void *arg)
 	return proto_select_wce(arg, 5, 0);
 }
 
+/* LUN 5 on the model with a plain write cached, and @iscsi's MODE
+ * SELECT WCE=0 started in *@th, held up by the model's 600 ms flush;
+ * @other has read the unit attention that select gave it. */
+static void start_slow_switch(struct iscsi_context **iscsi,
+			      struct iscsi_context **other, pthread_t *th)
+{
+	ck_assert_int_eq(proto_add_lun(5, disk, "mode=write-back", 0), 0);
+	*iscsi = proto_connect(5);
+	*other = proto_connect(5);
+	proto_assert_good(write_lba(*iscsi, 5, 0, 0), "WRITE(10)", false);
+	model_ctl("flush-ms 600");
+	ck_assert_int_eq(pthread_create(th, NULL, wce_off, *iscsi), 0);
+	usleep(200000);			/* the switch waits for its flush */
+	/* MODE PARAMETERS CHANGED: a unit attention for the other nexus */
+	scsi_free_scsi_task(iscsi_testunitready_sync(*other, 5));
+}
+
 /* An update of another parameter (readonly=0) while a MODE SELECT's
  * switch to WCE=0 flushes: the page shows WCE=1 until the flush is
  * done, and the update read that 1 as a request and cancelled the
@@ -366,15 +383,7 @@ START_TEST(test_faults_wce_switch_survives_update)
 	int wce, dpofua;
 	pthread_t th;
 
-	ck_assert_int_eq(proto_add_lun(5, disk, "mode=write-back", 0), 0);
-	iscsi = proto_connect(5);
-	other = proto_connect(5);
-	proto_assert_good(write_lba(iscsi, 5, 0, 0), "WRITE(10)", false);
-	model_ctl("flush-ms 600");
-	ck_assert_int_eq(pthread_create(&th, NULL, wce_off, iscsi), 0);
-	usleep(200000);			/* the switch waits for its flush */
-	/* MODE PARAMETERS CHANGED: a unit attention for the other nexus */
-	scsi_free_scsi_task(iscsi_testunitready_sync(other, 5));
+	start_slow_switch(&iscsi, &other, &th);
 	proto_caching(other, 5, &wce, &dpofua);
 	ck_assert_int_eq(wce, 1);	/* not yet: the flush runs */
 	ck_assert_int_eq(proto_update_lun(5, "readonly=0"), 0);
@@ -404,14 +413,7 @@ START_TEST(test_faults_wce_on_over_switch_told)
 	struct scsi_task *t;
 	pthread_t th;
 
-	ck_assert_int_eq(proto_add_lun(5, disk, "mode=write-back", 0), 0);
-	iscsi = proto_connect(5);
-	other = proto_connect(5);
-	proto_assert_good(write_lba(iscsi, 5, 0, 0), "WRITE(10)", false);
-	model_ctl("flush-ms 600");
-	ck_assert_int_eq(pthread_create(&th, NULL, wce_off, iscsi), 0);
-	usleep(200000);			/* the switch waits for its flush */
-	scsi_free_scsi_task(iscsi_testunitready_sync(other, 5)); /* its UA */
+	start_slow_switch(&iscsi, &other, &th);
 	if (_i == 0)
 		proto_assert_good(proto_select_wce(other, 5, 1),
 				  "MODE SELECT WCE=1 during the switch", false);
@@ -438,11 +440,6 @@ static void *sync_cache(void *arg)
 	return iscsi_synchronizecache10_sync(arg, 5, 0, 0, 0, 0);
 }
 
-static void *wce_off_other(void *arg)
-{
-	return proto_select_wce(arg, 5, 0);
-}
-
 /* A second initiator's WCE=0 while the first one's switch to 0 still
  * waits for its flush, which then fails: the second is answered with
  * that outcome, not GOOD at once with WCE back at 1 after the failure
@@ -466,7 +463,7 @@ START_TEST(test_faults_second_wce_off_shares_failure)
 	ck_assert_int_eq(pthread_create(&tha, NULL, wce_off, a), 0);
 	usleep(150000);
 	scsi_free_scsi_task(iscsi_testunitready_sync(c, 5)); /* A's UA */
-	ck_assert_int_eq(pthread_create(&thc, NULL, wce_off_other, c), 0);
+	ck_assert_int_eq(pthread_create(&thc, NULL, wce_off, c), 0);
 	usleep(300000);
 	model_ctl("fail-fsync EIO 1");	/* the switch's flush, after D's */
 	ck_assert_int_eq(pthread_join(thd, (void **)&td), 0);
