@@ -200,6 +200,8 @@ kill -INT "$pid"
 wait "$pid"; rc=$?
 expect "Ctrl-C in the warm-up: JSON latency null, no CDF, exit 130" \
 	'[ $rc -eq 130 ] && jq -e ".results[0] | .ops == 0 and .latency_us.p99 == null and (.cdf | length) == 0" "$work/warm.json" >/dev/null'
+expect "JSON without --label: the top-level label is null (it was \"\"), with --label that label" \
+	'jq -e ".label == null" "$work/warm.json" >/dev/null && jq -e ".label == \"wb\"" "$work/wb.json" >/dev/null'
 expect "--compare and --plot take a run with no operation" \
 	'"$sb" --compare "$work/warm.json" "$work/wb.json" >/dev/null &&
 	 "$sb" --plot "$work/warm.png" "$work/warm.json" "$work/wb.json" >/dev/null 2>&1 && [ -s "$work/warm.png" ]'

@@ -59,14 +59,15 @@ void syncguard_report_target(const struct config *c, const struct target_info *t
 	if (c->format == OUT_JSON) {
 		json_escaped(url, esc, sizeof(esc));
 		json_escaped(ti->target, name, sizeof(name));
+		/* no --label: null (it was "", beside each result's own) */
 		printf("{\"tool\":\"" PROG "\",\"version\":1,\"url\":\"%s\","
-		       "\"label\":\"%s\",\"target\":{\"name\":\"%s\",\"lun\":%d,"
+		       "\"label\":%s%s%s,\"target\":{\"name\":\"%s\",\"lun\":%d,"
 		       "\"block_size\":%u,\"physical_block_size\":%u,\"blocks\":%"
 		       PRIu64 ",\"wce\":%d,\"wce_changeable\":%d,\"dpofua\":%d,"
 		       "\"max_transfer_blocks\":%u,\"wce_forced_off\":%s,"
 		       "\"write_protected\":%s},"
-		       "\"results\":[\n", esc,
-		       c->label ? c->label : "", name, ti->lun,
+		       "\"results\":[\n", esc, c->label ? "\"" : "",
+		       c->label ? c->label : "null", c->label ? "\"" : "", name, ti->lun,
 		       ti->block_size, ti->phys_block_size, ti->blocks, ti->wce,
 		       ti->wce_changeable, ti->dpofua, ti->max_transfer,
 		       ti->wce_forced_off ? "true" : "false",
