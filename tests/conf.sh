@@ -19,19 +19,23 @@ done
 # the example with its device paths pointed at files here, plus two LUNs
 # whose bsopts have two keys: quoted twice with ";", and unquoted with
 # ":" (the mode last: a separator the shell ate would lose it)
+# the run's pid in the targets' names: two runs on one host published
+# their counters under one name and read none (/run/syncguard/TARGET)
+p=iqn.2026-11.org.example:c$$-
 sed -e "s|/dev/zvol/tank/iscsi0|$work/zvol.img|" \
+    -e "s|iqn.2026-11.org.example:|$p|" \
     -e "s|/srv/iscsi/lun0.img|$work/file.img|" \
     -e "s|/dev/disk/by-id/nvme-EXAMPLE-PLP-SSD|$work/plp.img|" \
     "$top/conf/targets.conf.example" >"$work/targets.conf"
 cat >>"$work/targets.conf" <<CONF
-<target iqn.2026-11.org.example:two-keys>
+<target ${p}two-keys>
     <backing-store $work/two.img>
         bs-type syncguard
         bsopts "'mode=write-through;write_sync=dsync'"
         lun 1
     </backing-store>
 </target>
-<target iqn.2026-11.org.example:colon>
+<target ${p}colon>
     <backing-store $work/colon.img>
         bs-type syncguard
         bsopts write_sync=group:mode=write-through
@@ -57,13 +61,13 @@ while read -r iqn file mode ws; do
 	got=$("$top/tools/syncguard-stat" --json "$iqn" 1 | jq -r '.[0] | .mode + " " + .write_sync')
 	[ "$got" = "$mode $ws" ] || { say "$iqn: $got, expected $mode $ws"; fail=1; }
 done <<EXPECT
-iqn.2026-11.org.example:zvol zvol write-back auto
-iqn.2026-11.org.example:file file write-through auto
-iqn.2026-11.org.example:plp plp plp auto
-iqn.2026-11.org.example:two-keys two write-through dsync
-iqn.2026-11.org.example:colon colon write-through group
+${p}zvol zvol write-back auto
+${p}file file write-through auto
+${p}plp plp plp auto
+${p}two-keys two write-through dsync
+${p}colon colon write-through group
 EXPECT
-grep -q "Block size: 4096" <<<"$(awk '/^Target [0-9]+: iqn.2026-11.org.example:plp/ { on = 1 } /^Target/ && !/plp/ { on = 0 } on' <<<"$show")" ||
+grep -q "Block size: 4096" <<<"$(awk -v t="${p}plp" '/^Target [0-9]+:/ { on = ($3 == t) } on' <<<"$show")" ||
 	{ say "plp LUN: block-size 4096 not applied"; fail=1; }
 [ "$fail" -eq 0 ] && say "ok: 5 targets loaded by tgt-admin and read back" || say FAILED
 exit "$fail"

@@ -19,7 +19,7 @@ set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 tp=$top/scripts/tgtd-private
 sb=$top/tools/iscsi-syncbench
-iqn=iqn.2026-11.org.syncguard:stall-test
+iqn=iqn.2026-11.org.syncguard:stall-test-$$	# own counters: see syncbench.sh
 work=$(mktemp -d "$top/build/stall.XXXXXX") || exit 1
 say() { printf 'stall: %s\n' "$*" >&2; }
 cleanup() {

@@ -20,7 +20,9 @@ set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 tp=$top/scripts/tgtd-private
 sb=$top/tools/iscsi-syncbench
-iqn=iqn.2026-11.org.syncguard:syncbench-test
+# the run's pid in the name: two runs on one host published their
+# counters under one name and read none (/run/syncguard/TARGET)
+iqn=iqn.2026-11.org.syncguard:syncbench-test-$$
 work=$(mktemp -d "$top/build/syncbench.XXXXXX") || exit 1
 trap '"$tp" stop "$work/tgtd" >/dev/null 2>&1; "$tp" stop "$work/tgtd2" >/dev/null 2>&1; rm -rf "$work"' EXIT
 fails=0 checks=0

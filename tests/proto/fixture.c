@@ -63,6 +63,16 @@ void proto_prepare(void)
 	}
 }
 
+const char *proto_iqn(void)
+{
+	static char iqn[64];
+
+	if (!iqn[0])
+		snprintf(iqn, sizeof(iqn), "iqn.2026-11.org.syncguard:proto-%ld",
+			 (long)getpid());
+	return iqn;
+}
+
 void proto_tgtd_start(void)
 {
 	proto_prepare();

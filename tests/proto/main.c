@@ -4,8 +4,11 @@
 
 int main(void)
 {
-	SRunner *sr = srunner_create(modes_suite());
+	SRunner *sr;
 	int failed;
+
+	(void)proto_iqn();	/* this process's pid, before tests fork */
+	sr = srunner_create(modes_suite());
 
 	srunner_add_suite(sr, bsopts_suite());
 	srunner_add_suite(sr, blockdev_suite());

@@ -15,7 +15,12 @@
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
-#define PROTO_IQN "iqn.2026-11.org.syncguard:proto"
+/* The target's name, with the test run's pid in it: two runs on one host
+ * (a helper's beside CI's) published each other's counters under one name
+ * and read none (/run/syncguard/TARGET).  Set in the parent before any
+ * test forks (main). */
+const char *proto_iqn(void);
+#define PROTO_IQN proto_iqn()
 #define PROTO_TID 1
 
 Suite *modes_suite(void);
