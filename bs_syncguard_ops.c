@@ -520,6 +520,16 @@ static void block_limits(struct scsi_lu *lu)
 		put_unaligned_be16((uint16_t)gran, b0->data + 2);
 	if (lu->attrs.thinprovisioning)
 		put_unaligned_be32(MAX_UNMAP_DESCRIPTORS, b0->data + 20);
+	/* OPTIMAL UNMAP GRANULARITY (SBC-3 6.5.3, page bytes 28-31): what
+	 * a block device deallocates in, else the physical block; an UNMAP
+	 * of less writes zeroes (syncguard_lun_punch).  It was 0 (helper-55) */
+	if (b0->size >= 28) {
+		unsigned int ug = bs->lun.punch_align ?
+				  bs->lun.punch_align >> lu->blk_shift : gran;
+
+		put_unaligned_be32(lu->attrs.thinprovisioning && ug > 1 ? ug : 0,
+				   b0->data + 24);
+	}
 }
 
 /*

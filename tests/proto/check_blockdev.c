@@ -251,7 +251,8 @@ END_TEST
  * device deallocates whole sectors only (fallocate: EINVAL), so the
  * blocks that share a sector with others are written with zeroes; every
  * unmapped block reads back as zeroes, the rest as written (it failed
- * with MEDIUM ERROR after unmapping the first descriptor: helper-53). */
+ * with MEDIUM ERROR after unmapping the first descriptor: helper-53).
+ * Block Limits says the sector as OPTIMAL UNMAP GRANULARITY. */
 START_TEST(test_blockdev_unmap_within_sectors)
 {
 	char dev[64];
@@ -259,6 +260,7 @@ START_TEST(test_blockdev_unmap_within_sectors)
 	unsigned char out[64 * 512], zero[64 * 512] = { 0 };
 	unsigned char list[8 + 2 * 16] = { 0, 38, 0, 32 };
 	struct unmap_list one = { 40, 4 };
+	struct scsi_inquiry_block_limits *bl;
 	struct iscsi_context *iscsi;
 	struct scsi_task *t;
 
@@ -268,6 +270,12 @@ START_TEST(test_blockdev_unmap_within_sectors)
 	ck_assert_int_eq(proto_add_lun(9, dev, "mode=write-through", 0), 0);
 	ck_assert_int_eq(proto_update_lun(9, "thin_provisioning=1"), 0);
 	iscsi = proto_connect(9);
+	t = iscsi_inquiry_sync(iscsi, 9, 1, SCSI_INQUIRY_PAGECODE_BLOCK_LIMITS, 255);
+	proto_assert_good(t, "INQUIRY Block Limits", true);
+	bl = scsi_datain_unmarshall(t);
+	ck_assert_ptr_nonnull(bl);
+	ck_assert_uint_eq(bl->opt_unmap_gran, 8);	/* 4096 / 512 */
+	scsi_free_scsi_task(t);
 	proto_assert_good(iscsi_write16_sync(iscsi, 9, 0, out, sizeof(out), 512,
 		0, 0, 0, 0, 0), "WRITE(16)", false);
 	list[8 + 7] = 1, list[8 + 11] = 1;	/* LBA 1: inside sector 0 */
