@@ -318,10 +318,17 @@ static void defer(struct syncguard_bs *bs, struct uring_op *op,
 
 static void io_done(struct syncguard_bs *bs, struct uring_op *op, int err)
 {
+	bool joins = !err && op->plan.write && !op->plan.dsync &&
+		     op->plan.persist == SYNCGUARD_PERSIST_DURABLE;
+
+	/* durable (or written, plp) on its own: unless a flush failed
+	 * meanwhile (the group flush's waiters are judged in flush_done) */
+	if (!err && op->plan.write && !joins &&
+	    op->plan.persist != SYNCGUARD_PERSIST_CACHED)
+		err = syncguard_lun_lost_meanwhile(&bs->lun);
 	if (op->plan.dsync && !err && op->scored)
 		syncguard_durable_answered(&bs->lun, 1);
-	if (!err && op->plan.write && !op->plan.dsync &&
-	    op->plan.persist == SYNCGUARD_PERSIST_DURABLE) {
+	if (joins) {
 		syncguard_plan_written(&bs->lun, &op->plan);
 		join_flush(bs, op);
 		return;

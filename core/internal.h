@@ -130,6 +130,14 @@ bool syncguard_lun_latched_soft(struct syncguard_lun *lun);
  * durability fails with it. */
 void syncguard_latch(struct syncguard_lun *lun, int err);
 
+/* For a write that succeeded on its way to durability (RWF_DSYNC, an
+ * O_DIRECT write in plp): -errno if the LUN is latched for good now, as
+ * after a flush that failed while the write ran (a device that fails a
+ * flush may drop all its cache held, this write's data too, though the
+ * write's own flush then succeeds: helper-57), else 0.  A soft latch lost
+ * nothing (a refused write) and does not count. */
+int syncguard_lun_lost_meanwhile(struct syncguard_lun *lun);
+
 /* The same for a write that failed on its way to durability: ENOSPC and
  * EDQUOT latch soft (the write may just have been refused), the rest as
  * syncguard_latch. */

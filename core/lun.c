@@ -1260,7 +1260,16 @@ int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
 	 * until the witness is rechecked (see syncguard_latch) */
 	if (err)
 		syncguard_latch_write(lun, -err);
+	else if (persist != SYNCGUARD_PERSIST_CACHED)
+		err = syncguard_lun_lost_meanwhile(lun);
 	return err;
+}
+
+int syncguard_lun_lost_meanwhile(struct syncguard_lun *lun)
+{
+	int err = syncguard_lun_latched(lun);
+
+	return err && !syncguard_lun_latched_soft(lun) ? -err : 0;
 }
 
 int syncguard_lun_persist_range(struct syncguard_lun *lun, uint64_t off,

@@ -30,6 +30,7 @@ static struct {
 	bool pwrite_short;
 	int pwrites, dsyncs, fdatasyncs, writeouts;
 	void (*fdatasync_hook)(void);	/* runs in the next fdatasync */
+	void (*dsync_hook)(void);	/* runs in the next RWF_DSYNC write */
 	int fdatasync_fd;		/* the last fdatasync's descriptor */
 } fx;
 
@@ -39,8 +40,14 @@ static ssize_t fx_pwritev2(int fd, const struct iovec *iov, int cnt,
 	struct iovec half;
 
 	fx.pwrites++;
-	if (flags & RWF_DSYNC)
+	if (flags & RWF_DSYNC) {
+		void (*hook)(void) = fx.dsync_hook;
+
 		fx.dsyncs++;
+		fx.dsync_hook = NULL;
+		if (hook)
+			hook();
+	}
 	if (fx.pwrite_eintr) {
 		fx.pwrite_eintr--;
 		errno = EINTR;
@@ -633,6 +640,27 @@ START_TEST(test_exec_unmap_parameter_list_length)
 	ck_assert_int_eq(read10(0, 8, false), SYNCGUARD_OK);
 	ck_assert_mem_eq(back + BS, zero, BS);
 	ck_assert_mem_eq(back + 5 * BS, data + 5 * BS, BS);
+}
+END_TEST
+
+static void other_flush_fails(void)
+{
+	syncguard_latch(&lun, EIO);
+}
+
+/* A flush that fails while a FUA write's RWF_DSYNC runs (another
+ * command's, latched for good): the write's own sync succeeds, but a
+ * device that fails a flush may drop what its cache held, this write's
+ * data too, so it is not answered GOOD (helper-57 lost one on the model,
+ * once). */
+START_TEST(test_exec_fua_with_failed_flush_meanwhile)
+{
+	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_DSYNC);
+	fill(4);
+	fx.dsync_hook = other_flush_fails;
+	ck_assert_int_eq(write16(0, 1, true), SYNCGUARD_ERR_WRITE);
+	ck_assert_int_eq(fx.dsyncs, 1);
+	ck_assert_int_eq(syncguard_lun_lost_meanwhile(&lun), -EIO);
 }
 END_TEST
 
@@ -1236,6 +1264,7 @@ Suite *exec_suite(void)
 	tcase_add_test(data, test_exec_write_same_unmap_huge_lun);
 	tcase_add_test(data, test_exec_write_same_unmap_data);
 	tcase_add_test(data, test_exec_unmap_parameter_list_length);
+	tcase_add_test(data, test_exec_fua_with_failed_flush_meanwhile);
 	tcase_add_test(faults, test_exec_write_eio);
 	tcase_add_test(faults, test_exec_read_eio);
 	tcase_add_test(faults, test_exec_enospc);
