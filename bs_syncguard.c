@@ -367,6 +367,7 @@ static void bs_syncguard_close(struct scsi_lu *lu)
 	syncguard_watch_remove(bs);
 	syncguard_ops_close(lu);
 	syncguard_uring_close(lu);
+	__atomic_store_n(&bs->lun.closing, true, __ATOMIC_SEQ_CST);
 	syncguard_ops_wait_switches(lu);
 	latched = syncguard_lun_latched_soft(&bs->lun) ? 0 :
 		  syncguard_lun_latched(&bs->lun);

@@ -749,7 +749,12 @@ int syncguard_lun_apply_wce(struct syncguard_lun *lun)
 	 * first one's flush failed, WCE went back to 1 under an initiator
 	 * told 0 (helper-56: its plain writes lost on a power cut, 7/7). */
 	pthread_mutex_lock(&lun->switch_lock);
-	ret = switch_off(lun);
+	/* one that queued behind another while the LUN is closing flushes
+	 * nothing: the close's final flush does that, and the delete waited
+	 * for every queued flush in turn, with tgtd's event thread
+	 * (helper-57: 8 s of nothing answered on another LUN) */
+	ret = __atomic_load_n(&lun->closing, __ATOMIC_SEQ_CST) ? 0 :
+	      switch_off(lun);
 	pthread_mutex_unlock(&lun->switch_lock);
 	return ret;
 }

@@ -374,6 +374,8 @@ struct syncguard_lun {
 					 * encoded, see syncguard_latch */
 	pthread_mutex_t recheck_lock;	/* one soft-latch recheck at a time */
 	pthread_mutex_t switch_lock;	/* one switch to WCE=0 at a time */
+	bool closing;			/* switches still queued stand down:
+					 * the final flush covers them */
 	bool enospc_soft;		/* ENOSPC/EDQUOT latch soft here
 					 * (syncguard_policy_enospc_refused) */
 	bool no_rwf_dsync;		/* the file system refused RWF_DSYNC:
