@@ -1272,9 +1272,12 @@ int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
 
 int syncguard_lun_lost_meanwhile(struct syncguard_lun *lun)
 {
-	int err = syncguard_lun_latched(lun);
+	/* one read: a soft latch cleared between two reads looked hard
+	 * (helper-59, by reading) */
+	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
 
-	return err && !syncguard_lun_latched_soft(lun) ? -err : 0;
+	return (cur & LATCH_ERRNO) && !(cur & LATCH_SOFT) ?
+	       -(cur & LATCH_ERRNO) : 0;
 }
 
 int syncguard_lun_persist_range(struct syncguard_lun *lun, uint64_t off,
