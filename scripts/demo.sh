@@ -105,7 +105,7 @@ runs=$(( $(echo $modes | wc -w) * 2 * 3 ))
 say "$runs runs of ${secs}s: 4 KiB random writes, sync none/fua/flush, QD 1 and 16"
 final_csv=$csv
 csv=$work/results.csv	# moved into place only when the run completes
-echo "mode,lun,label,sync,block_size,queue_depth,sessions,read_pct,random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op,workload,interrupted,unanswered,verify_checked,verify_mismatches" >"$csv"
+echo "mode,lun,label,sync,block_size,queue_depth,sessions,read_pct,random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op,workload,interrupted,unanswered,verify_checked,verify_mismatches,verify_complete" >"$csv"
 n=0 failed=0
 eol='\n'; [ -t 2 ] && eol='\r'
 lun=0

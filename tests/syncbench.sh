@@ -56,13 +56,17 @@ usage_case --compare --csv a.json b.json			# --csv was ignored
 usage_case --compare
 usage_case http://127.0.0.1/x/1
 usage_case -s flush-only -b 4k,64k iscsi://127.0.0.1/x/1	# one test run twice
+usage_case -s flush-only -r 50 iscsi://127.0.0.1/x/1	# labelled 50% reads, none sent
 usage_case --preset iozone --preset vdbench iscsi://127.0.0.1/x/1	# the last won
 usage_case iscsi://127.0.0.1:99999/iqn.x/1			# connection refused
 usage_case --label $'\xff\xfe' iscsi://127.0.0.1/x/1	# invalid UTF-8 made the JSON invalid
 usage_case --label $'\xc0\xaf' iscsi://127.0.0.1/x/1	# an overlong '/'
-out=$("$sb" 'iscsi://bob%hunter2@127.0.0.1:1/iqn.x/' 2>&1); rc=$?
-expect "a bad URL's message masks its CHAP secret (it printed it): $(head -1 <<<"$out")" \
-	'[ $rc -eq 2 ] && grep -q "bob%\*\*\*@" <<<"$out" && ! grep -q hunter2 <<<"$out"'
+for bad in 'iscsi://bob%hunter2@127.0.0.1:1/iqn.x/' 'ISCSI://bob%hunter2@127.0.0.1:1/iqn.x/1' \
+	   'iscsi://bob%hun@ter2@127.0.0.1:1/iqn.x/1'; do	# the last two: helper-58
+	out=$("$sb" "$bad" 2>&1); rc=$?
+	expect "a bad URL's message masks its CHAP secret (it printed it): $(head -1 <<<"$out")" \
+		'[ $rc -eq 2 ] && grep -q "bob%\*\*\*@" <<<"$out" && ! grep -q "hun\|ter2" <<<"$out"'
+done
 out=$("$top/tools/syncguard-stat" iqn.2026-11.org.syncguard:none 1 --json 2>/dev/null); rc=$?
 expect "syncguard-stat takes --json after the operands (it was 'one argument too many')" \
 	'[ $rc -eq 1 ] && [ "$out" = "[]" ]'
@@ -280,6 +284,9 @@ expect "another busy tgtd's counters of the same target name are not this LUN's 
 expect "another tgtd's counters of the same target name are not reported as this LUN's" \
 	'[ "$(jq -r "[.results[0].device_flushes_per_op, .results[0].target_writes] | @tsv" "$work/twin.json")" = "$(printf "\t")" ]'
 
+out=$("$sb" -s end --bytes 16m -b 512 -p seq --json --no-progress "$u1" 2>/dev/null | jq '.results[0].device_flushes_per_op')
+expect "one flush in 32768 operations is not 0 in JSON (it read 0.0000): $out" \
+	'awk -v v="$out" "BEGIN { exit !(v > 0 && v < 0.001) }"'
 out=$("$sb" -t 0.2 -S 5000 --no-progress "$u1" 2>&1); rc=$?
 expect "--span not a multiple of the block size is refused (it was cut to 9 blocks): $(head -1 <<<"$out")" \
 	'[ $rc -eq 2 ] && grep -q "not a multiple of the LUN" <<<"$out"'
@@ -362,7 +369,8 @@ dd if=/dev/zero of="$work/plp.img" bs=1M count=8 conv=fsync status=none
 out=$("$top/tools/syncguard-stat" "$iqn" 6)
 expect "syncguard-stat on plp: no write_sync or flush batching line ($(grep writes: <<<"$out"))" \
 	'grep -q "writes: .*no flushes (plp)" <<<"$out" && grep -q "flush batching: none (plp" <<<"$out" &&
-	 ! grep -q "write_sync\|epochs" <<<"$out"'
+	 ! grep -q "write_sync\|epochs" <<<"$out" && grep -q "median - us" <<<"$out" &&
+	 "$top/tools/syncguard-stat" --json "$iqn" 6 | jq -e ".[0] | .write_sync_way == null and .batch_way == null" >/dev/null'
 expect "tgtd.log's plp line says no RWF_DSYNC" \
 	'grep "lun 6: .*mode=plp" "$work/tgtd/tgtd.log" | grep -q "writes O_DIRECT" &&
 	 ! grep "lun 6: .*mode=plp" "$work/tgtd/tgtd.log" | grep -q RWF_DSYNC'
@@ -408,7 +416,49 @@ expect "--verify-only finds a stamp copied to another LBA of the same block size
 	'[ $rc -eq 1 ] && grep -q "verify: LBA 300: .*torn or misplaced" <<<"$out"'
 "$tp" adm "$work/tgtd" --op delete --mode logicalunit --tid 1 --lun 5
 
-# the last check: the target dies mid-run; the tool must give up, not hang
+# --verify's read-back after a Ctrl-C (the span 4 GiB: it lasts): a
+# second Ctrl-C stops it and the results are printed (it quit with
+# nothing: helper-58), and a target that dies during it fails it (it
+# hung for good, libiscsi reconnecting: helper-58)
+truncate -s 4G "$work/big.img"
+"$tp" lun "$work/tgtd" 1 7 "$work/big.img" "mode=write-back" 4096 >/dev/null || bad "LUN 7"
+u7=$("$tp" url "$work/tgtd" "$iqn" 7)
+in_readback() {	# PID ERRFILE: Ctrl-C, then wait for the read-back to begin
+	kill -INT "$1"
+	for _ in $(seq 100); do grep -q "reading back the span" "$2" && return 0; sleep 0.05; done
+	return 1
+}
+"$sb" -t 30 -q 16 -b 64k --verify --span 4g --json --no-progress "$u7" >"$work/rb.json" 2>"$work/rb.err" &
+pid=$!
+sleep 1
+in_readback "$pid" "$work/rb.err" && kill -INT "$pid"
+wait "$pid"; rc=$?
+expect "a second Ctrl-C in the read-back: exit 130, results printed, verify incomplete ($(tail -n 1 "$work/rb.err"))" \
+	'[ $rc -eq 130 ] && grep -q "verify: interrupted at LBA" "$work/rb.err" &&
+	 jq -e ".results[0] | .ops > 0 and .verify.ran and (.verify.complete | not)" "$work/rb.json" >/dev/null'
+
+# the last checks: the target dies in the read-back, then mid-run; the
+# tool must give up, not hang
+"$sb" -t 30 -q 16 -b 64k --verify --span 4g --timeout 3 --no-progress "$u7" >/dev/null 2>"$work/rbdead.err" &
+pid=$!
+sleep 1
+if in_readback "$pid" "$work/rbdead.err"; then
+	"$tp" kill "$work/tgtd"
+	for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -9 "$pid"; bad "a target killed in the read-back: still running 10 s later"
+	else
+		wait "$pid"; rc=$?
+		expect "a target killed in the read-back: READ fails, exit 130 ($(grep -m1 'READ(16)' "$work/rbdead.err"))" \
+			'[ $rc -eq 130 ] && grep -q "verify: READ(16) at .* failed" "$work/rbdead.err"'
+	fi
+	"$tp" start "$work/tgtd" "$top/bs_syncguard.so" >/dev/null &&
+		"$tp" target "$work/tgtd" 1 "$iqn" &&
+		"$tp" lun "$work/tgtd" 1 1 "$work/lun1.img" "mode=write-back" || exit 1
+	u1=$("$tp" url "$work/tgtd" "$iqn" 1)
+else
+	bad "the read-back did not begin after a Ctrl-C"; kill -9 "$pid"
+fi
 "$sb" -t 60 -q 4 --timeout 2 --json --no-progress "$u1" >"$work/dead.json" 2>"$work/dead.err" &
 pid=$!
 sleep 1.5

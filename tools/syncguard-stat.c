@@ -68,15 +68,19 @@ static void print_ways(const struct syncguard_stats *st)
 
 static void print_ways_json(const struct syncguard_stats *st)
 {
+	/* plp has no trials: null ways (it said dsync and at_once: helper-58) */
+	bool plp = st->mode == SYNCGUARD_MODE_PLP;
+
 	printf(",\"write_sync\":\"%s\",\"direct_io\":%s,\"dsync_direct_io\":%s,"
-	       "\"write_sync_way\":\"%s\",\"write_sync_rate\":{\"dsync\":%"
-	       PRIu64 ",\"group\":%" PRIu64 "},\"batch_way\":\"%s\","
+	       "\"write_sync_way\":%s,\"write_sync_rate\":{\"dsync\":%"
+	       PRIu64 ",\"group\":%" PRIu64 "},\"batch_way\":%s,"
 	       "\"batch_rate\":{\"at_once\":%" PRIu64 ",\"hold\":%" PRIu64 "}",
 	       syncguard_write_sync_name((enum syncguard_write_sync)st->write_sync),
 	       st->direct_io == 1 ? "true" : "false",
-	       st->direct_io ? "true" : "false",
-	       st->write_sync_way ? "group" : "dsync", st->write_sync_rate[0],
-	       st->write_sync_rate[1], st->batch_way ? "hold" : "at_once",
+	       st->direct_io && !plp ? "true" : "false",
+	       plp ? "null" : st->write_sync_way ? "\"group\"" : "\"dsync\"",
+	       st->write_sync_rate[0], st->write_sync_rate[1],
+	       plp ? "null" : st->batch_way ? "\"hold\"" : "\"at_once\"",
 	       st->batch_rate[0], st->batch_rate[1]);
 }
 
@@ -179,11 +183,15 @@ static void print(const char *target, unsigned long lun,
 		print_latch_json(st);
 		print_histogram(st);
 	} else {
+		char median[24] = "-";	/* none measured: no 0 us */
+
+		if (flush_p50(st))
+			snprintf(median, sizeof(median), "%" PRIu64, flush_p50(st));
 		printf("%s lun %lu: %s, WCE=%" PRIu64 ", tgtd %u%s\n"
 		       "  commands: %" PRIu64 " reads, %" PRIu64 " writes, %" PRIu64
 		       " FUA writes, %" PRIu64 " SYNCHRONIZE CACHE, %" PRIu64
 		       " errors\n"
-		       "  device flushes %" PRIu64 " (median %" PRIu64 " us), "
+		       "  device flushes %" PRIu64 " (median %s us), "
 		       "RWF_DSYNC writes %" PRIu64 ", writeouts %" PRIu64
 		       ", O_DIRECT writes %" PRIu64 "\n"
 		       "  saved: %" PRIu64 " by coalescing, %" PRIu64
@@ -192,7 +200,7 @@ static void print(const char *target, unsigned long lun,
 		       " submissions\n", target, lun, mode, st->wce, st->pid,
 		       alive ? "" : " (gone)", st->reads, st->writes,
 		       st->fua_writes, st->sync_caches, st->errors,
-		       st->device_flushes, flush_p50(st), st->dsync_writes,
+		       st->device_flushes, median, st->dsync_writes,
 		       st->writeouts, st->direct_writes, st->flushes_coalesced,
 		       st->flushes_elided, st->ring_ios, st->ring_submits);
 		print_ways(st);

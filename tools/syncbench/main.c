@@ -15,6 +15,7 @@
 #include "verify.h"
 
 volatile sig_atomic_t syncguard_interrupted;
+volatile sig_atomic_t syncguard_reading_back;
 /* --cache-off set WCE=0 and has not restored it yet */
 static volatile sig_atomic_t wce_off;
 
@@ -27,7 +28,14 @@ static volatile sig_atomic_t wce_off;
 static void on_signal(int sig)
 {
 	(void)sig;
-	if (syncguard_interrupted) {	/* second Ctrl-C: give up at once */
+	/* second Ctrl-C: give up at once, unless it stops a read-back
+	 * that follows the first (helper-58: what was measured was lost
+	 * with stdout's buffer); a third one quits */
+	if (syncguard_interrupted == 1 && syncguard_reading_back) {
+		syncguard_interrupted = 2;
+		return;
+	}
+	if (syncguard_interrupted) {
 		if (wce_off) {	/* write(): safe in a signal handler */
 			ssize_t n = write(STDERR_FILENO, WCE_LEFT_OFF,
 					  sizeof(WCE_LEFT_OFF) - 1);

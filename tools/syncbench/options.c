@@ -213,6 +213,28 @@ static void set_preset(struct config *c, const char *arg)
 	c->preset = arg;
 }
 SETTER(set_full, c->full = true)
+/* The URL's scheme, and at most one '@' before its path: libiscsi takes
+ * the first as the end of a CHAP secret, and a secret with '@' in it
+ * went to the resolver as a host name, in an error message.  Messages
+ * show the URL with its secret masked (helper-58: in clear here). */
+static void check_url(const char *url)
+{
+	const char *auth = strstr(url, "://"), *end, *at;
+	char shown[1024];
+	int n = 0;
+
+	syncguard_shown_url(url, shown, sizeof(shown));
+	if (strncmp(url, "iscsi://", 8))
+		syncguard_usage_error("'%s' is not an iscsi:// URL", shown);
+	end = strchr(auth + 3, '/');
+	for (at = auth + 3; *at && (!end || at < end); at++)
+		n += *at == '@';
+	if (n > 1)
+		syncguard_usage_error("'%s': more than one '@' before the target "
+				      "name (a CHAP secret cannot contain '@')",
+				      shown);
+}
+
 /* Is @s valid UTF-8 (RFC 3629: no overlong forms, no surrogates, at
  * most U+10FFFF)? */
 static bool utf8_valid(const unsigned char *s)
@@ -308,8 +330,8 @@ static const struct opt opts[] = {
 	  "sequential (vdbench seekpct); default 100", set_random_pct },
 	{ "pattern", 'p', "rand|seq", "shorthand for --random-pct 100 or 0",
 	  set_pattern },
-	{ "span", 'S', "SIZE", "use only the first SIZE bytes of the LUN; "
-	  "default all of it", set_span },
+	{ "span", 'S', "SIZE", "use only the first SIZE bytes of the LUN (a "
+	  "whole number of its blocks); default all of it", set_span },
 	{ "split-span", 0, NULL, "give each session its own part of the span",
 	  set_split },
 	{ "cache-off", 0, NULL, "set WCE=0 with MODE SELECT for the run and "
@@ -328,8 +350,9 @@ static const struct opt opts[] = {
 	  "or --bytes, --read-pct and --random-pct (and so --pattern) itself "
 	  "(iozone also --sessions), so those cannot go with it", set_preset },
 	{ "full", 0, NULL, "with --preset: the full form", set_full },
-	{ "label", 0, "TEXT", "name this run in JSON, CSV and comparisons",
-	  set_label },
+	{ "label", 0, "TEXT", "name this run in JSON, CSV and comparisons "
+	  "(1-60 bytes of UTF-8; no commas, quotes, backslashes or control "
+	  "characters)", set_label },
 	{ "seed", 0, "N", "seed of the random offsets; default 1", set_seed },
 	{ "timeout", 0, "SECONDS", "a command unanswered this long fails, and "
 	  "a run ends at most this long after its time; 0 waits for ever; "
@@ -482,8 +505,7 @@ static void check_combinations(struct config *c, int argc, char **argv)
 		syncguard_usage_error("%s", optind >= argc ? "missing the iscsi:// URL" :
 				      "more than one URL given");
 	c->url = argv[optind];
-	if (strncmp(c->url, "iscsi://", 8))
-		syncguard_usage_error("'%s' is not an iscsi:// URL", c->url);
+	check_url(c->url);
 	if (!c->csv_header && c->format != OUT_CSV)
 		syncguard_usage_error("%s", "--no-header goes with --csv");
 	if (c->state && !c->verify && !c->verify_only)
@@ -510,6 +532,9 @@ static void check_combinations(struct config *c, int argc, char **argv)
 	if (c->bytes && c->sync == SYNC_FLUSH_ONLY)
 		syncguard_usage_error("%s", "--bytes counts data: --sync flush-only moves "
 				      "none, give it --time");
+	if (c->sync == SYNC_FLUSH_ONLY && c->read_pct)	/* helper-58 */
+		syncguard_usage_error("%s", "--sync flush-only sends no reads: "
+				      "--read-pct would only mislabel it");
 	if (c->sync == SYNC_FLUSH_ONLY && c->nsizes > 1)	/* helper-52 */
 		syncguard_usage_error("%s", "--sync flush-only moves no data: a list "
 				      "of --block-size values would run one test again");

@@ -25,9 +25,17 @@ static const char *bit(int v)
 
 void syncguard_shown_url(const char *url, char *out, size_t len)
 {
-	const char *at = strchr(url, '@'), *pct = strchr(url, '%');
+	const char *auth = strstr(url, "://"), *slash, *at = NULL, *pct;
 
-	if (at && pct && pct < at)
+	/* the last '@' before the path ends a secret: one with '@' in it
+	 * showed its tail (helper-58) */
+	auth = auth ? auth + 3 : url;
+	slash = strchr(auth, '/');
+	for (const char *p = auth; *p && (!slash || p < slash); p++)
+		if (*p == '@')
+			at = p;
+	pct = at ? memchr(auth, '%', (size_t)(at - auth)) : NULL;
+	if (pct)
 		snprintf(out, len, "%.*s%%***%s", (int)(pct - url), url, at);
 	else
 		snprintf(out, len, "%s", url);
@@ -159,9 +167,10 @@ static void print_text(const struct config *c, const struct result *r)
 	if (r->target_writes[0])
 		printf("  target writes: %s\n  target flush batching: %s\n",
 		       r->target_writes, r->target_batching);
-	if (r->verify_checked)
+	if (r->verify_checked)	/* a stopped read-back said nothing of it */
 		printf("  verify: %" PRIu64 " blocks checked, %" PRIu64
-		       " mismatches\n", r->verify_checked, r->verify_bad);
+		       " mismatches%s\n", r->verify_checked, r->verify_bad,
+		       r->verify_complete ? "" : " (incomplete)");
 }
 
 /* device syncs per operation as text, or @unknown when the target's
@@ -169,8 +178,8 @@ static void print_text(const struct config *c, const struct result *r)
 static void flushes_per_op(const struct result *r, char *buf, size_t len,
 			   const char *unknown)
 {
-	if (r->flushes_per_op >= 0)
-		snprintf(buf, len, "%.4f", r->flushes_per_op);
+	if (r->flushes_per_op >= 0)	/* %.4f read 0 for 1 in 131072 */
+		snprintf(buf, len, "%.4g", r->flushes_per_op);
 	else
 		snprintf(buf, len, "%s", unknown);
 }
@@ -243,12 +252,13 @@ static void print_json(const struct config *c, const struct result *r,
 #define CSV_HEADER "label,sync,block_size,queue_depth,sessions,read_pct," \
 	"random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us," \
 	"lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op," \
-	"workload,interrupted,unanswered,verify_checked,verify_mismatches"
+	"workload,interrupted,unanswered,verify_checked,verify_mismatches," \
+	"verify_complete"
 
 static void print_csv(const struct config *c, const struct target_info *ti,
 		      const struct result *r, bool first)
 {
-	char sy[24], fpo[32], vc[24] = "", vm[24] = "", l[5][32];
+	char sy[24], fpo[32], vc[24] = "", vm[24] = "", vd[4] = "", l[5][32];
 
 	if (first && c->csv_header)
 		printf(CSV_HEADER "\n");
@@ -256,9 +266,10 @@ static void print_csv(const struct config *c, const struct target_info *ti,
 	if (r->verify_ran) {	/* empty unless a read-back ran */
 		snprintf(vc, sizeof(vc), "%" PRIu64, r->verify_checked);
 		snprintf(vm, sizeof(vm), "%" PRIu64, r->verify_bad);
+		snprintf(vd, sizeof(vd), "%d", r->verify_complete ? 1 : 0);
 	}
 	printf("%s,%s,%" PRIu64 ",%u,%u,%u,%u,%d,%d,%.3f,%" PRIu64 ",%" PRIu64
-	       ",%.1f,%.3f,%s,%s,%s,%s,%s,%s,%s,%d,%" PRIu64 ",%s,%s\n",
+	       ",%.1f,%.3f,%s,%s,%s,%s,%s,%s,%s,%d,%" PRIu64 ",%s,%s,%s\n",
 	       run_label(c, r),
 	       syncguard_sync_name(r->p.sync, c->every, sy, sizeof(sy)), r->p.xfer, r->p.qd,
 	       r->nsess, r->p.read_pct, r->p.random_pct, ti->wce, ti->dpofua,
@@ -267,7 +278,8 @@ static void print_csv(const struct config *c, const struct target_info *ti,
 	       lat(r, us(r, 50), l[1], ""), lat(r, us(r, 99), l[2], ""),
 	       lat(r, us(r, 99.9), l[3], ""),
 	       lat(r, (double)r->hist.max_ns / 1e3, l[4], ""),
-	       fpo, r->p.label, r->interrupted ? 1 : 0, r->unanswered, vc, vm);
+	       fpo, r->p.label, r->interrupted ? 1 : 0, r->unanswered, vc, vm,
+	       vd);
 }
 
 void syncguard_report_result(const struct config *c, const struct target_info *ti,

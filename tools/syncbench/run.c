@@ -712,6 +712,9 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 				"stopped answering\n");
 			ret = -1;
 		} else if (rn.vmap) {
+			/* a target that dies now fails the READs: libiscsi's
+			 * reconnect had retried them for ever (helper-58) */
+			iscsi_set_noautoreconnect(rn.s[0].iscsi, 1);
 			ret = syncguard_verify_readback(rn.vmap, rn.s[0].iscsi, rn.s[0].lun,
 							ti, c->state, r);
 			r->verify_ran = true;

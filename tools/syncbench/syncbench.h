@@ -145,7 +145,10 @@ struct result {
 	bool interrupted;
 };
 
-extern volatile sig_atomic_t syncguard_interrupted;
+extern volatile sig_atomic_t syncguard_interrupted;	/* Ctrl-Cs so far */
+/* set while --verify reads back: a second Ctrl-C then stops the
+ * read-back, and the results are printed (it quit with nothing) */
+extern volatile sig_atomic_t syncguard_reading_back;
 
 /* options.c: fill @c from the command line; a usage error exits 2 */
 void syncguard_parse_args(int argc, char **argv, struct config *c);

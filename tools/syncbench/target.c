@@ -44,14 +44,24 @@ const char *syncguard_sense_text(const struct scsi_sense *sense, char *buf,
 		{ 0x4400, "INTERNAL TARGET FAILURE" },
 	};
 	const char *ascq = scsi_sense_ascq_str(sense->ascq);
+	char *p;
+	int n;
 
 	for (size_t i = 0; !ascq && i < sizeof(ascqs) / sizeof(ascqs[0]); i++)
 		if (ascqs[i].ascq == sense->ascq)
 			ascq = ascqs[i].name;
 
-	snprintf(buf, len, "sense key %s (0x%x), ASC/ASCQ 0x%04x%s%s",
-		 keys[sense->key & 0xf], sense->key, sense->ascq,
-		 ascq ? " " : "", ascq ? ascq : "");
+	n = snprintf(buf, len, "sense key %s (0x%x), ASC/ASCQ 0x%04x%s",
+		     keys[sense->key & 0xf], sense->key, sense->ascq,
+		     ascq ? " " : "");
+	if (ascq && n >= 0 && (size_t)n < len) {
+		snprintf(buf + n, len - (size_t)n, "%s", ascq);
+		/* libiscsi writes CAPACITY_DATA_HAS_CHANGED: SPC-4 has
+		 * spaces (helper-58) */
+		for (p = buf + n; *p; p++)
+			if (*p == '_')
+				*p = ' ';
+	}
 	return buf;
 }
 

@@ -169,56 +169,70 @@ static void mismatch(struct result *r, uint64_t lba, uint64_t want,
 		want >> 40, want & (((uint64_t)1 << 40) - 1), found);
 }
 
+/* One chunk of read_back, at @lba: 0, -1, -3 as read_back.  @before:
+ * the Ctrl-Cs seen when the read-back began. */
+static int read_chunk(struct iscsi_context *iscsi, int lun,
+		      const struct target_info *ti, uint64_t lba,
+		      uint64_t blocks, const uint64_t *want, const uint64_t *alt,
+		      sig_atomic_t before, struct result *r)
+{
+	uint32_t n = blocks - lba < CHUNK ? (uint32_t)(blocks - lba) : CHUNK;
+	struct scsi_task *t = syncguard_interrupted != before ? NULL :
+		iscsi_read16_sync(iscsi, lun, lba, n * ti->block_size,
+				  (int)ti->block_size, 0, 0, 0, 0, 0);
+
+	if (syncguard_interrupted != before) {
+		fprintf(stderr, PROG ": verify: interrupted at LBA %" PRIu64
+			" of %" PRIu64 "\n", lba, blocks);
+		if (t)
+			scsi_free_scsi_task(t);
+		r->interrupted = true;
+		return -3;
+	}
+	if (!t || t->status != SCSI_STATUS_GOOD) {
+		fprintf(stderr, PROG ": verify: READ(16) at %" PRIu64 " failed: "
+			"%s\n", lba, iscsi_get_error(iscsi));
+		if (t)
+			scsi_free_scsi_task(t);
+		return -1;
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		uint64_t got = stamp_of(t->datain.data + (size_t)k * ti->block_size,
+					ti->block_size, lba + k);
+		uint64_t w = want ? want[lba + k] : 0;
+
+		r->verify_checked++;
+		if (got == UINT64_MAX ||
+		    (w && got != w && !(alt && got == alt[lba + k])))
+			mismatch(r, lba + k, w, got);
+	}
+	scsi_free_scsi_task(t);
+	return 0;
+}
+
 /* Read [0, blocks) back; @want(lba) gives the expected stamp (0: any
  * whole stamp or none is fine), @alt(lba) a second acceptable one.
  * A Ctrl-C that stopped the writes before does not stop it (the run's
- * writes are checked; the second Ctrl-C quits at once): one during it
- * does.  0, -1 (a READ failed), -3 (Ctrl-C: r->interrupted set). */
+ * writes are checked): one during it does (a third quits at once).
+ * 0, -1 (a READ failed), -3 (Ctrl-C: r->interrupted set). */
 static int read_back(struct iscsi_context *iscsi, int lun,
 		     const struct target_info *ti, uint64_t blocks,
 		     const uint64_t *want, const uint64_t *alt,
 		     struct result *r)
 {
-	const bool before = syncguard_interrupted;
+	const sig_atomic_t before = syncguard_interrupted;
+	int ret = 0;
 
 	if (before)
-		fprintf(stderr, PROG ": verify: reading back the %" PRIu64
-			" blocks written (Ctrl-C again quits at once)\n", blocks);
-	for (uint64_t lba = 0; lba < blocks; lba += CHUNK) {
-		uint32_t n = blocks - lba < CHUNK ? (uint32_t)(blocks - lba) : CHUNK;
-		struct scsi_task *t = syncguard_interrupted && !before ? NULL :
-			iscsi_read16_sync(iscsi, lun, lba, n * ti->block_size,
-					  (int)ti->block_size, 0, 0, 0, 0, 0);
-
-		if (syncguard_interrupted && !before) {
-			fprintf(stderr, PROG ": verify: interrupted at LBA %"
-				PRIu64 " of %" PRIu64 "\n", lba, blocks);
-			if (t)
-				scsi_free_scsi_task(t);
-			r->interrupted = true;
-			return -3;
-		}
-		if (!t || t->status != SCSI_STATUS_GOOD) {
-			fprintf(stderr, PROG ": verify: READ(16) at %" PRIu64
-				" failed: %s\n", lba, iscsi_get_error(iscsi));
-			if (t)
-				scsi_free_scsi_task(t);
-			return -1;
-		}
-		for (uint32_t k = 0; k < n; k++) {
-			uint64_t got = stamp_of(t->datain.data +
-				(size_t)k * ti->block_size, ti->block_size, lba + k);
-			uint64_t w = want ? want[lba + k] : 0;
-
-			r->verify_checked++;
-			if (got == UINT64_MAX || (w && got != w &&
-			    !(alt && got == alt[lba + k])))
-				mismatch(r, lba + k, w, got);
-		}
-		scsi_free_scsi_task(t);
-	}
-	return 0;
+		fprintf(stderr, PROG ": verify: reading back the span, %" PRIu64
+			" blocks (Ctrl-C again stops it)\n", blocks);
+	syncguard_reading_back = 1;
+	for (uint64_t lba = 0; !ret && lba < blocks; lba += CHUNK)
+		ret = read_chunk(iscsi, lun, ti, lba, blocks, want, alt, before, r);
+	syncguard_reading_back = 0;
+	return ret;
 }
+
 
 /*
  * A state file: MAGIC_NAMED, block size (bytes), span (blocks), LUN
