@@ -439,19 +439,21 @@ expect "a second Ctrl-C in the read-back: exit 130, results printed, verify inco
 
 # the last checks: the target dies in the read-back, then mid-run; the
 # tool must give up, not hang
+ended() {	# PID TENTHS WHAT: PID's exit status in $rc, or a failure
+	for _ in $(seq "$2"); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+	if kill -0 "$1" 2>/dev/null; then
+		kill -9 "$1"; bad "$3: still running $(($2 / 10)) s later"; return 1
+	fi
+	wait "$1"; rc=$?
+}
 "$sb" -t 30 -q 16 -b 64k --verify --span 4g --timeout 3 --no-progress "$u7" >/dev/null 2>"$work/rbdead.err" &
 pid=$!
 sleep 1
 if in_readback "$pid" "$work/rbdead.err"; then
 	"$tp" kill "$work/tgtd"
-	for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-	if kill -0 "$pid" 2>/dev/null; then
-		kill -9 "$pid"; bad "a target killed in the read-back: still running 10 s later"
-	else
-		wait "$pid"; rc=$?
+	ended "$pid" 100 "a target killed in the read-back" &&
 		expect "a target killed in the read-back: READ fails, exit 130 ($(grep -m1 'READ(16)' "$work/rbdead.err"))" \
 			'[ $rc -eq 130 ] && grep -q "verify: READ(16) at .* failed" "$work/rbdead.err"'
-	fi
 	"$tp" start "$work/tgtd" "$top/bs_syncguard.so" >/dev/null &&
 		"$tp" target "$work/tgtd" 1 "$iqn" &&
 		"$tp" lun "$work/tgtd" 1 1 "$work/lun1.img" "mode=write-back" || exit 1
@@ -463,15 +465,10 @@ fi
 pid=$!
 sleep 1.5
 "$tp" kill "$work/tgtd"
-for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$pid" 2>/dev/null; then
-	kill -9 "$pid"; bad "a run against a dead target still hangs 15 s later"
-else
-	wait "$pid"; rc=$?
+ended "$pid" 150 "a run against a dead target" &&
 	expect "a dead target: exit 1, commands counted unanswered, JSON still valid" \
 		'[ $rc -eq 1 ] && [ "$(jq ".results[0].unanswered > 0" "$work/dead.json")" = true ] &&
 		 [ "$(jq ".results[0].device_flushes_per_op" "$work/dead.json")" = null ]'
-fi
 
 if [ "$fails" -eq 0 ]; then say "ok: $checks checks"; else say "$fails of $checks checks FAILED"; fi
 [ "$fails" -eq 0 ]
