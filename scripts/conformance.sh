@@ -8,7 +8,8 @@
 # passes on rdwr but fails on a syncguard LUN (a regression: exit 1),
 # every failure in the suites syncguard must pass whole, and the known
 # failures that come from tgt's core (listed in KNOWN below and in the
-# README, with the reason).  Per-LUN logs go to build/conformance/.
+# README, with the reason), and those by design (BY DESIGN below: the
+# test expects what SBC-4 forbids).  Per-LUN logs go to build/conformance/.
 #
 # usage: conformance.sh [TEST-PATTERN]   (default ALL, as iscsi-test-cu -t)
 set -u
@@ -107,6 +108,15 @@ Reserve6.2Initiators
 iSCSIdatasn.iSCSIDataSnInvalid
 EOF
 
+# BY DESIGN: tests whose expectation contradicts SBC-4, which syncguard
+# follows (the README says why): WRITE SAME(10) with UNMAP and a block
+# of 0xFF; SBC-4 has later reads behave as if that block was written,
+# so syncguard writes it; the test expects zeroes (rdwr unmaps)
+cat >"$out/by-design" <<'EOF'
+WriteSame10.UnmapUntilEnd
+EOF
+cat "$out/known" "$out/by-design" >"$out/excused"
+
 printf '\n%-13s %7s %7s %s\n' config passed failed "failed here, passed on rdwr"
 status=0
 for config in $configs; do
@@ -115,7 +125,8 @@ for config in $configs; do
 	reg=
 	if [ "$config" != rdwr ]; then
 		reg=$(join <(grep ' FAILED$' "$out/$config.results" | cut -d' ' -f1 | sort) \
-			   <(grep ' passed$' "$out/rdwr.results" | cut -d' ' -f1 | sort) | tr '\n' ' ')
+			   <(grep ' passed$' "$out/rdwr.results" | cut -d' ' -f1 | sort) |
+		      grep -vxFf "$out/by-design" | tr '\n' ' ')
 		[ -z "$reg" ] || status=1
 	fi
 	printf '%-13s %7d %7d %s\n' "$config" "$p" "$f" "${reg:--}"
@@ -123,7 +134,7 @@ done
 echo
 for config in ${configs% rdwr}; do
 	bad=$(grep ' FAILED$' "$out/$config.results" | cut -d' ' -f1 | grep -E "$must" |
-	      grep -vxFf "$out/known" | tr '\n' ' ')
+	      grep -vxFf "$out/excused" | tr '\n' ' ')
 	[ -z "$bad" ] || { echo "$config: failures in required suites: $bad"; status=1; }
 done
 echo "failing on every store (tgt's core):" \
@@ -131,8 +142,11 @@ echo "failing on every store (tgt's core):" \
 	   sort | uniq -c | awk -v n="$(wc -w <<<"$configs")" '$1 == n {print $2}' | tr '\n' ' ')"
 for config in ${configs% rdwr}; do
 	new=$(grep ' FAILED$' "$out/$config.results" | cut -d' ' -f1 |
-	      grep -vxFf "$out/known" | tr '\n' ' ')
+	      grep -vxFf "$out/excused" | tr '\n' ' ')
 	[ -z "$new" ] || { echo "$config: failures not known to come from tgt's core: $new"; status=1; }
 done
+echo "by design (SBC-4 over the test's expectation, see the README):" \
+	"$(for c in ${configs% rdwr}; do grep ' FAILED$' "$out/$c.results" | cut -d' ' -f1; done |
+	   grep -xFf "$out/by-design" | sort | uniq -c | awk '{ printf "%s (%d LUNs) ", $2, $1 }')"
 echo "logs: $out/"
 exit "$status"
