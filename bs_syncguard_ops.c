@@ -222,7 +222,6 @@ static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 	}
 	if (wce) {
 		syncguard_lun_set_wce(&bs->lun, true);	/* no flush needed */
-		page_set_wce(cmd->dev, true);
 		/* over a switch to 0 still flushing (shown 1): tgt saw no
 		 * change and told no one, and the initiator whose WCE=0 it
 		 * overrode went on without flushes (helper-55) */

@@ -601,8 +601,8 @@ static enum syncguard_reason exec_write_same(struct syncguard_lun *lun,
 	/* SBC-4 (WRITE SAME and unmap operations): with UNMAP the blocks
 	 * must read as if the block had been written, and an unmapped block
 	 * reads as zeroes (LBPRZ=1), so only a block of zeroes (or none:
-	 * NDOB, or tgt's none) is unmapped; any other is written (it was unmapped, GOOD,
-	 * and read back as zeroes: helper-53) */
+	 * NDOB, or tgt's none) is unmapped; any other is written (it was
+	 * unmapped, GOOD, and read back as zeroes: helper-53) */
 	if (c->unmap && (c->ndob || req->out_len < to_bytes(lun, 1) ||
 			 (!c->lbdata && all_zero(req->out, to_bytes(lun, 1)))))
 		return unmap_ranges(lun, &c->lba, &n, NULL, 1);
@@ -626,7 +626,7 @@ static enum syncguard_reason exec_unmap(struct syncguard_lun *lun,
 	enum syncguard_reason r = SYNCGUARD_OK;
 	/* the PARAMETER LIST LENGTH, within what arrived (a descriptor
 	 * past it had been unmapped: helper-53) */
-	uint64_t len = be(req->cdb + 7, 2), n;
+	uint64_t plen = be(req->cdb + 7, 2), n;
 
 	(void)res;
 	(void)c;
@@ -634,15 +634,15 @@ static enum syncguard_reason exec_unmap(struct syncguard_lun *lun,
 		return SYNCGUARD_ERR_INVALID_OPCODE;
 	if (req->cdb[1] & 0x01)		/* ANCHOR: not supported */
 		return SYNCGUARD_ERR_INVALID_CDB;
-	if (len > req->out_len)
-		len = req->out_len;
-	if (len == 0)
+	if (plen > req->out_len)
+		plen = req->out_len;
+	if (plen == 0)
 		return SYNCGUARD_OK;
-	if (len < 8)
+	if (plen < 8)
 		return SYNCGUARD_ERR_PARAM_LEN;
 	n = be(req->out + 2, 2) / 16;
-	if (n > (len - 8) / 16)
-		n = (len - 8) / 16;
+	if (n > (plen - 8) / 16)
+		n = (plen - 8) / 16;
 	for (uint64_t i = 0; i < n && !r; i++) {	/* validate all first */
 		uint64_t lba = DESC_LBA(desc, i), len = DESC_LEN(desc, i);
 

@@ -78,18 +78,17 @@ void syncguard_ways_writes(const struct syncguard_stats *st, char *buf,
 		"page cache", "O_DIRECT where aligned",
 		"page cache, RWF_DSYNC writes O_DIRECT",
 	};
+	const char *how = ways[st->direct_io < 3 ? st->direct_io : 1];
 	int n;
 
 	/* plp writes no RWF_DSYNC and waits for no group flush: write_sync
 	 * has nothing to choose (helper-54: "now RWF_DSYNC" on a plp LUN
 	 * with none read as a contradiction) */
 	if (st->mode == SYNCGUARD_MODE_PLP) {
-		snprintf(buf, len, "%s, no flushes (plp)",
-			 ways[st->direct_io < 3 ? st->direct_io : 1]);
+		snprintf(buf, len, "%s, no flushes (plp)", how);
 		return;
 	}
-	n = snprintf(buf, len, "%s, write_sync %s",
-		     ways[st->direct_io < 3 ? st->direct_io : 1],
+	n = snprintf(buf, len, "%s, write_sync %s", how,
 		     syncguard_write_sync_name(
 			     (enum syncguard_write_sync)st->write_sync));
 	if (n < 0 || (size_t)n >= len ||

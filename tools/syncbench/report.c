@@ -157,13 +157,16 @@ static void print_text(const struct config *c, const struct result *r)
 	}
 	/* %.3g below 0.001: one flush in a --bytes run with -s end read
 	 * 0.000 (helper-54) */
-	if (r->flushes_per_op >= 0)
-		printf(r->flushes_per_op > 0 && r->flushes_per_op < 0.001 ?
-		       "  target: %.3g device syncs per operation (fdatasync "
-		       "calls + RWF_DSYNC writes, from syncguard's counters)\n" :
-		       "  target: %.3f device syncs per operation (fdatasync "
+	if (r->flushes_per_op >= 0) {
+		char v[32];
+
+		snprintf(v, sizeof(v), r->flushes_per_op > 0 &&
+			 r->flushes_per_op < 0.001 ? "%.3g" : "%.3f",
+			 r->flushes_per_op);
+		printf("  target: %s device syncs per operation (fdatasync "
 		       "calls + RWF_DSYNC writes, from syncguard's counters)\n",
-		       r->flushes_per_op);
+		       v);
+	}
 	if (r->target_writes[0])
 		printf("  target writes: %s\n  target flush batching: %s\n",
 		       r->target_writes, r->target_batching);

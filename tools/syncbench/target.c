@@ -268,13 +268,15 @@ static int set_wce_once(struct iscsi_context *iscsi, int lun, int wce,
 	/* libiscsi's last error, to tell a new one from it: a command that
 	 * got no answer sets none, and an older command's (a unit attention
 	 * the run retried) was given as the reason (helper-52) */
-	char *before = strdup(iscsi_get_error(iscsi));
-	struct scsi_task *t = iscsi_modesense6_sync(iscsi, lun, 1,
-		SCSI_MODESENSE_PC_CURRENT, SCSI_MODEPAGE_CACHING, 0, 255);
+	char before[256];
+	struct scsi_task *t, *sel = NULL, *failed;
 	struct scsi_mode_sense *ms;
 	struct scsi_mode_page *pg = NULL;
-	struct scsi_task *sel = NULL, *failed = t;
 	int ret = -1;
+
+	snprintf(before, sizeof(before), "%s", iscsi_get_error(iscsi));
+	t = failed = iscsi_modesense6_sync(iscsi, lun, 1,
+		SCSI_MODESENSE_PC_CURRENT, SCSI_MODEPAGE_CACHING, 0, 255);
 
 	if (t && t->status == SCSI_STATUS_GOOD &&
 	    (ms = scsi_datain_unmarshall(t)) != NULL)
@@ -291,13 +293,12 @@ static int set_wce_once(struct iscsi_context *iscsi, int lun, int wce,
 	if (ret && failed && failed->status == SCSI_STATUS_CHECK_CONDITION) {
 		ret = failed->sense.key == SCSI_SENSE_UNIT_ATTENTION ? 1 : -1;
 		syncguard_sense_text(&failed->sense, why, len);
-	} else if (ret && before && !strcmp(before, iscsi_get_error(iscsi))) {
+	} else if (ret && !strcmp(before, iscsi_get_error(iscsi))) {
 		snprintf(why, len, "no answer from the target (the session "
 			 "is lost, or the command timed out)");
 	} else if (ret) {
 		snprintf(why, len, "%s", iscsi_get_error(iscsi));
 	}
-	free(before);
 	if (sel)
 		scsi_free_scsi_task(sel);
 	if (t)
