@@ -138,6 +138,17 @@ expect "--interval 0.5 over 1.2 s gives two intervals and the last, partial one"
 	'[ "$(jq -r ".results[0].intervals | length" "$work/iv.json")" = 3 ] &&
 	 jq -e ".results[0].intervals[2][0] >= 1.1" "$work/iv.json" >/dev/null'
 
+# a target that stalls across each boundary (tgtd stopped 0.5 s around
+# it): the lines stay on the grid; they used to come up to 0.1 s late,
+# each one later than the last (poll's 100 ms wait, last line + 1 s)
+tpid=$(cat "$work/tgtd/pid")
+( for k in 1 2 3; do sleep 0.8; kill -STOP "$tpid"; sleep 0.5; kill -CONT "$tpid"; sleep 0.2; done ) &
+"$sb" -t 3.5 --interval 1 --json --no-progress "$u1" >"$work/iv2.json"
+wait; kill -CONT "$tpid"
+expect "--interval lines stay on a fixed grid while the target stalls (1.0, 2.0, 3.0 s)" \
+	'jq -e "[.results[0].intervals[0:3][] | .[0]] as \$t | (\$t | length) == 3 and
+		 ([range(3)] | all(. as \$i | (\$t[\$i] - \$i - 1) | fabs < 0.06))" "$work/iv2.json" >/dev/null'
+
 cmp=$("$sb" --compare "$work/wb.json" "$work/wt.json")
 expect "--compare matches runs with different labels by workload, with ratios" \
 	'[ "$(awk "\$1 == \"wt\" && \$5 == 4 && \$8 ~ /^[0-9.]+$/" <<<"$cmp" | wc -l)" = 1 ]'

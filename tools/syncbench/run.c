@@ -55,6 +55,7 @@ struct run {
 	struct sess s[MAX_SESSIONS];
 	unsigned int nsess;
 	uint64_t t0, t_measure, t_stop, last_tick, last_iv, ops_at_tick;
+	uint64_t next_iv;	/* the next --interval boundary, on the grid */
 	uint64_t rng;
 	struct histogram iv_hist;
 	uint64_t iv_ops, iv_bytes;
@@ -403,11 +404,27 @@ static void tick(struct run *rn, uint64_t now)
 		rn->last_tick = now;
 		rn->ops_at_tick = rn->r->ops;
 	}
-	double every = interval_s(rn);
+	uint64_t every = (uint64_t)(interval_s(rn) * 1e9);
 
-	if (every > 0 && now >= rn->t_measure &&
-	    now - rn->last_iv >= (uint64_t)(every * 1e9))
+	/* boundaries on a fixed grid from the start of the measurement, so a
+	 * late line does not push every later one back */
+	if (every && now >= rn->next_iv) {
 		emit_interval(rn, now);
+		while (rn->next_iv <= now)
+			rn->next_iv += every;
+	}
+}
+
+/* How long pump may wait in poll, milliseconds: 100, or less to be on
+ * time for the next --interval boundary. */
+static int wait_ms(const struct run *rn)
+{
+	uint64_t now = now_ns();
+
+	if (interval_s(rn) <= 0 || rn->next_iv <= now)
+		return interval_s(rn) > 0 ? 0 : 100;
+	return rn->next_iv - now >= 100000000ull ? 100 :
+	       (int)((rn->next_iv - now + 999999) / 1000000);
 }
 
 /* When to stop waiting for commands in flight: after --timeout seconds
@@ -447,7 +464,7 @@ static unsigned int pump(struct run *rn)
 	}
 	if (!busy)
 		return 0;
-	if (poll(pfd, rn->nsess, 100) < 0 && errno != EINTR)
+	if (poll(pfd, rn->nsess, wait_ms(rn)) < 0 && errno != EINTR)
 		return 0;
 	for (unsigned int i = 0; i < rn->nsess; i++) {
 		struct sess *s = &rn->s[i];
@@ -475,7 +492,7 @@ static void loop(struct run *rn)
 		busy = pump(rn);
 		if (syncguard_interrupted && now < rn->t_stop)
 			rn->t_stop = now;
-		tick(rn, now);
+		tick(rn, now_ns());
 		if (!busy)
 			break;
 		if (give_up(rn, now)) {
@@ -693,6 +710,7 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 		rn.at_measure.syncs = -2;
 		rn.t0 = rn.last_tick = rn.last_progress = now_ns();
 		rn.t_measure = rn.last_iv = rn.t0 + (uint64_t)(c->warmup * 1e9);
+		rn.next_iv = rn.t_measure + (uint64_t)(interval_s(&rn) * 1e9);
 		rn.t_stop = p->bytes ? UINT64_MAX / 2 :
 			    rn.t_measure + (uint64_t)(p->seconds * 1e9);
 		loop(&rn);
