@@ -114,6 +114,12 @@ for l in 1:write-back 2:write-through; do
 done
 u1=$("$tp" url "$work/tgtd" "$iqn" 1)
 u2=$("$tp" url "$work/tgtd" "$iqn" 2)
+out=$("$tp" url "$work/tgtd" "$iqn-typo" 1 2>&1); rc=$?
+expect "tgtd-private url of a target that tgtd does not have fails, naming it (it printed a URL)" \
+	'[ $rc -eq 1 ] && grep -q "no target $iqn-typo" <<<"$out"'
+out=$("$tp" url "$work/tgtd" "$iqn" 9 2>&1); rc=$?
+expect "tgtd-private url of a LUN the target does not have fails, naming it" \
+	'[ $rc -eq 1 ] && grep -q "has no LUN 9" <<<"$out"'
 out=$("$sb" -t 0.2 "$("$tp" url "$work/tgtd" "$iqn" 0)" 2>&1); rc=$?
 expect "LUN 0 is named as tgt's controller (it said READ CAPACITY failed: INVALID_OPERATION_CODE)" \
 	'[ $rc -eq 1 ] && grep -q "LUN 0 is no block device (peripheral device type 0x0c" <<<"$out"'
