@@ -558,18 +558,21 @@ static int install_vpd(struct scsi_lu *lu)
 /*
  * Thin provisioning punches holes; a write into a hole allocates blocks,
  * which is metadata that plp's writes never flush.  So a plp LUN on a
- * regular file stays fully allocated: thin_provisioning is refused.
+ * regular file stays fully allocated: thin_provisioning is refused.  So
+ * on a loop device: the loop driver turns a discard into a hole punched
+ * in its backing file (helper-62: UNMAP, then a plp write into the
+ * hole allocated a block of the file that nothing flushed).
  */
 static int check_thin(struct scsi_lu *lu)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
 
 	if (lu->attrs.thinprovisioning && bs->opts.mode == SYNCGUARD_MODE_PLP &&
-	    !bs->lun.blockdev) {
+	    (!bs->lun.blockdev || bs->lun.on_loop)) {
 		lu->attrs.thinprovisioning = 0;
 		eprintf("syncguard: lun %" PRIu64 ": thin_provisioning refused: "
-			"mode=plp on a regular file must stay fully allocated\n",
-			lu->lun);
+			"mode=plp on a regular file (or a loop device over "
+			"one) must stay fully allocated\n", lu->lun);
 		return -EPERM;
 	}
 	bs->lun.thin = lu->attrs.thinprovisioning;

@@ -125,6 +125,7 @@ int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 		 minor(rdev));
 	if (backing_path(sys, path, sizeof(path), &part))
 		return 0;			/* not a loop device */
+	lun->on_loop = true;
 	lun->loop_fd = open_backing(lun->fd, path);
 	if (lun->loop_fd < 0)
 		return 0;			/* cannot be checked */

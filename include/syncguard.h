@@ -405,6 +405,7 @@ struct syncguard_lun {
 					 * (see "sync descriptors", lun.c) */
 	int loop_fd;			/* a loop device's backing file,
 					 * flocked; -1 otherwise (core/loop.c) */
+	bool on_loop;			/* a loop device (over a file) */
 	bool loop_holes_buffered;	/* that loop has direct I/O off and
 					 * its file has holes (a warning) */
 	int under_fd;			/* a file LUN whose file system is on

@@ -302,6 +302,18 @@ START_TEST(test_blockdev_unmap_within_sectors)
 }
 END_TEST
 
+/* plp on a loop device refuses thin provisioning as on the file under
+ * it: the loop driver turns UNMAP's discard into a hole in that file,
+ * and a plp write into the hole allocates a block nothing flushes
+ * (helper-62: thin_provisioning=1 was taken, and UNMAP punched it). */
+START_TEST(test_blockdev_plp_loop_refuses_thin)
+{
+	ck_assert_int_ne(proto_update_lun(3, "thin_provisioning=1"), 0);
+	ck_assert(proto_log_has("thin_provisioning refused: mode=plp on a "
+				"regular file (or a loop device over one)"));
+}
+END_TEST
+
 /* A block device that is in use is refused, whoever holds it: here the
  * test holds it as a mount would (O_EXCL), and then the LUN itself holds
  * it against a second LUN on another device node of the same device
@@ -1086,6 +1098,7 @@ Suite *blockdev_suite(void)
 	tcase_add_loop_test(tc, test_blockdev_pre_fetch, 0, NDEVS);
 	tcase_add_test(tc, test_blockdev_direct_needs_alignment);
 	tcase_add_test(tc, test_blockdev_unmap_within_sectors);
+	tcase_add_test(tc, test_blockdev_plp_loop_refuses_thin);
 	tcase_add_test(tc, test_blockdev_held_device_refused);
 	tcase_add_test(tc, test_blockdev_device_cache_logged);
 	tcase_add_test(tc, test_blockdev_loop_holes_warned);
