@@ -93,12 +93,14 @@ void syncguard_answer(struct scsi_cmd *cmd, const struct syncguard_result *res)
 	scsi_set_result(cmd, s.status);
 	if (res->reason == SYNCGUARD_OK)
 		return;
-	if (res->info_valid)
-		sense_data_build_with_info(cmd, s.key, s.asc, res->info);
-	else
-		sense_data_build(cmd, s.key, s.asc);
-	if (res->deferred)	/* current 70h/72h -> deferred 71h/73h */
-		cmd->sense_buffer[0] |= 0x01;
+	if (s.status == SAM_STAT_CHECK_CONDITION) {	/* BUSY has none */
+		if (res->info_valid)
+			sense_data_build_with_info(cmd, s.key, s.asc, res->info);
+		else
+			sense_data_build(cmd, s.key, s.asc);
+		if (res->deferred)	/* current 70h/72h -> deferred 71h/73h */
+			cmd->sense_buffer[0] |= 0x01;
+	}
 	if (scsi_get_in_length(cmd))
 		scsi_set_in_resid_by_actual(cmd, res->in_done);
 	if (!log_allowed(SYNCGUARD_BS(cmd->dev), cls, &dropped))
@@ -109,9 +111,15 @@ void syncguard_answer(struct scsi_cmd *cmd, const struct syncguard_result *res)
 			"syncguard-stat counts them all)\n", cmd->dev->lun,
 			dropped, cls ? " (ILLEGAL REQUEST)" : "", LOG_BURST,
 			LOG_WINDOW_S);
-	eprintf("syncguard: lun %" PRIu64 ": opcode 0x%02x: sense %x/%04x%s%s\n",
-		cmd->dev->lun, cmd->scb[0], s.key, s.asc, res->err ? ": " : "",
-		res->err ? strerror(res->err) : "");
+	if (s.status != SAM_STAT_CHECK_CONDITION)
+		eprintf("syncguard: lun %" PRIu64 ": opcode 0x%02x: status "
+			"0x%02x%s%s\n", cmd->dev->lun, cmd->scb[0], s.status,
+			res->err ? ": " : "", res->err ? strerror(res->err) : "");
+	else
+		eprintf("syncguard: lun %" PRIu64 ": opcode 0x%02x: sense "
+			"%x/%04x%s%s\n", cmd->dev->lun, cmd->scb[0], s.key,
+			s.asc, res->err ? ": " : "",
+			res->err ? strerror(res->err) : "");
 }
 
 /* ---- backing-store hooks ---- */

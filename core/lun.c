@@ -794,12 +794,18 @@ static int pool_get(struct syncguard_lun *lun, bool direct)
 	return fd;
 }
 
+/* Idle descriptors a pool keeps, per kind: a queue depth of 32 or so
+ * reuses them; the rest of a burst's are closed again.  Kept without a
+ * bound, 260 stayed open after one run at QD128 x 2 sessions (helper-62),
+ * out of tgtd's RLIMIT_NOFILE for every LUN. */
+#define POOL_IDLE_MAX	64u
+
 static void pool_put(struct syncguard_lun *lun, bool direct, int fd)
 {
 	struct syncguard_fd_pool *p = &lun->pool[direct];
 
 	pthread_mutex_lock(&lun->pool_lock);
-	if (p->n == p->cap) {
+	if (p->n == p->cap && p->cap < POOL_IDLE_MAX) {
 		unsigned int cap = p->cap ? p->cap * 2 : 16;
 		int *fds = realloc(p->fds, cap * sizeof(*fds));
 
@@ -858,6 +864,9 @@ int syncguard_datasync(int fd)
  * One exception, a "soft" latch: a write refused for want of space
  * (ENOSPC or EDQUOT) lost nothing, and a thin LUN should work again once
  * space is freed (SBC-3 4.7.3.6; helper-46's failed until re-created).
+ * So did one refused with EPERM, by a file made immutable (chattr +i)
+ * or a block device set read-only: the LUN works again once that is
+ * undone (helper-62's failed until re-created).
  * Where that errno can only be a refusal or a writeback error of the
  * file's pages (core/policy.c, syncguard_policy_enospc_refused), a soft
  * latch (syncguard_latch_write) holds until a witness is asked: a
@@ -894,6 +903,8 @@ void syncguard_latch(struct syncguard_lun *lun, int err)
 {
 	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
 
+	if (!syncguard_policy_latches(err))
+		return;
 	do {
 		if (cur && !(cur & LATCH_SOFT))
 			return;		/* the first hard one stays */
@@ -907,7 +918,8 @@ void syncguard_latch_write(struct syncguard_lun *lun, int err)
 {
 	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST), next;
 
-	if ((err != ENOSPC && err != EDQUOT) || !lun->enospc_soft) {
+	if ((err != ENOSPC && err != EDQUOT && err != EPERM) ||
+	    !lun->enospc_soft) {
 		syncguard_latch(lun, err);
 		return;
 	}
@@ -1261,8 +1273,8 @@ int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
 		err = write_written(lun, buf, len, off);
 		break;
 	}
-	/* Any failure on the way to durability latches; ENOSPC and EDQUOT
-	 * until the witness is rechecked (see syncguard_latch) */
+	/* Any failure on the way to durability latches; ENOSPC, EDQUOT and
+	 * EPERM until the witness is rechecked (see syncguard_latch) */
 	if (err)
 		syncguard_latch_write(lun, -err);
 	else if (persist != SYNCGUARD_PERSIST_CACHED)

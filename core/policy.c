@@ -242,7 +242,10 @@ bool syncguard_policy_enospc_refused(bool blockdev, unsigned long fs_magic)
 	 * (lun.c, syncguard_latch): the failure may have lost other writes.
 	 * ENOSPC and EDQUOT are mostly a file system refusing a write for
 	 * want of space, which loses nothing, and a thin LUN should work
-	 * again once space is freed.  But an RWF_DSYNC write returns the
+	 * again once space is freed (and EPERM, a file made immutable or a
+	 * block device set read-only, is a refusal the same way: ext4, XFS
+	 * and block devices check it before they write, and their syncs do
+	 * not return it).  But an RWF_DSYNC write returns the
 	 * same errno when it went in and its sync failed, and nothing
 	 * outside the kernel can tell the two apart (reading the block back
 	 * could not: a write that allocated part of its range on a full
@@ -258,4 +261,19 @@ bool syncguard_policy_enospc_refused(bool blockdev, unsigned long fs_magic)
 	 * device directly (FUSE: helper-47 and helper-48 lost writes that
 	 * way; network file systems) latches for good, as any failed flush. */
 	return iomap_fs(blockdev, fs_magic);
+}
+
+bool syncguard_policy_latches(int err)
+{
+	/* The latch is for a failure that may have lost data: a flush that
+	 * failed may have dropped pages (core/lun.c).  EMFILE and ENFILE
+	 * come only from open(2), when a durable command could not get a
+	 * descriptor of its own (the sync descriptors, core/lun.c): it
+	 * failed before any I/O, and nothing else was touched.  Latched, it
+	 * failed every durable command of the LUN until re-created, with
+	 * MEDIUM ERROR, long after descriptors were free again (helper-62:
+	 * a tgtd near its RLIMIT_NOFILE).  So it only fails that command,
+	 * with BUSY, which initiators retry (core/sense.c).  ENOMEM is not
+	 * in this list: a flush can return it too. */
+	return err != EMFILE && err != ENFILE;
 }

@@ -8,6 +8,7 @@
 
 #define GOOD		0x00
 #define CHECK_CONDITION	0x02
+#define BUSY		0x08
 
 #define NO_SENSE	0x00
 #define MEDIUM_ERROR	0x03
@@ -33,6 +34,7 @@ static const struct syncguard_sense sense_table[SYNCGUARD_REASON_COUNT] = {
 	[SYNCGUARD_ERR_MISCOMPARE] = { CHECK_CONDITION, MISCOMPARE, 0x1d00 },
 	[SYNCGUARD_ERR_INVALID_IU] = { CHECK_CONDITION, ILLEGAL_REQUEST,
 				       0x0e03 },
+	[SYNCGUARD_ERR_BUSY] = { BUSY, NO_SENSE, 0x0000 },
 	[SYNCGUARD_ERR_INTERNAL] = { CHECK_CONDITION, HARDWARE_ERROR, 0x4400 },
 };
 
@@ -50,6 +52,9 @@ enum syncguard_reason syncguard_reason_of_errno(int err, bool writing)
 		return SYNCGUARD_OK;
 	case ENOMEM:
 		return SYNCGUARD_ERR_INTERNAL;
+	case EMFILE:	/* no descriptor for the command now: retry */
+	case ENFILE:
+		return SYNCGUARD_ERR_BUSY;
 	case ENOSPC:
 	case EDQUOT:
 		/* a full thin (sparse) LUN: SBC-3 4.7.3.6 */

@@ -149,11 +149,16 @@ bool syncguard_policy_close_flushes(enum syncguard_mode mode, bool clean);
 bool syncguard_policy_async_dsync_honoured(bool blockdev,
 					   unsigned long fs_magic);
 
-/* May ENOSPC or EDQUOT from a write on its way to durability be taken as
+/* May ENOSPC, EDQUOT or EPERM from a write on its way to durability be taken as
  * a refusal (a soft latch, rechecked: core/lun.c), on a block device
  * (@blockdev) or a file system whose statfs f_type is @fs_magic?  Else
  * it latches for good. */
 bool syncguard_policy_enospc_refused(bool blockdev, unsigned long fs_magic);
+
+/* Does a failure with errno @err (positive) on the way to durability
+ * latch the LUN at all?  False for a command that failed before any I/O
+ * for want of a descriptor (EMFILE, ENFILE); it is answered BUSY. */
+bool syncguard_policy_latches(int err);
 
 /* ---- CDB decoding (core/cdb.c) ---- */
 
@@ -224,6 +229,8 @@ enum syncguard_reason {
 					 * VERIFY OPERATION */
 	SYNCGUARD_ERR_INVALID_IU,	/* ILLEGAL REQUEST, INVALID FIELD IN
 					 * COMMAND INFORMATION UNIT */
+	SYNCGUARD_ERR_BUSY,		/* status BUSY, no sense: out of
+					 * descriptors for now (SAM-5 5.3) */
 	SYNCGUARD_ERR_INTERNAL,		/* HARDWARE ERROR, INTERNAL TARGET
 					 * FAILURE (out of memory) */
 	SYNCGUARD_REASON_COUNT,

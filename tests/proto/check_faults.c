@@ -167,6 +167,82 @@ START_TEST(test_faults_device_full)
 END_TEST
 
 /*
+ * tgtd out of descriptors: a durable command that cannot open its sync
+ * descriptor (core/lun.c) failed before any I/O, so it is answered BUSY
+ * and latches nothing; once descriptors are free the LUN works.  It used
+ * to latch for good: MEDIUM ERROR on every durable command until the LUN
+ * was re-created (helper-62).  _i: both engines, on a regular file.
+ */
+START_TEST(test_faults_out_of_descriptors_busy)
+{
+	static const char *const bsopts[] = { "mode=write-through;engine=threads",
+					      "mode=write-through;engine=uring" };
+	const char *file = proto_file("nofile.img", 4 << 20, false);
+	struct iscsi_context *iscsi;
+	struct scsi_task *t;
+	int limited, restored;
+
+	ck_assert_int_eq(proto_add_lun(4, file, bsopts[_i], 0), 0);
+	iscsi = proto_connect(4);
+	/* the soft limit at tgtd's lowest free descriptor */
+	limited = proto_sh("P=$(cat '%s/tgtd/pid'); awk '/^Max open files/ "
+		"{ print $4 }' /proc/$P/limits >'%s/nofile' && for i in "
+		"$(seq 0 4096); do [ -e /proc/$P/fd/$i ] || break; done; "
+		"prlimit --pid $P --nofile=$i:", proto_dir(), proto_dir());
+	t = write_lba(iscsi, 4, 0, 1);
+	restored = proto_sh("prlimit --pid $(cat '%s/tgtd/pid') "
+		"--nofile=$(cat '%s/nofile'):", proto_dir(), proto_dir());
+	ck_assert_int_eq(limited, 0);
+	ck_assert_int_eq(restored, 0);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_msg(t->status == SCSI_STATUS_BUSY, "FUA WRITE(10) without a "
+		      "free descriptor: status 0x%02x, sense %x/%04x, not BUSY",
+		      t->status, t->sense.key, t->sense.ascq);
+	scsi_free_scsi_task(t);
+	ck_assert_int_eq(proto_counter(4, "latched.errno // 0"), 0);
+	proto_assert_good(write_lba(iscsi, 4, 0, 1), "FUA WRITE(10) once "
+			  "descriptors are free", false);
+	proto_assert_good(iscsi_synchronizecache10_sync(iscsi, 4, 0, 0, 0, 0),
+			  "SYNCHRONIZE CACHE(10) after", false);
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(4), 0);
+}
+END_TEST
+
+/*
+ * A file made immutable (chattr +i) refuses writes with EPERM: WRITE
+ * PROTECTED, and a soft latch, like a full file system's; once the flag
+ * is gone the LUN works again.  It latched for good (helper-62).  Skipped
+ * where the scratch file system has no immutable flag.
+ */
+START_TEST(test_faults_immutable_file_recovers)
+{
+	const char *file = proto_file("immutable.img", 4 << 20, false);
+	struct iscsi_context *iscsi;
+
+	ck_assert_int_eq(proto_add_lun(5, file, "mode=write-through", 0), 0);
+	iscsi = proto_connect(5);
+	if (proto_sh("chattr +i '%s' 2>/dev/null", file)) {
+		fprintf(stderr, "faults: no chattr +i here: immutable test "
+			"skipped\n");
+		iscsi_destroy_context(iscsi);
+		ck_assert_int_eq(proto_del_lun(5), 0);
+		return;
+	}
+	proto_assert_sense(write_lba(iscsi, 5, 0, 1), SCSI_SENSE_DATA_PROTECTION,
+			   0x2700, "FUA WRITE(10) to an immutable file");
+	ck_assert_int_eq(proto_sh("chattr -i '%s'", file), 0);
+	proto_assert_good(write_lba(iscsi, 5, 0, 1), "FUA WRITE(10) once the "
+			  "file is mutable again", false);
+	proto_assert_good(iscsi_synchronizecache10_sync(iscsi, 5, 0, 0, 0, 0),
+			  "SYNCHRONIZE CACHE(10) after", false);
+	ck_assert_int_eq(proto_counter(5, "latched.errno // 0"), 0);
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(5), 0);
+}
+END_TEST
+
+/*
  * A FUA write (RWF_DSYNC) whose flush fails with ENOSPC: the model drops
  * its volatile cache, and with it a plain write made before.  The LUN
  * latches for good: on FUSE an ENOSPC may be such a flush's
@@ -540,6 +616,8 @@ Suite *faults_suite(void)
 	tcase_add_loop_test(tc, test_faults_failed_flush_latches, 0, 2);
 	tcase_add_test(tc, test_faults_write_through_eio);
 	tcase_add_test(tc, test_faults_device_full);
+	tcase_add_loop_test(tc, test_faults_out_of_descriptors_busy, 0, 2);
+	tcase_add_test(tc, test_faults_immutable_file_recovers);
 	tcase_add_loop_test(tc, test_faults_fua_enospc_from_flush_latches, 0, 2);
 	tcase_add_test(tc, test_faults_error_lines_limited);
 	tcase_add_test(tc, test_faults_immed_deferred_error);

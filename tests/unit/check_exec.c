@@ -220,6 +220,27 @@ static void assert_sense(enum syncguard_reason r, uint8_t key, uint16_t asc)
 	ck_assert_uint_eq(s.asc, asc);
 }
 
+/* Out of descriptors (EMFILE, ENFILE: only open(2) returns them) is
+ * status BUSY with no sense, and latches nothing (core/policy.c). */
+START_TEST(test_exec_no_descriptor_busy)
+{
+	struct syncguard_sense s;
+
+	ck_assert_int_eq(syncguard_reason_of_errno(EMFILE, true),
+			 SYNCGUARD_ERR_BUSY);
+	ck_assert_int_eq(syncguard_reason_of_errno(ENFILE, false),
+			 SYNCGUARD_ERR_BUSY);
+	s = syncguard_sense_of(SYNCGUARD_ERR_BUSY);
+	ck_assert_uint_eq(s.status, 0x08);
+	ck_assert_uint_eq(s.key, 0);
+	ck_assert(!syncguard_policy_latches(EMFILE));
+	ck_assert(!syncguard_policy_latches(ENFILE));
+	ck_assert(syncguard_policy_latches(EIO));
+	ck_assert(syncguard_policy_latches(ENOMEM));
+	assert_sense(syncguard_reason_of_errno(EPERM, true), 0x07, 0x2700);
+}
+END_TEST
+
 /* ---- cost of each command per mode ---- */
 
 START_TEST(test_exec_write_back_costs)
@@ -1247,6 +1268,7 @@ Suite *exec_suite(void)
 		suite_add_tcase(s, all[i]);
 	}
 	tcase_add_test(cost, test_exec_write_back_costs);
+	tcase_add_test(cost, test_exec_no_descriptor_busy);
 	tcase_add_test(cost, test_exec_write_back_dsync_costs);
 	tcase_add_test(cost, test_exec_auto_write_sync);
 	tcase_add_test(cost, test_exec_write_back_mix);
