@@ -57,11 +57,14 @@ static void teardown(void)
 			devs[i].dev[0] = '\0';
 		}
 	}
-	proto_tgtd_stop();
-	/* and any a failed test left attached (tests run in children) */
+	/* and any a failed test left attached (tests run in children):
+	 * those over files in the scratch directory, before
+	 * proto_tgtd_stop removes it (after, the filter was "/", and this
+	 * detached every loop device of the host: helper-60) */
 	proto_sh("for l in $(losetup -nO NAME,BACK-FILE | awk -v d='%s/' "
 		 "'index($2, d) == 1 { print $1 }'); do partx -d $l; "
 		 "losetup -d $l; done 2>/dev/null", proto_dir());
+	proto_tgtd_stop();
 }
 
 static void setup(void)

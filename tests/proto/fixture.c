@@ -186,6 +186,13 @@ int proto_del_left_luns(int keep)
 
 const char *proto_dir(void)
 {
+	/* never "": callers build paths and filters from it ("/" matched
+	 * every loop device of the host: helper-60) */
+	if (!scratch[0]) {
+		fprintf(stderr, "proto: proto_dir() with no scratch directory "
+			"(after proto_tgtd_stop?)\n");
+		abort();
+	}
 	return scratch;
 }
 
