@@ -566,10 +566,19 @@ static int install_vpd(struct scsi_lu *lu)
 static int check_thin(struct scsi_lu *lu)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	struct vpd **vpd = lu->attrs.lu_vpd;
 
 	if (lu->attrs.thinprovisioning && bs->opts.mode == SYNCGUARD_MODE_PLP &&
 	    (!bs->lun.blockdev || bs->lun.on_loop)) {
 		lu->attrs.thinprovisioning = 0;
+		/* tgt rewrote Block Limits and Logical Block Provisioning for
+		 * thin before this refusal: back to fully provisioned, or
+		 * they advertised UNMAP (LBPU, MAXIMUM UNMAP LBA COUNT) that
+		 * the LUN refuses (helper-63; SBC-3 6.6.3, 6.6.4) */
+		for (int pg = 0xb0; pg <= 0xb2; pg += 2)
+			if (vpd[PCODE_OFFSET(pg)] &&
+			    vpd[PCODE_OFFSET(pg)]->vpd_update)
+				vpd[PCODE_OFFSET(pg)]->vpd_update(lu, NULL);
 		eprintf("syncguard: lun %" PRIu64 ": thin_provisioning refused: "
 			"mode=plp on a regular file (or a loop device over "
 			"one) must stay fully allocated\n", lu->lun);

@@ -546,10 +546,36 @@ START_TEST(test_modes_thin_provisioning)
 	bool plp = modes[_i].bsopts && !strcmp(modes[_i].bsopts, "mode=plp");
 	int ret = proto_update_lun(lun, "thin_provisioning=1");
 
+	struct scsi_inquiry_logical_block_provisioning *lbp;
+	struct scsi_inquiry_block_limits *bl;
+	struct iscsi_context *iscsi;
+	struct scsi_task *t, *t2;
+
 	/* a plp file LUN must stay fully allocated: refused */
 	ck_assert_int_eq(ret != 0, plp);
 	if (plp)
 		ck_assert(proto_log_has("thin_provisioning refused: mode=plp"));
+	/* and the VPD pages say what the LUN does: UNMAP only when thin
+	 * (a refused update left them advertising it: helper-63) */
+	iscsi = proto_connect(lun);
+	t = iscsi_inquiry_sync(iscsi, lun, 1,
+			       SCSI_INQUIRY_PAGECODE_LOGICAL_BLOCK_PROVISIONING,
+			       255);
+	proto_assert_good(t, "INQUIRY Logical Block Provisioning", true);
+	t2 = iscsi_inquiry_sync(iscsi, lun, 1,
+				SCSI_INQUIRY_PAGECODE_BLOCK_LIMITS, 255);
+	proto_assert_good(t2, "INQUIRY Block Limits", true);
+	lbp = scsi_datain_unmarshall(t);
+	bl = scsi_datain_unmarshall(t2);
+	ck_assert_ptr_nonnull(lbp);
+	ck_assert_ptr_nonnull(bl);
+	ck_assert_int_eq(lbp->lbpu, !plp);
+	ck_assert_int_eq(lbp->lbpws, !plp);
+	ck_assert_int_eq(bl->max_unmap != 0, !plp);
+	ck_assert_int_eq(bl->max_unmap_bdc != 0, !plp);
+	scsi_free_scsi_task(t);
+	scsi_free_scsi_task(t2);
+	iscsi_destroy_context(iscsi);
 }
 END_TEST
 
