@@ -314,6 +314,11 @@ expect "a half-random run is named rand50-write (it was called rand-write)" '[ "
 out=$("$sb" -t 0 "$u1" 2>&1)
 expect "--time 0 says what a time must be" 'grep -q "more than 0" <<<"$out"'
 
+out=$("$sb" -s end --bytes 2m -b 64k -p seq -n 2 --split-span -S 1m --no-progress "$u1" 2>&1 >/dev/null)
+out2=$("$sb" -s end --bytes 512k -b 64k -p seq -n 2 --split-span -S 1m --no-progress "$u1" 2>&1 >/dev/null)
+expect "--bytes beyond a session's part of the span is said to wrap, and only then (iozone -e style runs rewrote it silently)" \
+	'grep -q "each session moves 2097152 bytes within its part of the span of 524288 bytes: it wraps, 4.0 times over" <<<"$out" &&
+	 ! grep -q "wraps" <<<"$out2"'
 out=$("$sb" --bytes 1k --no-progress "$u1" 2>&1); rc=$?
 expect "--bytes less than one command is a usage error (it moved a whole one)" \
 	'[ $rc -eq 2 ] && grep -q "less than one command" <<<"$out"'

@@ -345,8 +345,8 @@ static const struct opt opts[] = {
 	{ "verify-only", 0, NULL, "only read back and check a span stamped by "
 	  "an earlier --verify --state FILE run (after a restart, say); needs "
 	  "--state FILE", set_verify_only },
-	{ "preset", 0, "NAME", "a classic study, see --help's list (short form "
-	  "unless --full); it sets --sync, --block-size, --queue-depth, --time "
+	{ "preset", 0, "NAME", "a classic study from the list of presets "
+	  "below (short form unless --full); it sets --sync, --block-size, --queue-depth, --time "
 	  "or --bytes, --read-pct and --random-pct (and so --pattern) itself "
 	  "(iozone also --sessions), so those cannot go with it", set_preset },
 	{ "full", 0, NULL, "with --preset: the full form", set_full },
@@ -373,7 +373,8 @@ static const struct opt opts[] = {
 	{ "plot", 0, "FILE", "instead of a URL, JSON files of earlier runs: "
 	  "plot them with gnuplot to FILE (.png or .svg)", set_plot },
 	{ "man", 0, NULL, "print the manual page (troff)", set_man },
-	{ "help", 'h', NULL, "this text", set_help },
+	{ "help", 'h', NULL, "print this help (the options and the presets)",
+	  set_help },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 

@@ -683,6 +683,23 @@ static void note_starved(const struct run *rn, const struct result *r)
 		got, want);
 }
 
+/* Say so when --bytes is more than a session's part of the span: its
+ * writes wrap and rewrite it (iozone's files of that size would not). */
+static void note_wrap(const struct config *c, const struct target_info *ti,
+		      const struct run_params *p, unsigned int nsess)
+{
+	uint64_t span = c->span ? c->span : ti->blocks * ti->block_size;
+	bool split = c->split_span || p->split;
+	uint64_t part = split ? span / nsess : span;
+
+	if (p->bytes > part && part)
+		fprintf(stderr, PROG ": note: each session moves %" PRIu64
+			" bytes within %s of %" PRIu64 " bytes: it wraps, "
+			"%.1f times over\n", p->bytes, split ?
+			"its part of the span" : "the span", part,
+			(double)p->bytes / (double)part);
+}
+
 int syncguard_run_point(const struct config *c, const struct target_info *ti,
 			const struct run_params *p, struct result *r)
 {
@@ -696,6 +713,8 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 
 	if (why)
 		fprintf(stderr, PROG ": %s\n", why);
+	else
+		note_wrap(c, ti, p, rn.nsess);
 	memset(r, 0, sizeof(*r));
 	r->p = *p;
 	r->flushes_per_op = -1;
