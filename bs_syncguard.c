@@ -265,6 +265,11 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		1u << lu->blk_shift, bs->uring.on ? "io_uring" : bs->uring.flush_on ?
 		"threads, flushes through io_uring" : "threads", writes_how(bs),
 		bs->lun.direct_reads ? ", reads O_DIRECT" : "");
+	if (syncguard_lun_latched(&bs->lun))
+		eprintf("syncguard: lun %" PRIu64 ": its flush at open failed "
+			"(%s): what was written before may be lost; durable "
+			"commands fail until the LUN is re-created\n", lu->lun,
+			strerror(syncguard_lun_latched(&bs->lun)));
 	log_device_cache(lu);
 	log_holes(lu);
 	syncguard_watch_add(bs, lu->lun);

@@ -522,6 +522,23 @@ static void close_fds(struct syncguard_lun *lun)
 	}
 }
 
+/* What an earlier tgtd or another program may have left volatile
+ * (syncguard_policy_open_flushes): flushed now, or the LUN starts dirty.
+ * A failed flush latches, as any. */
+static void open_flush(struct syncguard_lun *lun)
+{
+	int err;
+
+	if (!syncguard_policy_open_flushes(lun->opts.mode)) {
+		__atomic_store_n(&lun->flusher.dirty, 1, __ATOMIC_SEQ_CST);
+		return;
+	}
+	err = syncguard_datasync(lun->group_fd);
+	syncguard_count(&lun->stats->device_flushes);
+	if (err)
+		syncguard_latch(lun, -err);
+}
+
 int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		       unsigned int block_shift,
 		       const struct syncguard_opts *opts,
@@ -586,6 +603,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		ret = syncguard_flusher_init(&lun->flusher);
 	if (!ret)
 		ret = syncguard_mix_init(&lun->mix, lun->mix.on);
+	if (!ret)
+		open_flush(lun);
 	if (ret) {
 		close_fds(lun);
 		lun->direct_io = lun->mix.on = false;

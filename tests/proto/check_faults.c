@@ -166,6 +166,63 @@ START_TEST(test_faults_device_full)
 }
 END_TEST
 
+/* A counter of the device model (reading its .ctl: writes, fsyncs,
+ * flushes, cached ...) */
+static long long model_counter(const char *name)
+{
+	char cmd[900];
+	long long v = -1;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "awk '$1 == \"%s\" { print $2 }' '%s'",
+		 name, ctl);
+	p = popen(cmd, "r");
+	if (p && fscanf(p, "%lld", &v) != 1)
+		v = -1;
+	if (p)
+		pclose(p);
+	return v;
+}
+
+/*
+ * A LUN that opens on data nobody flushed (an earlier tgtd killed before
+ * its final flush; here the test writes the model's disk through the
+ * page cache itself): write-through flushes as it opens, before it
+ * reports WCE=0; write-back's first SYNCHRONIZE CACHE flushes.  Both
+ * started clean and flushed nothing: helper-61 lost 40-55% of the
+ * acknowledged blocks at a power cut after a restart, 12 of 12.
+ * _i 0: write-back, 1: write-through.
+ */
+START_TEST(test_faults_fresh_lun_flushes_what_it_finds)
+{
+	static const char *const bsopts[] = { "mode=write-back",
+					      "mode=write-through" };
+	static unsigned char buf[64 * 1024];
+	struct iscsi_context *iscsi;
+	long long f0;
+	int fd = open(disk, O_WRONLY);
+
+	ck_assert_int_ge(fd, 0);
+	memset(buf, 0x5a, sizeof(buf));
+	ck_assert_int_eq(pwrite(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	close(fd);		/* no fsync: volatile, as a killed tgtd's */
+	f0 = model_counter("flushes");
+	ck_assert_int_ge(f0, 0);
+	ck_assert_int_eq(proto_add_lun(6, disk, bsopts[_i], 0), 0);
+	if (_i == 1)
+		ck_assert_msg(model_counter("flushes") > f0, "write-through "
+			      "opened (and reports WCE=0) without a flush");
+	iscsi = proto_connect(6);
+	proto_assert_good(iscsi_synchronizecache10_sync(iscsi, 6, 0, 0, 0, 0),
+			  "SYNCHRONIZE CACHE(10) on a fresh LUN", false);
+	ck_assert_msg(model_counter("flushes") > f0, "SYNCHRONIZE CACHE on a "
+		      "fresh LUN answered GOOD without a flush");
+	ck_assert_int_eq(model_counter("cached"), 0);
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(6), 0);
+}
+END_TEST
+
 /*
  * tgtd out of descriptors: a durable command that cannot open its sync
  * descriptor (core/lun.c) failed before any I/O, so it is answered BUSY
@@ -617,6 +674,7 @@ Suite *faults_suite(void)
 	tcase_add_test(tc, test_faults_write_through_eio);
 	tcase_add_test(tc, test_faults_device_full);
 	tcase_add_loop_test(tc, test_faults_out_of_descriptors_busy, 0, 2);
+	tcase_add_loop_test(tc, test_faults_fresh_lun_flushes_what_it_finds, 0, 2);
 	tcase_add_test(tc, test_faults_immutable_file_recovers);
 	tcase_add_loop_test(tc, test_faults_fua_enospc_from_flush_latches, 0, 2);
 	tcase_add_test(tc, test_faults_error_lines_limited);

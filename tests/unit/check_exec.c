@@ -272,11 +272,15 @@ START_TEST(test_exec_write_back_dsync_costs)
 {
 	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_DSYNC);
 	ck_assert_uint_eq(lun.stats->write_sync, SYNCGUARD_WRITE_SYNC_DSYNC);
+	/* a fresh write-back LUN starts dirty (what an earlier tgtd left):
+	 * its first SYNCHRONIZE CACHE flushes */
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 1);
 	ck_assert_int_eq(write16(8, 8, true), SYNCGUARD_OK);
 	ck_assert_int_eq(fx.dsyncs, 1);		/* that write only */
-	ck_assert_int_eq(fx.fdatasyncs, 0);	/* no whole-device flush */
+	ck_assert_int_eq(fx.fdatasyncs, 1);	/* no whole-device flush */
 	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.fdatasyncs, 0);	/* nothing volatile left */
+	ck_assert_int_eq(fx.fdatasyncs, 1);	/* nothing volatile left */
 }
 END_TEST
 

@@ -94,6 +94,10 @@ START_TEST(test_plan_write_back)
 	struct syncguard_plan p;
 
 	open_mode(SYNCGUARD_MODE_WRITE_BACK);
+	/* it starts dirty (an earlier tgtd's writes): flushed, it is clean */
+	ck_assert(!syncguard_lun_clean(&lun));
+	ck_assert_int_eq(syncguard_lun_flush(&lun, true), 0);
+	ck_assert(syncguard_lun_clean(&lun));
 	ck_assert(plan(0x2a, false, 8, 8, 4096, &p));
 	ck_assert_int_eq(p.persist, SYNCGUARD_PERSIST_CACHED);
 	ck_assert(p.cached_ref);
