@@ -782,16 +782,11 @@ START_TEST(test_blockdev_remount_out_of_descriptors)
 	struct iscsi_context *iscsi = remount_setup(&fs);
 	int limited, remounted, restored;
 
-	/* the soft limit at tgtd's lowest free descriptor */
-	limited = proto_sh("P=$(cat '%s/tgtd/pid'); awk '/^Max open files/ "
-		"{ print $4 }' /proc/$P/limits >'%s/nofile' && for i in $(seq 0 4096); do "
-		"[ -e /proc/$P/fd/$i ] || break; done; "
-		"prlimit --pid $P --nofile=$i:", proto_dir(), proto_dir());
+	limited = proto_nofile_limit();
 	remounted = proto_sh_in_tgtd("mount -o remount,nobarrier '%s'",
 				     fs.mnt);
 	usleep(300000);		/* the change is handled meanwhile */
-	restored = proto_sh("prlimit --pid $(cat '%s/tgtd/pid') "
-		"--nofile=$(cat '%s/nofile'):", proto_dir(), proto_dir());
+	restored = proto_nofile_restore();
 	ck_assert_int_eq(limited, 0);
 	ck_assert_int_eq(remounted, 0);
 	ck_assert_int_eq(restored, 0);

@@ -170,18 +170,8 @@ END_TEST
  * flushes, cached ...) */
 static long long model_counter(const char *name)
 {
-	char cmd[900];
-	long long v = -1;
-	FILE *p;
-
-	snprintf(cmd, sizeof(cmd), "awk '$1 == \"%s\" { print $2 }' '%s'",
-		 name, ctl);
-	p = popen(cmd, "r");
-	if (p && fscanf(p, "%lld", &v) != 1)
-		v = -1;
-	if (p)
-		pclose(p);
-	return v;
+	return proto_sh_number("awk '$1 == \"%s\" { print $2 }' '%s'", name,
+			       ctl);
 }
 
 /*
@@ -241,14 +231,9 @@ START_TEST(test_faults_out_of_descriptors_busy)
 
 	ck_assert_int_eq(proto_add_lun(4, file, bsopts[_i], 0), 0);
 	iscsi = proto_connect(4);
-	/* the soft limit at tgtd's lowest free descriptor */
-	limited = proto_sh("P=$(cat '%s/tgtd/pid'); awk '/^Max open files/ "
-		"{ print $4 }' /proc/$P/limits >'%s/nofile' && for i in "
-		"$(seq 0 4096); do [ -e /proc/$P/fd/$i ] || break; done; "
-		"prlimit --pid $P --nofile=$i:", proto_dir(), proto_dir());
+	limited = proto_nofile_limit();
 	t = write_lba(iscsi, 4, 0, 1);
-	restored = proto_sh("prlimit --pid $(cat '%s/tgtd/pid') "
-		"--nofile=$(cat '%s/nofile'):", proto_dir(), proto_dir());
+	restored = proto_nofile_restore();
 	ck_assert_int_eq(limited, 0);
 	ck_assert_int_eq(restored, 0);
 	ck_assert_ptr_nonnull(t);

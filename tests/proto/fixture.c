@@ -32,6 +32,38 @@ int proto_sh(const char *fmt, ...)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+long long proto_sh_number(const char *fmt, ...)
+{
+	char cmd[2048];
+	long long v = -1;
+	va_list ap;
+	FILE *p;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	p = popen(cmd, "r");
+	if (p && fscanf(p, "%lld", &v) != 1)
+		v = -1;
+	if (p)
+		pclose(p);
+	return v;
+}
+
+int proto_nofile_limit(void)
+{
+	return proto_sh("P=$(cat '%s/pid'); awk '/^Max open files/ "
+		"{ print $4 }' /proc/$P/limits >'%s/nofile' && for i in "
+		"$(seq 0 4096); do [ -e /proc/$P/fd/$i ] || break; done; "
+		"prlimit --pid $P --nofile=$i:", state, scratch);
+}
+
+int proto_nofile_restore(void)
+{
+	return proto_sh("prlimit --pid $(cat '%s/pid') "
+		"--nofile=$(cat '%s/nofile'):", state, scratch);
+}
+
 static void on_signal(int sig)
 {
 	proto_tgtd_stop();
@@ -320,19 +352,10 @@ struct scsi_task *proto_select_wce(struct iscsi_context *iscsi, int lun,
 long long proto_counter(int lun, const char *field)
 {
 	const char *top = getenv("SYNCGUARD_TOP");
-	char cmd[1024];
-	long long v = -1;
-	FILE *p;
 
-	snprintf(cmd, sizeof(cmd), "'%s/tools/syncguard-stat' --json '%s' %d "
-		 "2>/dev/null | jq '.[0].%s // -1'", top ? top : ".", PROTO_IQN,
-		 lun, field);
-	p = popen(cmd, "r");
-	if (p && fscanf(p, "%lld", &v) != 1)
-		v = -1;
-	if (p)
-		pclose(p);
-	return v;
+	return proto_sh_number("'%s/tools/syncguard-stat' --json '%s' %d "
+			       "2>/dev/null | jq '.[0].%s // -1'",
+			       top ? top : ".", PROTO_IQN, lun, field);
 }
 
 pid_t proto_child(void)

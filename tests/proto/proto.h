@@ -95,6 +95,15 @@ int proto_child_end(pid_t pid);
 /* Run a shell command; returns its exit status (-1 if it died). */
 int proto_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Run a shell command; the number it prints first, or -1. */
+long long proto_sh_number(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+/* Lower tgtd's soft RLIMIT_NOFILE to its lowest free descriptor (no new
+ * descriptor can be opened), and put it back; exit statuses, 0 done. */
+int proto_nofile_limit(void);
+int proto_nofile_restore(void);
+
 /* Assert @t completed with CHECK CONDITION, sense @key and @ascq
  * (ASC << 8 | ASCQ); frees @t. */
 void proto_assert_sense(struct scsi_task *t, int key, int ascq,
