@@ -137,11 +137,13 @@ static void print_json_string(const char *s)
 static void print_latch(const struct syncguard_stats *st)
 {
 	if (st->latched)
-		printf("  latched: %s: durable commands fail %s\n",
+		printf("  latched: %s: durable commands fail %s%s\n",
 		       strerror((int)st->latched), st->latched_soft ?
 		       "until the next one finds the device sound (a write "
-		       "refused for want of space)" :
-		       "until the LUN is re-created");
+		       "refused " : "until the LUN is re-created",
+		       !st->latched_soft ? "" : st->latched == EPERM ?
+		       "by an immutable file or a read-only device)" :
+		       "for want of space)");
 }
 
 static void print_latch_json(const struct syncguard_stats *st)

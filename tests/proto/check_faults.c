@@ -273,6 +273,11 @@ START_TEST(test_faults_immutable_file_recovers)
 	}
 	proto_assert_sense(write_lba(iscsi, 5, 0, 1), SCSI_SENSE_DATA_PROTECTION,
 			   0x2700, "FUA WRITE(10) to an immutable file");
+	ck_assert_msg(proto_sh("'%s/tools/syncguard-stat' '%s' 5 | grep -q "
+			       "'refused by an immutable file or a read-only "
+			       "device'", getenv("SYNCGUARD_TOP") ?
+			       getenv("SYNCGUARD_TOP") : ".", PROTO_IQN) == 0,
+		      "syncguard-stat does not say why the LUN latched");
 	ck_assert_int_eq(proto_sh("chattr -i '%s'", file), 0);
 	proto_assert_good(write_lba(iscsi, 5, 0, 1), "FUA WRITE(10) once the "
 			  "file is mutable again", false);
