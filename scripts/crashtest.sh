@@ -10,6 +10,12 @@
 #      and tgtd gets SIGKILL;
 #   4. a second tgtd exports the surviving image and iscsi-crashtest
 #      check reads every block back against the journal.
+# The restart configuration kills tgtd first, with the power on (a
+# crash: its LUN never makes its final flush), starts it again on the
+# same file, write-back or write-through in turn, and lets iscsi-crashtest
+# sync record what the new LUN promises (WCE=0, or a SYNCHRONIZE CACHE
+# answered GOOD) before the cut: the old tgtd's acknowledged writes must
+# then survive.
 # Configurations: the three syncguard modes (cuts rotate through
 # engine=threads, uring and auto; write-through and write-back also
 # through 512-byte and 4 KiB blocks, and direct=auto and its opposite,
@@ -26,7 +32,7 @@
 # flushing: the oracle must catch it losing data, or the test itself is
 # broken.
 #
-# usage: crashtest.sh [--cuts N] [--configs "write-through write-back plp blockdev ext4 aio"]
+# usage: crashtest.sh [--cuts N] [--configs "write-through write-back plp blockdev ext4 restart aio"]
 #                     [--json FILE] [--seed N] [--keep]
 # --configs takes names separated by spaces or commas.
 # --keep leaves the work directory (journals, logs, last image) in build/.
@@ -34,7 +40,7 @@ set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cuts=20
-known="write-through write-back plp blockdev ext4 aio"
+known="write-through write-back plp blockdev ext4 restart aio"
 configs=$known
 json=$top/build/crashtest.json
 seed0=1
@@ -135,8 +141,29 @@ lun_args() {
 		1) echo "mode=write-back;direct=yes|syncguard|$bsz" ;;
 		2) echo "mode=write-back|syncguard|$bsz" ;;
 		esac ;;
+	restart) [ "$direct" = ";direct=no" ] && direct=";direct=yes" bsz=4096
+		echo "mode=write-back$direct|syncguard|$bsz" ;;
 	*) echo "mode=$1$direct|syncguard|$bsz" ;;
 	esac
+}
+
+# restart: tgtd killed with the power on, then started again on the same
+# LUN file (write-back and write-through in turn); iscsi-crashtest sync
+# journals what the new LUN promises for the old one's writes
+restart_victim() {
+	local lunpath=$1 bsopts=$2 bsz=$3 seed=$4
+	"$tp" kill "$work/victim"
+	wait "$wpid" || { say "the workload failed:"; tail -n 3 "$work/run.log" >&2
+			  return 1; }
+	wpid=
+	(( seed % 2 )) && bsopts="mode=write-through;${bsopts##*;}"
+	"$tp" start "$work/victim" "$module" >/dev/null &&
+	"$tp" target "$work/victim" 1 "$iqn" &&
+	"$tp" lun "$work/victim" 1 1 "$lunpath" "$bsopts" "$bsz" || {
+		say "cannot restart the LUN:"; tail -n 3 "$work/victim/tgtd.log" >&2
+		return 1; }
+	"$crash" sync --journal "$work/journal" \
+		"$("$tp" url "$work/victim" "$iqn" 1)" >>"$work/run.log" 2>&1
 }
 
 # blockdev: a loop device over the model's disk, with the LUN's block
@@ -252,10 +279,14 @@ one_cut() {
 	wpid=$!
 	ms=$((100 + (seed * 7919) % 600))
 	sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
+	if [ "$config" = restart ]; then
+		restart_victim "$lunpath" "$bsopts" "$bsz" "$seed" ||
+			{ "$tp" kill "$work/victim"; unmount_model; return 1; }
+	fi
 	echo cut >"$mnt/.ctl"		# the power goes: device first ...
 	"$tp" kill "$work/victim"	# ... and the host with it
-	wait "$wpid" || { say "the workload failed:"; tail -n 3 "$work/run.log" >&2
-			  unmount_model; return 1; }
+	[ -z "$wpid" ] || wait "$wpid" || { say "the workload failed:"
+		tail -n 3 "$work/run.log" >&2; unmount_model; return 1; }
 	unmount_model
 	lunpath=$work/stable.img
 	if [ "$config" = ext4 ]; then

@@ -11,6 +11,15 @@
  *     reported: enough to know what the mode contract promised for each
  *     write at any instant.
  *
+ *   iscsi-crashtest sync --journal FILE URL
+ *     After a restart (tgtd killed and started again, no power lost):
+ *     what a new LUN promises for the old one's writes.  It reads WCE:
+ *     0 promises everything acknowledged before is durable (the mode
+ *     contract: WCE=0 is never reported over volatile data); 1 sends
+ *     one SYNCHRONIZE CACHE(10).  Appends that as a SYNCHRONIZE CACHE
+ *     to the journal, issued after every command in it, with the
+ *     answer (GOOD for a WCE=0 report), so check judges by it.
+ *
  *   iscsi-crashtest check --journal FILE URL
  *     Reads every block back and checks the contract: a write that was
  *     durable when the power went (acknowledged with WCE=0; or FUA; or
@@ -602,12 +611,78 @@ static int cmd_check(const struct cfg *c)
 	return ret;
 }
 
+/* ---- sync: after a restart ---- */
+
+/* The latest logical clock in journal @path (issued or acknowledged):
+ * 0 or -1 when it is not a journal. */
+static int journal_clock(const char *path, uint64_t *clock)
+{
+	FILE *f = fopen(path, "r");
+	char line[256];
+	struct rec x;
+	int fua;
+
+	*clock = 0;
+	if (!f || !fgets(line, sizeof(line), f) ||
+	    strncmp(line, "# syncguard-crashtest 1 ", 24)) {
+		fprintf(stderr, PROG ": %s: not a crashtest journal\n", path);
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	while (fscanf(f, " %c %" SCNu64 " %u %" SCNu64 " %u %d %" SCNu64 " %"
+		      SCNu64 " %d", &x.kind, &x.id, &x.session, &x.lba, &x.n,
+		      &fua, &x.issued, &x.acked, &x.status) == 9) {
+		if (x.issued > *clock)
+			*clock = x.issued;
+		if (x.acked > *clock)
+			*clock = x.acked;
+	}
+	fclose(f);
+	return 0;
+}
+
+static int cmd_sync(const struct cfg *c)
+{
+	struct iscsi_context *iscsi;
+	struct scsi_task *t;
+	uint64_t clock, blocks;
+	uint32_t bs;
+	int lun, wce, status = -1;
+	FILE *f;
+
+	if (journal_clock(c->journal, &clock) || !(iscsi = login(c->url, &lun)))
+		return 1;
+	if (lun_geometry(iscsi, lun, &bs, &blocks, &wce)) {
+		fprintf(stderr, PROG ": cannot read capacity and WCE\n");
+		return 1;
+	}
+	if (wce == 0) {
+		status = 0;
+	} else if ((t = iscsi_synchronizecache10_sync(iscsi, lun, 0, 0, 0, 0))) {
+		status = t->status;
+		scsi_free_scsi_task(t);
+	}
+	printf("sync: %s\n", wce == 0 ? "the LUN reports WCE=0" : status == 0 ?
+	       "SYNCHRONIZE CACHE answered GOOD" : "SYNCHRONIZE CACHE failed");
+	f = fopen(c->journal, "a");
+	if (!f || fprintf(f, "S 0 0 0 0 0 %" PRIu64 " %" PRIu64 " %d\n",
+			  clock + 1, clock + 2, status) < 0 || fclose(f)) {
+		fprintf(stderr, PROG ": %s: %s\n", c->journal, strerror(errno));
+		return 1;
+	}
+	iscsi_logout_sync(iscsi);
+	iscsi_destroy_context(iscsi);
+	return 0;
+}
+
 /* ---- options ---- */
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: " PROG " run --journal FILE [options] URL\n"
+"       " PROG " sync --journal FILE URL\n"
 "       " PROG " check --journal FILE [--all-acked] URL\n"
 "run options:\n"
 "  --sessions N     iSCSI sessions (1..%d, default 4)\n"
@@ -682,11 +757,14 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (strcmp(verb, "run") && strcmp(verb, "check")) {
+	if (strcmp(verb, "run") && strcmp(verb, "check") &&
+	    strcmp(verb, "sync")) {
 		usage(stderr);
 		return 2;
 	}
 	parse(argc - 1, argv + 1, &r.cfg);
 	r.rng = r.cfg.seed * 0x9e3779b97f4a7c15ull + 1;
+	if (!strcmp(verb, "sync"))
+		return cmd_sync(&r.cfg);
 	return !strcmp(verb, "run") ? cmd_run(&r) : cmd_check(&r.cfg);
 }
