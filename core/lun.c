@@ -524,7 +524,9 @@ static void close_fds(struct syncguard_lun *lun)
 
 /* What an earlier tgtd or another program may have left volatile
  * (syncguard_policy_open_flushes): flushed now, or the LUN starts dirty.
- * A failed flush latches, as any. */
+ * A failed flush latches, as any.  Not in the counters, which count what
+ * commands cost (a plp LUN showed a device flush it never sends for one:
+ * helper-66). */
 static void open_flush(struct syncguard_lun *lun)
 {
 	int err;
@@ -534,7 +536,6 @@ static void open_flush(struct syncguard_lun *lun)
 		return;
 	}
 	err = syncguard_datasync(lun->group_fd);
-	syncguard_count(&lun->stats->device_flushes);
 	if (err)
 		syncguard_latch(lun, -err);
 }
