@@ -535,6 +535,9 @@ static void open_flush(struct syncguard_lun *lun)
 		__atomic_store_n(&lun->flusher.dirty, 1, __ATOMIC_SEQ_CST);
 		return;
 	}
+	/* a plp file was fsynced by its allocation check a moment ago */
+	if (lun->opts.mode == SYNCGUARD_MODE_PLP && !lun->blockdev)
+		return;
 	err = syncguard_datasync(lun->group_fd);
 	if (err)
 		syncguard_latch(lun, -err);
