@@ -153,8 +153,8 @@ bool syncguard_policy_close_flushes(enum syncguard_mode mode, bool clean);
 bool syncguard_policy_async_dsync_honoured(bool blockdev,
 					   unsigned long fs_magic);
 
-/* May ENOSPC, EDQUOT or EPERM from a write on its way to durability be taken as
- * a refusal (a soft latch, rechecked: core/lun.c), on a block device
+/* May ENOSPC, EDQUOT or EPERM from a write on its way to durability be
+ * taken as a refusal (a soft latch, rechecked: core/lun.c), on a block device
  * (@blockdev) or a file system whose statfs f_type is @fs_magic?  Else
  * it latches for good. */
 bool syncguard_policy_enospc_refused(bool blockdev, unsigned long fs_magic);
