@@ -129,7 +129,10 @@ void proto_tgtd_stop(void)
 		return;		/* forked test children never stop it */
 	proto_sh("'%s/scripts/tgtd-private' stop '%s'", top, state);
 	if (scratch[0])
-		proto_sh("rm -rf '%s'", scratch);
+		/* a failed test_faults_immutable_file_recovers leaves its
+		 * file immutable, which rm cannot remove */
+		proto_sh("chattr -R -i '%s' 2>/dev/null; rm -rf '%s'",
+			 scratch, scratch);
 	state[0] = scratch[0] = '\0';
 }
 
