@@ -244,7 +244,6 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	if (!bs->size_shown)	/* a LUN's first store: what it starts with */
 		bs->size_shown = bs->lun.size;
 	publish_stats(lu);
-	syncguard_lun_set_wce(&bs->lun, syncguard_mode_wce(bs->opts.mode));
 	ret = syncguard_ops_open(lu);
 	if (!ret && (ret = syncguard_uring_open(lu)) != 0)
 		eprintf("syncguard: lun %" PRIu64 ": engine=uring: io_uring "
@@ -255,6 +254,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		syncguard_watch_close_unused();
 		return ret;
 	}
+	syncguard_ops_open_wce(lu);
 	if (!lu->attrs.no_auto_lbppbe && bs->lun.phys_block_size)
 		update_lbppbe(lu, (int)bs->lun.phys_block_size);
 	*fd = bs->lun.fd;
@@ -265,11 +265,6 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		1u << lu->blk_shift, bs->uring.on ? "io_uring" : bs->uring.flush_on ?
 		"threads, flushes through io_uring" : "threads", writes_how(bs),
 		bs->lun.direct_reads ? ", reads O_DIRECT" : "");
-	if (syncguard_lun_latched(&bs->lun))
-		eprintf("syncguard: lun %" PRIu64 ": its flush at open failed "
-			"(%s): what was written before may be lost; durable "
-			"commands fail until the LUN is re-created\n", lu->lun,
-			strerror(syncguard_lun_latched(&bs->lun)));
 	log_device_cache(lu);
 	log_holes(lu);
 	syncguard_watch_add(bs, lu->lun);

@@ -81,6 +81,7 @@ struct syncguard_bs {
 	 * its own (syncguard_lu_config); under immed_lock, and close waits
 	 * for them on immed_cond */
 	unsigned int wce_switches;
+	bool opening;			/* the switch to WCE=0 at open runs */
 	uint64_t deferred_itn[SYNCGUARD_MAX_DEFERRED];	/* owed an error */
 	int deferred_err[SYNCGUARD_MAX_DEFERRED];
 	unsigned int n_deferred;
@@ -113,6 +114,16 @@ void syncguard_ops_install(struct scsi_lu *lu);
  * on its first use).
  * 0 or -errno. */
 int syncguard_ops_open(struct scsi_lu *lu);
+
+/*
+ * Give a LUN that opens its WCE (syncguard_policy_open_flushes): write-back
+ * 1; write-through and plp 0 once a flush has made durable what the LUN
+ * found, so they open at 1 and switch to 0 in the background, as
+ * tgtadm's switch does (off tgtd's event thread); this waits for that
+ * switch up to 1 s, so that on a device that flushes at once the LUN
+ * shows 0 from the start.  A failed flush leaves WCE at 1 and latches.
+ */
+void syncguard_ops_open_wce(struct scsi_lu *lu);
 
 /* Run @fn(@arg) on a detached thread: 0, or pthread_create's error
  * number (bs_syncguard.c; the final flush and tgtadm's WCE switch). */

@@ -695,11 +695,12 @@ static void *wce_off_thread(void *arg)
 	int err = syncguard_lun_apply_wce(&bs->lun);
 
 	if (err)
-		eprintf("syncguard: lun %" PRIu64 ": WCE=0 by tgtadm failed: "
+		eprintf("syncguard: lun %" PRIu64 ": WCE=0 %s failed: "
 			"flush failed: %s; WCE stays 1\n", lu->lun,
-			strerror(-err));
+			bs->opening ? "at open" : "by tgtadm", strerror(-err));
 	pthread_mutex_lock(&bs->immed_lock);
 	bs->wce_switches--;
+	bs->opening = false;
 	pthread_cond_broadcast(&bs->immed_cond);
 	pthread_mutex_unlock(&bs->immed_lock);
 	return NULL;
@@ -722,6 +723,38 @@ static int wce_off_start(struct scsi_lu *lu)
 		pthread_mutex_unlock(&bs->immed_lock);
 	}
 	return -ret;
+}
+
+/* How long a LUN's creation waits for its switch to WCE=0 at open */
+#define OPEN_SWITCH_WAIT_MS 1000
+
+void syncguard_ops_open_wce(struct scsi_lu *lu)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	bool wce = syncguard_mode_wce(bs->opts.mode);
+	bool synced = bs->opts.mode == SYNCGUARD_MODE_PLP && !bs->lun.blockdev;
+	struct timespec until;
+
+	if (wce || !syncguard_policy_open_flushes(bs->opts.mode, synced)) {
+		syncguard_lun_set_wce(&bs->lun, wce);
+		return;
+	}
+	syncguard_lun_set_wce(&bs->lun, true);
+	syncguard_lun_want_wce(&bs->lun, false);
+	bs->opening = true;
+	if (wce_off_start(lu)) {		/* no thread: here, as before */
+		(void)syncguard_lun_apply_wce(&bs->lun);
+		bs->opening = false;
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += OPEN_SWITCH_WAIT_MS / 1000;
+	pthread_mutex_lock(&bs->immed_lock);
+	while (bs->wce_switches &&
+	       pthread_cond_timedwait(&bs->immed_cond, &bs->immed_lock,
+				      &until) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&bs->immed_lock);
 }
 
 /* A WCE change by tgtadm to @wce: 0 or -errno (-EPERM: the mode keeps

@@ -522,25 +522,13 @@ static void close_fds(struct syncguard_lun *lun)
 	}
 }
 
-/* What an earlier tgtd or another program may have left volatile
- * (syncguard_policy_open_flushes): flushed now, or the LUN starts dirty.
- * A failed flush latches, as any.  Not in the counters, which count what
- * commands cost (a plp LUN showed a device flush it never sends for one:
- * helper-66). */
-static void open_flush(struct syncguard_lun *lun)
+/* What an earlier tgtd or another program may have left volatile: the
+ * LUN starts dirty, so that the first flush is not elided.  Write-through
+ * and plp make it durable before they report WCE=0
+ * (syncguard_policy_open_flushes, carried out by syncguard_ops_open_wce). */
+static void open_dirty(struct syncguard_lun *lun)
 {
-	int err;
-
-	if (!syncguard_policy_open_flushes(lun->opts.mode)) {
-		__atomic_store_n(&lun->flusher.dirty, 1, __ATOMIC_SEQ_CST);
-		return;
-	}
-	/* a plp file was fsynced by its allocation check a moment ago */
-	if (lun->opts.mode == SYNCGUARD_MODE_PLP && !lun->blockdev)
-		return;
-	err = syncguard_datasync(lun->group_fd);
-	if (err)
-		syncguard_latch(lun, -err);
+	__atomic_store_n(&lun->flusher.dirty, 1, __ATOMIC_SEQ_CST);
 }
 
 int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
@@ -608,7 +596,7 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	if (!ret)
 		ret = syncguard_mix_init(&lun->mix, lun->mix.on);
 	if (!ret)
-		open_flush(lun);
+		open_dirty(lun);
 	if (ret) {
 		close_fds(lun);
 		lun->direct_io = lun->mix.on = false;

@@ -212,7 +212,7 @@ bool syncguard_policy_close_flushes(enum syncguard_mode mode, bool clean)
 	return mode == SYNCGUARD_MODE_WRITE_BACK || !clean;
 }
 
-bool syncguard_policy_open_flushes(enum syncguard_mode mode)
+bool syncguard_policy_open_flushes(enum syncguard_mode mode, bool synced)
 {
 	/* A LUN that opens may stand on data nobody has flushed: what an
 	 * earlier tgtd acknowledged before it was killed (a crash, an OOM
@@ -221,12 +221,16 @@ bool syncguard_policy_open_flushes(enum syncguard_mode mode)
 	 * A LUN that started out clean elided the first SYNCHRONIZE CACHE
 	 * and the first switch to WCE=0, and write-through reported WCE=0
 	 * over it (helper-61: 40-55% of the acknowledged blocks lost at a
-	 * power cut after such a GOOD, 12 of 12).  write-through and plp
-	 * report WCE=0 from the start, so they flush once as they open;
-	 * write-back reports WCE=1 and instead starts dirty, so its first
-	 * SYNCHRONIZE CACHE or switch to WCE=0 flushes (on a worker, not
-	 * tgtd's event thread, which opens LUNs). */
-	return mode != SYNCGUARD_MODE_WRITE_BACK;
+	 * power cut after such a GOOD, 12 of 12).  So every LUN starts
+	 * dirty: write-back's first SYNCHRONIZE CACHE or switch to WCE=0
+	 * flushes.  write-through and plp report WCE=0, which promises that
+	 * nothing is volatile: they open at WCE=1 and switch to 0 as tgtadm
+	 * does, in the background (the switch flushes first), unless the
+	 * open already synced the file (@synced: plp's allocation check
+	 * fsyncs it).  A flush on tgtd's event thread, which opens LUNs,
+	 * held every other LUN for as long (helper-65: 5 s beside a 5 s
+	 * flush; for ever on a device that never answers one). */
+	return mode != SYNCGUARD_MODE_WRITE_BACK && !synced;
 }
 
 /* Block devices, ext4 (and ext2/3) and XFS: where the two choices below

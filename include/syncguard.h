@@ -139,9 +139,10 @@ bool syncguard_mode_wce_changeable(enum syncguard_mode mode, bool allow_wce);
  * written before the new page takes effect?  (1 -> 0 only) */
 bool syncguard_policy_switch_flushes(bool was, bool wce);
 
-/* Does a LUN in @mode flush once as it opens (else it starts dirty, so
- * that its first flush is not elided)? */
-bool syncguard_policy_open_flushes(enum syncguard_mode mode);
+/* Must a LUN in @mode flush before it reports its WCE=0 when it opens
+ * (@synced: the open has synced the file already)?  Every LUN starts
+ * dirty, so that its first flush is not elided. */
+bool syncguard_policy_open_flushes(enum syncguard_mode mode, bool synced);
 
 /* Must a LUN in @mode flush before its backing file closes?  @clean:
  * nothing written since the last completed flush, by syncguard's count. */

@@ -214,6 +214,43 @@ START_TEST(test_faults_fresh_lun_flushes_what_it_finds)
 END_TEST
 
 /*
+ * The open flush of a write-through LUN runs in the background, as
+ * tgtadm's switch to WCE=0 does: on a device whose flush takes 3 s the
+ * LUN is created at once (its creation waits 1 s at most) and shows
+ * WCE=1 until the flush is done, then 0.  It ran on tgtd's event thread,
+ * and every LUN of the tgtd waited for it (helper-65: 5 s).
+ */
+START_TEST(test_faults_open_flush_in_background)
+{
+	static unsigned char buf[4096];
+	struct iscsi_context *iscsi;
+	int wce = -1, dpofua, fd = open(disk, O_WRONLY);
+	long long f0;
+
+	ck_assert_int_ge(fd, 0);
+	memset(buf, 0x3c, sizeof(buf));
+	ck_assert_int_eq(pwrite(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	close(fd);
+	f0 = model_counter("flushes");
+	model_ctl("flush-ms 3000");
+	ck_assert_int_eq(proto_add_lun(7, disk, "mode=write-through", 0), 0);
+	iscsi = proto_connect(7);
+	proto_caching(iscsi, 7, &wce, &dpofua);
+	ck_assert_msg(wce == 1, "a write-through LUN whose open flush still "
+		      "runs shows WCE=%d (the flush ran in its creation)", wce);
+	for (int i = 0; i < 100 && wce != 0; i++) {
+		usleep(100000);
+		proto_caching(iscsi, 7, &wce, &dpofua);
+	}
+	ck_assert_int_eq(wce, 0);
+	ck_assert(model_counter("flushes") > f0);
+	model_ctl("flush-ms 0");
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(7), 0);
+}
+END_TEST
+
+/*
  * tgtd out of descriptors: a durable command that cannot open its sync
  * descriptor (core/lun.c) failed before any I/O, so it is answered BUSY
  * and latches nothing; once descriptors are free the LUN works.  It used
@@ -665,6 +702,7 @@ Suite *faults_suite(void)
 	tcase_add_test(tc, test_faults_device_full);
 	tcase_add_loop_test(tc, test_faults_out_of_descriptors_busy, 0, 2);
 	tcase_add_loop_test(tc, test_faults_fresh_lun_flushes_what_it_finds, 0, 2);
+	tcase_add_test(tc, test_faults_open_flush_in_background);
 	tcase_add_test(tc, test_faults_immutable_file_recovers);
 	tcase_add_loop_test(tc, test_faults_fua_enospc_from_flush_latches, 0, 2);
 	tcase_add_test(tc, test_faults_error_lines_limited);
