@@ -198,11 +198,16 @@ static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 	bool was = bs->open && syncguard_lun_wanted_wce(&bs->lun);
 	bool shown = bs->open && syncguard_lun_reported_wce(&bs->lun);
 	int ret, wce = selected_wce(cmd);
+	/* WCE=0 on write-through or plp is their own value, though the
+	 * switch a LUN starts as it opens still shows 1: not a change of a
+	 * field that is not changeable (refused during that switch:
+	 * helper-67); it is answered once the switch is done */
+	bool to_mode = wce == 0 && !syncguard_mode_wce(bs->opts.mode);
 
 	if (wce == -2 && !device_reserved(cmd))
 		return fail(cmd, SYNCGUARD_ERR_INVALID_PARAM);
 	if (bs->open)	/* tgt compares the select with the page shown */
-		page_set_wce(cmd->dev, shown);
+		page_set_wce(cmd->dev, shown && !to_mode);
 	ret = bs->tgt_ops[cmd->scb[0]](host_no, cmd);
 	if (!bs->open)
 		return ret;
@@ -216,7 +221,7 @@ static int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 		page_set_wce(cmd->dev, syncguard_lun_reported_wce(&bs->lun));
 		return ret;
 	}
-	if (!wce_changeable(bs)) {
+	if (!wce_changeable(bs) && !to_mode) {
 		page_set_wce(cmd->dev, was);
 		return fail(cmd, SYNCGUARD_ERR_INVALID_PARAM);
 	}
@@ -764,7 +769,9 @@ static int admin_set_wce(struct scsi_lu *lu, int wce)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
 
-	if (!wce_changeable(bs))
+	/* 0 on write-through or plp: their own value (see
+	 * syncguard_mode_select), during the switch at open */
+	if (!wce_changeable(bs) && (wce || syncguard_mode_wce(bs->opts.mode)))
 		return -EPERM;
 	if (wce)
 		return syncguard_lun_set_wce(&bs->lun, true);

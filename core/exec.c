@@ -233,7 +233,11 @@ static bool sync_cache_quick(struct syncguard_lun *lun,
 		*r = io_reason(-err, true);
 		return true;
 	}
-	if (!a.flush_before)
+	/* plp's SYNCHRONIZE CACHE flushes nothing, but while a switch to
+	 * WCE=0 is pending (the one at open: what the LUN found may still
+	 * be volatile) it waits for a flush as the other modes' does
+	 * (helper-67, by reading) */
+	if (!a.flush_before && !syncguard_lun_switch_pending(lun))
 		return true;
 	if (syncguard_lun_clean(lun)) {
 		syncguard_count(&lun->stats->flushes_elided);

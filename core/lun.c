@@ -662,6 +662,12 @@ bool syncguard_lun_reported_wce(struct syncguard_lun *lun)
 	       syncguard_lun_wce(lun);
 }
 
+bool syncguard_lun_switch_pending(struct syncguard_lun *lun)
+{
+	return __atomic_load_n(&lun->wce_switching, __ATOMIC_SEQ_CST) != 0 ||
+	       (syncguard_lun_wce(lun) && !syncguard_lun_wanted_wce(lun));
+}
+
 static void publish_wce(struct syncguard_lun *lun)
 {
 	__atomic_store_n(&lun->stats->wce,

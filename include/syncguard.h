@@ -553,6 +553,12 @@ bool syncguard_lun_wce(struct syncguard_lun *lun);
  * what was written under WCE=1. */
 bool syncguard_lun_reported_wce(struct syncguard_lun *lun);
 
+/* Is a switch to WCE=0 pending (asked for while WCE=1 is honoured: the
+ * one at open, tgtadm's, MODE SELECT's, or one whose flush failed), or
+ * still flushing?  Until it is done, SYNCHRONIZE CACHE flushes in every
+ * mode, plp's included. */
+bool syncguard_lun_switch_pending(struct syncguard_lun *lun);
+
 /*
  * Switch the WCE the LUN honours.  Waits for writes in flight; on 1 -> 0
  * flushes, so no write completed before the change stays volatile once

@@ -238,13 +238,27 @@ START_TEST(test_faults_open_flush_in_background)
 	proto_caching(iscsi, 7, &wce, &dpofua);
 	ck_assert_msg(wce == 1, "a write-through LUN whose open flush still "
 		      "runs shows WCE=%d (the flush ran in its creation)", wce);
-	for (int i = 0; i < 100 && wce != 0; i++) {
-		usleep(100000);
-		proto_caching(iscsi, 7, &wce, &dpofua);
-	}
+	/* WCE=0 asked for meanwhile is the mode's own: answered once the
+	 * switch is done (it was refused: helper-67) */
+	proto_assert_good(proto_select_wce(iscsi, 7, 0), "MODE SELECT WCE=0 "
+			  "during the switch at open", false);
+	proto_caching(iscsi, 7, &wce, &dpofua);
 	ck_assert_int_eq(wce, 0);
 	ck_assert(model_counter("flushes") > f0);
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(7), 0);
+	/* and tgtadm's WCE=0 (mode_page=) */
+	ck_assert_int_eq(proto_add_lun(7, disk, "mode=write-through", 0), 0);
+	ck_assert_int_eq(proto_update_lun(7, "mode_page=8:0:18:0x10:0:0xff:"
+		"0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0"), 0);
 	model_ctl("flush-ms 0");
+	iscsi = proto_connect(7);
+	wce = -1;
+	for (int i = 0; i < 100 && wce != 0; i++) {
+		proto_caching(iscsi, 7, &wce, &dpofua);
+		usleep(100000);
+	}
+	ck_assert_int_eq(wce, 0);
 	iscsi_destroy_context(iscsi);
 	ck_assert_int_eq(proto_del_lun(7), 0);
 }

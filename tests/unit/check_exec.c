@@ -410,6 +410,24 @@ START_TEST(test_exec_write_through_costs)
 }
 END_TEST
 
+/* plp's SYNCHRONIZE CACHE flushes nothing, except while a switch to
+ * WCE=0 is pending (the one a LUN starts as it opens, over what it found
+ * there): then it waits for a flush, as every mode's does (helper-67) */
+START_TEST(test_exec_plp_sync_cache_during_switch)
+{
+	open_lun(SYNCGUARD_MODE_PLP);
+	syncguard_lun_set_wce(&lun, true);	/* as a LUN opens */
+	syncguard_lun_want_wce(&lun, false);	/* its switch still pending */
+	ck_assert(syncguard_lun_switch_pending(&lun));
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 1);
+	ck_assert_int_eq(syncguard_lun_apply_wce(&lun), 0);	/* done */
+	ck_assert(!syncguard_lun_switch_pending(&lun));
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 1);	/* plp again: no flush */
+}
+END_TEST
+
 START_TEST(test_exec_plp_costs)
 {
 	uint8_t w10[10] = { 0x2a, 0, 0, 0, 0, 32, 0, 0, 2, 0 };
@@ -1273,6 +1291,7 @@ Suite *exec_suite(void)
 	}
 	tcase_add_test(cost, test_exec_write_back_costs);
 	tcase_add_test(cost, test_exec_no_descriptor_busy);
+	tcase_add_test(cost, test_exec_plp_sync_cache_during_switch);
 	tcase_add_test(cost, test_exec_write_back_dsync_costs);
 	tcase_add_test(cost, test_exec_auto_write_sync);
 	tcase_add_test(cost, test_exec_write_back_mix);
