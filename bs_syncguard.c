@@ -89,6 +89,7 @@ void syncguard_answer(struct scsi_cmd *cmd, const struct syncguard_result *res)
 	struct syncguard_sense s = syncguard_sense_of(res->reason);
 	int cls = s.key == ILLEGAL_REQUEST;
 	uint64_t dropped;
+	char what[24];
 
 	scsi_set_result(cmd, s.status);
 	if (res->reason == SYNCGUARD_OK)
@@ -111,15 +112,13 @@ void syncguard_answer(struct scsi_cmd *cmd, const struct syncguard_result *res)
 			"syncguard-stat counts them all)\n", cmd->dev->lun,
 			dropped, cls ? " (ILLEGAL REQUEST)" : "", LOG_BURST,
 			LOG_WINDOW_S);
-	if (s.status != SAM_STAT_CHECK_CONDITION)
-		eprintf("syncguard: lun %" PRIu64 ": opcode 0x%02x: status "
-			"0x%02x%s%s\n", cmd->dev->lun, cmd->scb[0], s.status,
-			res->err ? ": " : "", res->err ? strerror(res->err) : "");
+	if (s.status == SAM_STAT_CHECK_CONDITION)
+		snprintf(what, sizeof(what), "sense %x/%04x", s.key, s.asc);
 	else
-		eprintf("syncguard: lun %" PRIu64 ": opcode 0x%02x: sense "
-			"%x/%04x%s%s\n", cmd->dev->lun, cmd->scb[0], s.key,
-			s.asc, res->err ? ": " : "",
-			res->err ? strerror(res->err) : "");
+		snprintf(what, sizeof(what), "status 0x%02x", s.status);
+	eprintf("syncguard: lun %" PRIu64 ": opcode 0x%02x: %s%s%s\n",
+		cmd->dev->lun, cmd->scb[0], what, res->err ? ": " : "",
+		res->err ? strerror(res->err) : "");
 }
 
 /* ---- backing-store hooks ---- */

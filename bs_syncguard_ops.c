@@ -731,16 +731,16 @@ static int wce_off_start(struct scsi_lu *lu)
 }
 
 /* How long a LUN's creation waits for its switch to WCE=0 at open */
-#define OPEN_SWITCH_WAIT_MS 1000
+#define OPEN_SWITCH_WAIT_S 1
 
 void syncguard_ops_open_wce(struct scsi_lu *lu)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
 	bool wce = syncguard_mode_wce(bs->opts.mode);
-	bool synced = bs->opts.mode == SYNCGUARD_MODE_PLP && !bs->lun.blockdev;
 	struct timespec until;
 
-	if (wce || !syncguard_policy_open_flushes(bs->opts.mode, synced)) {
+	if (wce || !syncguard_policy_open_flushes(bs->opts.mode,
+						  bs->lun.synced_at_open)) {
 		syncguard_lun_set_wce(&bs->lun, wce);
 		return;
 	}
@@ -753,7 +753,7 @@ void syncguard_ops_open_wce(struct scsi_lu *lu)
 		return;
 	}
 	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += OPEN_SWITCH_WAIT_MS / 1000;
+	until.tv_sec += OPEN_SWITCH_WAIT_S;
 	pthread_mutex_lock(&bs->immed_lock);
 	while (bs->wce_switches &&
 	       pthread_cond_timedwait(&bs->immed_cond, &bs->immed_lock,

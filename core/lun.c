@@ -570,9 +570,11 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	if (!ret && lun->blockdev)
 		ret = syncguard_loop_backing(lun, path, st.st_rdev, plp, err,
 					     errlen);
-	if (!ret && plp && !lun->blockdev)
+	if (!ret && plp && !lun->blockdev) {
 		ret = syncguard_check_plp_file(lun->fd, path,
 					       lun->opts.alloc_check, err, errlen);
+		lun->synced_at_open = !ret;	/* it fsyncs the file */
+	}
 	if (!ret)
 		ret = open_direct(lun, path, err, errlen);
 	lun->enospc_soft = syncguard_policy_enospc_refused(lun->blockdev,

@@ -418,6 +418,8 @@ struct syncguard_lun {
 	int loop_fd;			/* a loop device's backing file,
 					 * flocked; -1 otherwise (core/loop.c) */
 	bool on_loop;			/* a loop device (over a file) */
+	bool synced_at_open;		/* the open fsynced the file (plp's
+					 * allocation check) */
 	bool loop_holes_buffered;	/* that loop has direct I/O off and
 					 * its file has holes (a warning) */
 	int under_fd;			/* a file LUN whose file system is on

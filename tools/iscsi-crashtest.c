@@ -426,6 +426,7 @@ struct journal {
 	size_t nw;
 	uint64_t last_sync;	/* issue clock of the last GOOD SYNCHRONIZE CACHE */
 	uint64_t max_id;
+	uint64_t clock;		/* the latest clock, issued or acknowledged */
 	bool all_acked;		/* every GOOD write must be there */
 	uint32_t run_id;
 };
@@ -449,6 +450,10 @@ static int read_journal(const char *path, struct journal *j)
 		x.fua = fua;
 		if (x.id > j->max_id)
 			j->max_id = x.id;
+		if (x.issued > j->clock)
+			j->clock = x.issued;
+		if (x.acked > j->clock)
+			j->clock = x.acked;
 		if (x.kind == 'S' && x.status == 0 && x.issued > j->last_sync)
 			j->last_sync = x.issued;
 		if (x.kind != 'W')
@@ -613,37 +618,9 @@ static int cmd_check(const struct cfg *c)
 
 /* ---- sync: after a restart ---- */
 
-/* The latest logical clock in journal @path (issued or acknowledged):
- * 0 or -1 when it is not a journal. */
-static int journal_clock(const char *path, uint64_t *clock)
-{
-	FILE *f = fopen(path, "r");
-	char line[256];
-	struct rec x;
-	int fua;
-
-	*clock = 0;
-	if (!f || !fgets(line, sizeof(line), f) ||
-	    strncmp(line, "# syncguard-crashtest 1 ", 24)) {
-		fprintf(stderr, PROG ": %s: not a crashtest journal\n", path);
-		if (f)
-			fclose(f);
-		return -1;
-	}
-	while (fscanf(f, " %c %" SCNu64 " %u %" SCNu64 " %u %d %" SCNu64 " %"
-		      SCNu64 " %d", &x.kind, &x.id, &x.session, &x.lba, &x.n,
-		      &fua, &x.issued, &x.acked, &x.status) == 9) {
-		if (x.issued > *clock)
-			*clock = x.issued;
-		if (x.acked > *clock)
-			*clock = x.acked;
-	}
-	fclose(f);
-	return 0;
-}
-
 static int cmd_sync(const struct cfg *c)
 {
+	struct journal j = { 0 };
 	struct iscsi_context *iscsi;
 	struct scsi_task *t;
 	uint64_t clock, blocks;
@@ -651,7 +628,11 @@ static int cmd_sync(const struct cfg *c)
 	int lun, wce, status = -1;
 	FILE *f;
 
-	if (journal_clock(c->journal, &clock) || !(iscsi = login(c->url, &lun)))
+	if (read_journal(c->journal, &j))
+		return 1;
+	clock = j.clock;
+	free(j.w);
+	if (!(iscsi = login(c->url, &lun)))
 		return 1;
 	if (lun_geometry(iscsi, lun, &bs, &blocks, &wce)) {
 		fprintf(stderr, PROG ": cannot read capacity and WCE\n");
