@@ -137,7 +137,7 @@ expect "JSON results have IOPS, percentiles and device flushes per op" \
 	'jq -e ".results[] | select(.iops > 0 and .latency_us.p99 >= .latency_us.p50 and .device_flushes_per_op >= 0)" "$work/wb.json" >/dev/null'
 expect "JSON results say how the LUN ran (write-back: the page cache, RWF_DSYNC writes O_DIRECT; the write_sync trial's way)" \
 	'[ "$(jq -r ".results[1].target_writes" "$work/wb.json" | cut -c1-60)" = "page cache, RWF_DSYNC writes O_DIRECT, write_sync auto (now " ] &&
-	 jq -r ".results[1].target_flush_batching" "$work/wt.json" | grep -q "^flushes at once\|^holds flushes back"'
+	 jq -r ".results[1].target_flush_batching" "$work/wt.json" | grep -q "^flushes at once\|^holds back flushes"'
 
 "$sb" -t 1.2 --interval 0.5 --json --no-progress "$u1" >"$work/iv.json"
 expect "--interval 0.5 over 1.2 s gives two intervals and the last, partial one" \
@@ -155,6 +155,8 @@ expect "--interval lines stay on a fixed grid while the target stalls (1.0, 2.0,
 	'jq -e "[.results[0].intervals[0:3][] | .[0]] as \$t | (\$t | length) == 3 and
 		 ([range(3)] | all(. as \$i | (\$t[\$i] - \$i - 1) | fabs < 0.06))" "$work/iv2.json" >/dev/null'
 
+expect "--compare takes --no-progress, which scripts pass everywhere (it was refused: helper-68)" \
+	'"$sb" --no-progress --compare "$work/wb.json" "$work/wt.json" >/dev/null'
 cmp=$("$sb" --compare "$work/wb.json" "$work/wt.json")
 expect "--compare matches runs with different labels by workload, with ratios" \
 	'[ "$(awk "\$1 == \"wt\" && \$5 == 4 && \$8 ~ /^[0-9.]+$/" <<<"$cmp" | wc -l)" = 1 ]'

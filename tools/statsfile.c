@@ -112,7 +112,8 @@ void syncguard_ways_batching(const struct syncguard_stats *st, char *buf,
 		return;
 	}
 	snprintf(buf, len, "%s%s (last epochs: at once %s, held %s)",
-		 st->batch_way ? "holds flushes back" : "flushes at once",
+		 st->batch_way ? "holds back flushes that answer more than one "
+		 "command" : "flushes at once",
 		 trying(st->batch_way, st->batch_rate),
 		 rate(st->batch_rate[0], a, sizeof(a)),
 		 rate(st->batch_rate[1], b, sizeof(b)));

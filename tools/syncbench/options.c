@@ -490,12 +490,29 @@ static void check_buffers(const struct config *c)
 						      "(x --sessions)");
 }
 
+/* Options that go with --compare and --plot: themselves, and the
+ * status-line switches, which scripts pass everywhere (helper-68: a
+ * --no-progress before --compare was refused) and which change nothing
+ * there. */
+static bool with_saved_runs(const char *name)
+{
+	static const char *const ok[] = {
+		"compare", "plot", "progress", "no-progress",
+	};
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (!strcmp(name, ok[i]))
+			return true;
+	return false;
+}
+
 static void check_combinations(struct config *c, int argc, char **argv)
 {
 	if (c->compare || c->plot) {
 		if (c->run_opt)		/* else silently ignored */
 			syncguard_usage_error("--%s: --compare and --plot read saved runs; "
-					      "no other option goes with them", c->run_opt);
+					      "no other option but --no-progress goes "
+					      "with them", c->run_opt);
 		if (optind >= argc)
 			syncguard_usage_error("%s", "--compare and --plot need JSON files");
 		c->files = argv + optind;
@@ -599,8 +616,7 @@ void syncguard_parse_args(int argc, char **argv, struct config *c)
 		opts[i].set(c, optarg);
 		if (preset_sets(opts[i].name) && !c->preset_conflict)
 			c->preset_conflict = opts[i].name;
-		if (strcmp(opts[i].name, "compare") &&
-		    strcmp(opts[i].name, "plot") && !c->run_opt)
+		if (!with_saved_runs(opts[i].name) && !c->run_opt)
 			c->run_opt = opts[i].name;
 	}
 	check_combinations(c, argc, argv);
