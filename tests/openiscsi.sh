@@ -53,7 +53,8 @@ for args in "" "--target iqn.x:y" "--portal 192.0.2.7" "--portal 192.0.2.7 --tar
 	    "--portal 192.0.2.7 --target iqn.x:y --preset bonnie" "--portal 192.0.2.7 --target iqn.x:y --sync maybe" \
 	    "--portal 192.0.2.7 --target iqn.x:y --wce sometimes" "--portal 192.0.2.7 --target iqn.x:y --lun" \
 	    "--portal 192.0.2.7 --target iqn.x:y --bogus" "--portal 192.0.2.7:99999 --target iqn.x:y" \
-	    "--portal 192.0.2.7:0 --target iqn.x:y" "--portal [::1]:x --target iqn.x:y"; do
+	    "--portal 192.0.2.7:0 --target iqn.x:y" "--portal [::1]:x --target iqn.x:y" \
+	    "--portal 192.0.2.7 --target iqn.x:y --preset throughput --wce on"; do
 	# shellcheck disable=SC2086
 	err=$("$ob" --dry-run $args 2>&1 >/dev/null); rc=$?
 	expect "usage error '$args': exit 2 with a message and the usage" \
