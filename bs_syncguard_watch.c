@@ -118,6 +118,30 @@ static void retry_later(void)
 	watch.retry_set = true;
 }
 
+/* A LUN whose durability went away under it latches (core/policy.c):
+ * its file system remounted nobarrier, or, under plp, its loop device's
+ * direct I/O turned off (core/loop.c: plp_over_loop). */
+static void check_lun(struct syncguard_bs *bs, const char *table)
+{
+	const char *why, *fix;
+
+	if (syncguard_lun_flushes_lost(&bs->lun, table)) {
+		why = "its file system was remounted nobarrier: flushes no "
+		      "longer reach the device";
+		fix = "remount with barriers";
+	} else if (syncguard_loop_dio_lost(&bs->lun)) {
+		why = "its loop device's direct I/O was turned off: plp's "
+		      "writes end in the page cache, which plp never flushes";
+		fix = "turn it on (losetup --direct-io=on)";
+	} else {
+		return;
+	}
+	syncguard_latch(&bs->lun, EIO);
+	eprintf("syncguard: lun %" PRIu64 ": %s, so every command that "
+		"promises durability fails from now on; %s, then re-create "
+		"the LUN\n", bs->lun_nr, why, fix);
+}
+
 /* tgtd's event loop: the mount table changed.  The count is read (and
  * so reset) before the table, so a change after the read is signalled
  * again.  The table is read through the polled descriptor: no new one
@@ -136,17 +160,9 @@ static void mounts_changed(int fd, int events, void *data)
 		retry_later();
 		return;
 	}
-	for (struct syncguard_bs *bs = watched; bs; bs = bs->next_watched) {
-		if (syncguard_lun_latched(&bs->lun) ||
-		    !syncguard_lun_flushes_lost(&bs->lun, table))
-			continue;
-		syncguard_latch(&bs->lun, EIO);
-		eprintf("syncguard: lun %" PRIu64 ": its file system was "
-			"remounted nobarrier: flushes no longer reach the device, "
-			"so every command that promises durability fails from now "
-			"on; remount with barriers, then re-create the LUN\n",
-			bs->lun_nr);
-	}
+	for (struct syncguard_bs *bs = watched; bs; bs = bs->next_watched)
+		if (!syncguard_lun_latched(&bs->lun))
+			check_lun(bs, table);
 	free(table);
 }
 

@@ -108,6 +108,12 @@ int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 int syncguard_loop_under(struct syncguard_lun *lun, dev_t dev,
 			 const char *path, bool plp, char *err, size_t errlen);
 
+/* Has the loop device under a plp LUN (lun->loop_dio_attr) had its
+ * direct I/O turned off since the LUN opened?  Then plp's writes end in
+ * the host's page cache, which nothing flushes.  false also when there
+ * is no such loop, or it cannot be read (detached).  core/loop.c */
+bool syncguard_loop_dio_lost(const struct syncguard_lun *lun);
+
 /* A LUN on the regular file @fd: -EBUSY (reason in @err) if it backs a
  * loop device that is mounted or otherwise claimed, else 0. */
 int syncguard_loop_users(int fd, const char *path, char *err, size_t errlen);

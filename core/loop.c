@@ -89,6 +89,23 @@ static int open_backing(int lfd, const char *path)
 	return fd;
 }
 
+/* The direct-I/O setting of the loop device with sysfs directory @sys
+ * (a partition's: @part): 1 on, 0 off (loop's default: it writes into
+ * its backing file's page cache and completes there), -1 unknown. */
+static int loop_dio(const char *sys, bool part)
+{
+	char p[96];
+	FILE *f;
+	int c;
+
+	snprintf(p, sizeof(p), "%s/%sloop/dio", sys, part ? "../" : "");
+	if (!(f = fopen(p, "re")))
+		return -1;
+	c = fgetc(f);
+	fclose(f);
+	return c == '0' ? 0 : c == '1' ? 1 : -1;
+}
+
 /*
  * Does the loop device with sysfs directory @sys (a partition's: @part)
  * write through the page cache (direct I/O off, loop's default) into a
@@ -101,17 +118,49 @@ static int open_backing(int lfd, const char *path)
  */
 static bool holes_buffered(const char *sys, bool part, int fd)
 {
-	char p[96], dio = '1';
 	struct stat st;
-	FILE *f;
 
-	snprintf(p, sizeof(p), "%s/%sloop/dio", sys, part ? "../" : "");
-	if ((f = fopen(p, "re"))) {
-		dio = (char)fgetc(f);
-		fclose(f);
-	}
-	return dio == '0' && !fstat(fd, &st) &&
+	return loop_dio(sys, part) == 0 && !fstat(fd, &st) &&
 	       (uint64_t)st.st_blocks * 512 < (uint64_t)st.st_size;
+}
+
+/*
+ * plp sends no flush, so nothing under it may hold a write in host RAM
+ * (the mode contract).  A loop device with direct I/O off completes
+ * writes in its backing file's page cache: helper-70's 48 FUA writes of
+ * 1 MiB to a plp LUN on such a loop were answered GOOD while Dirty grew
+ * by 48 MiB, and SYNCHRONIZE CACHE (nothing to do on plp) left it so.
+ * Refused, as tmpfs is, for a LUN on the loop device (@what names it)
+ * or on a file in a file system on it; with direct I/O on, the sysfs
+ * attribute is kept for the mount watch, which latches the LUN if it is
+ * turned off later (syncguard_loop_dio_lost).  0 or -EINVAL.
+ */
+static int plp_over_loop(struct syncguard_lun *lun, const char *sys,
+			 bool part, const char *what, char *err, size_t errlen)
+{
+	if (loop_dio(sys, part) == 0) {
+		syncguard_seterr(err, errlen, "mode=plp: %s has direct I/O "
+			"off, so its writes end in the page cache of its "
+			"backing file, which plp never flushes: turn it on "
+			"(losetup --direct-io=on) or use write-through or "
+			"write-back", what);
+		return -EINVAL;
+	}
+	snprintf(lun->loop_dio_attr, sizeof(lun->loop_dio_attr),
+		 "%s/%sloop/dio", sys, part ? "../" : "");
+	return 0;
+}
+
+bool syncguard_loop_dio_lost(const struct syncguard_lun *lun)
+{
+	FILE *f;
+	int c;
+
+	if (!lun->loop_dio_attr[0] || !(f = fopen(lun->loop_dio_attr, "re")))
+		return false;	/* none, or detached: nothing to tell */
+	c = fgetc(f);
+	fclose(f);
+	return c == '0';
 }
 
 int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
@@ -126,6 +175,8 @@ int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 	if (backing_path(sys, path, sizeof(path), &part))
 		return 0;			/* not a loop device */
 	lun->on_loop = true;
+	if (plp && (ret = plp_over_loop(lun, sys, part, dev, err, errlen)))
+		return ret;
 	lun->loop_fd = open_backing(lun->fd, path);
 	if (lun->loop_fd < 0)
 		return 0;			/* cannot be checked */
@@ -183,6 +234,10 @@ int syncguard_loop_under(struct syncguard_lun *lun, dev_t dev,
 		 minor(dev));
 	if (backing_path(sys, bpath, sizeof(bpath), &part))
 		return 0;			/* not on a loop device */
+	snprintf(label, sizeof(label), "the loop device under %s (over %s)",
+		 path, bpath);
+	if (plp && (ret = plp_over_loop(lun, sys, part, label, err, errlen)))
+		return ret;
 	if ((lfd = open_loop_node(sys, part)) < 0)
 		return 0;			/* cannot be checked */
 	bfd = open_backing(lfd, bpath);

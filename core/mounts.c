@@ -257,7 +257,7 @@ static int flushes_via(const struct syncguard_lun *lun)
 
 bool syncguard_lun_needs_watch(const struct syncguard_lun *lun)
 {
-	return flushes_via(lun) >= 0;
+	return flushes_via(lun) >= 0 || lun->loop_dio_attr[0];
 }
 
 bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table)

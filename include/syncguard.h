@@ -422,6 +422,10 @@ struct syncguard_lun {
 					 * allocation check) */
 	bool loop_holes_buffered;	/* that loop has direct I/O off and
 					 * its file has holes (a warning) */
+	char loop_dio_attr[96];		/* plp over a loop device (its own,
+					 * or its file system's): that loop's
+					 * sysfs dio, for the mount watch;
+					 * "" otherwise (core/loop.c) */
 	int under_fd;			/* a file LUN whose file system is on
 					 * a loop device: that loop's backing
 					 * file, for the mount watch; or -1 */

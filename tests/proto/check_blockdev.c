@@ -31,14 +31,18 @@ static struct {
 };
 #define NDEVS (int)(sizeof(devs) / sizeof(devs[0]))
 
-static int attach(const char *file, unsigned int bs, char *dev, size_t len)
+/* Loop device over @file with @bs-byte sectors into @dev; direct I/O
+ * off (loop's default) or, with @dio, on (plp needs it: core/loop.c,
+ * plp_over_loop).  0 or -1. */
+static int attach_as(const char *file, unsigned int bs, bool dio, char *dev,
+		     size_t len)
 {
 	char cmd[900];
 	FILE *p;
 	int ok;
 
 	snprintf(cmd, sizeof(cmd), "losetup --find --show --sector-size %u "
-		 "'%s' 2>/dev/null", bs, file);
+		 "%s '%s' 2>/dev/null", bs, dio ? "--direct-io=on" : "", file);
 	p = popen(cmd, "r");
 	if (!p)
 		return -1;
@@ -46,6 +50,11 @@ static int attach(const char *file, unsigned int bs, char *dev, size_t len)
 	pclose(p);
 	dev[strcspn(dev, "\n")] = '\0';
 	return ok && dev[0] == '/' ? 0 : -1;
+}
+
+static int attach(const char *file, unsigned int bs, char *dev, size_t len)
+{
+	return attach_as(file, bs, false, dev, len);
 }
 
 static void teardown(void)
@@ -76,8 +85,9 @@ static void setup(void)
 		snprintf(name, sizeof(name), "loop%d.img", i);
 		snprintf(devs[i].file, sizeof(devs[i].file), "%s",
 			 proto_file(name, DEV_BYTES, false));
-		if (attach(devs[i].file, devs[i].bs, devs[i].dev,
-			   sizeof(devs[i].dev)) ||
+		if (attach_as(devs[i].file, devs[i].bs,
+			      strstr(devs[i].bsopts, "plp") != NULL,
+			      devs[i].dev, sizeof(devs[i].dev)) ||
 		    proto_add_lun(devs[i].lun, devs[i].dev, devs[i].bsopts,
 				  devs[i].bs)) {
 			fprintf(stderr, "blockdev: cannot set up LUN %d\n",
@@ -839,6 +849,7 @@ START_TEST(test_blockdev_device_cache_logged)
 	 * left "write through" drops flushes for its next user */
 	proto_sh("echo 'write back' >%s", wc);
 	ck_assert_int_eq(added, 0);
+	ck_assert_int_eq(proto_sh("losetup --direct-io=on '%s'", dev), 0);
 	ck_assert_int_eq(proto_add_lun(9, dev, "mode=plp", 0), 0);
 	proto_del_lun(9);
 	proto_sh("losetup -d '%s'", dev);
@@ -1018,6 +1029,79 @@ static void watch_teardown(void)
 	proto_tgtd_stop();
 }
 
+/*
+ * plp on a loop device needs the loop's direct I/O on (core/loop.c,
+ * plp_over_loop): with it off (loop's default), helper-70's FUA writes
+ * were answered GOOD from the page cache of the loop's backing file,
+ * which plp never flushes.  Refused then; taken with it on; and when it
+ * is turned off under the live LUN, the mount watch (every 2 s without
+ * a signal) latches the LUN, so a FUA write fails.
+ */
+START_TEST(test_blockdev_plp_loop_needs_direct_io)
+{
+	const char *refused = "has direct I/O off, so its writes end in the "
+			      "page cache of its backing file";
+	const char *lost = "its loop device's direct I/O was turned off";
+	unsigned char out[4096] = { 0x42 };
+	struct iscsi_context *iscsi;
+	struct scsi_task *t = NULL;
+	char dev[64];
+	int before = proto_log_count(refused), added, taken;
+
+	ck_assert_int_eq(attach(proto_file("plp-dio.img", DEV_BYTES, false),
+				4096, dev, sizeof(dev)), 0);
+	added = proto_add_lun(9, dev, "mode=plp", 4096);
+	ck_assert_int_eq(proto_sh("losetup --direct-io=on '%s'", dev), 0);
+	taken = proto_add_lun(9, dev, "mode=plp", 4096);
+	ck_assert_int_ne(added, 0);
+	ck_assert_int_eq(proto_log_count(refused), before + 1);
+	ck_assert_int_eq(taken, 0);
+	iscsi = proto_connect(9);
+	proto_assert_good(iscsi_write16_sync(iscsi, 9, 1, out, 4096, 4096, 0,
+			  0, 1, 0, 0), "WRITE(16) FUA, direct I/O on", false);
+	ck_assert_int_eq(proto_sh("losetup --direct-io=off '%s'", dev), 0);
+	for (int i = 0; i < 4 * 50; i++) {	/* 4 s, every 20 ms */
+		if (t)
+			scsi_free_scsi_task(t);
+		t = iscsi_write16_sync(iscsi, 9, 1, out, 4096, 4096, 0, 0, 1,
+				       0, 0);
+		if (!t || t->status != SCSI_STATUS_GOOD)
+			break;
+		usleep(20000);
+	}
+	proto_assert_sense(t, SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "WRITE(16) FUA after direct I/O was turned off");
+	iscsi_destroy_context(iscsi);
+	proto_del_lun(9);
+	proto_sh("losetup -d '%s'", dev);
+	ck_assert(proto_log_has(lost));
+}
+END_TEST
+
+/* The same for a plp file in an ext4 on a loop device: refused while
+ * that loop's direct I/O is off, taken once it is on. */
+START_TEST(test_blockdev_plp_file_over_buffered_loop)
+{
+	const char *img = proto_file("plp-under.img", DEV_BYTES, false);
+	char mnt[800], dev[64], lun_img[900];
+	int refused, taken;
+
+	snprintf(mnt, sizeof(mnt), "%s/plp-under-mnt", proto_dir());
+	ck_assert_int_eq(ext4_in_tgtd(img, mnt, dev, sizeof(dev)), 0);
+	snprintf(lun_img, sizeof(lun_img), "%s/lun.img", mnt);
+	ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' bs=1M "
+		"count=4 conv=fsync status=none", lun_img), 0);
+	refused = proto_add_lun(9, lun_img, "mode=plp", 0) != 0 &&
+		  proto_log_has("mode=plp: the loop device under");
+	proto_sh("losetup --direct-io=on '%s'", dev);
+	taken = proto_add_lun(9, lun_img, "mode=plp", 0) == 0;
+	proto_del_lun(9);
+	proto_sh_in_tgtd("umount '%s'; losetup -d '%s'", mnt, dev);
+	ck_assert(refused);
+	ck_assert(taken);
+}
+END_TEST
+
 /* A LUN that needs the mount watch (write-back on a file) is refused
  * when the watch cannot start, here because tgtd may create no thread
  * beyond the LUN's 16 workers, which tgt starts before the LUN opens (a
@@ -1100,6 +1184,8 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_held_device_refused);
 	tcase_add_test(tc, test_blockdev_device_cache_logged);
 	tcase_add_test(tc, test_blockdev_loop_holes_warned);
+	tcase_add_test(tc, test_blockdev_plp_loop_needs_direct_io);
+	tcase_add_test(tc, test_blockdev_plp_file_over_buffered_loop);
 	tcase_add_test(tc, test_blockdev_loop_and_its_file);
 	tcase_add_test(tc, test_blockdev_loop_file_through_bind_alias);
 	tcase_add_test(tc, test_blockdev_loop_partitions);

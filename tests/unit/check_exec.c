@@ -1234,7 +1234,8 @@ END_TEST
 
 /* The same on a real ext4 mounted nobarrier, whose fdatasync sends the
  * device no flush: write-back and write-through are refused, plp (which
- * never flushes) is not, and after a remount with barriers all are. */
+ * never flushes) is not, and after a remount with barriers all are.  The
+ * loop has direct I/O on, which plp needs (core/loop.c). */
 START_TEST(test_open_refuses_nobarrier_mount)
 {
 	char sh[1024], file[96], err[3][256] = { "", "", "" };
@@ -1242,7 +1243,8 @@ START_TEST(test_open_refuses_nobarrier_mount)
 
 	snprintf(file, sizeof(file), "%s/mnt/lun.img", dir);
 	snprintf(sh, sizeof(sh), "set -e; cd %s; truncate -s 16M fs.img; "
-		 "mkdir mnt; losetup --find --show fs.img >dev; "
+		 "mkdir mnt; losetup --find --show --direct-io=on fs.img "
+		 ">dev; "
 		 "mkfs.ext4 -q \"$(cat dev)\"; "
 		 "mount -o nobarrier \"$(cat dev)\" mnt; "
 		 "dd if=/dev/zero of=mnt/lun.img bs=64k count=%u status=none",
