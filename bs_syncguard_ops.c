@@ -112,14 +112,33 @@ static void page_restore(struct scsi_lu *lu, const struct page_copy *c)
 
 /* ---- overrides ---- */
 
-/* MODE SENSE(6/10): show the WCE the LUN honours. */
+/*
+ * MODE SENSE(6/10): show the WCE the LUN honours.  tgt's handler (sbc.c)
+ * writes the header's DEVICE-SPECIFIC PARAMETER (byte 2 of (6)'s, 3 of
+ * (10)'s) whatever the ALLOCATION LENGTH: through a NULL buffer when it
+ * is 0, which killed tgtd (helper-69: one CDB from any initiator took
+ * every LUN down; tgt's rdwr too), and past a shorter buffer.  So a
+ * buffer shorter than a header gets the answer built in a scratch one
+ * and cut to what was asked (SPC-4 4.2.5.6: an ALLOCATION LENGTH of 0
+ * transfers nothing and is no error); the CDB is still checked as ever.
+ */
 static int syncguard_mode_sense(int host_no, struct scsi_cmd *cmd)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+	uint8_t scratch[8] = { 0 };
+	void *buf = scsi_get_in_buffer(cmd);
+	int ret;
 
 	if (bs->open)
 		page_set_wce(cmd->dev, syncguard_lun_reported_wce(&bs->lun));
-	return bs->tgt_ops[cmd->scb[0]](host_no, cmd);
+	if (scsi_get_in_length(cmd) >= 4)
+		return bs->tgt_ops[cmd->scb[0]](host_no, cmd);
+	scsi_set_in_buffer(cmd, scratch);
+	ret = bs->tgt_ops[cmd->scb[0]](host_no, cmd);
+	scsi_set_in_buffer(cmd, buf);
+	if (ret == SAM_STAT_GOOD && buf)	/* at most the buffer's length */
+		memcpy(buf, scratch, scsi_get_in_transfer_len(cmd));
+	return ret;
 }
 
 /* CHECK CONDITION for @r through the one sense table, logged as every
@@ -628,6 +647,22 @@ static bool sets_caching_page(const char *params)
 	return v && strtol(v, NULL, 0) == CACHING_PAGE;
 }
 
+/* How many data bytes @params gives the Caching page (mode_page=8:0:
+ * LEN:B0:B1...: the fields after the third), or -1 if it sets none.  tgt
+ * takes fewer than LEN and fills the rest with zeroes (helper-69:
+ * "mode_page=8:0:18:0x10" was taken and zeroed every other field). */
+static int caching_page_bytes(const char *params)
+{
+	const char *v = param_value(params, "mode_page");
+	int fields = 1;
+
+	if (!sets_caching_page(params))
+		return -1;
+	for (; *v && *v != ','; v++)
+		fields += *v == ':';
+	return fields > 3 ? fields - 3 : 0;
+}
+
 /*
  * tgt's path= update closes the backing store and opens it again without
  * waiting for the commands in flight (offline only stops new ones), and a
@@ -843,7 +878,7 @@ static void announce_capacity(struct scsi_lu *lu)
  * (busy_for_path) or the LUN is online, and online=1 while it has no
  * store (refused_state).  A refused update changes no WCE; a path= move
  * to another size is announced (announce_capacity).  A Caching page
- * that is not 18 bytes, or a WCE change
+ * that is not 18 bytes (given or declared), or a WCE change
  * the LUN does not allow, is undone and refused.  A switch to WCE=0
  * flushes on a thread of its own (admin_set_wce); tgtadm gets its
  * answer at once.
@@ -862,6 +897,13 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 		return TGTADM_LUN_ACTIVE;
 	if (refused_state(lu, params))
 		return TGTADM_INVALID_REQUEST;
+	if (caching_page_bytes(params) >= 0 &&
+	    caching_page_bytes(params) != CACHING_PAGE_LEN) {
+		eprintf("syncguard: lun %" PRIu64 ": refused: the Caching mode "
+			"page must keep its %d bytes (%d given)\n", lu->lun,
+			CACHING_PAGE_LEN, caching_page_bytes(params));
+		return TGTADM_INVALID_REQUEST;
+	}
 	/* a WCE change is one this update makes to the page as MODE SENSE
 	 * would show it now: during a switch to WCE=0 the page says 1 until
 	 * the flush is done, and an update of another parameter (readonly=)

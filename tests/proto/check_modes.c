@@ -587,6 +587,7 @@ END_TEST
 START_TEST(test_modes_bad_caching_page)
 {
 	int lun = modes[_i].lun, wce, dpofua;
+	uint8_t before[64], after[64];
 	struct iscsi_context *iscsi;
 	char params[256];
 
@@ -603,6 +604,63 @@ START_TEST(test_modes_bad_caching_page)
 			  "TEST UNIT READY after a refused mode_page", false);
 	proto_caching(iscsi, lun, &wce, &dpofua);
 	ck_assert_int_eq(wce, modes[_i].wce);
+	/* fewer bytes than the 18 it declares: tgt filled the rest with
+	 * zeroes and took it (helper-69); refused, the page kept whole */
+	sense_page(iscsi, lun, 8, before, sizeof(before));
+	ck_assert_int_ne(proto_update_lun(lun, "mode_page=8:0:18:0x10"), 0);
+	ck_assert_int_ne(proto_update_lun(lun, "mode_page=8:0:18:0x14:0:1:2:"
+					  "3:4:5:6:7:8:9:10:11"), 0);
+	ck_assert(proto_log_has("page must keep its 18 bytes (1 given)"));
+	ck_assert_int_eq(sense_page(iscsi, lun, 8, after, sizeof(after)), 20);
+	ck_assert_mem_eq(after, before, 20);
+	iscsi_destroy_context(iscsi);
+}
+END_TEST
+
+/* MODE SENSE(@ten ? 10 : 6) of the Caching page with ALLOCATION LENGTH
+ * @alloc: the task, answered */
+static struct scsi_task *mode_sense_alloc(struct iscsi_context *iscsi,
+					  int lun, bool ten, int alloc)
+{
+	unsigned char cdb6[6] = { 0x1a, 0x08, 0x08, 0, (unsigned char)alloc, 0 };
+	unsigned char cdb10[10] = { 0x5a, 0x08, 0x08, 0, 0, 0, 0, 0,
+				    (unsigned char)alloc, 0 };
+	struct scsi_task *t = scsi_create_task(ten ? 10 : 6, ten ? cdb10 : cdb6,
+		alloc ? SCSI_XFER_READ : SCSI_XFER_NONE, alloc);
+
+	ck_assert_ptr_nonnull(t);
+	return iscsi_scsi_command_sync(iscsi, lun, t, NULL);
+}
+
+/* MODE SENSE with an ALLOCATION LENGTH shorter than its header: tgt's
+ * handler wrote the header's DEVICE-SPECIFIC PARAMETER through a NULL
+ * buffer at 0 and killed tgtd (helper-69), and past a shorter one.
+ * GOOD, with the first bytes of the whole answer (SPC-4 4.2.5.6). */
+START_TEST(test_modes_mode_sense_short_allocation)
+{
+	int lun = modes[_i].lun;
+	struct iscsi_context *iscsi = proto_connect(lun);
+
+	for (int ten = 0; ten < 2; ten++) {
+		struct scsi_task *full = mode_sense_alloc(iscsi, lun, ten, 255);
+
+		proto_assert_good(full, "MODE SENSE, whole", true);
+		for (int alloc = 0; alloc < 4; alloc++) {
+			struct scsi_task *t = mode_sense_alloc(iscsi, lun, ten,
+							       alloc);
+
+			proto_assert_good(t, "MODE SENSE, short", true);
+			ck_assert_int_eq(t->datain.size, alloc);
+			if (alloc)
+				ck_assert_mem_eq(t->datain.data,
+						 full->datain.data,
+						 (size_t)alloc);
+			scsi_free_scsi_task(t);
+		}
+		scsi_free_scsi_task(full);
+	}
+	proto_assert_good(iscsi_testunitready_sync(iscsi, lun),
+			  "TEST UNIT READY after short MODE SENSEs", false);
 	iscsi_destroy_context(iscsi);
 }
 END_TEST
@@ -621,6 +679,8 @@ Suite *modes_suite(void)
 	tcase_add_loop_test(tc, test_modes_verify_beyond_capacity, 0, NMODES);
 	tcase_add_loop_test(tc, test_modes_thin_provisioning, 0, NMODES);
 	tcase_add_loop_test(tc, test_modes_bad_caching_page, 0, NMODES);
+	tcase_add_loop_test(tc, test_modes_mode_sense_short_allocation, 0,
+			    NMODES);
 	/* last: it changes WCE */
 	tcase_add_loop_test(tc, test_modes_mode_select_wce, 0, NMODES);
 	tcase_add_test(tc, test_modes_wce_toggle_under_load);
