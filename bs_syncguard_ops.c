@@ -113,24 +113,22 @@ static void page_restore(struct scsi_lu *lu, const struct page_copy *c)
 /* ---- overrides ---- */
 
 /*
- * MODE SENSE(6/10): show the WCE the LUN honours.  tgt's handler (sbc.c)
- * writes the header's DEVICE-SPECIFIC PARAMETER (byte 2 of (6)'s, 3 of
- * (10)'s) whatever the ALLOCATION LENGTH: through a NULL buffer when it
- * is 0, which killed tgtd (helper-69: one CDB from any initiator took
- * every LUN down; tgt's rdwr too), and past a shorter buffer.  So a
- * buffer shorter than a header gets the answer built in a scratch one
- * and cut to what was asked (SPC-4 4.2.5.6: an ALLOCATION LENGTH of 0
- * transfers nothing and is no error); the CDB is still checked as ever.
+ * tgt's MODE SENSE handler (sbc.c) writes the header's DEVICE-SPECIFIC
+ * PARAMETER (byte 2 of (6)'s, 3 of (10)'s) whatever the ALLOCATION
+ * LENGTH: through a NULL buffer when it is 0, which killed tgtd
+ * (helper-69: one CDB from any initiator took every LUN down; tgt's rdwr
+ * too), and past a shorter buffer.  So a buffer shorter than a header
+ * gets the answer built in a scratch one and cut to what was asked
+ * (SPC-4 4.2.5.6: an ALLOCATION LENGTH of 0 transfers nothing and is no
+ * error); the CDB is still checked as ever.
  */
-static int syncguard_mode_sense(int host_no, struct scsi_cmd *cmd)
+static int tgt_mode_sense(struct syncguard_bs *bs, int host_no,
+			  struct scsi_cmd *cmd)
 {
-	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
 	uint8_t scratch[8] = { 0 };
 	void *buf = scsi_get_in_buffer(cmd);
 	int ret;
 
-	if (bs->open)
-		page_set_wce(cmd->dev, syncguard_lun_reported_wce(&bs->lun));
 	if (scsi_get_in_length(cmd) >= 4)
 		return bs->tgt_ops[cmd->scb[0]](host_no, cmd);
 	scsi_set_in_buffer(cmd, scratch);
@@ -138,6 +136,26 @@ static int syncguard_mode_sense(int host_no, struct scsi_cmd *cmd)
 	scsi_set_in_buffer(cmd, buf);
 	if (ret == SAM_STAT_GOOD && buf)	/* at most the buffer's length */
 		memcpy(buf, scratch, scsi_get_in_transfer_len(cmd));
+	return ret;
+}
+
+/* MODE SENSE(6/10): show the WCE the LUN honours, and as default value
+ * (PC 10b) its mode's, which a re-created LUN starts with (SPC-4 7.5.4;
+ * tgt shows the current page for it: helper-70 read WCE=0 as write-back's
+ * default after a MODE SELECT). */
+static int syncguard_mode_sense(int host_no, struct scsi_cmd *cmd)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+	bool defaults = (cmd->scb[2] >> 6) == 2;
+	int ret;
+
+	if (!bs->open)
+		return tgt_mode_sense(bs, host_no, cmd);
+	page_set_wce(cmd->dev, defaults ? syncguard_mode_wce(bs->opts.mode) :
+		     syncguard_lun_reported_wce(&bs->lun));
+	ret = tgt_mode_sense(bs, host_no, cmd);
+	if (defaults)
+		page_set_wce(cmd->dev, syncguard_lun_reported_wce(&bs->lun));
 	return ret;
 }
 

@@ -667,6 +667,8 @@ static enum syncguard_reason exec_compare_and_write(
 	struct syncguard_action a;
 	int err;
 
+	/* a write, as exec_write counts them (helper-70: it was in none) */
+	syncguard_count(c->fua ? &lun->stats->fua_writes : &lun->stats->writes);
 	if (r || (len == 0 && req->out_len == 0))
 		return r;	/* 0 blocks: nothing to do (SBC-3 5.3) */
 	/* SBC-3 5.3: beyond MAXIMUM COMPARE AND WRITE LENGTH, or Data-Out

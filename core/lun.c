@@ -1012,13 +1012,18 @@ static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t off,
 	return 0;
 }
 
-/* Write out [off, off+len) to the device and wait, no cache flush. */
+/* Write out [off, off+len) to the device and wait, no cache flush.
+ * Nothing for @len 0, to sync_file_range "to the end of the file"
+ * (helper-70: a FUA write of no blocks on plp wrote out the file). */
 static int writeout(struct syncguard_lun *lun, uint64_t off, uint64_t len)
 {
 	unsigned int how = SYNC_FILE_RANGE_WAIT_BEFORE |
 			   SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
-	int fd = syncguard_sync_fd_get(lun), err = 0;
+	int fd, err = 0;
 
+	if (!len)
+		return 0;
+	fd = syncguard_sync_fd_get(lun);
 	if (fd < 0)
 		return fd;
 	syncguard_count(&lun->stats->writeouts);

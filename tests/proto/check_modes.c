@@ -214,6 +214,21 @@ static void wce_off_stays_off(struct iscsi_context *iscsi, int lun)
 	ck_assert_int_eq(proto_counter(lun, "wce"), 0);	/* the last one */
 }
 
+/* WCE of the Caching page's default values (MODE SENSE(6), PC 10b) */
+static int default_wce(struct iscsi_context *iscsi, int lun)
+{
+	struct scsi_task *t = iscsi_modesense6_sync(iscsi, lun, 1,
+		SCSI_MODESENSE_PC_DEFAULT, 8, 0, 255);
+	int off, wce;
+
+	proto_assert_good(t, "MODE SENSE(6), default values", true);
+	off = 4 + t->datain.data[3];
+	ck_assert_int_lt(off + 2, t->datain.size);
+	wce = !!(t->datain.data[off + 2] & 0x04);
+	scsi_free_scsi_task(t);
+	return wce;
+}
+
 START_TEST(test_modes_mode_select_wce)
 {
 	int lun = modes[_i].lun, wce, dpofua;
@@ -221,6 +236,11 @@ START_TEST(test_modes_mode_select_wce)
 
 	if (modes[_i].wce) {	/* write-back: the initiator may turn it off */
 		wce_off_stays_off(iscsi, lun);
+		proto_caching(iscsi, lun, &wce, &dpofua);
+		ck_assert_int_eq(wce, 0);
+		/* the default stays the mode's (tgt showed the current
+		 * value: helper-70), and showing it changes nothing */
+		ck_assert_int_eq(default_wce(iscsi, lun), 1);
 		proto_caching(iscsi, lun, &wce, &dpofua);
 		ck_assert_int_eq(wce, 0);
 		proto_assert_good(proto_select_wce(iscsi, lun, 1), "MODE SELECT WCE=1",
@@ -233,6 +253,7 @@ START_TEST(test_modes_mode_select_wce)
 				   "MODE SELECT WCE=1");
 		proto_caching(iscsi, lun, &wce, &dpofua);
 		ck_assert_int_eq(wce, 0);
+		ck_assert_int_eq(default_wce(iscsi, lun), 0);
 	}
 	iscsi_destroy_context(iscsi);
 }

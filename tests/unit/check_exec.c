@@ -458,6 +458,10 @@ START_TEST(test_exec_plp_costs)
 	ck_assert_int_eq(fx.fdatasyncs, 0);
 	ck_assert_int_eq(read10(32, 2, false), SYNCGUARD_OK);
 	ck_assert_mem_eq(back, data, 2 * BS);
+	/* a FUA write of no blocks writes nothing out (sync_file_range's
+	 * length 0 means to the end of the file: helper-70) */
+	ck_assert_int_eq(write16(40, 0, true), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.writeouts, 1);
 }
 END_TEST
 
@@ -579,6 +583,7 @@ START_TEST(test_exec_compare_and_write)
 			 SYNCGUARD_OK);
 	ck_assert_int_eq(read10(5, 1, false), SYNCGUARD_OK);
 	ck_assert_uint_eq(back[0], 0x5a);
+	ck_assert_uint_eq(lun.stats->writes, 3);	/* counted as writes */
 }
 END_TEST
 
