@@ -6,8 +6,10 @@
  * VERIFY, WRITE AND VERIFY, SYNCHRONIZE CACHE, WRITE SAME, UNMAP,
  * COMPARE AND WRITE, PRE-FETCH in every size) with a chosen LBA and
  * length near the interesting edges (0, capacity - 1, capacity, huge),
- * random flag bits and a Data-Out length that matches or does not; the
- * rest are random bytes under a random opcode.  Reservation commands
+ * random flag bits and a Data-Out length that matches or does not; some
+ * are data-in commands (INQUIRY, MODE SENSE, REPORT LUNS, ...) with an
+ * ALLOCATION LENGTH near its edges (0-4) and a data-in buffer that
+ * matches it or not; the rest are random bytes under a random opcode.  Reservation commands
  * are never sent (they would fence the fuzzer off its own LUN).
  *
  * It fails (exit 1) when the connection drops (the target died), a
@@ -77,6 +79,29 @@ static const struct tmpl tmpls[] = {
 	{ 0x42, 10, D_OUT, 0, F8, 7, F16, false },	/* UNMAP (no LBA) */
 };
 #define NTMPL (sizeof(tmpls) / sizeof(tmpls[0]))
+
+/* Data-in commands by where their ALLOCATION LENGTH sits; @sa a service
+ * action kept in byte 1 (else byte 1 is random flags), @page_at a byte
+ * of page code and control bits made random (0: none). */
+struct alloc_tmpl {
+	uint8_t op, len, sa, page_at, alloc_at;
+	enum fw alloc_w;
+};
+
+static const struct alloc_tmpl allocs[] = {
+	{ 0x12, 6, 0, 2, 3, F16 },	/* INQUIRY (EVPD random) */
+	{ 0x1a, 6, 0, 2, 4, F8 },	/* MODE SENSE(6) */
+	{ 0x5a, 10, 0, 2, 7, F16 },	/* MODE SENSE(10) */
+	{ 0x03, 6, 0, 0, 4, F8 },	/* REQUEST SENSE */
+	{ 0x4d, 10, 0, 2, 7, F16 },	/* LOG SENSE */
+	{ 0x1c, 6, 0, 2, 3, F16 },	/* RECEIVE DIAGNOSTIC RESULTS */
+	{ 0xa0, 12, 0, 0, 6, F32 },	/* REPORT LUNS */
+	{ 0x5e, 10, 0, 0, 7, F16 },	/* PERSISTENT RESERVE IN */
+	{ 0x9e, 16, 0x10, 0, 10, F32 },	/* READ CAPACITY(16) */
+	{ 0x9e, 16, 0x12, 2, 10, F32 },	/* GET LBA STATUS */
+	{ 0xa3, 12, 0x0c, 0, 6, F32 },	/* REPORT SUPPORTED OPERATION CODES */
+};
+#define NALLOC (sizeof(allocs) / sizeof(allocs[0]))
 
 struct cfg {
 	const char *url, *save;
@@ -189,6 +214,37 @@ static uint32_t from_template(struct fuzz *f, struct slot *s)
 	return out > MAX_XFER ? MAX_XFER : out;
 }
 
+/*
+ * A data-in command with an ALLOCATION LENGTH of 0-4 (or any), and the
+ * data-in length the initiator expects: that length, none, or any.
+ * tgt's MODE SENSE wrote through a NULL buffer at 0 and killed tgtd
+ * (helper-69), which random bytes reach once in millions of CDBs.
+ * Returns the data-in length.
+ */
+static uint32_t alloc_cdb(struct fuzz *f, struct slot *s)
+{
+	const struct alloc_tmpl *t = &allocs[rnd(f) % NALLOC];
+	uint64_t alloc = rnd(f) % 3 ? rnd(f) % 5 : rnd(f) % 65536;
+	uint64_t in;
+
+	memset(s->cdb, 0, sizeof(s->cdb));
+	s->cdb[0] = t->op;
+	s->len = t->len;
+	s->must_fail = false;
+	s->cdb[1] = t->sa ? t->sa : rnd(f) % 2 ? (uint8_t)rnd(f) : 0;
+	if (t->page_at && rnd(f) % 2)
+		s->cdb[t->page_at] = (uint8_t)rnd(f);
+	if (alloc > fw_max(t->alloc_w))
+		alloc = fw_max(t->alloc_w);
+	put(s->cdb + t->alloc_at, t->alloc_w, alloc);
+	switch (rnd(f) % 4) {
+	case 0: in = 0; break;
+	case 1: in = rnd(f) % 4096; break;
+	default: in = alloc; break;
+	}
+	return (uint32_t)(in > MAX_XFER ? MAX_XFER : in);
+}
+
 static bool forbidden(uint8_t op)
 {
 	/* RESERVE(6/10), RELEASE(6/10), PERSISTENT RESERVE OUT */
@@ -290,10 +346,16 @@ static int send_slot(struct fuzz *f, struct slot *s, uint32_t out,
 
 static int send_random(struct fuzz *f, struct slot *s)
 {
+	uint64_t kind = rnd(f) % 10;
 	uint32_t out, in = 0;
 	int dir = SCSI_XFER_NONE;
 
-	if (rnd(f) % 10) {
+	if (kind == 1) {
+		in = alloc_cdb(f, s);
+		return send_slot(f, s, 0, in ? SCSI_XFER_READ : SCSI_XFER_NONE,
+				 in);
+	}
+	if (kind) {
 		out = from_template(f, s);
 		if (!out && (s->cdb[0] & 0x0f) == 0x08) {	/* READs */
 			dir = SCSI_XFER_READ;
