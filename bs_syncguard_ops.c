@@ -909,17 +909,17 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	bool was = bs->open && syncguard_lun_wanted_wce(&bs->lun);
 	struct page_copy before;
 	tgtadm_err adm;
-	int wce, shown, set = -1, err = 0;
+	int wce, shown, given, set = -1, err = 0;
 
 	if (busy_for_path(lu, params))
 		return TGTADM_LUN_ACTIVE;
 	if (refused_state(lu, params))
 		return TGTADM_INVALID_REQUEST;
-	if (caching_page_bytes(params) >= 0 &&
-	    caching_page_bytes(params) != CACHING_PAGE_LEN) {
+	if ((given = caching_page_bytes(params)) >= 0 &&
+	    given != CACHING_PAGE_LEN) {
 		eprintf("syncguard: lun %" PRIu64 ": refused: the Caching mode "
 			"page must keep its %d bytes (%d given)\n", lu->lun,
-			CACHING_PAGE_LEN, caching_page_bytes(params));
+			CACHING_PAGE_LEN, given);
 		return TGTADM_INVALID_REQUEST;
 	}
 	/* a WCE change is one this update makes to the page as MODE SENSE

@@ -89,17 +89,22 @@ static int open_backing(int lfd, const char *path)
 	return fd;
 }
 
-/* The direct-I/O setting of the loop device with sysfs directory @sys
- * (a partition's: @part): 1 on, 0 off (loop's default: it writes into
- * its backing file's page cache and completes there), -1 unknown. */
-static int loop_dio(const char *sys, bool part)
+/* The sysfs direct-I/O attribute of the loop device with sysfs
+ * directory @sys (a partition's: @part) into @buf. */
+static void dio_attr(char *buf, size_t len, const char *sys, bool part)
 {
-	char p[96];
-	FILE *f;
+	snprintf(buf, len, "%s/%sloop/dio", sys, part ? "../" : "");
+}
+
+/* The direct-I/O setting in sysfs attribute @attr: 1 on, 0 off (loop's
+ * default: it writes into its backing file's page cache and completes
+ * there), -1 unknown (no such attribute: detached, or no loop). */
+static int dio_at(const char *attr)
+{
+	FILE *f = fopen(attr, "re");
 	int c;
 
-	snprintf(p, sizeof(p), "%s/%sloop/dio", sys, part ? "../" : "");
-	if (!(f = fopen(p, "re")))
+	if (!f)
 		return -1;
 	c = fgetc(f);
 	fclose(f);
@@ -118,9 +123,11 @@ static int loop_dio(const char *sys, bool part)
  */
 static bool holes_buffered(const char *sys, bool part, int fd)
 {
+	char attr[96];
 	struct stat st;
 
-	return loop_dio(sys, part) == 0 && !fstat(fd, &st) &&
+	dio_attr(attr, sizeof(attr), sys, part);
+	return dio_at(attr) == 0 && !fstat(fd, &st) &&
 	       (uint64_t)st.st_blocks * 512 < (uint64_t)st.st_size;
 }
 
@@ -138,7 +145,9 @@ static bool holes_buffered(const char *sys, bool part, int fd)
 static int plp_over_loop(struct syncguard_lun *lun, const char *sys,
 			 bool part, const char *what, char *err, size_t errlen)
 {
-	if (loop_dio(sys, part) == 0) {
+	dio_attr(lun->loop_dio_attr, sizeof(lun->loop_dio_attr), sys, part);
+	if (dio_at(lun->loop_dio_attr) == 0) {
+		lun->loop_dio_attr[0] = '\0';
 		syncguard_seterr(err, errlen, "mode=plp: %s has direct I/O "
 			"off, so its writes end in the page cache of its "
 			"backing file, which plp never flushes: turn it on "
@@ -146,21 +155,13 @@ static int plp_over_loop(struct syncguard_lun *lun, const char *sys,
 			"write-back", what);
 		return -EINVAL;
 	}
-	snprintf(lun->loop_dio_attr, sizeof(lun->loop_dio_attr),
-		 "%s/%sloop/dio", sys, part ? "../" : "");
 	return 0;
 }
 
 bool syncguard_loop_dio_lost(const struct syncguard_lun *lun)
 {
-	FILE *f;
-	int c;
-
-	if (!lun->loop_dio_attr[0] || !(f = fopen(lun->loop_dio_attr, "re")))
-		return false;	/* none, or detached: nothing to tell */
-	c = fgetc(f);
-	fclose(f);
-	return c == '0';
+	/* none, or detached (-1): nothing to tell */
+	return lun->loop_dio_attr[0] && dio_at(lun->loop_dio_attr) == 0;
 }
 
 int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,

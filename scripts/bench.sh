@@ -319,22 +319,20 @@ run_cells() {
 # second command per operation costs in tgt and the initiator alone,
 # the most any backing store can reach.  Rows in $series_csv.
 plp_series() {
-	local r d i row
-	local -a ds=(sg-plp:none null:none sg-plp:fua null:flush sg-plp:flush)
+	local r i run lun row
+	# device,config:discipline
+	local -a runs=(disk,sg-plp:none null,null:none disk,sg-plp:fua
+		       null,null:flush disk,sg-plp:flush)
 	[ -n "${URL[disk,sg-plp]:-}" ] || return 0
 	echo "$header,round" >"$series_csv"
 	for r in $(seq "$series_rounds"); do
-		for i in "${!ds[@]}"; do	# round r starts r - 1 further on
-			d=${ds[$(( (i + r - 1) % ${#ds[@]} ))]}
-			printf 'bench: plp series round %d of %d: %-12s%b' "$r" \
-				"$series_rounds" "$d" "$eol" >&2
-			if [ "${d%:*}" = null ]; then
-				row=$(cell null null 4k 32 "${d#*:}")
-				[ -n "$row" ] && echo "null,null,$row,$r" >>"$series_csv"
-			else
-				row=$(cell disk sg-plp 4k 32 "${d#*:}")
-				[ -n "$row" ] && echo "disk,sg-plp,$row,$r" >>"$series_csv"
-			fi
+		for i in "${!runs[@]}"; do	# round r starts r - 1 further on
+			run=${runs[$(( (i + r - 1) % ${#runs[@]} ))]}
+			printf 'bench: plp series round %d of %d: %-17s%b' "$r" \
+				"$series_rounds" "$run" "$eol" >&2
+			lun=${run%:*}		# device,config
+			row=$(cell "${lun%,*}" "${lun#*,}" 4k 32 "${run#*:}")
+			[ -n "$row" ] && echo "$lun,$row,$r" >>"$series_csv"
 		done
 	done
 	[ -t 2 ] && echo >&2
