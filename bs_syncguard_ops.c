@@ -10,6 +10,7 @@
  * syncguard's handler for the opcodes in `overrides` below, tgt's own
  * entry for all others.  Each override says why it exists.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -630,10 +631,12 @@ static int check_thin(struct scsi_lu *lu)
 	return 0;
 }
 
-/* The value of @key in @params ("key=value,key=value", after tgtadm's
- * "targetOps " prefix, which tgt's own parser skips too), up to the next
- * comma; NULL when it does not set @key. */
-static const char *param_value(const char *params, const char *key)
+/* The value of the first @key in @params ("key=value,key=value", after
+ * tgtadm's "targetOps " prefix, which tgt's own parser skips too) that
+ * starts after @after (NULL: anywhere), up to the next comma; NULL when
+ * there is none.  tgt applies every one, in order. */
+static const char *param_next(const char *params, const char *key,
+			      const char *after)
 {
 	size_t n = strlen(key);
 	const char *p = params;
@@ -641,7 +644,8 @@ static const char *param_value(const char *params, const char *key)
 	if (p && !strncmp(p, "targetOps ", 10))
 		p += 10;
 	while (p) {
-		if (!strncmp(p, key, n) && p[n] == '=')
+		if ((!after || p > after) && !strncmp(p, key, n) &&
+		    p[n] == '=')
 			return p + n + 1;
 		p = strchr(p, ',');
 		if (p)
@@ -650,35 +654,76 @@ static const char *param_value(const char *params, const char *key)
 	return NULL;
 }
 
+static const char *param_value(const char *params, const char *key)
+{
+	return param_next(params, key, NULL);
+}
+
 /* Does @params set @key? */
 static bool has_param(const char *params, const char *key)
 {
 	return param_value(params, key) != NULL;
 }
 
-/* Does @params set the Caching mode page (mode_page=8:...)?  An update
- * of another page leaves WCE as the page shows it. */
-static bool sets_caching_page(const char *params)
+/* The next mode_page= value after @after (NULL: the first) in @params
+ * that sets the Caching mode page (8:...); NULL if none.  An update of
+ * another page leaves WCE as the page shows it. */
+static const char *next_caching_page(const char *params, const char *after)
 {
-	const char *v = param_value(params, "mode_page");
+	const char *v = after;
 
-	return v && strtol(v, NULL, 0) == CACHING_PAGE;
+	while ((v = param_next(params, "mode_page", v)))
+		if (strtol(v, NULL, 0) == CACHING_PAGE)
+			return v;
+	return NULL;
 }
 
-/* How many data bytes @params gives the Caching page (mode_page=8:0:
- * LEN:B0:B1...: the fields after the third), or -1 if it sets none.  tgt
- * takes fewer than LEN and fills the rest with zeroes (helper-69:
- * "mode_page=8:0:18:0x10" was taken and zeroed every other field). */
-static int caching_page_bytes(const char *params)
+static bool sets_caching_page(const char *params)
 {
-	const char *v = param_value(params, "mode_page");
-	int fields = 1;
+	return next_caching_page(params, NULL) != NULL;
+}
 
-	if (!sets_caching_page(params))
-		return -1;
-	for (; *v && *v != ','; v++)
-		fields += *v == ':';
-	return fields > 3 ? fields - 3 : 0;
+/* How many data bytes the mode_page= value @v (PCODE:SUBPCODE:LEN:B0:B1
+ * ..., to the next comma) gives: the fields after the third; or -1 if
+ * one of them is not a number from 0 to 255.  tgt takes fewer than LEN
+ * and fills the rest with zeroes (helper-69: "mode_page=8:0:18:0x10"
+ * zeroed every other field), and reads an empty or bad field as 0
+ * (helper-71: "8:0:18:0x10::::..." did the same past the count). */
+static int page_bytes(const char *v)
+{
+	int bytes = 0;
+
+	for (int i = 0;; i++) {
+		const char *stop = v + strcspn(v, ":,");
+		char *end;
+		long b;
+
+		if (i >= 3) {
+			b = strtol(v, &end, 0);
+			if (end == v || end != stop || b < 0 || b > 255 ||
+			    isspace((unsigned char)*v))
+				return -1;
+			bytes++;
+		}
+		if (*stop != ':')
+			return bytes;
+		v = stop + 1;
+	}
+}
+
+/* Does every mode_page= of @params that sets the Caching page give
+ * exactly its CACHING_PAGE_LEN bytes, each a number 0-255 (helper-71: a
+ * second, short mode_page= in one update went unchecked)?  If not,
+ * false, and the bytes the first bad one gives (-1: a bad field) in
+ * @given. */
+static bool caching_pages_whole(const char *params, int *given)
+{
+	const char *v = NULL;
+
+	while ((v = next_caching_page(params, v)))
+		if ((*given = page_bytes(v)) != CACHING_PAGE_LEN)
+			return false;
+	return true;
 }
 
 /*
@@ -909,17 +954,21 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	bool was = bs->open && syncguard_lun_wanted_wce(&bs->lun);
 	struct page_copy before;
 	tgtadm_err adm;
-	int wce, shown, given, set = -1, err = 0;
+	int wce, shown, given = 0, set = -1, err = 0;
 
 	if (busy_for_path(lu, params))
 		return TGTADM_LUN_ACTIVE;
 	if (refused_state(lu, params))
 		return TGTADM_INVALID_REQUEST;
-	if ((given = caching_page_bytes(params)) >= 0 &&
-	    given != CACHING_PAGE_LEN) {
-		eprintf("syncguard: lun %" PRIu64 ": refused: the Caching mode "
-			"page must keep its %d bytes (%d given)\n", lu->lun,
-			CACHING_PAGE_LEN, given);
+	if (!caching_pages_whole(params, &given)) {
+		if (given < 0)
+			eprintf("syncguard: lun %" PRIu64 ": refused: a Caching "
+				"mode page field is empty or not a byte value "
+				"(0-255)\n", lu->lun);
+		else
+			eprintf("syncguard: lun %" PRIu64 ": refused: the "
+				"Caching mode page must keep its %d bytes (%d "
+				"given)\n", lu->lun, CACHING_PAGE_LEN, given);
 		return TGTADM_INVALID_REQUEST;
 	}
 	/* a WCE change is one this update makes to the page as MODE SENSE

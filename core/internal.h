@@ -30,6 +30,11 @@ char *syncguard_mounts_read_fd(int fd);
  * neither @fd's mount nor its device is listed). */
 int syncguard_fs_barriers(int fd, const char *table);
 
+/* Does the file system of @fd journal file data (mounted data=journal,
+ * as ext3/ext4 can be), as the mountinfo text @table says?  1 yes, 0
+ * no, -errno as syncguard_fs_barriers. */
+int syncguard_fs_journals_data(int fd, const char *table);
+
 /* Where the absolute path @path (as the kernel prints paths: no
  * symbolic links, no "..") lies, by the mountinfo text @table, without
  * touching any file system: the "major:minor" of its mount's device
@@ -82,8 +87,8 @@ int syncguard_reopen(const struct syncguard_lun *lun, int flags);
 
 /* The open-time checks of a regular file's file system (RAM-backed;
  * unless @plp, mounted nobarrier or not in tgtd's mountinfo; for @plp,
- * copy-on-write), for the LUN's file or a loop device's backing file:
- * 0, or -EINVAL with the reason in @err. */
+ * copy-on-write or journalling file data), for the LUN's file or a loop
+ * device's backing file: 0, or -EINVAL with the reason in @err. */
 int syncguard_check_fs(int fd, const char *path, bool plp, char *err,
 		       size_t errlen);
 
@@ -95,20 +100,23 @@ int syncguard_check_plp_file(int fd, const char *path, bool alloc_check,
 
 /* A LUN on block device @dev (number @rdev): if it is a loop device,
  * check its backing file as syncguard_check_fs does and flock it (kept
- * in lun->loop_fd).  0 (also: not a loop, or the file cannot be
- * reached), -EINVAL or -EBUSY with the reason in @err.  core/loop.c */
+ * in lun->loop_fd), and the loop devices under that file's file system
+ * as syncguard_loop_under does.  0 (also: not a loop, or the file cannot
+ * be reached), -EINVAL or -EBUSY with the reason in @err.  core/loop.c */
 int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 			   dev_t rdev, bool plp, char *err, size_t errlen);
 
 /* A LUN on the regular file @path whose file system is on block device
  * @dev: if that is a loop device (or a partition of one), check its
- * backing file as syncguard_check_fs does, and keep it open in
- * lun->under_fd for the mount watch.  0 (also: not a loop, or the file
- * cannot be reached), or -EINVAL with the reason in @err. */
+ * backing file as syncguard_check_fs does (for @plp, the loop's direct
+ * I/O too), and keep it open in lun->under_fd[0] for the mount watch;
+ * and so on down the loops under that file's file system, to
+ * SYNCGUARD_LOOP_DEPTH levels.  0 (also: not a loop, or the file cannot
+ * be reached), or -EINVAL with the reason in @err (a deeper stack too). */
 int syncguard_loop_under(struct syncguard_lun *lun, dev_t dev,
 			 const char *path, bool plp, char *err, size_t errlen);
 
-/* Has the loop device under a plp LUN (lun->loop_dio_attr) had its
+/* Has a loop device under a plp LUN (lun->loop_dio_attr) had its
  * direct I/O turned off since the LUN opened?  Then plp's writes end in
  * the host's page cache, which nothing flushes.  false also when there
  * is no such loop, or it cannot be read (detached).  core/loop.c */

@@ -19,9 +19,13 @@
  *
  * A file LUN on a file system that sits on a loop device is checked
  * at that loop's backing file's file system too (a tmpfs file under an
- * ext4 survives nothing), and so is it by the mount watch.
- * Only one level is followed (a loop over a file on another loop is
- * checked at the first file's file system).  A partition of a loop
+ * ext4 survives nothing), and so is it by the mount watch; and so on
+ * down, as loop devices stack (a loop over a file in an ext4 on another
+ * loop over a file ...), SYNCGUARD_LOOP_DEPTH levels under the store at
+ * most: helper-71's plp loop with direct I/O on, over a file on a loop
+ * with direct I/O off, was taken when only one level was followed, and
+ * its FUA writes left 48 MiB dirty in the lower loop's page cache.  A
+ * deeper stack is refused, not taken unchecked.  A partition of a loop
  * device is checked at the loop's file and takes a shared lock on it:
  * two partitions are two stores, but neither goes with the file itself
  * or the whole loop device exported.  A loop whose backing file
@@ -138,16 +142,27 @@ static bool holes_buffered(const char *sys, bool part, int fd)
  * 1 MiB to a plp LUN on such a loop were answered GOOD while Dirty grew
  * by 48 MiB, and SYNCHRONIZE CACHE (nothing to do on plp) left it so.
  * Refused, as tmpfs is, for a LUN on the loop device (@what names it)
- * or on a file in a file system on it; with direct I/O on, the sysfs
- * attribute is kept for the mount watch, which latches the LUN if it is
- * turned off later (syncguard_loop_dio_lost).  0 or -EINVAL.
+ * or on a file in a file system on it, at any depth; with direct I/O
+ * on, the sysfs attribute is kept (the next free lun->loop_dio_attr) for
+ * the mount watch, which latches the LUN if it is turned off later
+ * (syncguard_loop_dio_lost).  Direct I/O on is not enough by itself: a
+ * loop's O_DIRECT writes into a file that journals its data are
+ * buffered all the same, which syncguard_check_fs refuses for plp on
+ * the backing file.  0 or -EINVAL.
  */
 static int plp_over_loop(struct syncguard_lun *lun, const char *sys,
 			 bool part, const char *what, char *err, size_t errlen)
 {
-	dio_attr(lun->loop_dio_attr, sizeof(lun->loop_dio_attr), sys, part);
-	if (dio_at(lun->loop_dio_attr) == 0) {
-		lun->loop_dio_attr[0] = '\0';
+	char *attr = NULL;
+
+	for (int i = 0; i <= SYNCGUARD_LOOP_DEPTH && !attr; i++)
+		if (!lun->loop_dio_attr[i][0])
+			attr = lun->loop_dio_attr[i];
+	if (!attr)	/* the depth was checked first: cannot happen */
+		return -EINVAL;
+	dio_attr(attr, sizeof(lun->loop_dio_attr[0]), sys, part);
+	if (dio_at(attr) == 0) {
+		attr[0] = '\0';
 		syncguard_seterr(err, errlen, "mode=plp: %s has direct I/O "
 			"off, so its writes end in the page cache of its "
 			"backing file, which plp never flushes: turn it on "
@@ -161,7 +176,28 @@ static int plp_over_loop(struct syncguard_lun *lun, const char *sys,
 bool syncguard_loop_dio_lost(const struct syncguard_lun *lun)
 {
 	/* none, or detached (-1): nothing to tell */
-	return lun->loop_dio_attr[0] && dio_at(lun->loop_dio_attr) == 0;
+	for (int i = 0; i <= SYNCGUARD_LOOP_DEPTH; i++)
+		if (lun->loop_dio_attr[i][0] &&
+		    dio_at(lun->loop_dio_attr[i]) == 0)
+			return true;
+	return false;
+}
+
+static int loop_layer(struct syncguard_lun *lun, dev_t dev,
+		      const char *path, bool plp, int level, char *err,
+		      size_t errlen);
+
+/* The loop devices under the file system of the file @fd (the LUN's
+ * file, or the backing file of a loop device above, named @path), from
+ * level @level down: loop_layer's checks for each.  0 or -errno. */
+static int check_below(struct syncguard_lun *lun, int fd, const char *path,
+		       bool plp, int level, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return 0;			/* cannot be checked */
+	return loop_layer(lun, st.st_dev, path, plp, level, err, errlen);
 }
 
 int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
@@ -198,6 +234,9 @@ int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 			"another syncguard LUN", label);
 		ret = -EBUSY;
 	}
+	if (!ret)
+		ret = check_below(lun, lun->loop_fd, path, plp, 0, err,
+				  errlen);
 	if (ret) {
 		close(lun->loop_fd);
 		lun->loop_fd = -1;
@@ -224,8 +263,18 @@ static int open_loop_node(const char *sys, bool part)
 	return fd < 0 ? -errno : fd;
 }
 
-int syncguard_loop_under(struct syncguard_lun *lun, dev_t dev,
-			 const char *path, bool plp, char *err, size_t errlen)
+/* One loop device under a store, level @level (0: the one right
+ * under the file system of the file @path names, or of a loop LUN's
+ * backing file): the device @dev, if it is a loop device (or a
+ * partition of one).  For plp, its direct I/O must be on; its backing
+ * file passes syncguard_check_fs and is kept in lun->under_fd[@level]
+ * for the mount watch, and the loops under it are checked the same way.
+ * 0 (also: not a loop, or its file cannot be reached), or -EINVAL with
+ * the reason in @err (also for a stack deeper than SYNCGUARD_LOOP_DEPTH).
+ */
+static int loop_layer(struct syncguard_lun *lun, dev_t dev,
+		      const char *path, bool plp, int level, char *err,
+		      size_t errlen)
 {
 	char sys[64], bpath[PATH_MAX], label[2 * PATH_MAX + 64];
 	bool part;
@@ -235,6 +284,13 @@ int syncguard_loop_under(struct syncguard_lun *lun, dev_t dev,
 		 minor(dev));
 	if (backing_path(sys, bpath, sizeof(bpath), &part))
 		return 0;			/* not on a loop device */
+	if (level >= SYNCGUARD_LOOP_DEPTH) {
+		syncguard_seterr(err, errlen, "%s: more than %d loop devices "
+			"stacked under it: what it survives is not checked "
+			"that deep, so it is not exported", path,
+			SYNCGUARD_LOOP_DEPTH);
+		return -EINVAL;
+	}
 	snprintf(label, sizeof(label), "the loop device under %s (over %s)",
 		 path, bpath);
 	if (plp && (ret = plp_over_loop(lun, sys, part, label, err, errlen)))
@@ -248,11 +304,19 @@ int syncguard_loop_under(struct syncguard_lun *lun, dev_t dev,
 	snprintf(label, sizeof(label), "%s (its file system is on a loop "
 		 "device over %s)", path, bpath);
 	ret = syncguard_check_fs(bfd, label, plp, err, errlen);
+	if (!ret)
+		ret = check_below(lun, bfd, bpath, plp, level + 1, err, errlen);
 	if (ret)
 		close(bfd);
 	else
-		lun->under_fd = bfd;
+		lun->under_fd[level] = bfd;
 	return ret;
+}
+
+int syncguard_loop_under(struct syncguard_lun *lun, dev_t dev,
+			 const char *path, bool plp, char *err, size_t errlen)
+{
+	return loop_layer(lun, dev, path, plp, 0, err, errlen);
 }
 
 /* A file named two ways: its path as tgtd sees it, and where that lies

@@ -127,14 +127,34 @@ static int mount_options(int fd, const char *table, char *opts, size_t len)
 	return -ENOENT;
 }
 
-int syncguard_fs_barriers(int fd, const char *table)
+/* Is one of @want (NULL-terminated) among the super options of @fd's
+ * mount in @table?  1 or 0, or mount_options' -errno. */
+static int fs_opt_any(int fd, const char *table, const char *const *want)
 {
 	char opts[4096];
 	int ret = mount_options(fd, table, opts, sizeof(opts));
 
 	if (ret)
 		return ret;
-	return !has_opt(opts, "nobarrier") && !has_opt(opts, "barrier=0");
+	for (; *want; want++)
+		if (has_opt(opts, *want))
+			return 1;
+	return 0;
+}
+
+int syncguard_fs_barriers(int fd, const char *table)
+{
+	static const char *const off[] = { "nobarrier", "barrier=0", NULL };
+	int ret = fs_opt_any(fd, table, off);
+
+	return ret < 0 ? ret : !ret;
+}
+
+int syncguard_fs_journals_data(int fd, const char *table)
+{
+	static const char *const journal[] = { "data=journal", NULL };
+
+	return fs_opt_any(fd, table, journal);
 }
 
 /* Undo mountinfo's \ooo escapes of [@p, @end) into @out (@len bytes),
@@ -257,7 +277,7 @@ static int flushes_via(const struct syncguard_lun *lun)
 
 bool syncguard_lun_needs_watch(const struct syncguard_lun *lun)
 {
-	return flushes_via(lun) >= 0 || lun->loop_dio_attr[0];
+	return flushes_via(lun) >= 0 || lun->loop_dio_attr[0][0];
 }
 
 bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table)
@@ -269,9 +289,12 @@ bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table)
 
 	if (fd < 0)
 		return false;
-	if (syncguard_fs_barriers(fd, table) == 0 || (lun->under_fd >= 0 &&
-	    syncguard_fs_barriers(lun->under_fd, table) == 0))
+	if (syncguard_fs_barriers(fd, table) == 0)
 		return true;
+	for (int i = 0; i < SYNCGUARD_LOOP_DEPTH; i++)
+		if (lun->under_fd[i] >= 0 &&
+		    syncguard_fs_barriers(lun->under_fd[i], table) == 0)
+			return true;
 	dfd = syncguard_overlay_upper_open(fd, table, upper, sizeof(upper));
 	if (dfd < 0)
 		return false;

@@ -337,6 +337,10 @@ struct syncguard_flusher {
  */
 #define SYNCGUARD_MIX_SLOTS 1024
 
+/* Loop devices followed under a LUN's store (a loop over a file in a
+ * file system on another loop ...); a deeper stack is refused. */
+#define SYNCGUARD_LOOP_DEPTH 4
+
 enum syncguard_mix_kind {
 	SYNCGUARD_MIX_NONE,		/* holds nothing */
 	SYNCGUARD_MIX_CACHED,		/* a write through the page cache */
@@ -422,13 +426,14 @@ struct syncguard_lun {
 					 * allocation check) */
 	bool loop_holes_buffered;	/* that loop has direct I/O off and
 					 * its file has holes (a warning) */
-	char loop_dio_attr[96];		/* plp over a loop device (its own,
-					 * or its file system's): that loop's
-					 * sysfs dio, for the mount watch;
-					 * "" otherwise (core/loop.c) */
-	int under_fd;			/* a file LUN whose file system is on
-					 * a loop device: that loop's backing
-					 * file, for the mount watch; or -1 */
+	/* plp over loop devices (its own, and those under the file systems
+	 * below it): each one's sysfs dio attribute, for the mount watch;
+	 * "" past the last (core/loop.c) */
+	char loop_dio_attr[SYNCGUARD_LOOP_DEPTH + 1][96];
+	/* The backing files of the loop devices under the file system of
+	 * the LUN's file (or of its loop device's backing file), the next
+	 * one down first, for the mount watch; -1 past the last */
+	int under_fd[SYNCGUARD_LOOP_DEPTH];
 	bool direct_io;
 	bool direct_reads;		/* reads use dfd too (a block device
 					 * with direct_io; see open_direct) */

@@ -537,17 +537,17 @@ END_TEST
 /* A fresh ext4 on a loop device over @img, set up and mounted at @mnt
  * from tgtd's mount name space (so @img may be on a mount only tgtd
  * sees); the device into @dev.  0, or nonzero. */
-static int ext4_in_tgtd(const char *img, const char *mnt, char *dev,
-			size_t len)
+/* A loop device over @file (a path in tgtd's mount name space), direct
+ * I/O on with @dio, its name into @dev: 0, or nonzero. */
+static int attach_in_tgtd(const char *file, bool dio, char *dev, size_t len)
 {
 	char tmp[900];
 	FILE *f;
 	int ret;
 
 	snprintf(tmp, sizeof(tmp), "%s/dev.tmp", proto_dir());
-	ret = proto_sh_in_tgtd("losetup -f --show '%s' >'%s' && mkfs.ext4 -q "
-		"$(cat '%s') && mkdir -p '%s' && mount $(cat '%s') '%s'", img,
-		tmp, tmp, mnt, tmp, mnt);
+	ret = proto_sh_in_tgtd("losetup -f --show %s '%s' >'%s'",
+			       dio ? "--direct-io=on" : "", file, tmp);
 	dev[0] = '\0';
 	if ((f = fopen(tmp, "r"))) {
 		if (!fgets(dev, (int)len, f))
@@ -556,6 +556,25 @@ static int ext4_in_tgtd(const char *img, const char *mnt, char *dev,
 	}
 	dev[strcspn(dev, "\n")] = '\0';
 	return ret || !dev[0];
+}
+
+/* An ext4 made on a loop device over @img, mounted with options @opts
+ * ("" for none) at @mnt in tgtd's mount name space; the loop into @dev.
+ * 0, or nonzero. */
+static int ext4_in_tgtd_as(const char *img, const char *mnt, const char *opts,
+			   char *dev, size_t len)
+{
+	if (attach_in_tgtd(img, false, dev, len))
+		return -1;
+	return proto_sh_in_tgtd("mkfs.ext4 -q '%s' && mkdir -p '%s' && mount "
+				"%s%s '%s' '%s'", dev, mnt, opts[0] ? "-o " : "",
+				opts, dev, mnt);
+}
+
+static int ext4_in_tgtd(const char *img, const char *mnt, char *dev,
+			size_t len)
+{
+	return ext4_in_tgtd_as(img, mnt, "", dev, len);
 }
 
 /* An ext4 at proto_dir()/remount-mnt (@mnt), on loop device @dev,
@@ -1102,6 +1121,107 @@ START_TEST(test_blockdev_plp_file_over_buffered_loop)
 }
 END_TEST
 
+/* Loop devices stacked: plp on loop device A (direct I/O on) over a
+ * file in an ext4 on loop device B.  Refused while B's direct I/O is
+ * off (A's writes end in B's backing file's page cache: helper-71, 48
+ * MiB dirty after FUA writes, when only A was checked), taken once it
+ * is on, and latched by the mount watch when it is turned off again. */
+START_TEST(test_blockdev_plp_stacked_loops_need_direct_io)
+{
+	const char *img = proto_file("stack.img", DEV_BYTES, false);
+	unsigned char out[4096] = { 0x42 };
+	char mnt[800], low[64], top[64], file[900];
+	struct iscsi_context *iscsi;
+	struct scsi_task *t = NULL;
+	int refused, taken;
+
+	snprintf(mnt, sizeof(mnt), "%s/stack-mnt", proto_dir());
+	ck_assert_int_eq(ext4_in_tgtd(img, mnt, low, sizeof(low)), 0);
+	snprintf(file, sizeof(file), "%s/top.img", mnt);
+	ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' bs=1M "
+		"count=8 conv=fsync status=none", file), 0);
+	ck_assert_int_eq(attach_in_tgtd(file, true, top, sizeof(top)), 0);
+	refused = proto_add_lun(9, top, "mode=plp", 0) != 0 &&
+		  proto_log_has("mode=plp: the loop device under");
+	proto_sh("losetup --direct-io=on '%s'", low);
+	taken = proto_add_lun(9, top, "mode=plp", 0) == 0;
+	iscsi = proto_connect(9);
+	proto_assert_good(iscsi_write16_sync(iscsi, 9, 1, out, 512, 512, 0,
+		0, 1, 0, 0), "WRITE(16) FUA, direct I/O on below", false);
+	proto_sh("losetup --direct-io=off '%s'", low);
+	for (int i = 0; i < 4 * 50; i++) {	/* 4 s, every 20 ms */
+		if (t)
+			scsi_free_scsi_task(t);
+		t = iscsi_write16_sync(iscsi, 9, 1, out, 512, 512, 0, 0, 1,
+				       0, 0);
+		if (!t || t->status != SCSI_STATUS_GOOD)
+			break;
+		usleep(20000);
+	}
+	proto_assert_sense(t, SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "WRITE(16) FUA after direct I/O was turned off below");
+	iscsi_destroy_context(iscsi);
+	proto_del_lun(9);
+	proto_sh_in_tgtd("losetup -d '%s'; umount '%s'; losetup -d '%s'", top,
+			 mnt, low);
+	ck_assert(refused);
+	ck_assert(taken);
+}
+END_TEST
+
+/* plp on a file whose data ext4 journals (mounted data=journal, the
+ * loop under it with direct I/O on): refused for the file, for a loop
+ * device over it with direct I/O on (its O_DIRECT writes are buffered
+ * all the same: 48 MiB dirty after 48 such writes of 1 MiB, measured
+ * here), and for a file flagged chattr +j on an ordered ext4; the file
+ * is taken by write-back (a flush commits the journal). */
+START_TEST(test_blockdev_plp_journalled_data_refused)
+{
+	const char *img = proto_file("journal.img", DEV_BYTES, false);
+	const char *why = "goes through the ext4 journal";
+	char mnt[800], low[64], top[64], file[900], flagged[900];
+	int before = proto_log_count(why), file_refused, loop_refused;
+	bool flagged_ok, flag_refused, wb;
+
+	snprintf(mnt, sizeof(mnt), "%s/journal-mnt", proto_dir());
+	ck_assert_int_eq(ext4_in_tgtd_as(img, mnt, "data=journal", low,
+					 sizeof(low)), 0);
+	proto_sh("losetup --direct-io=on '%s'", low);
+	snprintf(file, sizeof(file), "%s/lun.img", mnt);
+	ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' bs=1M "
+		"count=4 conv=fsync status=none", file), 0);
+	ck_assert_int_eq(attach_in_tgtd(file, true, top, sizeof(top)), 0);
+	file_refused = proto_add_lun(9, file, "mode=plp", 0) != 0;
+	loop_refused = proto_add_lun(9, top, "mode=plp", 0) != 0;
+	proto_sh_in_tgtd("losetup -d '%s'", top);
+	wb = proto_add_lun(9, file, "mode=write-back", 0) == 0;
+	proto_del_lun(9);
+	/* the same file system remounted in ordered mode, the file flagged */
+	proto_sh_in_tgtd("umount '%s' && mount -o nodelalloc '%s' '%s'", mnt,
+			 low, mnt);
+	snprintf(flagged, sizeof(flagged), "%s/flagged.img", mnt);
+	ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' bs=1M "
+		"count=4 conv=fsync status=none", flagged), 0);
+	/* chattr +j takes CAP_SYS_RESOURCE, which a sandbox may withhold */
+	flagged_ok = proto_sh_in_tgtd("chattr +j '%s' 2>/dev/null",
+				      flagged) == 0;
+	flag_refused = flagged_ok &&
+		       proto_add_lun(9, flagged, "mode=plp", 0) != 0;
+	proto_sh_in_tgtd("umount '%s'; losetup -d '%s'", mnt, low);
+	ck_assert(file_refused);
+	ck_assert(loop_refused);
+	ck_assert(wb);
+	if (!flagged_ok) {
+		fprintf(stderr, "blockdev: chattr +j part of test_blockdev_plp_"
+			"journalled_data_refused left out: no CAP_SYS_RESOURCE\n");
+		ck_assert_int_eq(proto_log_count(why), before + 2);
+		return;
+	}
+	ck_assert(flag_refused);
+	ck_assert_int_eq(proto_log_count(why), before + 3);
+}
+END_TEST
+
 /* A LUN that needs the mount watch (write-back on a file) is refused
  * when the watch cannot start, here because tgtd may create no thread
  * beyond the LUN's 16 workers, which tgt starts before the LUN opens (a
@@ -1186,6 +1306,8 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_loop_holes_warned);
 	tcase_add_test(tc, test_blockdev_plp_loop_needs_direct_io);
 	tcase_add_test(tc, test_blockdev_plp_file_over_buffered_loop);
+	tcase_add_test(tc, test_blockdev_plp_stacked_loops_need_direct_io);
+	tcase_add_test(tc, test_blockdev_plp_journalled_data_refused);
 	tcase_add_test(tc, test_blockdev_loop_and_its_file);
 	tcase_add_test(tc, test_blockdev_loop_file_through_bind_alias);
 	tcase_add_test(tc, test_blockdev_loop_partitions);

@@ -632,6 +632,20 @@ START_TEST(test_modes_bad_caching_page)
 	ck_assert_int_ne(proto_update_lun(lun, "mode_page=8:0:18:0x14:0:1:2:"
 					  "3:4:5:6:7:8:9:10:11"), 0);
 	ck_assert(proto_log_has("page must keep its 18 bytes (1 given)"));
+	/* helper-71: the count made up with empty fields (tgt reads them as
+	 * 0), or a bad byte; and a whole page followed by a short one in one
+	 * update (only the first was checked) */
+	ck_assert_int_ne(proto_update_lun(lun, "mode_page=8:0:18:0x14:::::::"
+					  "::::::::::"), 0);
+	ck_assert(proto_log_has("a Caching mode page field is empty or not a "
+				"byte value"));
+	ck_assert_int_ne(proto_update_lun(lun, "mode_page=8:0:18:0x14:0:1:2:"
+					  "3:4:5:6:7:8:9:10:11:12:13:14:15:256"),
+			 0);
+	snprintf(params, sizeof(params), "mode_page=8:0:18:%s:0:0xff:0xff:0:0:"
+		 "0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0,mode_page=8:0:18:"
+		 "0x14", modes[_i].wce ? "0x10" : "0x14");
+	ck_assert_int_ne(proto_update_lun(lun, params), 0);
 	ck_assert_int_eq(sense_page(iscsi, lun, 8, after, sizeof(after)), 20);
 	ck_assert_mem_eq(after, before, 20);
 	iscsi_destroy_context(iscsi);
