@@ -672,8 +672,10 @@ static const char *next_caching_page(const char *params, const char *after)
 {
 	const char *v = after;
 
+	/* tgt keeps the page code in a byte: 264 (0x108) is page 8 too
+	 * (helper-73) */
 	while ((v = param_next(params, "mode_page", v)))
-		if (strtol(v, NULL, 0) == CACHING_PAGE)
+		if ((uint8_t)strtol(v, NULL, 0) == CACHING_PAGE)
 			return v;
 	return NULL;
 }
@@ -683,9 +685,12 @@ static bool sets_caching_page(const char *params)
 	return next_caching_page(params, NULL) != NULL;
 }
 
+#define TGT_PARAM_MAX 1024	/* tgt's lu_config: char buf[1024] */
+
 /* How many data bytes the mode_page= value @v (PCODE:SUBPCODE:LEN:B0:B1
  * ..., to the next comma) gives: the fields after the third; or -1 if
- * one of them is not a number from 0 to 255.  tgt takes fewer than LEN
+ * one of them is not a number from 0 to 255, or the value is longer
+ * than tgt takes.  tgt takes fewer than LEN
  * and fills the rest with zeroes (helper-69: "mode_page=8:0:18:0x10"
  * zeroed every other field), and reads an empty or bad field as 0
  * (helper-71: "8:0:18:0x10::::..." did the same past the count). */
@@ -693,6 +698,11 @@ static int page_bytes(const char *v)
 {
 	int bytes = 0;
 
+	/* tgt copies the value into 1024 bytes and drops the rest, which
+	 * it then fills with zeroes (helper-73: a field padded with 1,100
+	 * zeroes) */
+	if (strcspn(v, ",") >= TGT_PARAM_MAX)
+		return -1;
 	for (int i = 0;; i++) {
 		const char *stop = v + strcspn(v, ":,");
 		char *end;
@@ -964,7 +974,8 @@ static tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 		if (given < 0)
 			eprintf("syncguard: lun %" PRIu64 ": refused: a Caching "
 				"mode page field is empty or not a byte value "
-				"(0-255)\n", lu->lun);
+				"(0-255), or the page is longer than tgt's %d "
+				"characters\n", lu->lun, TGT_PARAM_MAX - 1);
 		else
 			eprintf("syncguard: lun %" PRIu64 ": refused: the "
 				"Caching mode page must keep its %d bytes (%d "

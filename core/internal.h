@@ -81,6 +81,20 @@ bool syncguard_lun_needs_watch(const struct syncguard_lun *lun);
  * Its sysfs name goes to @name (@namelen bytes). */
 int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen);
 
+#define OVERLAYFS_MAGIC 0x794c7630	/* statfs f_type */
+
+/* The sysfs name ("vda", "loop3", "dm-0") of the block device with
+ * number @dev into @name: 0, or -errno (no such block device). */
+int syncguard_dev_name(dev_t dev, char *name, size_t namelen);
+
+/* Is the block device named @n (its sysfs name: the LUN's device, the
+ * one under its file system, or one a loop device stands on) RAM (zram,
+ * brd's /dev/ramN)?  Nothing on it survives a power cut, as on tmpfs;
+ * pmem is persistent and not matched.  0, or -EINVAL with the reason
+ * (@path names what stands on it) in @err. */
+int syncguard_check_ram_device(const char *n, const char *path, char *err,
+			       size_t errlen);
+
 /* A new descriptor (@flags, O_CLOEXEC added) of the very file or device
  * the LUN has open, whatever its path names now; or -errno. */
 int syncguard_reopen(const struct syncguard_lun *lun, int flags);
@@ -99,22 +113,24 @@ int syncguard_check_plp_file(int fd, const char *path, bool alloc_check,
 			     char *err, size_t errlen);
 
 /* A LUN on block device @dev (number @rdev): if it is a loop device,
- * check its backing file as syncguard_check_fs does and flock it (kept
- * in lun->loop_fd), and the loop devices under that file's file system
- * as syncguard_loop_under does.  0 (also: not a loop, or the file cannot
- * be reached), -EINVAL or -EBUSY with the reason in @err.  core/loop.c */
+ * check its backing file as syncguard_check_fs does (a block device
+ * behind it: not RAM) and flock it (kept in lun->loop_fd), and the loop
+ * devices under it as syncguard_loop_under does.  0 (also: not a loop),
+ * -EINVAL (also: the backing file cannot be opened) or -EBUSY with the
+ * reason in @err.  core/loop.c */
 int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 			   dev_t rdev, bool plp, char *err, size_t errlen);
 
-/* A LUN on the regular file @path whose file system is on block device
- * @dev: if that is a loop device (or a partition of one), check its
- * backing file as syncguard_check_fs does (for @plp, the loop's direct
- * I/O too), and keep it open in lun->under_fd[0] for the mount watch;
- * and so on down the loops under that file's file system, to
- * SYNCGUARD_LOOP_DEPTH levels.  0 (also: not a loop, or the file cannot
- * be reached), or -EINVAL with the reason in @err (a deeper stack too). */
-int syncguard_loop_under(struct syncguard_lun *lun, dev_t dev,
-			 const char *path, bool plp, char *err, size_t errlen);
+/* A LUN on the regular file @path (lun->fd) whose data is on a loop
+ * device (or a partition of one), under its file system or under an
+ * overlay's upper layer: check that loop's backing file as
+ * syncguard_check_fs does (for @plp, the loop's direct I/O too), keep
+ * it open in lun->under_fd[0] for the mount watch, and so on down the
+ * loops under it, to SYNCGUARD_LOOP_DEPTH levels.  0 (also: no loop),
+ * or -EINVAL with the reason in @err (a deeper stack, or a backing file
+ * that cannot be opened, too). */
+int syncguard_loop_under(struct syncguard_lun *lun, const char *path,
+			 bool plp, char *err, size_t errlen);
 
 /* Has a loop device under a plp LUN (lun->loop_dio_attr) had its
  * direct I/O turned off since the LUN opened?  Then plp's writes end in

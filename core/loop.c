@@ -41,6 +41,7 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include <linux/loop.h>
@@ -187,17 +188,94 @@ static int loop_layer(struct syncguard_lun *lun, dev_t dev,
 		      const char *path, bool plp, int level, char *err,
 		      size_t errlen);
 
-/* The loop devices under the file system of the file @fd (the LUN's
- * file, or the backing file of a loop device above, named @path), from
- * level @level down: loop_layer's checks for each.  0 or -errno. */
-static int check_below(struct syncguard_lun *lun, int fd, const char *path,
-		       bool plp, int level, char *err, size_t errlen)
+/* Is @fd a block device (a loop device's backing may be one)? */
+static bool is_blk(int fd)
 {
 	struct stat st;
 
-	if (fstat(fd, &st))
-		return 0;			/* cannot be checked */
-	return loop_layer(lun, st.st_dev, path, plp, level, err, errlen);
+	return !fstat(fd, &st) && S_ISBLK(st.st_mode);
+}
+
+/*
+ * The device that holds the data of @fd, where the next loop device
+ * down would be: a block device's own number (a loop over a disk or
+ * over another loop), a file's file system's, or for a file on an
+ * overlay its upper layer's (a LUN opened read-write has its file
+ * copied up there: helper-73's plp file on an overlay over an ext4 on a
+ * loop with direct I/O off was taken, 50 MiB left dirty), following
+ * stacked overlays as check_fs_at does.  0 or -errno.
+ */
+static int data_dev(int fd, dev_t *dev, int depth)
+{
+	char upper[PATH_MAX], *table;
+	struct statfs sfs;
+	struct stat st;
+	int dfd, ret;
+
+	if (fstat(fd, &st) || fstatfs(fd, &sfs))
+		return -errno;
+	*dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
+	if (S_ISBLK(st.st_mode) ||
+	    (unsigned long)sfs.f_type != OVERLAYFS_MAGIC)
+		return 0;
+	if (depth >= 4 ||
+	    !(table = syncguard_mounts_read("/proc/self/mountinfo")))
+		return -ENOENT;
+	dfd = syncguard_overlay_upper_open(fd, table, upper, sizeof(upper));
+	free(table);
+	if (dfd < 0)
+		return dfd;
+	ret = data_dev(dfd, dev, depth + 1);
+	close(dfd);
+	return ret;
+}
+
+/* The loop devices under the file @fd (the LUN's file, or the backing
+ * of a loop device above, named @path), from level @level down:
+ * loop_layer's checks for each.  0 or -errno. */
+static int check_below(struct syncguard_lun *lun, int fd, const char *path,
+		       bool plp, int level, char *err, size_t errlen)
+{
+	dev_t dev;
+
+	if (data_dev(fd, &dev, 0))
+		return 0;	/* an overlay without an upper layer to find:
+				 * syncguard_check_fs refused it already */
+	return loop_layer(lun, dev, path, plp, level, err, errlen);
+}
+
+/* The checks of a loop device's backing @bfd (named @label in the
+ * reasons): a file's as syncguard_check_fs; a block device (losetup
+ * over a disk or another loop: its node is on devtmpfs, which is no RAM
+ * store, helper-73) must not be RAM.  0, or -EINVAL. */
+static int check_backing(int bfd, const char *label, bool plp, char *err,
+			 size_t errlen)
+{
+	struct stat st;
+	char name[64];
+
+	if (fstat(bfd, &st))
+		return 0;
+	if (!S_ISBLK(st.st_mode))
+		return syncguard_check_fs(bfd, label, plp, err, errlen);
+	if (syncguard_dev_name(st.st_rdev, name, sizeof(name)))
+		return 0;
+	return syncguard_check_ram_device(name, label, err, errlen);
+}
+
+/* A loop device (@what) whose backing file @path cannot be opened
+ * (@ret): deleted, or not in tgtd's mount name space.  What it survives,
+ * and what is under it, cannot be checked, so it is refused (it was
+ * taken: helper-73's plp loop over a deleted file on a loop with direct
+ * I/O off left 39 MiB dirty).  -EINVAL. */
+static int unreachable(const char *what, const char *path, int ret,
+		       char *err, size_t errlen)
+{
+	syncguard_seterr(err, errlen, "%s: its backing file %s cannot be "
+		"opened (%s: deleted, or outside tgtd's mount name space), "
+		"so what it survives cannot be checked: not exported", what,
+		path, strerror(-ret));
+	return -EINVAL;
 }
 
 int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
@@ -216,12 +294,12 @@ int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 		return ret;
 	lun->loop_fd = open_backing(lun->fd, path);
 	if (lun->loop_fd < 0)
-		return 0;			/* cannot be checked */
+		return unreachable(dev, path, lun->loop_fd, err, errlen);
 	/* the reasons name the file, so say whose file it is */
 	snprintf(label, sizeof(label), "%s (the backing file of %s)", path,
 		 dev);
-	ret = syncguard_check_fs(lun->loop_fd, label, plp, err, errlen);
-	if (!ret && plp)
+	ret = check_backing(lun->loop_fd, label, plp, err, errlen);
+	if (!ret && plp && !is_blk(lun->loop_fd))
 		ret = syncguard_check_plp_file(lun->loop_fd, label,
 					       lun->opts.alloc_check, err, errlen);
 	/* partitions of one loop device are distinct stores (the O_EXCL
@@ -242,7 +320,8 @@ int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 		lun->loop_fd = -1;
 		return ret;
 	}
-	lun->loop_holes_buffered = holes_buffered(sys, part, lun->loop_fd);
+	lun->loop_holes_buffered = !is_blk(lun->loop_fd) &&
+				   holes_buffered(sys, part, lun->loop_fd);
 	return 0;
 }
 
@@ -296,14 +375,14 @@ static int loop_layer(struct syncguard_lun *lun, dev_t dev,
 	if (plp && (ret = plp_over_loop(lun, sys, part, label, err, errlen)))
 		return ret;
 	if ((lfd = open_loop_node(sys, part)) < 0)
-		return 0;			/* cannot be checked */
+		return unreachable(label, bpath, lfd, err, errlen);
 	bfd = open_backing(lfd, bpath);
 	close(lfd);
 	if (bfd < 0)
-		return 0;
+		return unreachable(label, bpath, bfd, err, errlen);
 	snprintf(label, sizeof(label), "%s (its file system is on a loop "
 		 "device over %s)", path, bpath);
-	ret = syncguard_check_fs(bfd, label, plp, err, errlen);
+	ret = check_backing(bfd, label, plp, err, errlen);
 	if (!ret)
 		ret = check_below(lun, bfd, bpath, plp, level + 1, err, errlen);
 	if (ret)
@@ -313,10 +392,10 @@ static int loop_layer(struct syncguard_lun *lun, dev_t dev,
 	return ret;
 }
 
-int syncguard_loop_under(struct syncguard_lun *lun, dev_t dev,
-			 const char *path, bool plp, char *err, size_t errlen)
+int syncguard_loop_under(struct syncguard_lun *lun, const char *path,
+			 bool plp, char *err, size_t errlen)
 {
-	return loop_layer(lun, dev, path, plp, 0, err, errlen);
+	return check_below(lun, lun->fd, path, plp, 0, err, errlen);
 }
 
 /* A file named two ways: its path as tgtd sees it, and where that lies

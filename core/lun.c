@@ -58,17 +58,27 @@ static const struct {
 static const unsigned long ram_fs[] = { 0x01021994 /* tmpfs */,
 					0x858458f6 /* ramfs */ };
 
-int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen)
+int syncguard_dev_name(dev_t dev, char *name, size_t namelen)
 {
-	char sys[96], real[PATH_MAX], val[32] = "";
-	const char *const under[] = { "queue", "../queue" };
-	FILE *f = NULL;
+	char sys[96], real[PATH_MAX];
 
 	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(dev),
 		 minor(dev));
 	if (!realpath(sys, real))
 		return -errno;
 	snprintf(name, namelen, "%s", strrchr(real, '/') + 1);
+	return 0;
+}
+
+int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen)
+{
+	const char *const under[] = { "queue", "../queue" };
+	char sys[96], val[32] = "";
+	FILE *f = NULL;
+	int ret;
+
+	if ((ret = syncguard_dev_name(dev, name, namelen)))
+		return ret;
 	for (size_t i = 0; !f && i < 2; i++) {	/* a disk, a partition */
 		snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/%s/write_cache",
 			 major(dev), minor(dev), under[i]);
@@ -84,7 +94,6 @@ int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen)
 	return strncmp(val, "write through", 13) ? -EINVAL : 0;
 }
 
-#define OVERLAYFS_MAGIC 0x794c7630
 static int check_fs_at(int fd, const char *table, const char *path,
 		       bool plp, char *err, size_t errlen, int depth);
 
@@ -131,12 +140,30 @@ static int check_overlay(int fd, const char *table, const char *path,
  */
 static bool journals_data(int fd, const struct statfs *sfs, const char *table)
 {
-	int flags = 0;
+	char name[64], opts[96], line[128];
+	struct stat st;
+	int flags = 0, found = -1;
+	FILE *f;
 
 	if ((unsigned long)sfs->f_type != 0xef53)	/* ext2/3/4 */
 		return false;
 	if (!ioctl(fd, FS_IOC_GETFLAGS, &flags) && (flags & FS_JOURNAL_DATA_FL))
 		return true;
+	/* ext4's own list of the options in force: data=journal set as a
+	 * default in the superblock (tune2fs -o journal_data) is not in
+	 * mountinfo (helper-73) */
+	if (!fstat(fd, &st) && !syncguard_dev_name(st.st_dev, name,
+						   sizeof(name))) {
+		snprintf(opts, sizeof(opts), "/proc/fs/ext4/%s/options", name);
+		if ((f = fopen(opts, "re"))) {
+			found = 0;
+			while (!found && fgets(line, sizeof(line), f))
+				found = !strcmp(line, "data=journal\n");
+			fclose(f);
+		}
+	}
+	if (found >= 0)
+		return found;
 	return table && syncguard_fs_journals_data(fd, table) == 1;
 }
 
@@ -519,13 +546,9 @@ int syncguard_check_plp_file(int fd, const char *path, bool alloc_check,
 	return check_allocated(fd, (uint64_t)st.st_size, path, err, errlen);
 }
 
-/* The block device under the LUN (itself, or under its file system) is
- * RAM (zram, brd's /dev/ramN): nothing on it survives a power cut, as
- * on tmpfs.  pmem is persistent and not matched. */
-static int check_ram_device(struct syncguard_lun *lun, const char *path,
-			    char *err, size_t errlen)
+int syncguard_check_ram_device(const char *n, const char *path, char *err,
+			       size_t errlen)
 {
-	const char *n = lun->dev_name;
 	size_t skip = !strncmp(n, "zram", 4) ? 4 : !strncmp(n, "ram", 3) ? 3 : 0;
 
 	if (!skip || n[skip] < '0' || n[skip] > '9')
@@ -594,14 +617,14 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	lun->dev_write_cache = syncguard_dev_write_cache(lun->blockdev ?
 		st.st_rdev : st.st_dev, lun->dev_name, sizeof(lun->dev_name));
 	if (!ret)
-		ret = check_ram_device(lun, path, err, errlen);
+		ret = syncguard_check_ram_device(lun->dev_name, path, err,
+						 errlen);
 	if (!ret && !lun->blockdev)
 		ret = syncguard_check_fs(lun->fd, path, plp, err, errlen);
 	if (!ret && !lun->blockdev)
 		ret = syncguard_loop_users(lun->fd, path, err, errlen);
 	if (!ret && !lun->blockdev)
-		ret = syncguard_loop_under(lun, st.st_dev, path, plp, err,
-					   errlen);
+		ret = syncguard_loop_under(lun, path, plp, err, errlen);
 	if (!ret && lun->blockdev)
 		ret = syncguard_loop_backing(lun, path, st.st_rdev, plp, err,
 					     errlen);

@@ -1169,6 +1169,88 @@ START_TEST(test_blockdev_plp_stacked_loops_need_direct_io)
 }
 END_TEST
 
+/* A plp file on an overlay whose upper layer is an ext4 on a loop
+ * device with direct I/O off: refused (helper-73: taken, the overlay's
+ * own device is no loop, and 48 MiB of FUA writes left 50 MiB dirty),
+ * taken once that loop's direct I/O is on. */
+START_TEST(test_blockdev_plp_overlay_over_buffered_loop)
+{
+	const char *img = proto_file("ovl.img", DEV_BYTES, false);
+	char mnt[800], ov[800], low[64], file[900];
+	int refused, taken;
+
+	snprintf(mnt, sizeof(mnt), "%s/ovl-mnt", proto_dir());
+	snprintf(ov, sizeof(ov), "%s/ovl", proto_dir());
+	ck_assert_int_eq(ext4_in_tgtd(img, mnt, low, sizeof(low)), 0);
+	ck_assert_int_eq(proto_sh_in_tgtd("mkdir -p '%s/lo' '%s/up' '%s/wk' "
+		"'%s' && mount -t overlay -o lowerdir='%s/lo',upperdir='%s/up',"
+		"workdir='%s/wk' overlay '%s'", mnt, mnt, mnt, ov, mnt, mnt, mnt,
+		ov), 0);
+	snprintf(file, sizeof(file), "%s/lun.img", ov);
+	ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' bs=1M "
+		"count=4 conv=fsync status=none", file), 0);
+	refused = proto_add_lun(9, file, "mode=plp", 0) != 0 &&
+		  proto_log_has("has direct I/O off");
+	proto_sh("losetup --direct-io=on '%s'", low);
+	taken = proto_add_lun(9, file, "mode=plp", 0) == 0;
+	proto_del_lun(9);
+	proto_sh_in_tgtd("umount '%s'; umount '%s'; losetup -d '%s'", ov, mnt,
+			 low);
+	ck_assert(refused);
+	ck_assert(taken);
+}
+END_TEST
+
+/* A loop device whose backing file was deleted: what is under it cannot
+ * be checked, so it is refused in every mode (helper-73: a plp LUN on
+ * one over a file on a loop with direct I/O off was taken, 39 MiB left
+ * dirty). */
+START_TEST(test_blockdev_loop_over_deleted_file_refused)
+{
+	const char *file = proto_file("deleted.img", 4u << 20, false);
+	const char *why = "cannot be opened (No such file or directory: "
+			  "deleted";
+	int before = proto_log_count(why), wb, plp;
+	char dev[64];
+
+	ck_assert_int_eq(attach_as(file, 512, true, dev, sizeof(dev)), 0);
+	ck_assert_int_eq(unlink(file), 0);
+	wb = proto_add_lun(9, dev, "mode=write-back", 0);
+	plp = proto_add_lun(9, dev, "mode=plp", 0);
+	proto_del_lun(9);
+	proto_sh("losetup -d '%s'", dev);
+	ck_assert_int_ne(wb, 0);
+	ck_assert_int_ne(plp, 0);
+	ck_assert_int_eq(proto_log_count(why), before + 2);
+}
+END_TEST
+
+/* A loop device over a block device (another loop here): its backing
+ * is a device node on devtmpfs, which was refused as a RAM file system
+ * in every mode (helper-73); taken now, and for plp the loop under it
+ * must have direct I/O on too. */
+START_TEST(test_blockdev_loop_over_block_device)
+{
+	const char *file = proto_file("over-dev.img", 8u << 20, false);
+	char low[64], top[64];
+	int wb, plp_refused, plp;
+
+	ck_assert_int_eq(attach_as(file, 512, false, low, sizeof(low)), 0);
+	ck_assert_int_eq(attach_as(low, 512, true, top, sizeof(top)), 0);
+	wb = proto_add_lun(9, top, "mode=write-back", 0);
+	proto_del_lun(9);
+	plp_refused = proto_add_lun(9, top, "mode=plp", 0) != 0 &&
+		      proto_log_has("has direct I/O off");
+	proto_sh("losetup --direct-io=on '%s'", low);
+	plp = proto_add_lun(9, top, "mode=plp", 0);
+	proto_del_lun(9);
+	proto_sh("losetup -d '%s'; losetup -d '%s'", top, low);
+	ck_assert_int_eq(wb, 0);
+	ck_assert(plp_refused);
+	ck_assert_int_eq(plp, 0);
+}
+END_TEST
+
 /* plp on a file whose data ext4 journals (mounted data=journal, the
  * loop under it with direct I/O on): refused for the file, for a loop
  * device over it with direct I/O on (its O_DIRECT writes are buffered
@@ -1181,7 +1263,7 @@ START_TEST(test_blockdev_plp_journalled_data_refused)
 	const char *why = "goes through the ext4 journal";
 	char mnt[800], low[64], top[64], file[900], flagged[900];
 	int before = proto_log_count(why), file_refused, loop_refused;
-	bool flagged_ok, flag_refused, wb;
+	bool flagged_ok, flag_refused, wb, default_refused;
 
 	snprintf(mnt, sizeof(mnt), "%s/journal-mnt", proto_dir());
 	ck_assert_int_eq(ext4_in_tgtd_as(img, mnt, "data=journal", low,
@@ -1208,17 +1290,25 @@ START_TEST(test_blockdev_plp_journalled_data_refused)
 	flag_refused = flagged_ok &&
 		       proto_add_lun(9, flagged, "mode=plp", 0) != 0;
 	proto_sh_in_tgtd("umount '%s'; losetup -d '%s'", mnt, low);
+	/* data=journal as the superblock's default (tune2fs -o
+	 * journal_data), which mountinfo does not show (helper-73) */
+	ck_assert_int_eq(attach_in_tgtd(img, true, low, sizeof(low)), 0);
+	ck_assert_int_eq(proto_sh_in_tgtd("tune2fs -o journal_data '%s' "
+		">/dev/null && mount '%s' '%s'", low, low, mnt), 0);
+	default_refused = proto_add_lun(9, file, "mode=plp", 0) != 0;
+	proto_sh_in_tgtd("umount '%s'; losetup -d '%s'", mnt, low);
 	ck_assert(file_refused);
 	ck_assert(loop_refused);
 	ck_assert(wb);
+	ck_assert(default_refused);
 	if (!flagged_ok) {
 		fprintf(stderr, "blockdev: chattr +j part of test_blockdev_plp_"
 			"journalled_data_refused left out: no CAP_SYS_RESOURCE\n");
-		ck_assert_int_eq(proto_log_count(why), before + 2);
+		ck_assert_int_eq(proto_log_count(why), before + 3);
 		return;
 	}
 	ck_assert(flag_refused);
-	ck_assert_int_eq(proto_log_count(why), before + 3);
+	ck_assert_int_eq(proto_log_count(why), before + 4);
 }
 END_TEST
 
@@ -1308,6 +1398,9 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_plp_file_over_buffered_loop);
 	tcase_add_test(tc, test_blockdev_plp_stacked_loops_need_direct_io);
 	tcase_add_test(tc, test_blockdev_plp_journalled_data_refused);
+	tcase_add_test(tc, test_blockdev_plp_overlay_over_buffered_loop);
+	tcase_add_test(tc, test_blockdev_loop_over_deleted_file_refused);
+	tcase_add_test(tc, test_blockdev_loop_over_block_device);
 	tcase_add_test(tc, test_blockdev_loop_and_its_file);
 	tcase_add_test(tc, test_blockdev_loop_file_through_bind_alias);
 	tcase_add_test(tc, test_blockdev_loop_partitions);

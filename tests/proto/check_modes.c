@@ -610,7 +610,7 @@ START_TEST(test_modes_bad_caching_page)
 	int lun = modes[_i].lun, wce, dpofua;
 	uint8_t before[64], after[64];
 	struct iscsi_context *iscsi;
-	char params[256];
+	char params[1400];
 
 	ck_assert_int_ne(proto_update_lun(lun, "mode_page=8:0:0"), 0);
 	ck_assert(proto_log_has("the Caching mode page must keep its 18 bytes"));
@@ -645,6 +645,14 @@ START_TEST(test_modes_bad_caching_page)
 	snprintf(params, sizeof(params), "mode_page=8:0:18:%s:0:0xff:0xff:0:0:"
 		 "0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0,mode_page=8:0:18:"
 		 "0x14", modes[_i].wce ? "0x10" : "0x14");
+	ck_assert_int_ne(proto_update_lun(lun, params), 0);
+	/* the page code as tgt keeps it, in a byte (264 is 8), and a value
+	 * longer than tgt's 1024-byte copy of it (tgt cut it and zeroed the
+	 * rest: helper-73) */
+	ck_assert_int_ne(proto_update_lun(lun, "mode_page=264:0:18:0x10"), 0);
+	snprintf(params, sizeof(params), "mode_page=8:0:18:%s:%01100d:0xff:"
+		 "0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0",
+		 modes[_i].wce ? "0x14" : "0x10", 0);
 	ck_assert_int_ne(proto_update_lun(lun, params), 0);
 	ck_assert_int_eq(sense_page(iscsi, lun, 8, after, sizeof(after)), 20);
 	ck_assert_mem_eq(after, before, 20);
