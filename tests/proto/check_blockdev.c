@@ -1048,6 +1048,28 @@ static void watch_teardown(void)
 	proto_tgtd_stop();
 }
 
+/* Turn loop device @loop's direct I/O off under plp LUN 9 (@bs-byte
+ * blocks, on @iscsi): within 4 s its FUA writes fail, MEDIUM ERROR /
+ * WRITE ERROR (the mount watch latched it), instead of GOOD while they
+ * sit in the page cache of the loop's backing file. */
+static void dio_off_latches(struct iscsi_context *iscsi, const char *loop,
+			    unsigned int bs, const char *what)
+{
+	unsigned char out[4096] = { 0x42 };
+	struct scsi_task *t = NULL;
+
+	ck_assert_int_eq(proto_sh("losetup --direct-io=off '%s'", loop), 0);
+	for (int i = 0; i < 4 * 50; i++) {	/* 4 s, every 20 ms */
+		if (t)
+			scsi_free_scsi_task(t);
+		t = iscsi_write16_sync(iscsi, 9, 1, out, bs, bs, 0, 0, 1, 0, 0);
+		if (!t || t->status != SCSI_STATUS_GOOD)
+			break;
+		usleep(20000);
+	}
+	proto_assert_sense(t, SCSI_SENSE_MEDIUM_ERROR, 0x0c00, what);
+}
+
 /*
  * plp on a loop device needs the loop's direct I/O on (core/loop.c,
  * plp_over_loop): with it off (loop's default), helper-70's FUA writes
@@ -1063,7 +1085,6 @@ START_TEST(test_blockdev_plp_loop_needs_direct_io)
 	const char *lost = "its loop device's direct I/O was turned off";
 	unsigned char out[4096] = { 0x42 };
 	struct iscsi_context *iscsi;
-	struct scsi_task *t = NULL;
 	char dev[64];
 	int before = proto_log_count(refused), added, taken;
 
@@ -1078,18 +1099,8 @@ START_TEST(test_blockdev_plp_loop_needs_direct_io)
 	iscsi = proto_connect(9);
 	proto_assert_good(iscsi_write16_sync(iscsi, 9, 1, out, 4096, 4096, 0,
 			  0, 1, 0, 0), "WRITE(16) FUA, direct I/O on", false);
-	ck_assert_int_eq(proto_sh("losetup --direct-io=off '%s'", dev), 0);
-	for (int i = 0; i < 4 * 50; i++) {	/* 4 s, every 20 ms */
-		if (t)
-			scsi_free_scsi_task(t);
-		t = iscsi_write16_sync(iscsi, 9, 1, out, 4096, 4096, 0, 0, 1,
-				       0, 0);
-		if (!t || t->status != SCSI_STATUS_GOOD)
-			break;
-		usleep(20000);
-	}
-	proto_assert_sense(t, SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
-			   "WRITE(16) FUA after direct I/O was turned off");
+	dio_off_latches(iscsi, dev, 4096, "WRITE(16) FUA after direct I/O "
+			"was turned off");
 	iscsi_destroy_context(iscsi);
 	proto_del_lun(9);
 	proto_sh("losetup -d '%s'", dev);
@@ -1132,7 +1143,6 @@ START_TEST(test_blockdev_plp_stacked_loops_need_direct_io)
 	unsigned char out[4096] = { 0x42 };
 	char mnt[800], low[64], top[64], file[900];
 	struct iscsi_context *iscsi;
-	struct scsi_task *t = NULL;
 	int refused, taken;
 
 	snprintf(mnt, sizeof(mnt), "%s/stack-mnt", proto_dir());
@@ -1148,18 +1158,8 @@ START_TEST(test_blockdev_plp_stacked_loops_need_direct_io)
 	iscsi = proto_connect(9);
 	proto_assert_good(iscsi_write16_sync(iscsi, 9, 1, out, 512, 512, 0,
 		0, 1, 0, 0), "WRITE(16) FUA, direct I/O on below", false);
-	proto_sh("losetup --direct-io=off '%s'", low);
-	for (int i = 0; i < 4 * 50; i++) {	/* 4 s, every 20 ms */
-		if (t)
-			scsi_free_scsi_task(t);
-		t = iscsi_write16_sync(iscsi, 9, 1, out, 512, 512, 0, 0, 1,
-				       0, 0);
-		if (!t || t->status != SCSI_STATUS_GOOD)
-			break;
-		usleep(20000);
-	}
-	proto_assert_sense(t, SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
-			   "WRITE(16) FUA after direct I/O was turned off below");
+	dio_off_latches(iscsi, low, 512, "WRITE(16) FUA after direct I/O was "
+			"turned off below");
 	iscsi_destroy_context(iscsi);
 	proto_del_lun(9);
 	proto_sh_in_tgtd("losetup -d '%s'; umount '%s'; losetup -d '%s'", top,
