@@ -35,6 +35,11 @@ int syncguard_fs_barriers(int fd, const char *table);
  * no, -errno as syncguard_fs_barriers. */
 int syncguard_fs_journals_data(int fd, const char *table);
 
+/* Is the file system of @fd an overlay mounted "volatile" (which
+ * ignores fsync and syncfs, and drops O_SYNC/O_DSYNC from writes)?  1
+ * yes, 0 no, -errno as syncguard_fs_barriers. */
+int syncguard_fs_volatile(int fd, const char *table);
+
 /* Where the absolute path @path (as the kernel prints paths: no
  * symbolic links, no "..") lies, by the mountinfo text @table, without
  * touching any file system: the "major:minor" of its mount's device

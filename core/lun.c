@@ -101,7 +101,9 @@ static int check_fs_at(int fd, const char *table, const char *path,
  * writing (copied up): check the upper layer's file system as the
  * file's own (a tmpfs upper layer survives nothing).  One that cannot
  * be found (a relative upperdir, resolved against the mounter's
- * directory) is refused: it cannot be told what it survives. */
+ * directory) is refused: it cannot be told what it survives; so is a
+ * volatile overlay in every mode (its fsync does nothing, and plp's
+ * allocation check stands on one). */
 static int check_overlay(int fd, const char *table, const char *path,
 			 bool plp, char *err, size_t errlen, int depth)
 {
@@ -111,6 +113,15 @@ static int check_overlay(int fd, const char *table, const char *path,
 	if (depth >= 4 || !table)
 		return 0;	/* the kernel nests no upper layers anyway;
 				 * without a mount table nothing is known */
+	if (syncguard_fs_volatile(fd, table) == 1) {
+		/* helper-75: 48 WRITE + SYNCHRONIZE CACHE of 1 MiB on
+		 * write-back answered GOOD, 48 MiB left dirty */
+		syncguard_seterr(err, errlen, "%s: on an overlay mounted "
+			"volatile, which ignores fsync and drops O_DSYNC, so no "
+			"write on it can be made durable: mount it without "
+			"volatile", path);
+		return -EINVAL;
+	}
 	ret = dfd = syncguard_overlay_upper_open(fd, table, upper,
 						sizeof(upper));
 	if (ret < 0) {

@@ -150,6 +150,16 @@ int syncguard_fs_barriers(int fd, const char *table)
 	return ret < 0 ? ret : !ret;
 }
 
+int syncguard_fs_volatile(int fd, const char *table)
+{
+	/* "fsync=volatile" is how Linux 6.18 shows it (fsync=auto and
+	 * strict only choose the metadata syncs of a copy-up) */
+	static const char *const vol[] = { "volatile", "fsync=volatile",
+					   NULL };
+
+	return fs_opt_any(fd, table, vol);
+}
+
 int syncguard_fs_journals_data(int fd, const char *table)
 {
 	static const char *const journal[] = { "data=journal", NULL };
@@ -280,25 +290,39 @@ bool syncguard_lun_needs_watch(const struct syncguard_lun *lun)
 	return flushes_via(lun) >= 0 || lun->loop_dio_attr[0][0];
 }
 
-bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table)
+/* Has the file system of @fd lost its flushes (remounted nobarrier),
+ * or, for an overlay, its upper layer's, down to @depth 4? */
+static bool fd_flushes_lost(int fd, const char *table, int depth)
 {
-	int fd = flushes_via(lun);
 	char upper[PATH_MAX];
 	bool lost;
 	int dfd;
 
-	if (fd < 0)
-		return false;
 	if (syncguard_fs_barriers(fd, table) == 0)
 		return true;
-	for (int i = 0; i < SYNCGUARD_LOOP_DEPTH; i++)
-		if (lun->under_fd[i] >= 0 &&
-		    syncguard_fs_barriers(lun->under_fd[i], table) == 0)
-			return true;
-	dfd = syncguard_overlay_upper_open(fd, table, upper, sizeof(upper));
-	if (dfd < 0)
+	if (depth >= 4 || (dfd = syncguard_overlay_upper_open(fd, table,
+				upper, sizeof(upper))) < 0)
 		return false;
-	lost = syncguard_fs_barriers(dfd, table) == 0;
+	lost = fd_flushes_lost(dfd, table, depth + 1);
 	close(dfd);
 	return lost;
+}
+
+bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table)
+{
+	int fd = flushes_via(lun);
+
+	if (fd < 0)
+		return false;
+	if (fd_flushes_lost(fd, table, 0))
+		return true;
+	/* every file below, each through its overlay too (helper-75: an
+	 * overlay under a loop's backing file was looked through only at
+	 * creation, and a remount nobarrier of its upper layer's file
+	 * system went unnoticed) */
+	for (int i = 0; i < SYNCGUARD_LOOP_DEPTH; i++)
+		if (lun->under_fd[i] >= 0 &&
+		    fd_flushes_lost(lun->under_fd[i], table, 0))
+			return true;
+	return false;
 }

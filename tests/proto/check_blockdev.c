@@ -1169,6 +1169,16 @@ START_TEST(test_blockdev_plp_stacked_loops_need_direct_io)
 }
 END_TEST
 
+/* An overlay at @ov in tgtd's mount name space, its layers in @base
+ * (lo, up, wk), with more mount options @opts ("" or ",volatile"). */
+static int overlay_in_tgtd(const char *base, const char *opts, const char *ov)
+{
+	return proto_sh_in_tgtd("mkdir -p '%s/lo' '%s/up' '%s/wk' '%s' && "
+		"mount -t overlay -o lowerdir='%s/lo',upperdir='%s/up',"
+		"workdir='%s/wk'%s overlay '%s'", base, base, base, ov, base,
+		base, base, opts, ov);
+}
+
 /* A plp file on an overlay whose upper layer is an ext4 on a loop
  * device with direct I/O off: refused (helper-73: taken, the overlay's
  * own device is no loop, and 48 MiB of FUA writes left 50 MiB dirty),
@@ -1182,10 +1192,7 @@ START_TEST(test_blockdev_plp_overlay_over_buffered_loop)
 	snprintf(mnt, sizeof(mnt), "%s/ovl-mnt", proto_dir());
 	snprintf(ov, sizeof(ov), "%s/ovl", proto_dir());
 	ck_assert_int_eq(ext4_in_tgtd(img, mnt, low, sizeof(low)), 0);
-	ck_assert_int_eq(proto_sh_in_tgtd("mkdir -p '%s/lo' '%s/up' '%s/wk' "
-		"'%s' && mount -t overlay -o lowerdir='%s/lo',upperdir='%s/up',"
-		"workdir='%s/wk' overlay '%s'", mnt, mnt, mnt, ov, mnt, mnt, mnt,
-		ov), 0);
+	ck_assert_int_eq(overlay_in_tgtd(mnt, "", ov), 0);
 	snprintf(file, sizeof(file), "%s/lun.img", ov);
 	ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' bs=1M "
 		"count=4 conv=fsync status=none", file), 0);
@@ -1198,6 +1205,81 @@ START_TEST(test_blockdev_plp_overlay_over_buffered_loop)
 			 low);
 	ck_assert(refused);
 	ck_assert(taken);
+}
+END_TEST
+
+/* An overlay mounted volatile ignores fsync and drops O_DSYNC:
+ * refused in every mode (helper-75: write-back and write-through were
+ * taken, and 48 WRITE + SYNCHRONIZE CACHE of 1 MiB answered GOOD left
+ * 48 MiB dirty); the same overlay without volatile is taken. */
+START_TEST(test_blockdev_volatile_overlay_refused)
+{
+	static const char *const modes[] = { "mode=write-back",
+		"mode=write-through", "mode=plp" };
+	const char *why = "on an overlay mounted volatile";
+	int before = proto_log_count(why), refused[2] = { 0, 0 };
+
+	for (int v = 0; v < 2; v++) {	/* volatile, then not */
+		char base[800], ov[800], file[900];
+
+		snprintf(base, sizeof(base), "%s/vol%d", proto_dir(), v);
+		snprintf(ov, sizeof(ov), "%s/vol%d-ov", proto_dir(), v);
+		ck_assert_int_eq(overlay_in_tgtd(base, v ? "" : ",volatile",
+						 ov), 0);
+		snprintf(file, sizeof(file), "%s/lun.img", ov);
+		ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' "
+			"bs=1M count=4 conv=fsync status=none", file), 0);
+		for (int i = 0; i < 3; i++) {
+			refused[v] += proto_add_lun(9, file, modes[i], 0) != 0;
+			proto_del_lun(9);
+		}
+		proto_sh_in_tgtd("umount '%s'", ov);
+	}
+	ck_assert_int_eq(refused[0], 3);
+	ck_assert_int_eq(proto_log_count(why), before + 3);
+	ck_assert_int_eq(refused[1], 0);
+}
+END_TEST
+
+/* A remount nobarrier of the file system under an overlay that holds a
+ * loop's backing file, under the LUN's own file system (ext4 on loop A
+ * over a file on an overlay whose upper layer is an ext4 on loop B):
+ * the watch latches the write-back LUN (helper-75: it looked through
+ * an overlay only for the LUN's own file, and FUA writes went on GOOD;
+ * the creation check already refused the same stack). */
+START_TEST(test_blockdev_remount_under_overlay_in_stack)
+{
+	const char *img = proto_file("ostack.img", DEV_BYTES, false);
+	char mnt[800], ov[800], top_mnt[800], low[64], top[64];
+	char file[900], lun_img[900];
+	unsigned char out[512] = { 0x42 };
+	struct iscsi_context *iscsi;
+
+	snprintf(mnt, sizeof(mnt), "%s/ostack-mnt", proto_dir());
+	snprintf(ov, sizeof(ov), "%s/ostack-ov", proto_dir());
+	snprintf(top_mnt, sizeof(top_mnt), "%s/ostack-top", proto_dir());
+	ck_assert_int_eq(ext4_in_tgtd(img, mnt, low, sizeof(low)), 0);
+	ck_assert_int_eq(overlay_in_tgtd(mnt, "", ov), 0);
+	snprintf(file, sizeof(file), "%s/top.img", ov);
+	ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' bs=1M "
+		"count=16 status=none", file), 0);
+	ck_assert_int_eq(ext4_in_tgtd(file, top_mnt, top, sizeof(top)), 0);
+	snprintf(lun_img, sizeof(lun_img), "%s/lun.img", top_mnt);
+	ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' bs=1M "
+		"count=4 status=none", lun_img), 0);
+	ck_assert_int_eq(proto_add_lun(REMOUNT_LUN, lun_img, "mode=write-back",
+				       0), 0);
+	iscsi = proto_connect(REMOUNT_LUN);
+	proto_assert_good(iscsi_write16_sync(iscsi, REMOUNT_LUN, 1, out, 512,
+		512, 0, 0, 1, 0, 0), "WRITE(16) FUA before", false);
+	ck_assert_int_eq(proto_sh_in_tgtd("mount -o remount,nobarrier '%s'",
+					  mnt), 0);
+	remount_wait_latched_within(iscsi, 4);
+	iscsi_destroy_context(iscsi);
+	proto_del_lun(REMOUNT_LUN);
+	proto_sh_in_tgtd("umount '%s'; losetup -d '%s'; umount '%s'; "
+		"umount '%s'; losetup -d '%s'", top_mnt, top, ov, mnt, low);
+	ck_assert(proto_log_has("its file system was remounted nobarrier"));
 }
 END_TEST
 
@@ -1400,6 +1482,8 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_plp_journalled_data_refused);
 	tcase_add_test(tc, test_blockdev_plp_overlay_over_buffered_loop);
 	tcase_add_test(tc, test_blockdev_loop_over_deleted_file_refused);
+	tcase_add_test(tc, test_blockdev_volatile_overlay_refused);
+	tcase_add_test(tc, test_blockdev_remount_under_overlay_in_stack);
 	tcase_add_test(tc, test_blockdev_loop_over_block_device);
 	tcase_add_test(tc, test_blockdev_loop_and_its_file);
 	tcase_add_test(tc, test_blockdev_loop_file_through_bind_alias);
