@@ -447,14 +447,21 @@ expect "--verify-only finds a stamp copied to another LBA of the same block size
 truncate -s 4G "$work/big.img"
 "$tp" lun "$work/tgtd" 1 7 "$work/big.img" "mode=write-back" 4096 >/dev/null || bad "LUN 7"
 u7=$("$tp" url "$work/tgtd" "$iqn" 7)
-in_readback() {	# PID ERRFILE: Ctrl-C, then wait for the read-back to begin
+in_readback() {	# PID ERRFILE: once LUN 7 has taken writes (on a busy
+	# machine the run had done none 1 s in, and reported no ops), Ctrl-C,
+	# then wait for the read-back to begin
+	for _ in $(seq 200); do
+		"$top/tools/syncguard-stat" --json "$iqn" 7 2>/dev/null |
+			jq -e ".[0].writes > 0" >/dev/null && break
+		sleep 0.05
+	done
+	sleep 0.2	# and the tool has had their answers
 	kill -INT "$1"
 	for _ in $(seq 100); do grep -q "reading back the span" "$2" && return 0; sleep 0.05; done
 	return 1
 }
 "$sb" -t 30 -q 16 -b 64k --verify --span 4g --json --no-progress "$u7" >"$work/rb.json" 2>"$work/rb.err" &
 pid=$!
-sleep 1
 in_readback "$pid" "$work/rb.err" && kill -INT "$pid"
 wait "$pid"; rc=$?
 expect "a second Ctrl-C in the read-back: exit 130, results printed, verify incomplete ($(tail -n 1 "$work/rb.err"))" \
