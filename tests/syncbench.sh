@@ -306,6 +306,9 @@ expect "another tgtd's counters of the same target name are not reported as this
 out=$("$sb" -s end --bytes 16m -b 512 -p seq --json --no-progress "$u1" 2>/dev/null | jq '.results[0].device_flushes_per_op')
 expect "one flush in 32768 operations is not 0 in JSON (it read 0.0000): $out" \
 	'awk -v v="$out" "BEGIN { exit !(v > 0 && v < 0.001) }"'
+out=$("$sb" -s end --bytes 16m -b 512 -p seq --no-progress "$u1" 2>/dev/null | grep "device syncs per operation")
+expect "one flush in 32768 operations in text: three digits, fixed notation (it read 3.05e-05: helper-76): $out" \
+	'grep -Eq "target: 0\.0000[0-9]{3} device syncs" <<<"$out"'
 out=$("$sb" -t 0.2 -S 5000 --no-progress "$u1" 2>&1); rc=$?
 expect "--span not a multiple of the block size is refused (it was cut to 9 blocks): $(head -1 <<<"$out")" \
 	'[ $rc -eq 2 ] && grep -q "not a multiple of the LUN" <<<"$out"'

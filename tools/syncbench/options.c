@@ -323,7 +323,8 @@ static const struct opt opts[] = {
 	{ "warmup", 0, "SECONDS", "run that long first, unmeasured; default 0",
 	  set_warmup },
 	{ "interval", 0, "SECONDS", "a report line per interval, as vdbench "
-	  "interval= (at least 0.1); default none", set_interval },
+	  "interval= (at least 0.1); with --preset, replaces the preset's "
+	  "own; default none", set_interval },
 	{ "read-pct", 'r', "P", "share of reads in percent (vdbench rdpct); "
 	  "default 0", set_read_pct },
 	{ "random-pct", 'R', "P", "share of random offsets in percent, the rest "

@@ -4,6 +4,7 @@
  * line) or CSV; interval lines; what the target reported.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -155,14 +156,18 @@ static void print_text(const struct config *c, const struct result *r)
 		printf("  per session IOPS: min %.0f  avg %.0f  max %.0f\n", mn,
 		       avg, mx);
 	}
-	/* %.3g below 0.001: one flush in a --bytes run with -s end read
-	 * 0.000 (helper-54) */
+	/* three significant digits below 0.001: one flush in a --bytes
+	 * run with -s end read 0.000 (helper-54); in fixed notation, as
+	 * the other lines (3.05e-05 stood out: helper-76) */
 	if (r->flushes_per_op >= 0) {
+		double f = r->flushes_per_op;
+		int digits = 3;
 		char v[32];
 
-		snprintf(v, sizeof(v), r->flushes_per_op > 0 &&
-			 r->flushes_per_op < 0.001 ? "%.3g" : "%.3f",
-			 r->flushes_per_op);
+		while (f > 0 && f < 0.001 && digits < 12 &&
+		       f * pow(10, digits) < 100)
+			digits++;
+		snprintf(v, sizeof(v), "%.*f", digits, f);
 		printf("  target: %s device syncs per operation (fdatasync "
 		       "calls + RWF_DSYNC writes, from syncguard's counters)\n",
 		       v);
