@@ -29,7 +29,9 @@
  * device is checked at the loop's file and takes a shared lock on it:
  * two partitions are two stores, but neither goes with the file itself
  * or the whole loop device exported.  A loop whose backing file
- * is gone from the name space (deleted) cannot be checked and is taken.
+ * is gone from the name space (deleted) cannot be checked and is
+ * refused, and a loop over a block device is checked at that device.
+ * A file on an overlay is followed down from its upper layer.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -348,8 +350,9 @@ static int open_loop_node(const char *sys, bool part)
  * partition of one).  For plp, its direct I/O must be on; its backing
  * file passes syncguard_check_fs and is kept in lun->under_fd[@level]
  * for the mount watch, and the loops under it are checked the same way.
- * 0 (also: not a loop, or its file cannot be reached), or -EINVAL with
- * the reason in @err (also for a stack deeper than SYNCGUARD_LOOP_DEPTH).
+ * 0 (also: not a loop), or -EINVAL with the reason in @err (also for a
+ * backing file that cannot be opened, and a stack deeper than
+ * SYNCGUARD_LOOP_DEPTH).
  */
 static int loop_layer(struct syncguard_lun *lun, dev_t dev,
 		      const char *path, bool plp, int level, char *err,
