@@ -436,6 +436,7 @@ static int syncguard_sync_cache(int host_no, struct scsi_cmd *cmd)
 
 	if (!bs->open || device_reserved(cmd))
 		return bs->tgt_ops[cmd->scb[0]](host_no, cmd);
+	syncguard_lun_note_sync_cache(&bs->lun);
 	if (syncguard_sync_cache_now(&bs->lun, cmd->scb, (size_t)cmd->scb_len,
 				     &r))
 		return r == SYNCGUARD_OK ? SAM_STAT_GOOD : fail(cmd, r);

@@ -373,6 +373,9 @@ int bs_syncguard_cmd_submit(struct scsi_cmd *cmd)
 	struct uring_op *op;
 	int err;
 
+	if (bs->open)
+		syncguard_lun_note_cdb(&bs->lun, cmd->scb,
+				       (size_t)cmd->scb_len);
 	if (!bs->uring.on || bs->uring.inflight >= RING_ENTRIES - 2 ||
 	    !(op = calloc(1, sizeof(*op))))
 		return bs_thread_cmd_submit(cmd);

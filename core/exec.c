@@ -200,7 +200,8 @@ static enum syncguard_reason exec_write(struct syncguard_lun *lun,
 		len = req->out_len;
 	pthread_rwlock_rdlock(&lun->write_lock);
 	a = policy(lun, fua ? SYNCGUARD_CLASS_WRITE_FUA : SYNCGUARD_CLASS_WRITE);
-	err = syncguard_lun_write(lun, req->out, len, off, a.persist);
+	err = syncguard_lun_write(lun, req->out, len, off,
+				  syncguard_write_persist(lun, a.persist));
 	pthread_rwlock_unlock(&lun->write_lock);
 	if (err)
 		return io_reason(err, true);
@@ -312,8 +313,8 @@ static bool plan_write(struct syncguard_lun *lun,
 	if (__atomic_load_n(&lun->caw_running, __ATOMIC_SEQ_CST))
 		return false;	/* syncguard_plan drops the ref */
 	__atomic_fetch_add(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
-	p->persist = policy(lun, c->fua ? SYNCGUARD_CLASS_WRITE_FUA :
-			    SYNCGUARD_CLASS_WRITE).persist;
+	p->persist = syncguard_write_persist(lun, policy(lun, c->fua ?
+			SYNCGUARD_CLASS_WRITE_FUA : SYNCGUARD_CLASS_WRITE).persist);
 	p->cached_ref = p->persist == SYNCGUARD_PERSIST_CACHED;
 	if (!p->cached_ref)
 		__atomic_fetch_sub(&lun->async_cached, 1, __ATOMIC_SEQ_CST);

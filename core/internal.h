@@ -202,6 +202,22 @@ bool syncguard_use_dsync(struct syncguard_lun *lun);
 void syncguard_durable_begin(struct syncguard_lun *lun);
 void syncguard_durable_end(struct syncguard_lun *lun);
 
+/*
+ * What a write whose policy level is @persist (syncguard_policy) is made:
+ * @persist, or for a plain write of WCE=1 (PERSIST_CACHED) that runs in
+ * a WRITE+SYNCHRONIZE CACHE loop, PERSIST_DURABLE (see lun.c).  Never
+ * less than @persist.
+ */
+enum syncguard_persist syncguard_write_persist(struct syncguard_lun *lun,
+					       enum syncguard_persist persist);
+
+/* Commands as tgtd receives them, on its event thread, for
+ * syncguard_write_persist: a CDB handed to the LUN (@cdb, @len bytes;
+ * only plain WRITEs count), and a SYNCHRONIZE CACHE(10/16). */
+void syncguard_lun_note_cdb(struct syncguard_lun *lun, const uint8_t *cdb,
+			    size_t len);
+void syncguard_lun_note_sync_cache(struct syncguard_lun *lun);
+
 /* @n durable writes were answered GOOD: write_sync=auto's score. */
 void syncguard_durable_answered(struct syncguard_lun *lun, unsigned int n);
 

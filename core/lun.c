@@ -1310,6 +1310,63 @@ void syncguard_durable_answered(struct syncguard_lun *lun, unsigned int n)
 	pthread_mutex_unlock(&lun->sync_trial_lock);
 }
 
+/*
+ * The WRITE+SYNCHRONIZE CACHE loop.  With WCE=1 a plain write may stay
+ * volatile until the next SYNCHRONIZE CACHE; a sync writer that sends
+ * one after every write (dd oflag=sync, iozone -o, a database's log on
+ * an initiator that sees WCE=1) then waits, for each write, for a cached
+ * write plus a group flush: the page cache's writeout and a device flush
+ * behind the flush already running.  Made durable at once instead
+ * (RWF_DSYNC, on O_DIRECT where aligned: one FUA write, or a write and
+ * its flush, in one call), the write leaves nothing dirty, and the
+ * SYNCHRONIZE CACHE after it is answered at once on tgtd's event thread
+ * (core/exec.c, sync_cache_quick).  Measured on this disk, QD1 4 KiB:
+ * WRITE+SYNCHRONIZE CACHE on write-back ran 2.08k IOPS where
+ * write-through, whose writes are made durable so, ran 4.21k (5.0k and
+ * 4.5k in an earlier run).  Durable is more than WCE=1 asks, so either
+ * way keeps the contract (core/policy.c); this only picks the cheaper.
+ * Where other writes come between the SYNCHRONIZE CACHEs (every:N, a
+ * plain write load, several writers at once) a shared flush for many
+ * writes is cheaper than one sync each, so only a strict alternation
+ * counts: SYNC_STREAK SYNCHRONIZE CACHEs in a row that each followed a
+ * plain write, reset by two writes in a row.  write_sync=group (the
+ * administrator's choice of shared flushes) keeps writes cached.
+ */
+#define SYNC_STREAK 8
+
+void syncguard_lun_note_cdb(struct syncguard_lun *lun, const uint8_t *cdb,
+			    size_t len)
+{
+	struct syncguard_cdb c;
+
+	if (syncguard_cdb_decode(cdb, len, &c) || c.op != SYNCGUARD_OP_WRITE ||
+	    c.fua)
+		return;
+	if (__atomic_exchange_n(&lun->last_was_write, true, __ATOMIC_RELAXED))
+		__atomic_store_n(&lun->sync_streak, 0, __ATOMIC_RELAXED);
+}
+
+void syncguard_lun_note_sync_cache(struct syncguard_lun *lun)
+{
+	unsigned int n = __atomic_load_n(&lun->sync_streak, __ATOMIC_RELAXED);
+
+	if (__atomic_exchange_n(&lun->last_was_write, false, __ATOMIC_RELAXED) &&
+	    n < SYNC_STREAK)
+		__atomic_store_n(&lun->sync_streak, n + 1, __ATOMIC_RELAXED);
+}
+
+enum syncguard_persist syncguard_write_persist(struct syncguard_lun *lun,
+					       enum syncguard_persist persist)
+{
+	if (persist != SYNCGUARD_PERSIST_CACHED ||
+	    lun->opts.write_sync == SYNCGUARD_WRITE_SYNC_GROUP ||
+	    __atomic_load_n(&lun->no_rwf_dsync, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&lun->sync_streak, __ATOMIC_RELAXED) < SYNC_STREAK ||
+	    syncguard_lun_latched(lun))	/* plain writes go on, cached */
+		return persist;
+	return SYNCGUARD_PERSIST_DURABLE;
+}
+
 static int write_persist_durable(struct syncguard_lun *lun, const uint8_t *buf,
 				 size_t len, uint64_t off)
 {

@@ -403,6 +403,12 @@ struct syncguard_lun {
 	unsigned int durable_inflight;	/* durable writes between their
 					 * write_sync choice and their answer
 					 * (atomic; see syncguard_use_dsync) */
+	/* The WRITE+SYNCHRONIZE CACHE loop (syncguard_write_persist):
+	 * SYNCHRONIZE CACHEs in a row that each followed a plain write,
+	 * and whether the last of the two kinds was a write; tgtd's event
+	 * thread writes them, workers read them (relaxed atomics) */
+	unsigned int sync_streak;
+	bool last_was_write;
 	int async_writes;		/* planned writes in flight (any kind),
 					 * and COMPARE AND WRITEs running:
 					 * each waits for the other (atomic;

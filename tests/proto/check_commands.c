@@ -300,6 +300,51 @@ START_TEST(test_cmd_sync_cache_immed)
 }
 END_TEST
 
+/* The WRITE+SYNCHRONIZE CACHE loop at QD1 on write-back (core/lun.c,
+ * syncguard_write_persist), as tgtd hands it over: once it runs, each
+ * plain write is made durable itself (RWF_DSYNC) and its SYNCHRONIZE
+ * CACHE costs no device flush; the data reads back; plain writes without
+ * a SYNCHRONIZE CACHE between them are cached again, one flush for all.
+ * _i: write-back, write-back direct=yes. */
+START_TEST(test_cmd_write_sync_loop)
+{
+	int lun = _i ? 5 : 2;
+	struct iscsi_context *iscsi = proto_connect(lun);
+	long long dsync = proto_counter(lun, "dsync_writes");
+	long long flushes = proto_counter(lun, "device_flushes");
+	unsigned char buf[BS], got[BS];
+	struct scsi_task *t;
+
+	for (uint32_t i = 0; i < 40; i++) {
+		pattern(buf, sizeof(buf), i);
+		proto_assert_good(iscsi_write10_sync(iscsi, lun, 100 + i, buf, BS,
+				  BS, 0, 0, 0, 0, 0), "WRITE(10)", false);
+		proto_assert_good(iscsi_synchronizecache10_sync(iscsi, lun, 0,
+				  0, 0, 0), "SYNCHRONIZE CACHE(10)", false);
+	}
+	ck_assert_int_ge(proto_counter(lun, "dsync_writes") - dsync, 30);
+	ck_assert_int_le(proto_counter(lun, "device_flushes") - flushes, 10);
+	for (uint32_t i = 0; i < 40; i++) {
+		pattern(buf, sizeof(buf), i);
+		t = iscsi_read10_sync(iscsi, lun, 100 + i, BS, BS, 0, 0, 0, 0, 0);
+		proto_assert_good(t, "READ(10)", true);
+		memcpy(got, t->datain.data, BS);
+		scsi_free_scsi_task(t);
+		ck_assert_mem_eq(got, buf, BS);
+	}
+	dsync = proto_counter(lun, "dsync_writes");
+	flushes = proto_counter(lun, "device_flushes");
+	for (uint32_t i = 0; i < 16; i++)
+		proto_assert_good(iscsi_write10_sync(iscsi, lun, 200 + i, buf, BS,
+				  BS, 0, 0, 0, 0, 0), "WRITE(10)", false);
+	proto_assert_good(iscsi_synchronizecache10_sync(iscsi, lun, 0, 0, 0, 0),
+			  "SYNCHRONIZE CACHE(10)", false);
+	ck_assert_int_le(proto_counter(lun, "dsync_writes") - dsync, 1);
+	ck_assert_int_eq(proto_counter(lun, "device_flushes") - flushes, 1);
+	iscsi_destroy_context(iscsi);
+}
+END_TEST
+
 static struct scsi_task *vpd(struct iscsi_context *iscsi, int lun, int page)
 {
 	struct scsi_task *t = iscsi_inquiry_sync(iscsi, lun, 1, page, 255);
@@ -389,6 +434,7 @@ Suite *commands_suite(void)
 	tcase_add_loop_test(tc, test_cmd_sync_cache_immed, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_vpd_pages, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_unmap_reads_zeroes, 0, NLUNS);
+	tcase_add_loop_test(tc, test_cmd_write_sync_loop, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -371,6 +371,67 @@ START_TEST(test_exec_auto_write_sync)
 }
 END_TEST
 
+/* A plain write as tgtd hands it over: noted first, as
+ * bs_syncguard_cmd_submit does; a SYNCHRONIZE CACHE as
+ * syncguard_sync_cache does. */
+static enum syncguard_reason noted_write(uint64_t lba)
+{
+	uint8_t cdb[16] = { 0x8a, 0, 0, 0, 0, 0, 0, 0, 0, (uint8_t)lba, 0,
+			    0, 0, 8 };
+
+	syncguard_lun_note_cdb(&lun, cdb, sizeof(cdb));
+	return write16(lba, 8, false);
+}
+
+static enum syncguard_reason noted_sync_cache(void)
+{
+	syncguard_lun_note_sync_cache(&lun);
+	return sync_cache10(0, 0);
+}
+
+/* @n rounds of WRITE then SYNCHRONIZE CACHE */
+static void write_sync_loop(int n)
+{
+	for (int i = 0; i < n; i++) {
+		ck_assert_int_eq(noted_write(0), SYNCGUARD_OK);
+		ck_assert_int_eq(noted_sync_cache(), SYNCGUARD_OK);
+	}
+}
+
+/* The WRITE+SYNCHRONIZE CACHE loop on write-back (syncguard_write_persist):
+ * after 8 SYNCHRONIZE CACHEs that each followed one plain write, the
+ * plain write is made durable itself (RWF_DSYNC) and the SYNCHRONIZE
+ * CACHE after it costs no flush; two writes in a row keep the second
+ * cached. */
+START_TEST(test_exec_write_sync_loop)
+{
+	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_AUTO);
+	write_sync_loop(8);
+	ck_assert_int_eq(fx.dsyncs, 0);
+	ck_assert_int_eq(fx.fdatasyncs, 8);	/* cached, then flushed */
+	write_sync_loop(4);
+	ck_assert_int_eq(fx.dsyncs, 4);		/* durable at once */
+	ck_assert_int_eq(fx.fdatasyncs, 8);	/* clean: elided */
+	ck_assert_uint_eq(lun.stats->flushes_elided, 4);
+	ck_assert_int_eq(noted_write(0), SYNCGUARD_OK);
+	ck_assert_int_eq(noted_write(8), SYNCGUARD_OK);	/* not a loop */
+	ck_assert_int_eq(fx.dsyncs, 5);		/* the first only */
+	ck_assert_int_eq(noted_sync_cache(), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 9);	/* the second was cached */
+}
+END_TEST
+
+/* ... but not with write_sync=group, the administrator's choice of
+ * shared flushes */
+START_TEST(test_exec_write_sync_loop_group)
+{
+	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_GROUP);
+	write_sync_loop(12);
+	ck_assert_int_eq(fx.dsyncs, 0);
+	ck_assert_int_eq(fx.fdatasyncs, 12);
+}
+END_TEST
+
 /* A WRITE of zero blocks does nothing and answers GOOD (SBC-3 5.32), in
  * every mode, FUA or not, with O_DIRECT writes or without; it must never
  * latch the LUN (it once did: no buffer looked like no memory). */
@@ -1301,6 +1362,8 @@ Suite *exec_suite(void)
 	tcase_add_test(cost, test_exec_plp_sync_cache_during_switch);
 	tcase_add_test(cost, test_exec_write_back_dsync_costs);
 	tcase_add_test(cost, test_exec_auto_write_sync);
+	tcase_add_test(cost, test_exec_write_sync_loop);
+	tcase_add_test(cost, test_exec_write_sync_loop_group);
 	tcase_add_test(cost, test_exec_write_back_mix);
 	tcase_add_test(cost, test_exec_zero_blocks);
 	tcase_add_test(cost, test_exec_write_through_costs);
