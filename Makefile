@@ -192,7 +192,7 @@ check-proto: $(BUILD)/proto-tests bs_syncguard.so $(TOOLS)
 	SYNCGUARD_TOP=$(CURDIR) $(BUILD)/proto-tests
 
 # short power-cut run (make crashtest: CUTS per configuration, default 1000;
-# 7 configurations, over an hour)
+# 8 configurations, over an hour)
 check-crash: bs_syncguard.so $(TOOLS)
 	scripts/crashtest.sh --cuts 20
 

@@ -16,6 +16,11 @@
 # sync record what the new LUN promises (WCE=0, or a SYNCHRONIZE CACHE
 # answered GOOD) before the cut: the old tgtd's acknowledged writes must
 # then survive.
+# sync-loop is write-back under a sync writer's loop (one session at
+# queue depth 1, each write followed by a SYNCHRONIZE CACHE), where the
+# LUN makes its plain writes durable at once and answers the
+# SYNCHRONIZE CACHEs without a flush (core/lun.c,
+# syncguard_write_persist).
 # Configurations: the three syncguard modes (cuts rotate through
 # engine=threads, uring and auto; write-through and write-back also
 # through 512-byte and 4 KiB blocks, and direct=auto and its opposite,
@@ -32,7 +37,7 @@
 # flushing: the oracle must catch it losing data, or the test itself is
 # broken.
 #
-# usage: crashtest.sh [--cuts N] [--configs "write-through write-back plp blockdev ext4 restart aio"]
+# usage: crashtest.sh [--cuts N] [--configs "write-through write-back sync-loop plp blockdev ext4 restart aio"]
 #                     [--json FILE] [--seed N] [--keep]
 # --configs takes names separated by spaces or commas.
 # --keep leaves the work directory (journals, logs, last image) in build/.
@@ -40,7 +45,7 @@ set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cuts=20
-known="write-through write-back plp blockdev ext4 restart aio"
+known="write-through write-back sync-loop plp blockdev ext4 restart aio"
 configs=$known
 json=$top/build/crashtest.json
 seed0=1
@@ -127,13 +132,13 @@ say() { printf 'crashtest: %s\n' "$*" >&2; }
 # takes 4 KiB: with 512-byte blocks most writes take the page cache,
 # with 4 KiB blocks all of them go O_DIRECT where direct says so.
 lun_args() {
-	local bsz= direct=
+	local bsz= direct= mode=${1/#sync-loop/write-back}
 	(( ($2 / 3) % 2 )) && bsz=4096
 	if (( ($2 / 6) % 2 )); then	# the opposite of direct=auto
-		[ "$1" = write-back ] && direct=";direct=yes" || direct=";direct=no"
-		[ "$1" = write-back ] && bsz=4096	# direct=yes needs it here
+		[ "$mode" = write-back ] && direct=";direct=yes" || direct=";direct=no"
+		[ "$mode" = write-back ] && bsz=4096	# direct=yes needs it here
 	fi
-	case $1 in
+	case $mode in
 	aio) echo "|aio|" ;;
 	plp) echo "mode=plp;alloc_check=no|syncguard|4096" ;;	# FUSE: no FIEMAP
 	blockdev|ext4) case $(( ($2 / 6) % 3 )) in
@@ -143,8 +148,13 @@ lun_args() {
 		esac ;;
 	restart) [ "$direct" = ";direct=no" ] && direct=";direct=yes" bsz=4096
 		echo "mode=write-back$direct|syncguard|$bsz" ;;
-	*) echo "mode=$1$direct|syncguard|$bsz" ;;
+	*) echo "mode=$mode$direct|syncguard|$bsz" ;;
 	esac
+}
+
+# the workload's options beyond the defaults, per configuration
+workload_args() {
+	[ "$1" != sync-loop ] || echo "--sessions 1 --qd 1 --alternate --fua-pct 0"
 }
 
 # restart: tgtd killed with the power on, then started again on the same
@@ -274,7 +284,9 @@ one_cut() {
 	}
 	url=$("$tp" url "$work/victim" "$iqn" 1)
 	rm -f "$work/journal"	# never check an earlier cut's journal
-	"$crash" run --journal "$work/journal" --seed "$seed" --time 60 "$url" \
+	# shellcheck disable=SC2046
+	"$crash" run --journal "$work/journal" --seed "$seed" --time 60 \
+		$(workload_args "$config") "$url" \
 		2>>"$work/run.log" &
 	wpid=$!
 	ms=$((100 + (seed * 7919) % 600))

@@ -58,6 +58,7 @@
 struct cfg {
 	const char *url, *journal;
 	bool all_acked;		/* check: no power was lost */
+	bool alternate;		/* run: write, SYNCHRONIZE CACHE, write ... */
 	unsigned int sessions, qd, max_blocks, fua_pct, sync_pct;
 	double seconds;
 	uint64_t seed;
@@ -79,6 +80,7 @@ struct session {
 	int lun;
 	unsigned int inflight;
 	bool dead;
+	bool sync_next;		/* --alternate: a SYNCHRONIZE CACHE is due */
 };
 
 struct run {
@@ -314,8 +316,9 @@ static int submit_one(struct run *r, unsigned int si)
 	if (!p)
 		return -1;
 	p->r = r;
-	if (rnd(r) % 100 >= r->cfg.sync_pct)
+	if (r->cfg.alternate ? !s->sync_next : rnd(r) % 100 >= r->cfg.sync_pct)
 		ret = submit_write(r, si, p);
+	s->sync_next = r->cfg.alternate && ret == 0;
 	if (ret == 1) {
 		struct rec *x = new_rec(r, 'S', si);
 
@@ -671,6 +674,8 @@ static void usage(FILE *f)
 "  --max-blocks N   blocks per write, 1..N at random (default 8)\n"
 "  --fua-pct P      share of writes with FUA=1 (default 20)\n"
 "  --sync-pct P     share of commands that are SYNCHRONIZE CACHE (default 15)\n"
+"  --alternate      each session alternates a write and a SYNCHRONIZE CACHE\n"
+"                   (a sync writer's loop; --sync-pct is then unused)\n"
 "  --time SECONDS   stop by then if the target is still up (default 30)\n"
 "  --seed N         (default 1)\n"
 "check options:\n"
@@ -698,7 +703,7 @@ static void parse(int argc, char **argv, struct cfg *c)
 		{ "qd", 1, NULL, 'q' }, { "max-blocks", 1, NULL, 'm' },
 		{ "fua-pct", 1, NULL, 'f' }, { "sync-pct", 1, NULL, 'y' },
 		{ "time", 1, NULL, 't' }, { "seed", 1, NULL, 'r' },
-		{ "all-acked", 0, NULL, 'a' },
+		{ "all-acked", 0, NULL, 'a' }, { "alternate", 0, NULL, 'A' },
 		{ "help", 0, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	int opt;
@@ -717,6 +722,7 @@ static void parse(int argc, char **argv, struct cfg *c)
 		case 't': c->seconds = num(optarg, 1, 86400); break;
 		case 'r': c->seed = num(optarg, 0, ~0u); break;
 		case 'a': c->all_acked = true; break;
+		case 'A': c->alternate = true; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
