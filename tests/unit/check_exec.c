@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "syncguard.h"
@@ -645,6 +646,68 @@ START_TEST(test_exec_compare_and_write)
 	ck_assert_int_eq(read10(5, 1, false), SYNCGUARD_OK);
 	ck_assert_uint_eq(back[0], 0x5a);
 	ck_assert_uint_eq(lun.stats->writes, 3);	/* counted as writes */
+}
+END_TEST
+
+/* Readers of write_lock that hand it on to each other, so that it is
+ * never free while they run (a steady write load on the workers): each
+ * holds it until the other has taken it after it (acquired counts the
+ * takes), or 50 ms have passed. */
+static struct {
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	unsigned int acquired;
+	bool stop;
+} relay = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false };
+
+static void *relay_reader(void *arg)
+{
+	struct timespec until;
+	unsigned int mine;
+
+	(void)arg;
+	while (!__atomic_load_n(&relay.stop, __ATOMIC_SEQ_CST)) {
+		pthread_rwlock_rdlock(&lun.write_lock);
+		pthread_mutex_lock(&relay.m);
+		mine = ++relay.acquired;
+		pthread_cond_broadcast(&relay.c);
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 50000000;
+		if (until.tv_nsec >= 1000000000) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000;
+		}
+		while (relay.acquired == mine && !relay.stop &&
+		       !pthread_cond_timedwait(&relay.c, &relay.m, &until))
+			;
+		pthread_mutex_unlock(&relay.m);
+		pthread_rwlock_unlock(&lun.write_lock);
+	}
+	return NULL;
+}
+
+/* A switch to WCE=0 and COMPARE AND WRITE take write_lock exclusive
+ * while the workers' writes keep taking it shared: the exclusive one
+ * gets it (helper-77: with readers let in ahead of a waiting writer it
+ * waited for as long as the load lasted, 20 s and more; this test then
+ * runs into its timeout). */
+START_TEST(test_exec_write_lock_lets_writer_in)
+{
+	pthread_t t[2];
+
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, relay_reader,
+						NULL), 0);
+	usleep(20000);			/* the relay runs */
+	pthread_rwlock_wrlock(&lun.write_lock);
+	__atomic_store_n(&relay.stop, true, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&relay.m);
+	pthread_cond_broadcast(&relay.c);
+	pthread_mutex_unlock(&relay.m);
+	pthread_rwlock_unlock(&lun.write_lock);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
 }
 END_TEST
 
@@ -1374,6 +1437,7 @@ Suite *exec_suite(void)
 	tcase_add_test(data, test_exec_write_same_ndob);
 	tcase_add_test(data, test_exec_bytchk_reserved);
 	tcase_add_test(data, test_exec_compare_and_write);
+	tcase_add_test(data, test_exec_write_lock_lets_writer_in);
 	tcase_add_test(data, test_exec_lba_out_of_range);
 	tcase_add_test(data, test_exec_short_data_in_and_out);
 	tcase_add_test(data, test_exec_write_same_unmap_huge_lun);
