@@ -1108,24 +1108,34 @@ START_TEST(test_blockdev_plp_loop_needs_direct_io)
 }
 END_TEST
 
+/* plp LUN 9 on @path: refused with @why in tgtd.log while loop device
+ * @loop (somewhere under it) has direct I/O off, taken once it is on
+ * (then deleted). */
+static void plp_until_dio_on(const char *path, const char *loop,
+			     const char *why, bool *refused, bool *taken)
+{
+	*refused = proto_add_lun(9, path, "mode=plp", 0) != 0 &&
+		   proto_log_has(why);
+	proto_sh("losetup --direct-io=on '%s'", loop);
+	*taken = proto_add_lun(9, path, "mode=plp", 0) == 0;
+	proto_del_lun(9);
+}
+
 /* The same for a plp file in an ext4 on a loop device: refused while
  * that loop's direct I/O is off, taken once it is on. */
 START_TEST(test_blockdev_plp_file_over_buffered_loop)
 {
 	const char *img = proto_file("plp-under.img", DEV_BYTES, false);
 	char mnt[800], dev[64], lun_img[900];
-	int refused, taken;
+	bool refused, taken;
 
 	snprintf(mnt, sizeof(mnt), "%s/plp-under-mnt", proto_dir());
 	ck_assert_int_eq(ext4_in_tgtd(img, mnt, dev, sizeof(dev)), 0);
 	snprintf(lun_img, sizeof(lun_img), "%s/lun.img", mnt);
 	ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' bs=1M "
 		"count=4 conv=fsync status=none", lun_img), 0);
-	refused = proto_add_lun(9, lun_img, "mode=plp", 0) != 0 &&
-		  proto_log_has("mode=plp: the loop device under");
-	proto_sh("losetup --direct-io=on '%s'", dev);
-	taken = proto_add_lun(9, lun_img, "mode=plp", 0) == 0;
-	proto_del_lun(9);
+	plp_until_dio_on(lun_img, dev, "mode=plp: the loop device under",
+			 &refused, &taken);
 	proto_sh_in_tgtd("umount '%s'; losetup -d '%s'", mnt, dev);
 	ck_assert(refused);
 	ck_assert(taken);
@@ -1187,7 +1197,7 @@ START_TEST(test_blockdev_plp_overlay_over_buffered_loop)
 {
 	const char *img = proto_file("ovl.img", DEV_BYTES, false);
 	char mnt[800], ov[800], low[64], file[900];
-	int refused, taken;
+	bool refused, taken;
 
 	snprintf(mnt, sizeof(mnt), "%s/ovl-mnt", proto_dir());
 	snprintf(ov, sizeof(ov), "%s/ovl", proto_dir());
@@ -1196,11 +1206,7 @@ START_TEST(test_blockdev_plp_overlay_over_buffered_loop)
 	snprintf(file, sizeof(file), "%s/lun.img", ov);
 	ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' bs=1M "
 		"count=4 conv=fsync status=none", file), 0);
-	refused = proto_add_lun(9, file, "mode=plp", 0) != 0 &&
-		  proto_log_has("has direct I/O off");
-	proto_sh("losetup --direct-io=on '%s'", low);
-	taken = proto_add_lun(9, file, "mode=plp", 0) == 0;
-	proto_del_lun(9);
+	plp_until_dio_on(file, low, "has direct I/O off", &refused, &taken);
 	proto_sh_in_tgtd("umount '%s'; umount '%s'; losetup -d '%s'", ov, mnt,
 			 low);
 	ck_assert(refused);
