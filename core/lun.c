@@ -1364,6 +1364,11 @@ void syncguard_lun_note_cdb(struct syncguard_lun *lun, const uint8_t *cdb,
 {
 	struct syncguard_cdb c;
 
+	/* every command passes here, on tgtd's event thread: the rest (a
+	 * READ's, say) are passed over before a full decode */
+	if (!len || (cdb[0] != 0x0a && cdb[0] != 0x2a && cdb[0] != 0xaa &&
+		     cdb[0] != 0x8a))	/* WRITE(6/10/12/16) */
+		return;
 	if (syncguard_cdb_decode(cdb, len, &c) || c.op != SYNCGUARD_OP_WRITE ||
 	    c.fua)
 		return;
