@@ -205,8 +205,9 @@ void syncguard_durable_end(struct syncguard_lun *lun);
 /*
  * What a write whose policy level is @persist (syncguard_policy) is made:
  * @persist, or for a plain write of WCE=1 (PERSIST_CACHED) that runs in
- * a WRITE+SYNCHRONIZE CACHE loop, PERSIST_DURABLE (see lun.c).  Never
- * less than @persist.
+ * a WRITE+SYNCHRONIZE CACHE loop, PERSIST_DURABLE (see lun.c: at queue
+ * depth 1 by a streak, with several commands in flight while a running
+ * trial finds it faster).  Never less than @persist.
  */
 enum syncguard_persist syncguard_write_persist(struct syncguard_lun *lun,
 					       enum syncguard_persist persist);

@@ -86,8 +86,9 @@
  * are ways to the same level, chosen for speed; and core/lun.c may make
  * a write more durable than its level asks, never less (a plain
  * write-back write in a WRITE+SYNCHRONIZE CACHE loop is made durable at
- * once, so that the SYNCHRONIZE CACHE finds nothing to flush:
- * syncguard_write_persist).  The one such choice
+ * once, so that the SYNCHRONIZE CACHE finds nothing to flush, at queue
+ * depth 1 always and with more in flight where a running trial finds
+ * it faster: syncguard_write_persist).  The one such choice
  * that decides durability, whether an asynchronous RWF_DSYNC write is
  * durable when it completes, is made here
  * (syncguard_policy_async_dsync_honoured).  Besides that: with O_DIRECT

@@ -409,6 +409,16 @@ struct syncguard_lun {
 	 * thread writes them, workers read them (relaxed atomics) */
 	unsigned int sync_streak;
 	bool last_was_write;
+	/* The same loop with several commands in flight, whose writes and
+	 * SYNCHRONIZE CACHEs interleave (syncguard_lun_note_sync_cache):
+	 * plain writes made durable at once (arm 1) or left cached (arm 0)
+	 * by a running trial scored in SYNCHRONIZE CACHEs per second;
+	 * the commands of its epoch so far; whether plain writes are made
+	 * durable now (sync_loop_on, read lock-free).  tgtd's event thread
+	 * alone notes them. */
+	struct syncguard_trial loop_trial;
+	uint64_t loop_writes, loop_syncs;
+	bool sync_loop_on;
 	int async_writes;		/* planned writes in flight (any kind),
 					 * and COMPARE AND WRITEs running:
 					 * each waits for the other (atomic;

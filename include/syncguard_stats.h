@@ -21,10 +21,11 @@
 #include <sys/types.h>
 
 #define SYNCGUARD_STATS_MAGIC	0x53544753u	/* "SGTS" */
-#define SYNCGUARD_STATS_VERSION	6	/* 2: how writes go, the trials;
+#define SYNCGUARD_STATS_VERSION	7	/* 2: how writes go, the trials;
 					 * 3: pid_start; 4: wce;
 					 * 5: ring_ios, ring_submits;
-					 * 6: latched, latched_soft */
+					 * 6: latched, latched_soft;
+					 * 7: sync_loop_way, _rate */
 #define SYNCGUARD_STATS_DIR	"/run/syncguard"
 #define SYNCGUARD_FLUSH_BUCKETS	32	/* log2 microseconds */
 
@@ -91,6 +92,14 @@ struct syncguard_stats {
 	 * lost write); 0: until the LUN is re-created */
 	uint64_t latched;
 	uint64_t latched_soft;
+	/* write-back's WRITE+SYNCHRONIZE CACHE loop with several commands
+	 * in flight (core/lun.c, note_loop_trial): way 0 leaves plain
+	 * writes cached for the SYNCHRONIZE CACHE's group flush, way 1
+	 * makes them durable at once (RWF_DSYNC), rated in SYNCHRONIZE
+	 * CACHEs per second; way 1 runs only while the load is such a
+	 * loop */
+	uint64_t sync_loop_way;
+	uint64_t sync_loop_rate[2];
 };
 
 /* The owner's start time of a file whose first @bytes were read into

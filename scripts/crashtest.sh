@@ -16,11 +16,14 @@
 # sync record what the new LUN promises (WCE=0, or a SYNCHRONIZE CACHE
 # answered GOOD) before the cut: the old tgtd's acknowledged writes must
 # then survive.
-# sync-loop is write-back under a sync writer's loop (one session at
-# queue depth 1, each write followed by a SYNCHRONIZE CACHE), where the
-# LUN makes its plain writes durable at once and answers the
-# SYNCHRONIZE CACHEs without a flush (core/lun.c,
-# syncguard_write_persist).
+# sync-loop is write-back under a sync writer's loop (each write
+# followed by a SYNCHRONIZE CACHE), where the LUN makes its plain writes
+# durable at once and answers the SYNCHRONIZE CACHEs without a flush
+# (core/lun.c, syncguard_write_persist): odd cuts one session at queue
+# depth 1 (the streak), even cuts 4 sessions of 8 in flight, whose writes
+# and SYNCHRONIZE CACHEs interleave (the loop's trial, which makes them
+# durable in its second epoch, 200-400 ms into the load, and after that
+# wherever that way answers more).
 # Configurations: the three syncguard modes (cuts rotate through
 # engine=threads, uring and auto; write-through and write-back also
 # through 512-byte and 4 KiB blocks, and direct=auto and its opposite,
@@ -152,9 +155,11 @@ lun_args() {
 	esac
 }
 
-# the workload's options beyond the defaults, per configuration
+# the workload's options beyond the defaults, per configuration and seed
 workload_args() {
-	[ "$1" != sync-loop ] || echo "--sessions 1 --qd 1 --alternate --fua-pct 0"
+	[ "$1" = sync-loop ] || return 0
+	if (( $2 % 2 )); then echo "--sessions 1 --qd 1 --alternate --fua-pct 0"
+	else echo "--sessions 4 --qd 8 --alternate --fua-pct 0"; fi
 }
 
 # restart: tgtd killed with the power on, then started again on the same
@@ -286,7 +291,7 @@ one_cut() {
 	rm -f "$work/journal"	# never check an earlier cut's journal
 	# shellcheck disable=SC2046
 	"$crash" run --journal "$work/journal" --seed "$seed" --time 60 \
-		$(workload_args "$config") "$url" \
+		$(workload_args "$config" "$seed") "$url" \
 		2>>"$work/run.log" &
 	wpid=$!
 	ms=$((100 + (seed * 7919) % 600))

@@ -139,6 +139,16 @@ expect "JSON results say how the LUN ran (write-back: the page cache, RWF_DSYNC 
 	'[ "$(jq -r ".results[1].target_writes" "$work/wb.json" | cut -c1-60)" = "page cache, RWF_DSYNC writes O_DIRECT, write_sync auto (now " ] &&
 	 jq -r ".results[1].target_flush_batching" "$work/wt.json" | grep -q "^flushes at once\|^holds back flushes"'
 
+# write-back's sync loop with several commands in flight: its trial
+# rates both ways within a run (200 ms epochs); write-through has none
+"$sb" -t 1.5 -q 8 -s flush --json --no-progress "$u1" >"$work/loop.json"
+expect "JSON says how write-back's sync loop ran: both ways rated ($(jq -r '.results[0].target_sync_loop' "$work/loop.json"))" \
+	'jq -r ".results[0].target_sync_loop" "$work/loop.json" |
+	 grep -Eq "^plain writes (cached|durable at once)(, a trial epoch)? \(last epochs: cached [0-9]+/s, at once [0-9]+/s\)$" &&
+	 jq -r ".results[0].target_sync_loop" "$work/wt.json" | grep -q "^none (write-through" &&
+	 "$top/tools/syncguard-stat" --json "$iqn" 1 | jq -e ".[0] | (.sync_loop_way == \"cached\" or .sync_loop_way == \"at_once\") and .sync_loop_rate.at_once > 0" >/dev/null &&
+	 "$top/tools/syncguard-stat" --json "$iqn" 2 | jq -e ".[0].sync_loop_way == null" >/dev/null'
+
 "$sb" -t 1.2 --interval 0.5 --json --no-progress "$u1" >"$work/iv.json"
 expect "--interval 0.5 over 1.2 s gives two intervals and the last, partial one" \
 	'[ "$(jq -r ".results[0].intervals | length" "$work/iv.json")" = 3 ] &&

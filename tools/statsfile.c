@@ -21,7 +21,7 @@ static bool plausible(const struct syncguard_stats *st)
 	return st->mode <= SYNCGUARD_MODE_PLP &&
 	       st->write_sync <= SYNCGUARD_WRITE_SYNC_DSYNC &&
 	       st->direct_io <= 2 && st->write_sync_way <= 1 &&
-	       st->batch_way <= 1 && st->wce <= 1;
+	       st->batch_way <= 1 && st->wce <= 1 && st->sync_loop_way <= 1;
 }
 
 int syncguard_stats_load(const char *path, struct syncguard_stats *st)
@@ -117,4 +117,33 @@ void syncguard_ways_batching(const struct syncguard_stats *st, char *buf,
 		 trying(st->batch_way, st->batch_rate),
 		 rate(st->batch_rate[0], a, sizeof(a)),
 		 rate(st->batch_rate[1], b, sizeof(b)));
+}
+
+void syncguard_ways_sync_loop(const struct syncguard_stats *st, char *buf,
+			      size_t len)
+{
+	char a[32], b[32];
+
+	if (st->mode != SYNCGUARD_MODE_WRITE_BACK) {
+		snprintf(buf, len, "none (%s: every write is durable)",
+			 st->mode == SYNCGUARD_MODE_PLP ? "plp" :
+			 "write-through");
+		return;
+	}
+	if (st->write_sync != SYNCGUARD_WRITE_SYNC_AUTO) {
+		snprintf(buf, len, "none (write_sync %s)",
+			 syncguard_write_sync_name(
+				 (enum syncguard_write_sync)st->write_sync));
+		return;
+	}
+	if (!st->sync_loop_rate[0] && !st->sync_loop_rate[1]) {
+		snprintf(buf, len, "-");	/* no such load lately */
+		return;
+	}
+	snprintf(buf, len, "plain writes %s%s (last epochs: cached %s, "
+		 "at once %s)",
+		 st->sync_loop_way ? "durable at once" : "cached",
+		 trying(st->sync_loop_way, st->sync_loop_rate),
+		 rate(st->sync_loop_rate[0], a, sizeof(a)),
+		 rate(st->sync_loop_rate[1], b, sizeof(b)));
 }

@@ -59,11 +59,13 @@ static bool load(const char *path, struct syncguard_stats *st)
 /* How writes go and what the running trials chose (stats version 2 on). */
 static void print_ways(const struct syncguard_stats *st)
 {
-	char w[256], f[160];
+	char w[256], f[160], l[160];
 
 	syncguard_ways_writes(st, w, sizeof(w));
 	syncguard_ways_batching(st, f, sizeof(f));
-	printf("  writes: %s\n  flush batching: %s\n", w, f);
+	syncguard_ways_sync_loop(st, l, sizeof(l));
+	printf("  writes: %s\n  flush batching: %s\n  sync loop: %s\n", w,
+	       f, l);
 }
 
 static void print_ways_json(const struct syncguard_stats *st)
@@ -82,6 +84,13 @@ static void print_ways_json(const struct syncguard_stats *st)
 	       st->write_sync_rate[0], st->write_sync_rate[1],
 	       plp ? "null" : st->batch_way ? "\"hold\"" : "\"at_once\"",
 	       st->batch_rate[0], st->batch_rate[1]);
+	/* only write-back's write_sync=auto runs the sync loop's trial */
+	printf(",\"sync_loop_way\":%s,\"sync_loop_rate\":{\"cached\":%" PRIu64
+	       ",\"at_once\":%" PRIu64 "}",
+	       st->mode != SYNCGUARD_MODE_WRITE_BACK ||
+	       st->write_sync != SYNCGUARD_WRITE_SYNC_AUTO ? "null" :
+	       st->sync_loop_way ? "\"at_once\"" : "\"cached\"",
+	       st->sync_loop_rate[0], st->sync_loop_rate[1]);
 }
 
 /* Median device flush latency in microseconds (bucket lower bound). */

@@ -433,6 +433,84 @@ START_TEST(test_exec_write_sync_loop_group)
 }
 END_TEST
 
+/* Commands as several initiators in flight send them: two writes, then
+ * their two SYNCHRONIZE CACHEs (the streak above never forms), with
+ * @per_sync plain writes for each SYNCHRONIZE CACHE, for up to @ms
+ * milliseconds or until the loop's trial makes plain writes durable
+ * (@stop_when_on).  Whether it ever did. */
+static bool interleaved_loop(int per_sync, int ms, bool stop_when_on)
+{
+	uint64_t end = syncguard_now_us() + (uint64_t)ms * 1000;
+	bool seen = false;
+
+	while (syncguard_now_us() < end && !(seen && stop_when_on)) {
+		for (int i = 0; i < 2 * per_sync; i++)
+			ck_assert_int_eq(noted_write((uint64_t)(i % 2) * 8),
+					 SYNCGUARD_OK);
+		ck_assert_int_eq(noted_sync_cache(), SYNCGUARD_OK);
+		ck_assert_int_eq(noted_sync_cache(), SYNCGUARD_OK);
+		seen |= __atomic_load_n(&lun.sync_loop_on, __ATOMIC_RELAXED);
+		usleep(200);
+	}
+	return seen;
+}
+
+/* With writes and SYNCHRONIZE CACHEs interleaved (several in flight),
+ * the loop's trial runs its second epoch (200 ms in) making plain writes
+ * durable at once, and the SYNCHRONIZE CACHEs after them cost no flush;
+ * the way and both rates reach the counters. */
+START_TEST(test_exec_write_sync_loop_interleaved)
+{
+	int dsyncs, fdatasyncs;
+
+	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_AUTO);
+	ck_assert(interleaved_loop(1, 3000, true));
+	dsyncs = fx.dsyncs;
+	fdatasyncs = fx.fdatasyncs;
+	ck_assert_int_eq(noted_write(0), SYNCGUARD_OK);
+	ck_assert_int_eq(noted_sync_cache(), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.dsyncs, dsyncs + 1);	/* durable at once */
+	ck_assert_int_eq(fx.fdatasyncs, fdatasyncs);	/* clean: elided */
+	ck_assert_uint_eq(lun.stats->sync_loop_way, 1);
+	ck_assert_uint_gt(lun.stats->sync_loop_rate[0], 0);
+	/* a write load after it, with no SYNCHRONIZE CACHE: at most 256
+	 * more plain writes are made durable, the rest stay cached */
+	for (int i = 0; i < 300; i++)
+		ck_assert_int_eq(noted_write((uint64_t)(i % 8) * 8),
+				 SYNCGUARD_OK);
+	ck_assert_int_le(fx.dsyncs, dsyncs + 1 + 257);
+	dsyncs = fx.dsyncs;
+	ck_assert_int_eq(noted_write(0), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.dsyncs, dsyncs);
+	ck_assert_uint_eq(lun.stats->sync_loop_way, 0);
+}
+END_TEST
+
+/* ... not where plain writes outnumber SYNCHRONIZE CACHEs more than 2 to
+ * 1 (a write load with a SYNCHRONIZE CACHE now and then: a sync per
+ * write would cost more than the flush it saves): the trial starts over
+ * after every such epoch, rating neither way; and not with
+ * write_sync=group, nor in write-through (every write durable anyway) */
+START_TEST(test_exec_write_sync_loop_interleaved_not)
+{
+	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_AUTO);
+	ck_assert(!interleaved_loop(3, 1000, false));
+	ck_assert_int_eq(fx.dsyncs, 0);
+	ck_assert_uint_eq(lun.stats->sync_loop_rate[0], 0);
+	ck_assert_uint_gt(lun.loop_trial.t0_us, 0);	/* it ran */
+	syncguard_lun_close(&lun);
+	unlink(path);
+	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_GROUP);
+	ck_assert(!interleaved_loop(1, 700, false));
+	ck_assert_int_eq(fx.dsyncs, 0);
+	syncguard_lun_close(&lun);
+	unlink(path);
+	open_lun_ws(SYNCGUARD_MODE_WRITE_THROUGH, SYNCGUARD_WRITE_SYNC_AUTO);
+	ck_assert(!interleaved_loop(1, 300, false));
+	ck_assert_uint_eq(lun.loop_trial.t0_us, 0);	/* never ran */
+}
+END_TEST
+
 /* A WRITE of zero blocks does nothing and answers GOOD (SBC-3 5.32), in
  * every mode, FUA or not, with O_DIRECT writes or without; it must never
  * latch the LUN (it once did: no buffer looked like no memory). */
@@ -1427,6 +1505,8 @@ Suite *exec_suite(void)
 	tcase_add_test(cost, test_exec_auto_write_sync);
 	tcase_add_test(cost, test_exec_write_sync_loop);
 	tcase_add_test(cost, test_exec_write_sync_loop_group);
+	tcase_add_test(cost, test_exec_write_sync_loop_interleaved);
+	tcase_add_test(cost, test_exec_write_sync_loop_interleaved_not);
 	tcase_add_test(cost, test_exec_write_back_mix);
 	tcase_add_test(cost, test_exec_zero_blocks);
 	tcase_add_test(cost, test_exec_write_through_costs);

@@ -173,8 +173,9 @@ static void print_text(const struct config *c, const struct result *r)
 		       v);
 	}
 	if (r->target_writes[0])
-		printf("  target writes: %s\n  target flush batching: %s\n",
-		       r->target_writes, r->target_batching);
+		printf("  target writes: %s\n  target flush batching: %s\n"
+		       "  target sync loop: %s\n", r->target_writes,
+		       r->target_batching, r->target_sync_loop);
 	if (r->verify_checked)	/* a stopped read-back said nothing of it */
 		printf("  verify: %" PRIu64 " blocks checked, %" PRIu64
 		       " mismatches%s\n", r->verify_checked, r->verify_bad,
@@ -240,11 +241,12 @@ static void print_json(const struct config *c, const struct result *r,
 		       us(r, cdf_points[i]));
 	if (r->target_writes[0])	/* plain text: no quotes in it */
 		printf("],\"target_writes\":\"%s\",\"target_flush_batching\""
-		       ":\"%s\",\"intervals\":[", r->target_writes,
-		       r->target_batching);
+		       ":\"%s\",\"target_sync_loop\":\"%s\",\"intervals\":[",
+		       r->target_writes, r->target_batching,
+		       r->target_sync_loop);
 	else
 		printf("],\"target_writes\":null,\"target_flush_batching\":"
-		       "null,\"intervals\":[");
+		       "null,\"target_sync_loop\":null,\"intervals\":[");
 	for (unsigned int i = 0; i < r->niv; i++) {
 		char p99[32] = "null";	/* nothing completed: no latency */
 
