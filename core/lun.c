@@ -1384,8 +1384,13 @@ void syncguard_lun_note_cdb(struct syncguard_lun *lun, const uint8_t *cdb,
 	    c.fua)
 		return;
 	loop_note_write(lun);
-	if (__atomic_exchange_n(&lun->last_was_write, true, __ATOMIC_RELAXED))
-		__atomic_store_n(&lun->sync_streak, 0, __ATOMIC_RELAXED);
+	if (__atomic_exchange_n(&lun->last_was_write, true, __ATOMIC_RELAXED) &&
+	    __atomic_exchange_n(&lun->sync_streak, 0, __ATOMIC_RELAXED) >=
+	    SYNC_STREAK)	/* the streak ended: the trial's way again */
+		__atomic_store_n(&lun->stats->sync_loop_way,
+				 (uint64_t)__atomic_load_n(&lun->sync_loop_on,
+							   __ATOMIC_RELAXED),
+				 __ATOMIC_RELAXED);
 }
 
 /*
@@ -1403,9 +1408,11 @@ void syncguard_lun_note_cdb(struct syncguard_lun *lun, const uint8_t *cdb,
  * while the load is a sync loop, at least one SYNCHRONIZE CACHE for
  * every LOOP_WRITES_PER_SYNC plain writes in the epoch before: for a
  * plain write load with a SYNCHRONIZE CACHE now and then, a sync per
- * write costs far more than the one shared flush it saves.  Only
- * write-back's write_sync=auto runs it (group keeps writes cached; the
- * other modes make every write durable anyway).
+ * write costs far more than the one shared flush it saves.  While the
+ * streak holds (one writer, or several that happen to alternate) it
+ * makes the writes durable either way, and the counters say so.
+ * Write-back runs it unless write_sync is group (which keeps writes
+ * cached; the other modes make every write durable anyway).
  */
 #define LOOP_TRIAL_SYNCS 16
 #define LOOP_TRIAL_US 200000
@@ -1414,7 +1421,8 @@ void syncguard_lun_note_cdb(struct syncguard_lun *lun, const uint8_t *cdb,
 				 * its SYNCHRONIZE CACHEs: one per writer
 				 * whose SYNCHRONIZE CACHE is still to come */
 
-/* The epoch's counts start again, and plain writes go the trial's way. */
+/* The epoch's counts start again, and plain writes go the trial's way;
+ * the counters show it (way 0 cached, 1 durable at once). */
 static void loop_epoch_start(struct syncguard_lun *lun)
 {
 	lun->loop_syncs = lun->loop_writes = 0;
@@ -1429,31 +1437,35 @@ static void note_loop_trial(struct syncguard_lun *lun)
 	struct syncguard_trial *t = &lun->loop_trial;
 
 	lun->loop_syncs++;
-	if (!syncguard_trial_note(t, 1, 1, syncguard_now_us(),
-				  LOOP_TRIAL_SYNCS, LOOP_TRIAL_US))
-		return;
-	/* an epoch ended (not a start after a pause, epoch 0) that was no
-	 * sync loop: the trial starts over at the next SYNCHRONIZE CACHE,
-	 * with the writes cached and neither way's rate kept */
-	if (t->epoch &&
-	    lun->loop_syncs * LOOP_WRITES_PER_SYNC < lun->loop_writes)
-		memset(t, 0, sizeof(*t));
-	loop_epoch_start(lun);
+	if (syncguard_trial_note(t, 1, 1, syncguard_now_us(),
+				 LOOP_TRIAL_SYNCS, LOOP_TRIAL_US)) {
+		/* an epoch ended (not a start after a pause, epoch 0) that
+		 * was no sync loop: the trial starts over at the next
+		 * SYNCHRONIZE CACHE, with the writes cached and neither
+		 * way's rate kept */
+		if (t->epoch &&
+		    lun->loop_syncs * LOOP_WRITES_PER_SYNC < lun->loop_writes)
+			memset(t, 0, sizeof(*t));
+		loop_epoch_start(lun);
+	}
+	if (__atomic_load_n(&lun->sync_streak, __ATOMIC_RELAXED) >=
+	    SYNC_STREAK)
+		__atomic_store_n(&lun->stats->sync_loop_way,
+				 SYNCGUARD_SYNC_LOOP_STREAK, __ATOMIC_RELAXED);
 }
 
 /* A plain write.  Epochs end only at a SYNCHRONIZE CACHE: a write load
  * that follows a sync loop would have kept its writes durable for as
  * long as it sent none (a test found 32,768 writes made RWF_DSYNC after
- * the loop had ended), so while they are, writes far ahead of the
- * SYNCHRONIZE CACHEs end the loop and its trial at once. */
+ * the loop had ended), so writes far ahead of the SYNCHRONIZE CACHEs
+ * stop the trial at once. */
 static void loop_note_write(struct syncguard_lun *lun)
 {
-	if (++lun->loop_writes <= lun->loop_syncs * LOOP_WRITES_PER_SYNC +
-				  LOOP_WRITES_LEAD ||
-	    !__atomic_load_n(&lun->sync_loop_on, __ATOMIC_RELAXED))
-		return;
-	memset(&lun->loop_trial, 0, sizeof(lun->loop_trial));
-	loop_epoch_start(lun);
+	if (++lun->loop_writes > lun->loop_syncs * LOOP_WRITES_PER_SYNC +
+				 LOOP_WRITES_LEAD && lun->loop_trial.t0_us) {
+		memset(&lun->loop_trial, 0, sizeof(lun->loop_trial));
+		loop_epoch_start(lun);
+	}
 }
 
 void syncguard_lun_note_sync_cache(struct syncguard_lun *lun)
@@ -1464,7 +1476,7 @@ void syncguard_lun_note_sync_cache(struct syncguard_lun *lun)
 	    n < SYNC_STREAK)
 		__atomic_store_n(&lun->sync_streak, n + 1, __ATOMIC_RELAXED);
 	if (lun->opts.mode == SYNCGUARD_MODE_WRITE_BACK &&
-	    lun->opts.write_sync == SYNCGUARD_WRITE_SYNC_AUTO)
+	    lun->opts.write_sync != SYNCGUARD_WRITE_SYNC_GROUP)
 		note_loop_trial(lun);
 }
 

@@ -28,6 +28,7 @@
 					 * 7: sync_loop_way, _rate */
 #define SYNCGUARD_STATS_DIR	"/run/syncguard"
 #define SYNCGUARD_FLUSH_BUCKETS	32	/* log2 microseconds */
+#define SYNCGUARD_SYNC_LOOP_STREAK 2	/* sync_loop_way: a single writer */
 
 /* magic, version and pid are where they are in every version of the
  * file; pid_start too from version 3 on. */
@@ -92,12 +93,13 @@ struct syncguard_stats {
 	 * lost write); 0: until the LUN is re-created */
 	uint64_t latched;
 	uint64_t latched_soft;
-	/* write-back's WRITE+SYNCHRONIZE CACHE loop with several commands
-	 * in flight (core/lun.c, note_loop_trial): way 0 leaves plain
-	 * writes cached for the SYNCHRONIZE CACHE's group flush, way 1
-	 * makes them durable at once (RWF_DSYNC), rated in SYNCHRONIZE
-	 * CACHEs per second; way 1 runs only while the load is such a
-	 * loop */
+	/* write-back's WRITE+SYNCHRONIZE CACHE loop (core/lun.c,
+	 * note_loop_trial): way 0 leaves plain writes cached for the
+	 * SYNCHRONIZE CACHE's group flush, way 1 makes them durable at once
+	 * (RWF_DSYNC), by the trial for several writers, rated in
+	 * SYNCHRONIZE CACHEs per second (both rates 0 while the load is no
+	 * such loop); way 2 (SYNCGUARD_SYNC_LOOP_STREAK): durable at once
+	 * by a single writer's streak, whichever way the trial runs */
 	uint64_t sync_loop_way;
 	uint64_t sync_loop_rate[2];
 };

@@ -21,7 +21,7 @@ static bool plausible(const struct syncguard_stats *st)
 	return st->mode <= SYNCGUARD_MODE_PLP &&
 	       st->write_sync <= SYNCGUARD_WRITE_SYNC_DSYNC &&
 	       st->direct_io <= 2 && st->write_sync_way <= 1 &&
-	       st->batch_way <= 1 && st->wce <= 1 && st->sync_loop_way <= 1;
+	       st->batch_way <= 1 && st->wce <= 1 && st->sync_loop_way <= SYNCGUARD_SYNC_LOOP_STREAK;
 }
 
 int syncguard_stats_load(const char *path, struct syncguard_stats *st)
@@ -130,10 +130,14 @@ void syncguard_ways_sync_loop(const struct syncguard_stats *st, char *buf,
 			 "write-through");
 		return;
 	}
-	if (st->write_sync != SYNCGUARD_WRITE_SYNC_AUTO) {
-		snprintf(buf, len, "none (write_sync %s)",
-			 syncguard_write_sync_name(
-				 (enum syncguard_write_sync)st->write_sync));
+	if (st->write_sync == SYNCGUARD_WRITE_SYNC_GROUP) {
+		snprintf(buf, len, "none (write_sync group keeps plain writes "
+			 "cached)");
+		return;
+	}
+	if (st->sync_loop_way == SYNCGUARD_SYNC_LOOP_STREAK) {
+		snprintf(buf, len, "plain writes durable at once (one writer, "
+			 "each write followed by a SYNCHRONIZE CACHE)");
 		return;
 	}
 	if (!st->sync_loop_rate[0] && !st->sync_loop_rate[1]) {

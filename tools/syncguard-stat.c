@@ -80,15 +80,18 @@ static void print_ways_json(const struct syncguard_stats *st)
 	       syncguard_write_sync_name((enum syncguard_write_sync)st->write_sync),
 	       st->direct_io == 1 ? "true" : "false",
 	       st->direct_io && !plp ? "true" : "false",
-	       plp ? "null" : st->write_sync_way ? "\"group\"" : "\"dsync\"",
+	       plp || st->write_sync != SYNCGUARD_WRITE_SYNC_AUTO ? "null" :
+	       st->write_sync_way ? "\"group\"" : "\"dsync\"",
 	       st->write_sync_rate[0], st->write_sync_rate[1],
 	       plp ? "null" : st->batch_way ? "\"hold\"" : "\"at_once\"",
 	       st->batch_rate[0], st->batch_rate[1]);
-	/* only write-back's write_sync=auto runs the sync loop's trial */
+	/* write-back runs the sync loop, but with write_sync=group */
 	printf(",\"sync_loop_way\":%s,\"sync_loop_rate\":{\"cached\":%" PRIu64
 	       ",\"at_once\":%" PRIu64 "}",
 	       st->mode != SYNCGUARD_MODE_WRITE_BACK ||
-	       st->write_sync != SYNCGUARD_WRITE_SYNC_AUTO ? "null" :
+	       st->write_sync == SYNCGUARD_WRITE_SYNC_GROUP ? "null" :
+	       st->sync_loop_way == SYNCGUARD_SYNC_LOOP_STREAK ?
+	       "\"single_writer\"" :
 	       st->sync_loop_way ? "\"at_once\"" : "\"cached\"",
 	       st->sync_loop_rate[0], st->sync_loop_rate[1]);
 }

@@ -414,8 +414,11 @@ START_TEST(test_exec_write_sync_loop)
 	ck_assert_int_eq(fx.dsyncs, 4);		/* durable at once */
 	ck_assert_int_eq(fx.fdatasyncs, 8);	/* clean: elided */
 	ck_assert_uint_eq(lun.stats->flushes_elided, 4);
+	/* the counters say so */
+	ck_assert_uint_eq(lun.stats->sync_loop_way, SYNCGUARD_SYNC_LOOP_STREAK);
 	ck_assert_int_eq(noted_write(0), SYNCGUARD_OK);
 	ck_assert_int_eq(noted_write(8), SYNCGUARD_OK);	/* not a loop */
+	ck_assert_uint_eq(lun.stats->sync_loop_way, 0);
 	ck_assert_int_eq(fx.dsyncs, 5);		/* the first only */
 	ck_assert_int_eq(noted_sync_cache(), SYNCGUARD_OK);
 	ck_assert_int_eq(fx.fdatasyncs, 9);	/* the second was cached */
@@ -486,6 +489,13 @@ START_TEST(test_exec_write_sync_loop_interleaved)
 	ck_assert_int_eq(noted_write(0), SYNCGUARD_OK);
 	ck_assert_int_eq(fx.dsyncs, dsyncs);
 	ck_assert_uint_eq(lun.stats->sync_loop_way, 0);
+	ck_assert_uint_eq(lun.stats->sync_loop_rate[0], 0);	/* no loop */
+	ck_assert_uint_eq(lun.stats->sync_loop_rate[1], 0);
+	/* write_sync=dsync runs it too (only group keeps writes cached) */
+	syncguard_lun_close(&lun);
+	unlink(path);
+	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_DSYNC);
+	ck_assert(interleaved_loop(1, 3000, true));
 }
 END_TEST
 

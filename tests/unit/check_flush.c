@@ -234,6 +234,16 @@ START_TEST(test_flush_trial)
 	ck_assert_uint_eq(t.rate[1], 5000);	/* arm 1's last score stands */
 	trial_epoch(&t, &now, 20);
 	ck_assert(t.arm);			/* then arm 1 */
+	/* the scored half lasts at least half an epoch: notes that come
+	 * late (the scored half begins 5 ms in) and then in a burst do not
+	 * end the epoch 1 us later (helper-3 saw a rate of 4,000,000/s) */
+	syncguard_trial_note(&t, 1, 1, now + 5000, 2, 4000);
+	ck_assert_uint_eq(t.m0_us, now + 5000);
+	syncguard_trial_note(&t, 16, 2, now + 5001, 2, 4000);
+	ck_assert_uint_eq(t.epoch, 1);		/* not over */
+	syncguard_trial_note(&t, 4, 1, now + 7000, 2, 4000);
+	ck_assert_uint_eq(t.epoch, 2);
+	ck_assert_uint_eq(t.rate[1], 20 * 1000000 / 2000);
 }
 END_TEST
 
