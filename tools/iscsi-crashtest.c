@@ -202,8 +202,11 @@ static int lun_geometry(struct iscsi_context *iscsi, int lun, uint32_t *bs,
 	struct scsi_mode_sense *ms;
 	struct scsi_mode_page *pg;
 
-	if (!t || t->status || !(rc = scsi_datain_unmarshall(t)))
+	if (!t || t->status || !(rc = scsi_datain_unmarshall(t))) {
+		if (t)
+			scsi_free_scsi_task(t);
 		return -1;
+	}
 	*bs = rc->block_length;
 	*blocks = rc->returned_lba + 1;
 	scsi_free_scsi_task(t);
@@ -216,6 +219,22 @@ static int lun_geometry(struct iscsi_context *iscsi, int lun, uint32_t *bs,
 	if (t)
 		scsi_free_scsi_task(t);
 	return *wce < 0 || *bs < sizeof(struct blkhdr) ? -1 : 0;
+}
+
+/* lun_geometry, tried for up to 5 s: a target taken offline for a moment
+ * (scripts/lifecycle.sh does, while 64 sessions log in) answers NOT
+ * READY meanwhile, and a run that starts then must not fail for it. */
+static int lun_geometry_retry(struct iscsi_context *iscsi, int lun,
+			      uint32_t *bs, uint64_t *blocks, int *wce)
+{
+	struct timespec pause = { 0, 100 * 1000 * 1000 };
+
+	for (int i = 0; i < 50; i++) {
+		if (!lun_geometry(iscsi, lun, bs, blocks, wce))
+			return 0;
+		nanosleep(&pause, NULL);
+	}
+	return -1;
 }
 
 /* ---- run: the workload ---- */
@@ -401,8 +420,8 @@ static int cmd_run(struct run *r)
 		if (!r->s[i].iscsi)
 			return 1;
 	}
-	if (lun_geometry(r->s[0].iscsi, r->s[0].lun, &r->bs, &r->blocks,
-			 &r->wce)) {
+	if (lun_geometry_retry(r->s[0].iscsi, r->s[0].lun, &r->bs, &r->blocks,
+			       &r->wce)) {
 		fprintf(stderr, PROG ": cannot read capacity and WCE\n");
 		return 1;
 	}
@@ -637,7 +656,7 @@ static int cmd_sync(const struct cfg *c)
 	free(j.w);
 	if (!(iscsi = login(c->url, &lun)))
 		return 1;
-	if (lun_geometry(iscsi, lun, &bs, &blocks, &wce)) {
+	if (lun_geometry_retry(iscsi, lun, &bs, &blocks, &wce)) {
 		fprintf(stderr, PROG ": cannot read capacity and WCE\n");
 		return 1;
 	}
