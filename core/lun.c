@@ -1380,8 +1380,10 @@ void syncguard_lun_note_cdb(struct syncguard_lun *lun, const uint8_t *cdb,
 	if (!len || (cdb[0] != 0x0a && cdb[0] != 0x2a && cdb[0] != 0xaa &&
 		     cdb[0] != 0x8a))	/* WRITE(6/10/12/16) */
 		return;
-	if (syncguard_cdb_decode(cdb, len, &c) || c.op != SYNCGUARD_OP_WRITE ||
-	    c.fua)
+	if (syncguard_cdb_decode(cdb, len, &c) || c.op != SYNCGUARD_OP_WRITE)
+		return;
+	lun->loop_bytes += (uint64_t)c.nblocks << lun->block_shift;
+	if (c.fua)
 		return;
 	loop_note_write(lun);
 	if (__atomic_exchange_n(&lun->last_was_write, true, __ATOMIC_RELAXED) &&
@@ -1401,25 +1403,34 @@ void syncguard_lun_note_cdb(struct syncguard_lun *lun, const uint8_t *cdb,
  * page-cache write and a shared group flush (write-back) ran 30.2k IOPS
  * against RWF_DSYNC on O_DIRECT's 20.6k (write-through) in one `make
  * bench` run, 18.7k against 23.5k in another, and at 64 KiB 1.8k
- * against 3.6k.  So a running trial (struct syncguard_trial) decides,
- * scored in SYNCHRONIZE CACHEs per second (at a fixed queue depth what
- * arrives is what was answered): epochs of LOOP_TRIAL_US, each way once
- * every 8, the rest the faster.  It makes plain writes durable only
- * while the load is a sync loop, at least one SYNCHRONIZE CACHE for
- * every LOOP_WRITES_PER_SYNC plain writes in the epoch before: for a
- * plain write load with a SYNCHRONIZE CACHE now and then, a sync per
- * write costs far more than the one shared flush it saves.  While the
- * streak holds (one writer, or several that happen to alternate) it
- * makes the writes durable either way, and the counters say so.
- * Write-back runs it unless write_sync is group (which keeps writes
- * cached; the other modes make every write durable anyway).
+ * against 3.6k.  So a running trial (struct syncguard_trial) decides:
+ * epochs of LOOP_TRIAL_US, each way once every 8, the rest the faster.
+ * It is scored in bytes written per second, by every initiator of the
+ * LUN: its way applies to all their plain writes, and scored in
+ * SYNCHRONIZE CACHEs per second it made another initiator's plain
+ * writes RWF_DSYNC and slow (helper-2: 113 MB/s against 161 with
+ * write_sync=group, beside 4 sync writers), or a poller that sends
+ * SYNCHRONIZE CACHE alone, whose commands are answered at once once
+ * nothing is dirty, locked it there.  At a fixed queue depth what
+ * arrives is what was answered, so it counts commands as they come.
+ * It makes plain writes durable only while the load is a sync loop,
+ * at least one SYNCHRONIZE CACHE for every LOOP_WRITES_PER_SYNC plain
+ * writes in the epoch before: for a plain write load with a
+ * SYNCHRONIZE CACHE now and then, a sync per write costs far more than
+ * the one shared flush it saves.  While the streak holds (one writer,
+ * or several that alternate) it makes the writes durable either way:
+ * the trial is not fed then (its two ways would be the same, and a way
+ * that lost 2x by noise is tried again only every 64 epochs), and after
+ * 300 ms of it starts over, as after any pause.  Write-back runs it
+ * while WCE=1 (at WCE=0 every write is durable) and write_sync is not
+ * group (which keeps writes cached).
  */
 #define LOOP_TRIAL_SYNCS 16
 #define LOOP_TRIAL_US 200000
 #define LOOP_WRITES_PER_SYNC 2
-#define LOOP_WRITES_LEAD 256	/* plain writes an epoch may be ahead of
-				 * its SYNCHRONIZE CACHEs: one per writer
-				 * whose SYNCHRONIZE CACHE is still to come */
+#define LOOP_WRITES_RUN 256	/* plain writes in a row that end it: more
+				 * than one per writer whose SYNCHRONIZE
+				 * CACHE is still to come */
 
 /* The epoch's counts start again, and plain writes go the trial's way;
  * the counters show it (way 0 cached, 1 durable at once). */
@@ -1435,34 +1446,38 @@ static void loop_epoch_start(struct syncguard_lun *lun)
 static void note_loop_trial(struct syncguard_lun *lun)
 {
 	struct syncguard_trial *t = &lun->loop_trial;
+	uint64_t bytes = lun->loop_bytes;
 
-	lun->loop_syncs++;
-	if (syncguard_trial_note(t, 1, 1, syncguard_now_us(),
-				 LOOP_TRIAL_SYNCS, LOOP_TRIAL_US)) {
-		/* an epoch ended (not a start after a pause, epoch 0) that
-		 * was no sync loop: the trial starts over at the next
-		 * SYNCHRONIZE CACHE, with the writes cached and neither
-		 * way's rate kept */
-		if (t->epoch &&
-		    lun->loop_syncs * LOOP_WRITES_PER_SYNC < lun->loop_writes)
-			memset(t, 0, sizeof(*t));
-		loop_epoch_start(lun);
-	}
+	lun->loop_bytes = 0;
 	if (__atomic_load_n(&lun->sync_streak, __ATOMIC_RELAXED) >=
-	    SYNC_STREAK)
+	    SYNC_STREAK) {
 		__atomic_store_n(&lun->stats->sync_loop_way,
 				 SYNCGUARD_SYNC_LOOP_STREAK, __ATOMIC_RELAXED);
+		return;
+	}
+	lun->loop_syncs++;
+	if (!syncguard_trial_note(t, bytes, 1, syncguard_now_us(),
+				  LOOP_TRIAL_SYNCS, LOOP_TRIAL_US))
+		return;
+	/* an epoch ended (not a start after a pause, epoch 0) that was no
+	 * sync loop: the trial starts over at the next SYNCHRONIZE CACHE,
+	 * with the writes cached and neither way's rate kept */
+	if (t->epoch &&
+	    lun->loop_syncs * LOOP_WRITES_PER_SYNC < lun->loop_writes)
+		memset(t, 0, sizeof(*t));
+	loop_epoch_start(lun);
 }
 
 /* A plain write.  Epochs end only at a SYNCHRONIZE CACHE: a write load
  * that follows a sync loop would have kept its writes durable for as
  * long as it sent none (a test found 32,768 writes made RWF_DSYNC after
- * the loop had ended), so writes far ahead of the SYNCHRONIZE CACHEs
- * stop the trial at once. */
+ * the loop had ended), so LOOP_WRITES_RUN of them with no SYNCHRONIZE
+ * CACHE between stop the trial at once (counted against the epoch's
+ * SYNCHRONIZE CACHEs instead, 1,783 were RWF_DSYNC first). */
 static void loop_note_write(struct syncguard_lun *lun)
 {
-	if (++lun->loop_writes > lun->loop_syncs * LOOP_WRITES_PER_SYNC +
-				 LOOP_WRITES_LEAD && lun->loop_trial.t0_us) {
+	lun->loop_writes++;
+	if (++lun->loop_run > LOOP_WRITES_RUN && lun->loop_trial.t0_us) {
 		memset(&lun->loop_trial, 0, sizeof(lun->loop_trial));
 		loop_epoch_start(lun);
 	}
@@ -1475,8 +1490,10 @@ void syncguard_lun_note_sync_cache(struct syncguard_lun *lun)
 	if (__atomic_exchange_n(&lun->last_was_write, false, __ATOMIC_RELAXED) &&
 	    n < SYNC_STREAK)
 		__atomic_store_n(&lun->sync_streak, n + 1, __ATOMIC_RELAXED);
+	lun->loop_run = 0;
 	if (lun->opts.mode == SYNCGUARD_MODE_WRITE_BACK &&
-	    lun->opts.write_sync != SYNCGUARD_WRITE_SYNC_GROUP)
+	    lun->opts.write_sync != SYNCGUARD_WRITE_SYNC_GROUP &&
+	    syncguard_lun_wce(lun))
 		note_loop_trial(lun);
 }
 

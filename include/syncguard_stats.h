@@ -96,9 +96,9 @@ struct syncguard_stats {
 	/* write-back's WRITE+SYNCHRONIZE CACHE loop (core/lun.c,
 	 * note_loop_trial): way 0 leaves plain writes cached for the
 	 * SYNCHRONIZE CACHE's group flush, way 1 makes them durable at once
-	 * (RWF_DSYNC), by the trial for several writers, rated in
-	 * SYNCHRONIZE CACHEs per second (both rates 0 while the load is no
-	 * such loop); way 2 (SYNCGUARD_SYNC_LOOP_STREAK): durable at once
+	 * (RWF_DSYNC), by the trial for several writers, rated in bytes
+	 * written per second (both rates 0 while the load is no such
+	 * loop); way 2 (SYNCGUARD_SYNC_LOOP_STREAK): durable at once
 	 * by a single writer's streak, whichever way the trial runs */
 	uint64_t sync_loop_way;
 	uint64_t sync_loop_rate[2];

@@ -94,8 +94,12 @@ void syncguard_ways_writes(const struct syncguard_stats *st, char *buf,
 	if (n < 0 || (size_t)n >= len ||
 	    st->write_sync != SYNCGUARD_WRITE_SYNC_AUTO)
 		return;
+	/* the sync loop's way 1 makes its writes RWF_DSYNC whatever this
+	 * trial's way (helper-2: "now group commit" beside it) */
 	snprintf(buf + n, len - (size_t)n,
 		 " (now %s%s; last epochs: RWF_DSYNC %s, group %s)",
+		 st->mode == SYNCGUARD_MODE_WRITE_BACK && st->wce &&
+		 st->sync_loop_way == 1 ? "RWF_DSYNC, the sync loop's way" :
 		 st->write_sync_way ? "group commit where writes overlap" :
 		 "RWF_DSYNC", trying(st->write_sync_way, st->write_sync_rate),
 		 rate(st->write_sync_rate[0], a, sizeof(a)),
@@ -119,6 +123,15 @@ void syncguard_ways_batching(const struct syncguard_stats *st, char *buf,
 		 rate(st->batch_rate[1], b, sizeof(b)));
 }
 
+/* A rate in bytes per second as MB/s (10^6), "not yet" for 0 */
+static const char *mb_rate(uint64_t r, char *buf, size_t len)
+{
+	if (!r)
+		return "not yet";
+	snprintf(buf, len, "%.1f MB/s", (double)r / 1e6);
+	return buf;
+}
+
 void syncguard_ways_sync_loop(const struct syncguard_stats *st, char *buf,
 			      size_t len)
 {
@@ -135,6 +148,10 @@ void syncguard_ways_sync_loop(const struct syncguard_stats *st, char *buf,
 			 "cached)");
 		return;
 	}
+	if (!st->wce) {
+		snprintf(buf, len, "none (WCE=0: every write is durable)");
+		return;
+	}
 	if (st->sync_loop_way == SYNCGUARD_SYNC_LOOP_STREAK) {
 		snprintf(buf, len, "plain writes durable at once (one writer, "
 			 "each write followed by a SYNCHRONIZE CACHE)");
@@ -144,10 +161,10 @@ void syncguard_ways_sync_loop(const struct syncguard_stats *st, char *buf,
 		snprintf(buf, len, "-");	/* no such load lately */
 		return;
 	}
-	snprintf(buf, len, "plain writes %s%s (last epochs: cached %s, "
-		 "at once %s)",
+	snprintf(buf, len, "plain writes %s%s (last epochs, written: cached "
+		 "%s, at once %s)",
 		 st->sync_loop_way ? "durable at once" : "cached",
 		 trying(st->sync_loop_way, st->sync_loop_rate),
-		 rate(st->sync_loop_rate[0], a, sizeof(a)),
-		 rate(st->sync_loop_rate[1], b, sizeof(b)));
+		 mb_rate(st->sync_loop_rate[0], a, sizeof(a)),
+		 mb_rate(st->sync_loop_rate[1], b, sizeof(b)));
 }

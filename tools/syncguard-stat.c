@@ -88,7 +88,7 @@ static void print_ways_json(const struct syncguard_stats *st)
 	/* write-back runs the sync loop, but with write_sync=group */
 	printf(",\"sync_loop_way\":%s,\"sync_loop_rate\":{\"cached\":%" PRIu64
 	       ",\"at_once\":%" PRIu64 "}",
-	       st->mode != SYNCGUARD_MODE_WRITE_BACK ||
+	       st->mode != SYNCGUARD_MODE_WRITE_BACK || !st->wce ||
 	       st->write_sync == SYNCGUARD_WRITE_SYNC_GROUP ? "null" :
 	       st->sync_loop_way == SYNCGUARD_SYNC_LOOP_STREAK ?
 	       "\"single_writer\"" :
