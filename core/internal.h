@@ -212,6 +212,10 @@ void syncguard_durable_end(struct syncguard_lun *lun);
 enum syncguard_persist syncguard_write_persist(struct syncguard_lun *lun,
 					       enum syncguard_persist persist);
 
+/* SYNCHRONIZE CACHEs in a row, each after one plain write, that make a
+ * single writer's loop (lun.c) */
+#define SYNC_STREAK 8
+
 /* Commands as tgtd receives them, on its event thread, for
  * syncguard_write_persist: a CDB handed to the LUN (@cdb, @len bytes;
  * only plain WRITEs count), and a SYNCHRONIZE CACHE(10/16). */

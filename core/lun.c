@@ -1364,10 +1364,8 @@ void syncguard_durable_answered(struct syncguard_lun *lun, unsigned int n)
  * two writes in a row.  Several writers at once interleave their
  * commands: a running trial decides for them (note_loop_trial, below).
  * write_sync=group (the administrator's choice of shared flushes) keeps
- * writes cached.
+ * writes cached.  SYNC_STREAK: core/internal.h.
  */
-#define SYNC_STREAK 8
-
 static void loop_note_write(struct syncguard_lun *lun);
 
 void syncguard_lun_note_cdb(struct syncguard_lun *lun, const uint8_t *cdb,
@@ -1443,6 +1441,14 @@ static void loop_epoch_start(struct syncguard_lun *lun)
 				lun->stats->sync_loop_rate);
 }
 
+/* The trial starts over at the next SYNCHRONIZE CACHE: writes cached,
+ * neither way's rate kept. */
+static void loop_restart(struct syncguard_lun *lun)
+{
+	memset(&lun->loop_trial, 0, sizeof(lun->loop_trial));
+	loop_epoch_start(lun);
+}
+
 static void note_loop_trial(struct syncguard_lun *lun)
 {
 	struct syncguard_trial *t = &lun->loop_trial;
@@ -1460,12 +1466,12 @@ static void note_loop_trial(struct syncguard_lun *lun)
 				  LOOP_TRIAL_SYNCS, LOOP_TRIAL_US))
 		return;
 	/* an epoch ended (not a start after a pause, epoch 0) that was no
-	 * sync loop: the trial starts over at the next SYNCHRONIZE CACHE,
-	 * with the writes cached and neither way's rate kept */
+	 * sync loop: the trial starts over */
 	if (t->epoch &&
 	    lun->loop_syncs * LOOP_WRITES_PER_SYNC < lun->loop_writes)
-		memset(t, 0, sizeof(*t));
-	loop_epoch_start(lun);
+		loop_restart(lun);
+	else
+		loop_epoch_start(lun);
 }
 
 /* A plain write.  Epochs end only at a SYNCHRONIZE CACHE: a write load
@@ -1477,10 +1483,8 @@ static void note_loop_trial(struct syncguard_lun *lun)
 static void loop_note_write(struct syncguard_lun *lun)
 {
 	lun->loop_writes++;
-	if (++lun->loop_run > LOOP_WRITES_RUN && lun->loop_trial.t0_us) {
-		memset(&lun->loop_trial, 0, sizeof(lun->loop_trial));
-		loop_epoch_start(lun);
-	}
+	if (++lun->loop_run > LOOP_WRITES_RUN && lun->loop_trial.t0_us)
+		loop_restart(lun);
 }
 
 /*

@@ -399,8 +399,6 @@ static void write_sync_loop(int n)
 	}
 }
 
-#define SYNC_STREAK_FOR_TEST 8		/* core/lun.c's SYNC_STREAK */
-
 /* The WRITE+SYNCHRONIZE CACHE loop on write-back (syncguard_write_persist):
  * after 8 SYNCHRONIZE CACHEs that each followed one plain write, the
  * plain write is made durable itself (RWF_DSYNC) and the SYNCHRONIZE
@@ -419,7 +417,7 @@ START_TEST(test_exec_write_sync_loop)
 	/* the counters say so; the several writers' trial is not fed
 	 * meanwhile (its two ways would be the same) */
 	ck_assert_uint_eq(lun.stats->sync_loop_way, SYNCGUARD_SYNC_LOOP_STREAK);
-	ck_assert_uint_le(lun.loop_syncs, SYNC_STREAK_FOR_TEST);
+	ck_assert_uint_le(lun.loop_syncs, SYNC_STREAK);
 	ck_assert_int_eq(noted_write(0), SYNCGUARD_OK);
 	ck_assert_int_eq(noted_write(8), SYNCGUARD_OK);	/* not a loop */
 	ck_assert_uint_eq(lun.stats->sync_loop_way, 0);
