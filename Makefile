@@ -30,7 +30,7 @@ DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
 	gcc make util-linux mount iproute2 e2fsprogs sdparm libfuse3-dev fuse3 \
 	liburing-dev gnuplot-nox jq binutils procps libjson-c-dev
 
-CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c \
+CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c core/latch.c \
 	     core/exec.c core/flush.c core/stats.c core/mix.c \
 	     core/loop.c core/mounts.c
 CORE_PIC  := $(CORE_SRCS:%.c=$(BUILD)/pic/%.o)
@@ -41,7 +41,7 @@ HDRS      := include/syncguard.h include/syncguard_stats.h core/internal.h
 UNIT_SRCS  := tests/unit/main.c tests/unit/check_opts.c \
 	      tests/unit/check_policy.c tests/unit/check_cdb.c \
 	      tests/unit/check_exec.c tests/unit/check_flush.c \
-	      tests/unit/check_plan.c
+	      tests/unit/check_plan.c tests/unit/check_errno.c
 PROTO_SRCS := tests/proto/main.c tests/proto/fixture.c \
 	      tests/proto/check_modes.c tests/proto/check_bsopts.c \
 	      tests/proto/check_blockdev.c tests/proto/check_faults.c \
@@ -59,7 +59,7 @@ CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
 .PHONY: all deps install uninstall demo check check-unit check-proto \
 	check-crash crashtest check-fuzz fuzz check-lifecycle soak conformance \
-	check-conf check-tools check-stall \
+	check-conf check-tools check-stall check-syscalls \
 	bench clean \
 	tgt-src FORCE
 
@@ -105,25 +105,43 @@ $(BUILD)/sanpic/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -O1 -g $(SAN) -fPIC -fvisibility=hidden -c $< -o $@
 
+# the glue: compiled against tgt's internal headers
 GLUE_SRCS := bs_syncguard.c bs_syncguard_ops.c bs_syncguard_uring.c \
 	bs_syncguard_watch.c
+GLUE_HDRS := bs_syncguard.h $(HDRS) $(TGT_SRC)/.syncguard-tgt-version
+GLUE_PIC  := $(GLUE_SRCS:%.c=$(BUILD)/pic/glue/%.o)
+GLUE_SANPIC := $(GLUE_SRCS:%.c=$(BUILD)/sanpic/glue/%.o)
+TGT_INC   := -isystem $(TGT_SRC)/usr
 
-# link a module: $(call link_module,compiler flags,core objects,ABI flags)
+$(BUILD)/pic/glue/%.o: %.c $(GLUE_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(CFLAGS) -fPIC -fvisibility=hidden $(TGT_INC) \
+	  $(ABI_FLAGS) -c $< -o $@
+
+$(BUILD)/sanpic/glue/%.o: %.c $(GLUE_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -O1 -g $(SAN) -fPIC -fvisibility=hidden $(TGT_INC) \
+	  $(ABI_FLAGS) -c $< -o $@
+
+# the front door built for another tgtd (tests/abi.sh)
+$(BUILD)/abi/glue/bs_syncguard.o: bs_syncguard.c $(GLUE_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(CFLAGS) -fPIC -fvisibility=hidden $(TGT_INC) \
+	  -DSYNCGUARD_TGTD_BUILD_ID='"0000"' -c $< -o $@
+
+# link a module: $(call link_module,compiler flags,objects)
 define link_module
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) $(1) -fPIC -shared -isystem $(TGT_SRC)/usr \
-	  -fvisibility=hidden $(3) $(GLUE_SRCS) $(2) -o $@ -luring -lpthread
+	$(CC) $(1) -fPIC -shared $(2) -o $@ -luring -lpthread
 endef
 
-bs_syncguard.so: $(GLUE_SRCS) bs_syncguard.h $(CORE_PIC) $(HDRS) \
-		 $(TGT_SRC)/.syncguard-tgt-version
-	$(call link_module,$(CFLAGS),$(CORE_PIC),$(ABI_FLAGS))
+bs_syncguard.so: $(GLUE_PIC) $(CORE_PIC)
+	$(call link_module,$(CFLAGS),$(GLUE_PIC) $(CORE_PIC))
 
 # the same module under AddressSanitizer and UndefinedBehaviorSanitizer,
 # for the fuzz tests (tgtd runs with libasan preloaded)
-$(BUILD)/san/bs_syncguard.so: $(GLUE_SRCS) bs_syncguard.h $(CORE_SANPIC) \
-			      $(HDRS) $(TGT_SRC)/.syncguard-tgt-version
-	$(call link_module,-O1 -g $(SAN),$(CORE_SANPIC),$(ABI_FLAGS))
+$(BUILD)/san/bs_syncguard.so: $(GLUE_SANPIC) $(CORE_SANPIC)
+	$(call link_module,-O1 -g $(SAN),$(GLUE_SANPIC) $(CORE_SANPIC))
 
 install: bs_syncguard.so tools/iscsi-syncbench tools/iscsi-syncbench.1 \
 	 tools/syncguard-stat
@@ -181,11 +199,15 @@ $(BUILD)/proto-tests: $(PROTO_SRCS) tests/proto/proto.h
 	$(CC) $(BASE) -Itests/proto $(CFLAGS) $(PROTO_SRCS) -o $@ \
 	  $(ISCSI_LIBS) $(CHECK_LIBS) -lpthread
 
-check: check-unit check-proto check-conf check-tools check-stall \
+check: check-unit check-proto check-conf check-tools check-stall check-syscalls \
 	check-fuzz check-lifecycle check-crash
 
-check-unit: $(BUILD)/unit-tests
+check-unit: $(BUILD)/unit-tests check-syscalls
 	$(BUILD)/unit-tests
+
+# durability calls only through syncguard_sys (the errno matrix's table)
+check-syscalls: $(CORE_PIC) $(GLUE_PIC)
+	tests/syscalls.sh $(BUILD)/pic/core/latch.o $(CORE_PIC) $(GLUE_PIC)
 
 check-proto: $(BUILD)/proto-tests bs_syncguard.so $(TOOLS)
 	SYNCGUARD_MODULE=$(CURDIR)/bs_syncguard.so \
@@ -216,9 +238,9 @@ check-tools: bs_syncguard.so $(TOOLS) $(BUILD)/abi/bs_syncguard.so
 check-stall: bs_syncguard.so $(TOOLS)
 	tests/stall.sh
 
-$(BUILD)/abi/bs_syncguard.so: $(GLUE_SRCS) bs_syncguard.h $(CORE_PIC) $(HDRS) \
-			      $(TGT_SRC)/.syncguard-tgt-version
-	$(call link_module,$(CFLAGS),$(CORE_PIC),-DSYNCGUARD_TGTD_BUILD_ID='"0000"')
+$(BUILD)/abi/bs_syncguard.so: $(BUILD)/abi/glue/bs_syncguard.o \
+			      $(filter-out %/bs_syncguard.o,$(GLUE_PIC)) $(CORE_PIC)
+	$(call link_module,$(CFLAGS),$^)
 
 # LUNs deleted, targets offlined, tgtd killed and restarted under load,
 # 64 sessions, sanitizers and LeakSanitizer on (make soak: the normal

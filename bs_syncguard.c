@@ -118,7 +118,7 @@ void syncguard_answer(struct scsi_cmd *cmd, const struct syncguard_result *res)
 		snprintf(what, sizeof(what), "status 0x%02x", s.status);
 	eprintf("syncguard: lun %" PRIu64 ": opcode 0x%02x: %s%s%s\n",
 		cmd->dev->lun, cmd->scb[0], what, res->err ? ": " : "",
-		res->err ? strerror(res->err) : "");
+		res->err ? syncguard_strerror(res->err) : "");
 }
 
 /* ---- backing-store hooks ---- */

@@ -52,6 +52,7 @@ struct uring_op {
 	enum syncguard_reason reason;	/* for defer() */
 	int err;			/* errno behind it, for the log */
 	uint32_t done;		/* bytes transferred so far */
+	unsigned int tries;	/* EINTR/EAGAIN so far (syncguard_retry) */
 	int fd;			/* the descriptor the I/O goes to */
 	bool own_fd;		/* fd is from the O_DIRECT pool (dsync) */
 	bool scored;		/* a durable write: write_sync=auto's trial
@@ -181,11 +182,31 @@ static void start_flush(struct syncguard_bs *bs)
 	u->current = u->pending;
 	u->pending = NULL;
 	u->flushing = true;
+	u->flush_tries = 0;
 	u->flush_covers = syncguard_lun_dirty(&bs->lun);
 	u->flush_start_us = syncguard_now_us();
 	io_uring_prep_fsync(sqe, u->flush_fd, IORING_FSYNC_DATASYNC);
 	io_uring_sqe_set_data(sqe, &flush_tag);
 	submit(bs);
+}
+
+/* The running flush came back with EINTR, EAGAIN or ECANCELED ("not
+ * now"): submit it again for the same waiters, a bounded number of
+ * times (syncguard_retry); true when it was. */
+static bool retry_flush(struct syncguard_bs *bs, int res)
+{
+	struct syncguard_uring *u = &bs->uring;
+	struct io_uring_sqe *sqe;
+
+	if (res == -ECANCELED)
+		res = -EINTR;
+	if (res >= 0 || !syncguard_retry(-res, &u->flush_tries) ||
+	    !(sqe = get_sqe(bs)))
+		return false;
+	io_uring_prep_fsync(sqe, u->flush_fd, IORING_FSYNC_DATASYNC);
+	io_uring_sqe_set_data(sqe, &flush_tag);
+	submit(bs);
+	return true;
 }
 
 /* Start the next flush now, or after a batching wait (core/flush.c) in
@@ -231,10 +252,11 @@ static void flush_done(struct syncguard_bs *bs, int res)
 	u->flushing = false;
 	for (op = u->current; op; op = op->next)
 		n++;
-	syncguard_flush_done(&bs->lun, u->flush_covers, res, us, n);
+	/* every waiter gets this flush's own result, whatever the errno */
+	res = syncguard_flush_done(&bs->lun, u->flush_covers, res, us, n);
 	for (op = u->current; op; op = next) {
 		next = op->next;
-		op->err = syncguard_lun_latched(&bs->lun);
+		op->err = -res;
 		writes += op->scored && !op->err;
 		finish(bs, op, syncguard_plan_done(&bs->lun, &op->plan, -op->err));
 	}
@@ -249,7 +271,8 @@ static void flush_done(struct syncguard_bs *bs, int res)
 
 /* ---- reads and writes ---- */
 
-/* Queue the (rest of the) transfer of @op; 0 or -EBUSY (no SQE). */
+/* Queue the (rest of the) transfer of @op; 0 or -SYNCGUARD_ERESOURCE
+ * (no SQE: answered BUSY, the initiator retries). */
 static int queue_io(struct syncguard_bs *bs, struct uring_op *op)
 {
 	struct io_uring_sqe *sqe = get_sqe(bs);
@@ -258,7 +281,7 @@ static int queue_io(struct syncguard_bs *bs, struct uring_op *op)
 	uint64_t off = op->plan.off + op->done;
 
 	if (!sqe)
-		return -EBUSY;
+		return -SYNCGUARD_ERESOURCE;
 	if (!op->plan.write)
 		io_uring_prep_read(sqe, op->fd, (uint8_t *)scsi_get_in_buffer(cmd) +
 				   op->done, left, off);
@@ -276,8 +299,8 @@ static int queue_io(struct syncguard_bs *bs, struct uring_op *op)
 /* Choose the descriptor: O_DIRECT (a write through an aligned copy if
  * its buffer is not, a read to a worker; an RWF_DSYNC write on one of
  * its own, see "sync descriptors" in core/lun.c), else the LUN's.  0,
- * or -ENOMEM / -EMFILE and the like, after which release() gives back
- * what was taken. */
+ * or -SYNCGUARD_ERESOURCE (no memory, no descriptor) and the like, after
+ * which release() gives back what was taken. */
 static int prepare(struct syncguard_bs *bs, struct uring_op *op)
 {
 	struct syncguard_lun *lun = &bs->lun;
@@ -293,7 +316,7 @@ static int prepare(struct syncguard_bs *bs, struct uring_op *op)
 		       lun->dio_mem_align ? -EINVAL : 0;
 	if (!syncguard_direct_buf(lun, scsi_get_out_buffer(op->cmd),
 				  op->plan.len, &op->bounce))
-		return -ENOMEM;
+		return -SYNCGUARD_ERESOURCE;
 	if (op->plan.dsync) {
 		int fd = syncguard_direct_fd_get(lun);
 
@@ -405,20 +428,34 @@ int bs_syncguard_cmd_submit(struct scsi_cmd *cmd)
 	return 0;
 }
 
+/* What a completion of @op (a read or write; NULL: the flush) reports,
+ * through the system-call table (tests inject errnos there). */
+static int ring_result(struct syncguard_bs *bs, struct uring_op *op, int res)
+{
+	enum syncguard_call call = !op ? SYNCGUARD_CALL_FLUSH :
+		op->plan.dsync ? SYNCGUARD_CALL_DSYNC_WRITE : SYNCGUARD_CALL_WRITE;
+
+	return syncguard_sys.ring_result(call, op ? op->fd : bs->uring.flush_fd,
+					 res);
+}
+
 /* One completion: a transfer (maybe short: queue the rest) or the flush. */
 static void reap(struct syncguard_bs *bs, struct io_uring_cqe *cqe)
 {
 	struct uring_op *op = io_uring_cqe_get_data(cqe);
-	int res = cqe->res;
+	bool flush = (void *)op == &flush_tag;
+	int res;
 
-	if ((void *)op == &flush_tag) {
-		flush_done(bs, res < 0 ? res : 0);
-		return;
-	}
 	if ((void *)op == &batch_tag) {	/* -ETIME: the wait is over */
 		bs->uring.batching = false;
 		if (bs->uring.pending && !bs->uring.flushing)
 			start_flush(bs);
+		return;
+	}
+	res = ring_result(bs, flush ? NULL : op, cqe->res);
+	if (flush) {
+		if (!retry_flush(bs, res))
+			flush_done(bs, res < 0 ? res : 0);
 		return;
 	}
 	if (op->plan.direct) {
@@ -431,9 +468,12 @@ static void reap(struct syncguard_bs *bs, struct io_uring_cqe *cqe)
 		op->plan.dsync = false;
 		res = -EAGAIN;
 	}
-	if (res > 0)
+	if (res > 0) {
 		op->done += (uint32_t)res;
-	if (res == -EAGAIN || res == -EINTR || (res > 0 && op->done < op->plan.len)) {
+		op->tries = 0;		/* progress: a new count of retries */
+	}
+	if ((res < 0 && syncguard_retry(-res, &op->tries)) ||
+	    (res > 0 && op->done < op->plan.len)) {
 		int err = queue_io(bs, op);	/* the rest, or again */
 
 		if (err)

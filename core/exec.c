@@ -104,7 +104,7 @@ static enum syncguard_reason compare_medium(struct syncguard_lun *lun,
 	enum syncguard_reason r = SYNCGUARD_OK;
 
 	if (!buf)
-		return SYNCGUARD_ERR_INTERNAL;
+		return io_reason(-SYNCGUARD_ERESOURCE, false);
 	for (uint64_t done = 0; done < len && r == SYNCGUARD_OK;) {
 		size_t n = len - done < CHUNK_BYTES ? len - done : CHUNK_BYTES;
 		int err = syncguard_lun_read(lun, buf, n, off + done);
@@ -145,10 +145,10 @@ static enum syncguard_reason exec_read(struct syncguard_lun *lun,
 	 * (tgt reports the residual); never leave stale buffer bytes */
 	if (len > req->in_len)
 		len = req->in_len;
-	if (a.flush_before)
-		err = syncguard_lun_flush(lun, true);
-	if (!err)
-		err = syncguard_lun_read(lun, req->in, len, to_bytes(lun, c->lba));
+	/* the flush's failure is a write's (WRITE ERROR), the read's a read's */
+	if (a.flush_before && (err = syncguard_lun_flush(lun, true)) != 0)
+		return io_reason(err, true);
+	err = syncguard_lun_read(lun, req->in, len, to_bytes(lun, c->lba));
 	if (err)
 		return io_reason(err, false);
 	res->in_done = (uint32_t)len;
@@ -435,9 +435,15 @@ enum syncguard_reason syncguard_plan_done(struct syncguard_lun *lun,
 
 	if (!err)
 		syncguard_plan_written(lun, plan);
+	else if (plan->write)	/* it may have reached a cache in part: a
+				 * flush too many is the only cost */
+		syncguard_mark_dirty(lun);
 	drop_refs(lun, plan);
-	if (err && plan->write && plan->persist != SYNCGUARD_PERSIST_CACHED)
-		syncguard_latch_write(lun, -err);
+	/* an RWF_DSYNC write's failure latches as the policy says; a
+	 * group flush's has latched where it ran (syncguard_flush_done); a
+	 * plain write's does not */
+	if (err && plan->dsync)
+		syncguard_call_failed(lun, SYNCGUARD_CALL_DSYNC_WRITE, -err);
 	if (err) {
 		r = syncguard_reason_of_errno(-err, plan->write);
 		syncguard_count(&lun->stats->errors);
@@ -506,29 +512,32 @@ static enum syncguard_reason write_same_data(struct syncguard_lun *lun,
 {
 	uint64_t per = CHUNK_BYTES >> lun->block_shift;
 	uint8_t *buf = chunk_alloc();
+	enum syncguard_persist each;
 	struct syncguard_action a;
 	int err = 0;
 
 	if (!buf)
-		return SYNCGUARD_ERR_INTERNAL;
+		return io_reason(-SYNCGUARD_ERESOURCE, true);
 	if (per > nblocks)
 		per = nblocks;
 	fill_same(lun, buf, block, per, c->lba, c->lbdata);
 	pthread_rwlock_rdlock(&lun->write_lock);
 	a = policy(lun, SYNCGUARD_CLASS_WRITE);
+	/* plp: each chunk written to the device as it goes (its write-out's
+	 * descriptor taken before its data, core/lun.c writeout); durable:
+	 * cached chunks, then one flush for all */
+	each = a.persist == SYNCGUARD_PERSIST_WRITTEN ? a.persist :
+	       SYNCGUARD_PERSIST_CACHED;
 	for (uint64_t done = 0; !err && done < nblocks; done += per) {
 		uint64_t n = nblocks - done < per ? nblocks - done : per;
 
 		if (c->lbdata)
 			fill_same(lun, buf, block, n, c->lba + done, true);
 		err = syncguard_lun_write(lun, buf, to_bytes(lun, n),
-					  to_bytes(lun, c->lba + done),
-					  SYNCGUARD_PERSIST_CACHED);
+					  to_bytes(lun, c->lba + done), each);
 	}
-	if (!err)
-		err = syncguard_lun_persist_range(lun, to_bytes(lun, c->lba),
-						  to_bytes(lun, nblocks),
-						  a.persist);
+	if (!err && each == SYNCGUARD_PERSIST_CACHED)
+		err = syncguard_lun_persist(lun, a.persist);
 	pthread_rwlock_unlock(&lun->write_lock);
 	free(buf);
 	return err ? io_reason(err, true) : SYNCGUARD_OK;
@@ -569,7 +578,7 @@ static enum syncguard_reason unmap_ranges(struct syncguard_lun *lun,
 						  to_bytes(lun, count));
 	}
 	if (!err)
-		err = syncguard_lun_persist_range(lun, 0, lun->size, a.persist);
+		err = syncguard_lun_persist(lun, a.persist);
 	pthread_rwlock_unlock(&lun->write_lock);
 	return err ? io_reason(err, true) : SYNCGUARD_OK;
 }
@@ -615,7 +624,7 @@ static enum syncguard_reason exec_write_same(struct syncguard_lun *lun,
 		return write_same_data(lun, req->out, c, n);
 	zero = calloc(1, to_bytes(lun, 1));
 	if (!zero)
-		return SYNCGUARD_ERR_INTERNAL;
+		return io_reason(-SYNCGUARD_ERESOURCE, true);
 	r = write_same_data(lun, zero, c, n);
 	free(zero);
 	return r;

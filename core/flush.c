@@ -19,8 +19,12 @@
  * that finds the counter unchanged since has nothing to make durable and
  * costs no device flush.
  *
- * Errors: a failed flush latches (lun.c); every waiter then fails, the
- * ones that flushed and the ones that were only covered alike.
+ * Errors: every caller a failed flush answers fails with that flush's
+ * own errno, whatever it is (syncguard_lun_flush reads it from the
+ * flusher, never only from the latch), and the flush latches
+ * (core/policy.c, syncguard_policy_latches); callers answered by a later
+ * flush then fail with the latched errno.  tests/unit check_errno.c
+ * fails a flush with every errno Linux can return there.
  */
 #include <errno.h>
 #include <time.h>
@@ -177,9 +181,11 @@ unsigned int syncguard_flush_hold_us(struct syncguard_lun *lun)
 /* With f->lock held: a device flush that took @us and answered @group
  * callers ended with @res (0 or -errno).  Counted and timed; a failure
  * latches, a success lets later SYNCHRONIZE CACHE commands skip what it
- * covered (everything counted dirty up to @covers). */
-static void flush_finished(struct syncguard_lun *lun, uint64_t covers,
-			   int res, uint64_t us, unsigned int group)
+ * covered (everything counted dirty up to @covers).  What each of its
+ * callers is answered with: @res, or the errno latched meanwhile (as
+ * -errno), or 0. */
+static int flush_finished(struct syncguard_lun *lun, uint64_t covers,
+			  int res, uint64_t us, unsigned int group)
 {
 	struct syncguard_flusher *f = &lun->flusher;
 
@@ -189,17 +195,19 @@ static void flush_finished(struct syncguard_lun *lun, uint64_t covers,
 		syncguard_trial_publish(&f->trial, &lun->stats->batch_way,
 					lun->stats->batch_rate);
 	if (res)
-		syncguard_latch(lun, -res);
-	else if (covers > f->clean_at)
+		return syncguard_call_failed(lun, SYNCGUARD_CALL_FLUSH, -res);
+	if (covers > f->clean_at)
 		__atomic_store_n(&f->clean_at, covers, __ATOMIC_SEQ_CST);
+	return syncguard_lun_lost_meanwhile(lun);
 }
 
-void syncguard_flush_done(struct syncguard_lun *lun, uint64_t covers, int res,
-			  uint64_t us, unsigned int group)
+int syncguard_flush_done(struct syncguard_lun *lun, uint64_t covers, int res,
+			 uint64_t us, unsigned int group)
 {
 	pthread_mutex_lock(&lun->flusher.lock);
-	flush_finished(lun, covers, res, us, group);
+	res = flush_finished(lun, covers, res, us, group);
 	pthread_mutex_unlock(&lun->flusher.lock);
+	return res;
 }
 
 /* One device flush, on the descriptor opened with the LUN for them
@@ -224,7 +232,11 @@ static void lead_flush(struct syncguard_lun *lun)
 	pthread_mutex_unlock(&f->lock);
 	err = device_flush(lun);
 	pthread_mutex_lock(&f->lock);
-	flush_finished(lun, covers, err, syncguard_now_us() - t0, group);
+	err = flush_finished(lun, covers, err, syncguard_now_us() - t0, group);
+	if (err) {		/* its callers' answer (syncguard_lun_flush) */
+		f->failed = gen;
+		f->failed_err = err;
+	}
 	f->running = false;
 	f->completed = gen;
 	pthread_cond_broadcast(&f->done);
@@ -281,9 +293,15 @@ int syncguard_lun_flush(struct syncguard_lun *lun, bool elide)
 			led = true;
 		}
 	}
+	/* the flush that answers this caller is generation need, or a later
+	 * one: failed covers every failure from need on (a later one only
+	 * answers it with an error it did not need, and has latched) */
+	err = f->failed >= need ? f->failed_err : 0;
 	pthread_mutex_unlock(&f->lock);
 	if (!led)
 		syncguard_count(&lun->stats->flushes_coalesced);
+	if (err)
+		return err;
 	err = syncguard_lun_recheck(lun);
 	return err ? -err : 0;
 }

@@ -153,7 +153,7 @@ static inline void syncguard_count(uint64_t *counter)
 	__atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
 }
 
-/* errno latched by a failed flush, 0 if none (see syncguard_latch) */
+/* errno latched by a failed flush, 0 if none (core/latch.c) */
 int syncguard_lun_latched(struct syncguard_lun *lun);
 
 /* Is the latched error a soft one, to be rechecked on a worker
@@ -226,8 +226,32 @@ void syncguard_lun_note_sync_cache(struct syncguard_lun *lun);
 /* @n durable writes were answered GOOD: write_sync=auto's score. */
 void syncguard_durable_answered(struct syncguard_lun *lun, unsigned int n);
 
-/* fdatasync, EINTR retried: 0 or -errno */
+/* Calls made again after EINTR or EAGAIN: at most this many times */
+#define SYNCGUARD_RETRIES 8
+
+/* Is a call that failed with @err (positive) to be made again?  EINTR
+ * and EAGAIN, while *@tries (counted here) is below SYNCGUARD_RETRIES.
+ * core/latch.c */
+bool syncguard_retry(int err, unsigned int *tries);
+
+/* fdatasync / fsync through syncguard_sys, EINTR and EAGAIN retried
+ * (syncguard_retry): 0 or -errno */
 int syncguard_datasync(int fd);
+int syncguard_fsync(int fd);
+
+/* @err (positive) from a call that only gets a resource (open(2) for a
+ * descriptor, an allocation): SYNCGUARD_ERESOURCE for EMFILE, ENFILE and
+ * ENOMEM, else @err. */
+int syncguard_resource_errno(int err);
+
+/* strerror(@err), and a description of SYNCGUARD_ERESOURCE */
+const char *syncguard_strerror(int err);
+
+/* @call failed with @err (positive): latch @lun as the policy says
+ * (syncguard_policy_latches: a flush for good, a write-out or RWF_DSYNC
+ * write soft where syncguard_latch_write allows).  Returns -@err. */
+int syncguard_call_failed(struct syncguard_lun *lun, enum syncguard_call call,
+			  int err);
 
 /* Can a write of @len bytes at byte offset @off go to lun->dfd
  * (O_DIRECT)?  Every aligned one with lun->direct_io; with lun->mix.on
@@ -290,20 +314,23 @@ void syncguard_stats_unpublish(struct syncguard_lun *lun);
 /*
  * Write @len bytes of @buf at byte offset @off and take them as far as
  * @persist says before returning (policy.c decides which).  Retries
- * EINTR and short writes.  A failure on the way to durability latches.
- * Returns 0 or -errno.
+ * EINTR, EAGAIN and short writes.  A failure latches as
+ * syncguard_policy_latches says for the call that failed.  Returns 0 or
+ * -errno (-SYNCGUARD_ERESOURCE: nothing written).
  */
 int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
 			size_t len, uint64_t off, enum syncguard_persist persist);
 
-/* Take already-written bytes [off, off+len) as far as @persist says
- * (DURABLE flushes the whole device).  Returns 0 or -errno. */
-int syncguard_lun_persist_range(struct syncguard_lun *lun, uint64_t off,
-				uint64_t len, enum syncguard_persist persist);
+/* Take what the command already wrote cached (WRITE SAME's chunks,
+ * punched holes) as far as @persist says: nothing for CACHED, a device
+ * flush (syncguard_lun_flush) for the others.  0 or -errno. */
+int syncguard_lun_persist(struct syncguard_lun *lun,
+			  enum syncguard_persist persist);
 
 /* Read exactly @len bytes at byte offset @off, O_DIRECT where the LUN
  * reads so (lun->direct_reads; through an aligned copy if @buf or @len
- * is not aligned).  0 or -errno (-ENOMEM for the copy, -EIO at EOF). */
+ * is not aligned).  0 or -errno (-SYNCGUARD_ERESOURCE for the copy, -EIO
+ * at EOF). */
 int syncguard_lun_read(struct syncguard_lun *lun, uint8_t *buf, size_t len,
 		       uint64_t off);
 

@@ -24,20 +24,6 @@
 #include "syncguard.h"
 #include "internal.h"
 
-static ssize_t sys_pwritev2(int fd, const struct iovec *iov, int cnt,
-			    off_t off, int flags)
-{
-	return pwritev2(fd, iov, cnt, off, flags);
-}
-
-struct syncguard_sysops syncguard_sys = {
-	.pwritev2 = sys_pwritev2,
-	.pread = pread,
-	.fdatasync = fdatasync,
-	.sync_file_range = sync_file_range,
-	.fallocate = fallocate,
-};
-
 /* ---- open-time checks ---- */
 
 /* File systems on which plp cannot hold for a regular file: copy-on-write
@@ -413,12 +399,13 @@ int syncguard_reopen(const struct syncguard_lun *lun, int flags)
 {
 	char self[32];
 	struct stat a, b;
+	unsigned int tries = 0;
 	int fd;
 
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", lun->fd);
-	fd = open(self, flags | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
+	while ((fd = syncguard_sys.open(self, flags | O_CLOEXEC)) < 0)
+		if (!syncguard_retry(errno, &tries))
+			return -errno;
 	if (fstat(fd, &a) || fstat(lun->fd, &b) || a.st_dev != b.st_dev ||
 	    a.st_ino != b.st_ino || a.st_rdev != b.st_rdev) {
 		close(fd);
@@ -546,11 +533,14 @@ int syncguard_check_plp_file(int fd, const char *path, bool alloc_check,
 			     char *err, size_t errlen)
 {
 	struct stat st;
+	int ret = syncguard_fsync(fd);
 
-	if (fsync(fd) || fstat(fd, &st)) {
+	if (!ret && fstat(fd, &st))
+		ret = -errno;
+	if (ret) {
 		syncguard_seterr(err, errlen, "%s: fsync: %s", path,
-				 strerror(errno));
-		return -errno;
+				 strerror(-ret));
+		return ret;
 	}
 	if (!alloc_check)
 		return 0;
@@ -904,7 +894,8 @@ static int pool_get(struct syncguard_lun *lun, bool direct)
 	pthread_mutex_unlock(&lun->pool_lock);
 	if (fd < 0)
 		fd = syncguard_reopen(lun, O_RDWR | (direct ? O_DIRECT : 0));
-	return fd;
+	/* out of descriptors or memory: nothing written yet, BUSY */
+	return fd < 0 ? -syncguard_resource_errno(-fd) : fd;
 }
 
 /* Idle descriptors a pool keeps, per kind: a queue depth of 32 or so
@@ -956,144 +947,20 @@ void syncguard_direct_fd_put(struct syncguard_lun *lun, int fd)
 	pool_put(lun, true, fd);
 }
 
-int syncguard_datasync(int fd)
-{
-	while (syncguard_sys.fdatasync(fd))
-		if (errno != EINTR)
-			return -errno;
-	return 0;
-}
-
-/*
- * The latch.  After a failed flush the kernel may already have dropped
- * the dirty pages it could not write, and Linux reports a writeback
- * error to a file description only once: a later fdatasync can succeed
- * although the data is gone.  So the first failure of anything that
- * makes data durable is remembered, and every later command that would
- * promise durability fails with it.  It clears only when the LUN is
- * re-created (delete and add it, or restart tgtd) after the
- * administrator has checked the device.
- *
- * One exception, a "soft" latch: a write refused for want of space
- * (ENOSPC or EDQUOT) lost nothing, and a thin LUN should work again once
- * space is freed (SBC-3 4.7.3.6; helper-46's failed until re-created).
- * So did one refused with EPERM, by a file made immutable (chattr +i)
- * or a block device set read-only: the LUN works again once that is
- * undone (helper-62's failed until re-created).
- * Where that errno can only be a refusal or a writeback error of the
- * file's pages (core/policy.c, syncguard_policy_enospc_refused), a soft
- * latch (syncguard_latch_write) holds until a witness is asked: a
- * writeback error is reported once per open file description, and the
- * descriptor whose sync reported it took it from every other that had
- * seen it before (errseq), but not from lun->fd, on which nothing ever
- * syncs (writes, reads and hole punches do not report writeback errors):
- * it still sees every writeback error since the LUN opened that it has
- * not reported.  The next durable command (on a worker) runs fdatasync
- * on it (syncguard_lun_recheck): an error latches for good, success
- * clears the latch, and the command goes on.  Each soft latch bumps a
- * sequence number, so a recheck that raced with a new one does not
- * clear it.  Elsewhere ENOSPC latches for good, as any failure.
- */
-#define LATCH_ERRNO	0xfff		/* the errno */
-#define LATCH_SEQ	0x3ffff000	/* soft latches: a sequence number */
-#define LATCH_SOFT	0x40000000	/* rechecked (syncguard_lun_recheck) */
-
-/* The counters show the latch as it is now: every change publishes, and
- * a publisher that raced with a later change publishes again, so the
- * last one to finish shows the last change. */
-static void publish_latch(struct syncguard_lun *lun)
-{
-	int latch;
-
-	do {
-		latch = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
-		lun->stats->latched_soft = !!(latch & LATCH_SOFT);
-		lun->stats->latched = (uint64_t)(latch & LATCH_ERRNO);
-	} while (latch != __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST));
-}
-
-void syncguard_latch(struct syncguard_lun *lun, int err)
-{
-	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
-
-	if (!syncguard_policy_latches(err))
-		return;
-	do {
-		if (cur && !(cur & LATCH_SOFT))
-			return;		/* the first hard one stays */
-	} while (!__atomic_compare_exchange_n(&lun->flush_error, &cur, err,
-					      false, __ATOMIC_SEQ_CST,
-					      __ATOMIC_SEQ_CST));
-	publish_latch(lun);
-}
-
-void syncguard_latch_write(struct syncguard_lun *lun, int err)
-{
-	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST), next;
-
-	if ((err != ENOSPC && err != EDQUOT && err != EPERM) ||
-	    !lun->enospc_soft) {
-		syncguard_latch(lun, err);
-		return;
-	}
-	do {
-		if (cur && !(cur & LATCH_SOFT))
-			return;
-		next = LATCH_SOFT | ((cur + (LATCH_ERRNO + 1)) & LATCH_SEQ) | err;
-	} while (!__atomic_compare_exchange_n(&lun->flush_error, &cur, next,
-					      false, __ATOMIC_SEQ_CST,
-					      __ATOMIC_SEQ_CST));
-	publish_latch(lun);
-}
-
-int syncguard_lun_latched(struct syncguard_lun *lun)
-{
-	return __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST) &
-	       LATCH_ERRNO;
-}
-
-bool syncguard_lun_latched_soft(struct syncguard_lun *lun)
-{
-	return __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST) &
-	       LATCH_SOFT;
-}
-
-int syncguard_lun_recheck(struct syncguard_lun *lun)
-{
-	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST), err;
-
-	if (!(cur & LATCH_SOFT))
-		return cur & LATCH_ERRNO;
-	pthread_mutex_lock(&lun->recheck_lock);
-	cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
-	while (cur & LATCH_SOFT) {
-		err = syncguard_datasync(lun->fd);
-		if (err) {
-			syncguard_latch(lun, -err);
-			break;
-		}
-		if (__atomic_compare_exchange_n(&lun->flush_error, &cur, 0,
-						false, __ATOMIC_SEQ_CST,
-						__ATOMIC_SEQ_CST)) {
-			publish_latch(lun);
-			break;
-		}	/* a new soft latch meanwhile (cur has it): again */
-	}
-	pthread_mutex_unlock(&lun->recheck_lock);
-	return syncguard_lun_latched(lun);
-}
-
-/* Write all of @len bytes at @off through @fd, retrying EINTR and short
- * writes.  @flags: pwritev2 flags (RWF_DSYNC or 0). */
+/* Write all of @len bytes at @off through @fd, retrying EINTR, EAGAIN
+ * (syncguard_retry) and short writes.  @flags: pwritev2 flags (RWF_DSYNC
+ * or 0).  0 or -errno. */
 static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t off,
 		     int flags)
 {
+	unsigned int tries = 0;
+
 	while (len) {
 		struct iovec iov = { (void *)buf, len };
 		ssize_t n = syncguard_sys.pwritev2(fd, &iov, 1, (off_t)off,
 						   flags);
 
-		if (n < 0 && errno == EINTR)
+		if (n < 0 && syncguard_retry(errno, &tries))
 			continue;
 		if (n < 0)
 			return -errno;
@@ -1106,28 +973,29 @@ static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t off,
 	return 0;
 }
 
-/* Write out [off, off+len) to the device and wait, no cache flush.
- * Nothing for @len 0, to sync_file_range "to the end of the file"
- * (helper-70: a FUA write of no blocks on plp wrote out the file). */
-static int writeout(struct syncguard_lun *lun, uint64_t off, uint64_t len)
+/* Write out [off, off+len) to the device through @fd and wait, no cache
+ * flush; a failure latches (SYNCGUARD_CALL_WRITEOUT).  @fd is a sync
+ * descriptor taken before the data was written: one opened after could
+ * miss a writeback error of that data that another descriptor had
+ * already reported (errseq samples at open; see "sync descriptors").
+ * Nothing for @len 0, which sync_file_range reads as "to the end of the
+ * file" (a FUA write of no blocks on plp wrote out the whole file).
+ * 0 or -errno. */
+static int writeout(struct syncguard_lun *lun, int fd, uint64_t off,
+		    uint64_t len)
 {
 	unsigned int how = SYNC_FILE_RANGE_WAIT_BEFORE |
 			   SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
-	int fd, err = 0;
+	unsigned int tries = 0;
 
 	if (!len)
 		return 0;
-	fd = syncguard_sync_fd_get(lun);
-	if (fd < 0)
-		return fd;
 	syncguard_count(&lun->stats->writeouts);
 	while (syncguard_sys.sync_file_range(fd, (off_t)off, (off_t)len, how))
-		if (errno != EINTR) {
-			err = -errno;
-			break;
-		}
-	syncguard_sync_fd_put(lun, fd);
-	return err;
+		if (!syncguard_retry(errno, &tries))
+			return syncguard_call_failed(lun,
+					SYNCGUARD_CALL_WRITEOUT, errno);
+	return 0;
 }
 
 /* How one write goes (route) and what it holds until unroute. */
@@ -1142,9 +1010,9 @@ struct route {
  * syncguard_direct_ok says so and, on a LUN that writes both ways, its
  * granules are free of page-cache writes; through an aligned copy if
  * *@buf is not aligned (then *@buf points to the copy).  Else the page
- * cache, after any O_DIRECT write in its granules (core/mix.c).  0, or -ENOMEM
- * when the copy found no memory (the page cache is no way out: see
- * open_direct); unroute() in every case.
+ * cache, after any O_DIRECT write in its granules (core/mix.c).  0, or
+ * -SYNCGUARD_ERESOURCE when the copy found no memory (the page cache is
+ * no way out: see open_direct); unroute() in every case.
  */
 static int route(struct syncguard_lun *lun, const uint8_t **buf, size_t len,
 		 uint64_t off, bool dsync, struct route *r)
@@ -1166,7 +1034,7 @@ static int route(struct syncguard_lun *lun, const uint8_t **buf, size_t len,
 	}
 	*buf = syncguard_direct_buf(lun, *buf, len, &r->bounce);
 	if (!*buf)
-		return -ENOMEM;
+		return -SYNCGUARD_ERESOURCE;
 	syncguard_count(&lun->stats->direct_writes);
 	return 0;
 }
@@ -1185,7 +1053,9 @@ static void unroute(struct syncguard_lun *lun, struct route *r,
  * This write's data, its metadata and the device cache, before return:
  * RWF_DSYNC, or where the file system refuses it (FUSE does), the same
  * write followed by fdatasync on the same descriptor.  O_DIRECT where
- * the LUN's writes go so.
+ * the LUN's writes go so.  A failure latches as the policy says
+ * (SYNCGUARD_CALL_DSYNC_WRITE, or the fallback's FLUSH; its plain write
+ * alone does not).  0 or -errno.
  */
 static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 			 size_t len, uint64_t off)
@@ -1208,7 +1078,9 @@ static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 		__atomic_store_n(&lun->no_rwf_dsync, true, __ATOMIC_RELAXED);
 		err = write_all(fd, buf, len, off, 0);
 		if (!err && (err = syncguard_datasync(fd)))
-			syncguard_latch(lun, -err);	/* a flush's: for good */
+			syncguard_call_failed(lun, SYNCGUARD_CALL_FLUSH, -err);
+	} else if (err) {
+		syncguard_call_failed(lun, SYNCGUARD_CALL_DSYNC_WRITE, -err);
 	}
 	if (r.direct)
 		syncguard_direct_fd_put(lun, fd);
@@ -1235,28 +1107,36 @@ static int write_plain(struct syncguard_lun *lun, const uint8_t *buf,
 }
 
 /* A write into the page cache, or with O_DIRECT into the device's cache:
- * volatile until the next device flush. */
+ * volatile until the next device flush.  Counted dirty even when it
+ * failed: part of it may have reached the cache (a flush too many is
+ * the only cost). */
 static int write_cached(struct syncguard_lun *lun, const uint8_t *buf,
 			size_t len, uint64_t off)
 {
 	bool direct;
 	int err = write_plain(lun, buf, len, off, &direct);
 
-	if (!err)
-		syncguard_mark_dirty(lun);
+	syncguard_mark_dirty(lun);
 	return err;
 }
 
 /* plp: written to the device and waited for, no flush: O_DIRECT, or a
- * buffered write and its writeout. */
+ * buffered write and its writeout, on a sync descriptor taken before the
+ * write (see writeout).  0 or -errno. */
 static int write_written(struct syncguard_lun *lun, const uint8_t *buf,
 			 size_t len, uint64_t off)
 {
-	bool direct;
-	int err = write_plain(lun, buf, len, off, &direct);
+	/* route() sends it O_DIRECT exactly so (plp writes one way) */
+	bool direct = syncguard_direct_ok(lun, off, len, false) && !lun->mix.on;
+	int fd = direct ? -1 : syncguard_sync_fd_get(lun), err;
 
-	if (!err && !direct)
-		err = writeout(lun, off, len);
+	if (!direct && fd < 0)
+		return fd;
+	err = write_plain(lun, buf, len, off, &direct);
+	if (!err && !direct)	/* fd < 0 cannot be: then direct was */
+		err = fd >= 0 ? writeout(lun, fd, off, len) : -EIO;
+	if (fd >= 0)
+		syncguard_sync_fd_put(lun, fd);
 	return err;
 }
 
@@ -1585,54 +1465,32 @@ int syncguard_lun_write(struct syncguard_lun *lun, const uint8_t *buf,
 		err = write_written(lun, buf, len, off);
 		break;
 	}
-	/* Any failure on the way to durability latches; ENOSPC, EDQUOT and
-	 * EPERM until the witness is rechecked (see syncguard_latch) */
-	if (err)
-		syncguard_latch_write(lun, -err);
-	else if (persist != SYNCGUARD_PERSIST_CACHED)
+	/* a failure has latched where the policy says (the call that
+	 * failed knows: write_durable, writeout, the group flush) */
+	if (!err && persist != SYNCGUARD_PERSIST_CACHED)
 		err = syncguard_lun_lost_meanwhile(lun);
 	return err;
 }
 
-int syncguard_lun_lost_meanwhile(struct syncguard_lun *lun)
+int syncguard_lun_persist(struct syncguard_lun *lun,
+			  enum syncguard_persist persist)
 {
-	/* one read: a soft latch cleared between two reads looked hard
-	 * (helper-59, by reading) */
-	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
-
-	return (cur & LATCH_ERRNO) && !(cur & LATCH_SOFT) ?
-	       -(cur & LATCH_ERRNO) : 0;
-}
-
-int syncguard_lun_persist_range(struct syncguard_lun *lun, uint64_t off,
-				uint64_t len, enum syncguard_persist persist)
-{
-	int err;
-
-	switch (persist) {
-	case SYNCGUARD_PERSIST_CACHED:
+	/* WRITTEN asks for the data in the device: a flush gives that and
+	 * more (plp writes its data WRITTEN as it goes, so none comes here) */
+	if (persist == SYNCGUARD_PERSIST_CACHED)
 		return 0;
-	case SYNCGUARD_PERSIST_WRITTEN:
-		err = syncguard_lun_recheck(lun);
-		if (err)
-			return -err;
-		err = writeout(lun, off, len);
-		if (err)
-			syncguard_latch(lun, -err);
-		return err;
-	case SYNCGUARD_PERSIST_DURABLE:
-		break;
-	}
 	return syncguard_lun_flush(lun, false);
 }
 
 /* Exactly @len bytes at @off from @fd: 0 or -errno (-EIO at EOF). */
 static int read_all(int fd, uint8_t *buf, size_t len, uint64_t off)
 {
+	unsigned int tries = 0;
+
 	while (len) {
 		ssize_t n = syncguard_sys.pread(fd, buf, len, (off_t)off);
 
-		if (n < 0 && errno == EINTR)
+		if (n < 0 && syncguard_retry(errno, &tries))
 			continue;
 		if (n < 0)
 			return -errno;
@@ -1661,7 +1519,7 @@ int syncguard_lun_read(struct syncguard_lun *lun, uint8_t *buf, size_t len,
 	 * whole sectors into an aligned copy (@off starts a block, a block
 	 * is whole sectors, so they are within the LUN) */
 	if (posix_memalign((void **)&bounce, 4096, whole))
-		return -ENOMEM;
+		return -SYNCGUARD_ERESOURCE;
 	err = read_all(lun->dfd, bounce, whole, off);
 	if (!err)
 		memcpy(buf, bounce, len);
@@ -1672,6 +1530,7 @@ int syncguard_lun_read(struct syncguard_lun *lun, uint8_t *buf, size_t len,
 static int punch_aligned(struct syncguard_lun *lun, uint64_t off,
 			 uint64_t len)
 {
+	unsigned int tries = 0;
 	int err = 0;
 
 	/* it changes the page cache (zeroes a partial page): core/mix.c */
@@ -1682,15 +1541,16 @@ static int punch_aligned(struct syncguard_lun *lun, uint64_t off,
 	while (syncguard_sys.fallocate(lun->fd, FALLOC_FL_PUNCH_HOLE |
 				       FALLOC_FL_KEEP_SIZE, (off_t)off,
 				       (off_t)len)) {
-		if (errno != EINTR) {
+		if (!syncguard_retry(errno, &tries)) {
 			err = -errno;
 			break;
 		}
 	}
 	if (lun->mix.on)
 		syncguard_mix_end(&lun->mix, SYNCGUARD_MIX_CACHED, off, len);
-	if (!err)
-		syncguard_mark_dirty(lun);	/* new metadata, volatile */
+	/* new metadata, volatile; after a failure too (part of the range
+	 * may be punched) */
+	syncguard_mark_dirty(lun);
 	return err;
 }
 
@@ -1704,7 +1564,7 @@ static int zero_bytes(struct syncguard_lun *lun, uint64_t off, uint64_t len)
 		return 0;
 	zero = calloc(1, len);
 	if (!zero)
-		return -ENOMEM;
+		return -SYNCGUARD_ERESOURCE;
 	err = syncguard_lun_write(lun, zero, len, off, SYNCGUARD_PERSIST_CACHED);
 	free(zero);
 	return err;

@@ -289,17 +289,30 @@ bool syncguard_policy_enospc_refused(bool blockdev, unsigned long fs_magic)
 	return iomap_fs(blockdev, fs_magic);
 }
 
-bool syncguard_policy_latches(int err)
+/*
+ * The rule for every failing call.  What the command hears follows the
+ * errno (core/sense.c: WRITE ERROR; SPACE ALLOCATION FAILED for ENOSPC
+ * and EDQUOT; WRITE PROTECTED for EROFS and EPERM; BUSY only for
+ * SYNCGUARD_ERESOURCE, a resource missing before any I/O); whether the
+ * LUN latches follows the call, never the errno:
+ * - a flush (fdatasync, fsync, io_uring's fsync) that failed may have
+ *   dropped every dirty page it could not write, and Linux reports that
+ *   once: latched, whatever the errno.  fdatasync returns whatever error
+ *   the mapping recorded: FUSE passes its daemon's errno, 9p its
+ *   server's, CIFS maps a server's too-many-open-files to EMFILE, so no
+ *   errno means "nothing was lost" (tests/unit check_errno.c fails a
+ *   flush with each of them);
+ * - plp's write-out (sync_file_range) and an RWF_DSYNC write end in the
+ *   same report of the mapping's writeback errors (errseq), which may be
+ *   other writes' errors: latched too (soft where a refusal is possible,
+ *   syncguard_policy_enospc_refused);
+ * - a plain data write (into the page cache, or O_DIRECT) reports its own
+ *   failure only: that command fails, nothing an earlier GOOD vouched for
+ *   was touched, and the LUN goes on;
+ * - EINTR and EAGAIN are retried a bounded number of times first
+ *   (syncguard_retry), a short write's rest is written again.
+ */
+bool syncguard_policy_latches(enum syncguard_call call)
 {
-	/* The latch is for a failure that may have lost data: a flush that
-	 * failed may have dropped pages (core/lun.c).  EMFILE and ENFILE
-	 * come only from open(2), when a durable command could not get a
-	 * descriptor of its own (the sync descriptors, core/lun.c): it
-	 * failed before any I/O, and nothing else was touched.  Latched, it
-	 * failed every durable command of the LUN until re-created, with
-	 * MEDIUM ERROR, long after descriptors were free again (helper-62:
-	 * a tgtd near its RLIMIT_NOFILE).  So it only fails that command,
-	 * with BUSY, which initiators retry (core/sense.c).  ENOMEM is not
-	 * in this list: a flush can return it too. */
-	return err != EMFILE && err != ENFILE;
+	return call != SYNCGUARD_CALL_WRITE;
 }

@@ -50,10 +50,7 @@ enum syncguard_reason syncguard_reason_of_errno(int err, bool writing)
 	switch (err) {
 	case 0:
 		return SYNCGUARD_OK;
-	case ENOMEM:
-		return SYNCGUARD_ERR_INTERNAL;
-	case EMFILE:	/* no descriptor for the command now: retry */
-	case ENFILE:
+	case SYNCGUARD_ERESOURCE:	/* nothing written: retry (SAM-5 5.3) */
 		return SYNCGUARD_ERR_BUSY;
 	case ENOSPC:
 	case EDQUOT:

@@ -160,10 +160,20 @@ bool syncguard_policy_async_dsync_honoured(bool blockdev,
  * it latches for good. */
 bool syncguard_policy_enospc_refused(bool blockdev, unsigned long fs_magic);
 
-/* Does a failure with errno @err (positive) on the way to durability
- * latch the LUN at all?  False for a command that failed before any I/O
- * for want of a descriptor (EMFILE, ENFILE); it is answered BUSY. */
-bool syncguard_policy_latches(int err);
+/* The calls whose failures the rule for every failing call tells apart
+ * (core/policy.c, syncguard_policy_latches). */
+enum syncguard_call {
+	SYNCGUARD_CALL_WRITE,		/* a data write: into the page cache,
+					 * or O_DIRECT without RWF_DSYNC */
+	SYNCGUARD_CALL_DSYNC_WRITE,	/* a data write and its sync: RWF_DSYNC */
+	SYNCGUARD_CALL_WRITEOUT,	/* plp's write-out: sync_file_range */
+	SYNCGUARD_CALL_FLUSH,		/* fdatasync, fsync, io_uring's fsync */
+};
+
+/* Does a failure of @call, with any errno, latch the LUN (may it have
+ * lost data an earlier GOOD vouched for)?  A resource a command could
+ * not get before any I/O (SYNCGUARD_ERESOURCE) never does. */
+bool syncguard_policy_latches(enum syncguard_call call);
 
 /* ---- CDB decoding (core/cdb.c) ---- */
 
@@ -234,10 +244,10 @@ enum syncguard_reason {
 					 * VERIFY OPERATION */
 	SYNCGUARD_ERR_INVALID_IU,	/* ILLEGAL REQUEST, INVALID FIELD IN
 					 * COMMAND INFORMATION UNIT */
-	SYNCGUARD_ERR_BUSY,		/* status BUSY, no sense: out of
-					 * descriptors for now (SAM-5 5.3) */
+	SYNCGUARD_ERR_BUSY,		/* status BUSY, no sense: a resource
+					 * short for now (SAM-5 5.3) */
 	SYNCGUARD_ERR_INTERNAL,		/* HARDWARE ERROR, INTERNAL TARGET
-					 * FAILURE (out of memory) */
+					 * FAILURE (a reason out of range) */
 	SYNCGUARD_REASON_COUNT,
 };
 
@@ -251,24 +261,46 @@ struct syncguard_sense {
 /* Status and sense data for @reason (SPC-4 / SBC-3 tables). */
 struct syncguard_sense syncguard_sense_of(enum syncguard_reason reason);
 
-/* Reason for a failed I/O system call with errno @err (positive);
- * @writing: the call wrote or flushed (WRITE ERROR) or read. */
+/* Reason for a failed I/O system call with errno @err (positive, or
+ * SYNCGUARD_ERESOURCE: BUSY); @writing: the call wrote or flushed (WRITE
+ * ERROR; ENOSPC and EDQUOT SPACE ALLOCATION FAILED; EROFS and EPERM WRITE
+ * PROTECTED) or read (UNRECOVERED READ ERROR). */
 enum syncguard_reason syncguard_reason_of_errno(int err, bool writing);
 
-/* ---- the system calls the core makes, swappable by tests ---- */
+/*
+ * Not an errno: a resource a command needed before any I/O could not be
+ * had (a descriptor from the pools, an aligned buffer, an io_uring slot).
+ * Nothing was written, so nothing latches; the command is answered BUSY
+ * and the initiator retries it.  Above every errno (Linux's are < 4096).
+ */
+#define SYNCGUARD_ERESOURCE 4096
+
+/* ---- the system calls the core makes, swappable by tests (core/latch.c) ---- */
+
+struct statx;
 
 struct syncguard_sysops {
 	ssize_t (*pwritev2)(int fd, const struct iovec *iov, int cnt,
 			    off_t off, int flags);
 	ssize_t (*pread)(int fd, void *buf, size_t len, off_t off);
 	int (*fdatasync)(int fd);
+	int (*fsync)(int fd);
 	int (*sync_file_range)(int fd, off_t off, off_t len,
 			       unsigned int flags);
 	int (*fallocate)(int fd, int mode, off_t off, off_t len);
+	/* open(2) of a descriptor for the pools (never O_CREAT) */
+	int (*open)(const char *path, int flags);
+	/* statx of @fd itself (AT_EMPTY_PATH): 0 or -1 with errno */
+	int (*statx)(int fd, unsigned int mask, struct statx *stx);
+	/* An io_uring completion of @call on @fd with result @res (bytes,
+	 * or -errno) as the engine takes it: @res itself, or what a test
+	 * injects in its place. */
+	int (*ring_result)(enum syncguard_call call, int fd, int res);
 };
 
-/* The table the core calls through; tests replace entries to inject
- * faults (EIO, ENOSPC, EINTR, short writes) and count syncs. */
+/* The table the core and the io_uring engine call through; tests
+ * replace entries to inject faults (any errno, EINTR, short writes) and
+ * count syncs. */
 extern struct syncguard_sysops syncguard_sys;
 
 /* ---- a LUN (core/lun.c) ---- */
@@ -315,6 +347,8 @@ struct syncguard_flusher {
 	pthread_mutex_t lock;
 	pthread_cond_t done;
 	uint64_t started, completed;	/* flush generations */
+	uint64_t failed;		/* the last generation that failed */
+	int failed_err;			/* its answer (-errno) */
 	bool running;
 	bool batching;		/* a leader holds the next flush back */
 	unsigned int joining;	/* callers the next flush will answer */
@@ -512,8 +546,9 @@ int syncguard_lun_close_deferred(struct syncguard_lun *lun);
  * needed to read it, device cache flush), sharing device flushes with
  * concurrent callers (group commit, core/flush.c).  With @elide, costs no
  * device flush when nothing was written since the last completed one
- * (SYNCHRONIZE CACHE on a clean cache).  A failure is latched (see
- * core/lun.c).  Returns 0 or -errno.
+ * (SYNCHRONIZE CACHE on a clean cache).  Returns 0, or -errno: the
+ * failed flush's own errno, whatever it is, or the errno latched (a
+ * failed flush latches: core/latch.c).
  */
 int syncguard_lun_flush(struct syncguard_lun *lun, bool elide);
 
@@ -560,9 +595,12 @@ uint64_t syncguard_lun_dirty(struct syncguard_lun *lun);
  * microseconds; it covered everything counted dirty up to @covers.
  * It answered @group commands.  Counts and times it, latches a failure,
  * or lets later SYNCHRONIZE CACHE commands skip what it made durable.
+ * Returns what each of the commands it answers is answered with: @res
+ * when it failed (any errno), else the errno latched meanwhile (as
+ * -errno), else 0.
  */
-void syncguard_flush_done(struct syncguard_lun *lun, uint64_t covers, int res,
-			  uint64_t us, unsigned int group);
+int syncguard_flush_done(struct syncguard_lun *lun, uint64_t covers, int res,
+			 uint64_t us, unsigned int group);
 
 /*
  * Publish @lun's counters in the file @path (created, mode 0644, mapped

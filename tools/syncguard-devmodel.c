@@ -26,7 +26,8 @@
  * Control file .ctl (write one command per write(2)):
  *   cut                       power cut, as above
  *   fail-fsync ERRNO [N]      the next N fsyncs fail (N omitted: all)
- *   fail-write ERRNO [N]      the next N writes fail (ERRNO: EIO, ENOSPC)
+ *   fail-write ERRNO [N]      the next N writes fail
+ *                             (ERRNO: a name, EIO ENFILE EINTR ..., or a number)
  *   clear                     stop injecting faults
  *   flush-ms MS               flushes take MS milliseconds from now on
  * Reading .ctl gives counters: writes, fsyncs (requests), flushes (device
@@ -270,15 +271,27 @@ static int do_read(char *buf, size_t len, off_t off)
 
 /* ---- control file ---- */
 
+/* An errno by name (the ones a device, a daemon or a server can hand
+ * back from a write or a flush) or by number; 0 if neither. */
 static int parse_errno(const char *s)
 {
-	if (!strcmp(s, "EIO"))
-		return EIO;
-	if (!strcmp(s, "ENOSPC"))
-		return ENOSPC;
-	if (!strcmp(s, "EINTR"))
-		return EINTR;
-	return 0;
+	static const struct {
+		const char *name;
+		int err;
+	} names[] = {
+		{ "EIO", EIO }, { "ENOSPC", ENOSPC }, { "EDQUOT", EDQUOT },
+		{ "EROFS", EROFS }, { "EMFILE", EMFILE }, { "ENFILE", ENFILE },
+		{ "ENOMEM", ENOMEM }, { "EINTR", EINTR }, { "EAGAIN", EAGAIN },
+		{ "ENOSYS", ENOSYS }, { "EPERM", EPERM }, { "ENXIO", ENXIO },
+		{ "EOPNOTSUPP", EOPNOTSUPP }, { "ESHUTDOWN", ESHUTDOWN },
+	};
+	char *end;
+	long n = strtol(s, &end, 10);
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(s, names[i].name))
+			return names[i].err;
+	return end != s && !*end && n > 0 && n < 4096 ? (int)n : 0;
 }
 
 static int control(const char *cmd)
@@ -454,7 +467,8 @@ static int m_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 		ret = -EIO;
 	if (!ret)
 		ret = take_fault(&M.fail_fsync);
-	if (ret && !M.frozen)	/* a failed flush loses what it covered */
+	/* a failed flush loses what it covered; "not now" loses nothing */
+	if (ret && !M.frozen && ret != -EINTR && ret != -EAGAIN)
 		lose_cache();
 	if (!ret && __atomic_load_n(&M.flush_us, __ATOMIC_RELAXED))
 		ret = slow_flush();

@@ -221,23 +221,26 @@ static void assert_sense(enum syncguard_reason r, uint8_t key, uint16_t asc)
 	ck_assert_uint_eq(s.asc, asc);
 }
 
-/* Out of descriptors (EMFILE, ENFILE: only open(2) returns them) is
- * status BUSY with no sense, and latches nothing (core/policy.c). */
+/* A resource missing before any I/O (SYNCGUARD_ERESOURCE) is status
+ * BUSY with no sense, and latches nothing; EMFILE, ENFILE and ENOMEM
+ * from an I/O call are that call's failure (core/policy.c) */
 START_TEST(test_exec_no_descriptor_busy)
 {
 	struct syncguard_sense s;
 
+	ck_assert_int_eq(syncguard_reason_of_errno(SYNCGUARD_ERESOURCE, true),
+			 SYNCGUARD_ERR_BUSY);
 	ck_assert_int_eq(syncguard_reason_of_errno(EMFILE, true),
-			 SYNCGUARD_ERR_BUSY);
+			 SYNCGUARD_ERR_WRITE);
 	ck_assert_int_eq(syncguard_reason_of_errno(ENFILE, false),
-			 SYNCGUARD_ERR_BUSY);
+			 SYNCGUARD_ERR_READ);
+	ck_assert_int_eq(syncguard_resource_errno(EMFILE), SYNCGUARD_ERESOURCE);
+	ck_assert_int_eq(syncguard_resource_errno(EIO), EIO);
 	s = syncguard_sense_of(SYNCGUARD_ERR_BUSY);
 	ck_assert_uint_eq(s.status, 0x08);
 	ck_assert_uint_eq(s.key, 0);
-	ck_assert(!syncguard_policy_latches(EMFILE));
-	ck_assert(!syncguard_policy_latches(ENFILE));
-	ck_assert(syncguard_policy_latches(EIO));
-	ck_assert(syncguard_policy_latches(ENOMEM));
+	ck_assert(!syncguard_policy_latches(SYNCGUARD_CALL_WRITE));
+	ck_assert(syncguard_policy_latches(SYNCGUARD_CALL_FLUSH));
 	assert_sense(syncguard_reason_of_errno(EPERM, true), 0x07, 0x2700);
 }
 END_TEST
@@ -1006,7 +1009,8 @@ START_TEST(test_exec_enospc)
 {
 	int fsyncs, per_write;
 
-	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	/* FUA writes by RWF_DSYNC, whose ENOSPC may be its sync's */
+	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_DSYNC);
 	lun.enospc_soft = true;		/* as on ext4 (the fixture's may not be) */
 	fx.pwrite_errno = ENOSPC;
 	assert_sense(write16(0, 8, false), 0x07, 0x2707);
@@ -1058,7 +1062,7 @@ END_TEST
  * latched soft, the space back */
 static void refused_write_latches_soft(void)
 {
-	open_lun(SYNCGUARD_MODE_WRITE_THROUGH);
+	open_lun_ws(SYNCGUARD_MODE_WRITE_THROUGH, SYNCGUARD_WRITE_SYNC_DSYNC);
 	lun.enospc_soft = true;		/* as on ext4 */
 	fx.pwrite_errno = ENOSPC;
 	assert_sense(write16(0, 8, false), 0x07, 0x2707);
@@ -1074,7 +1078,7 @@ START_TEST(test_exec_close_flushes_with_soft_latch)
 {
 	int fd;
 
-	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_DSYNC);
 	lun.enospc_soft = true;
 	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
 	fx.pwrite_errno = ENOSPC;

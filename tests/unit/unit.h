@@ -10,5 +10,6 @@ Suite *cdb_suite(void);
 Suite *exec_suite(void);
 Suite *flush_suite(void);
 Suite *plan_suite(void);
+Suite *errno_suite(void);
 
 #endif

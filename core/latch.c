@@ -1,0 +1,247 @@
+/*
+ * The system calls durability depends on, and the latch that remembers
+ * when one failed.
+ *
+ * Layer: a primitive of the core (every core file may use it; it uses
+ * only policy.c).  Every call whose result decides whether data is
+ * durable (a write, a flush, a write-out, a hole punch, an io_uring
+ * completion) goes through syncguard_sys, so that tests inject any errno
+ * into it and count what a command cost (tests/unit); tests/syscalls.sh
+ * fails the build's check when a file of the module calls one directly.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "syncguard.h"
+#include "internal.h"
+
+static ssize_t sys_pwritev2(int fd, const struct iovec *iov, int cnt,
+			    off_t off, int flags)
+{
+	return pwritev2(fd, iov, cnt, off, flags);
+}
+
+static int sys_open(const char *path, int flags)
+{
+	return open(path, flags);
+}
+
+static int sys_statx(int fd, unsigned int mask, struct statx *stx)
+{
+	return statx(fd, "", AT_EMPTY_PATH, mask, stx);
+}
+
+/* An io_uring completion's result as the kernel gave it. */
+static int ring_result(enum syncguard_call call, int fd, int res)
+{
+	(void)call;
+	(void)fd;
+	return res;
+}
+
+struct syncguard_sysops syncguard_sys = {
+	.pwritev2 = sys_pwritev2,
+	.pread = pread,
+	.fdatasync = fdatasync,
+	.fsync = fsync,
+	.sync_file_range = sync_file_range,
+	.fallocate = fallocate,
+	.open = sys_open,
+	.statx = sys_statx,
+	.ring_result = ring_result,
+};
+
+/*
+ * EINTR and EAGAIN say "not now", not "failed": the call is made again,
+ * SYNCGUARD_RETRIES times at most, so that a file system that keeps
+ * answering so cannot hold a worker for ever.  Retrying a flush is
+ * sound: fdatasync reports the mapping's writeback error (errseq) at its
+ * end, in place of the EINTR, so an error it had found is never lost to
+ * a retry (fs/sync.c, file_write_and_wait_range; FUSE's fsync waits for
+ * writeback before it asks its daemon).
+ */
+bool syncguard_retry(int err, unsigned int *tries)
+{
+	return (err == EINTR || err == EAGAIN) &&
+	       (*tries)++ < SYNCGUARD_RETRIES;
+}
+
+int syncguard_datasync(int fd)
+{
+	unsigned int tries = 0;
+
+	while (syncguard_sys.fdatasync(fd))
+		if (!syncguard_retry(errno, &tries))
+			return -errno;
+	return 0;
+}
+
+int syncguard_fsync(int fd)
+{
+	unsigned int tries = 0;
+
+	while (syncguard_sys.fsync(fd))
+		if (!syncguard_retry(errno, &tries))
+			return -errno;
+	return 0;
+}
+
+int syncguard_resource_errno(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOMEM ?
+	       SYNCGUARD_ERESOURCE : err;
+}
+
+const char *syncguard_strerror(int err)
+{
+	if (err == SYNCGUARD_ERESOURCE)
+		return "no descriptor, memory or ring slot for it now";
+	return strerror(err);
+}
+
+/*
+ * The latch.  After a failed flush the kernel may already have dropped
+ * the dirty pages it could not write, and Linux reports a writeback
+ * error to a file description only once: a later fdatasync can succeed
+ * although the data is gone.  So the first failure of a call that can
+ * lose acknowledged data (syncguard_policy_latches) is remembered, and
+ * every later command that would promise durability fails with it.
+ *
+ * One exception, a "soft" latch: a write refused for want of space
+ * (ENOSPC or EDQUOT) lost nothing, and a thin LUN should work again once
+ * space is freed (SBC-3 4.7.3.6); nor did one refused with EPERM, by a
+ * file made immutable (chattr +i) or a block device set read-only.
+ * Where that errno can only be a refusal or a writeback error of the
+ * file's pages (core/policy.c, syncguard_policy_enospc_refused), a soft
+ * latch (syncguard_latch_write) holds until a witness is asked: a
+ * writeback error is reported once per open file description, and the
+ * descriptor whose sync reported it took it from every other that had
+ * seen it before (errseq), but not from lun->fd, on which nothing ever
+ * syncs (writes, reads and hole punches do not report writeback errors):
+ * it still sees every writeback error since the LUN opened that it has
+ * not reported.  The next durable command (on a worker) runs fdatasync
+ * on it (syncguard_lun_recheck): an error latches for good, success
+ * clears the latch, and the command goes on.  Each soft latch bumps a
+ * sequence number, so a recheck that raced with a new one does not
+ * clear it.  Elsewhere ENOSPC latches for good, as any failure.
+ * tests/unit check_exec.c, test_exec_enospc*, shows each case.
+ */
+#define LATCH_ERRNO	0xfff		/* the errno */
+#define LATCH_SEQ	0x3ffff000	/* soft latches: a sequence number */
+#define LATCH_SOFT	0x40000000	/* rechecked (syncguard_lun_recheck) */
+
+/* The counters show the latch as it is now: every change publishes, and
+ * a publisher that raced with a later change publishes again, so the
+ * last one to finish shows the last change. */
+static void publish_latch(struct syncguard_lun *lun)
+{
+	int latch;
+
+	do {
+		latch = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
+		lun->stats->latched_soft = !!(latch & LATCH_SOFT);
+		lun->stats->latched = (uint64_t)(latch & LATCH_ERRNO);
+	} while (latch != __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST));
+}
+
+/* An errno as the latch keeps it: never 0, never out of its field (a
+ * value that is no errno, SYNCGUARD_ERESOURCE say, would read as "not
+ * latched"). */
+static int latch_value(int err)
+{
+	return err > 0 && err <= LATCH_ERRNO ? err : EIO;
+}
+
+void syncguard_latch(struct syncguard_lun *lun, int err)
+{
+	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
+
+	err = latch_value(err);
+	do {
+		if (cur && !(cur & LATCH_SOFT))
+			return;		/* the first hard one stays */
+	} while (!__atomic_compare_exchange_n(&lun->flush_error, &cur, err,
+					      false, __ATOMIC_SEQ_CST,
+					      __ATOMIC_SEQ_CST));
+	publish_latch(lun);
+}
+
+void syncguard_latch_write(struct syncguard_lun *lun, int err)
+{
+	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST), next;
+
+	if ((err != ENOSPC && err != EDQUOT && err != EPERM) ||
+	    !lun->enospc_soft) {
+		syncguard_latch(lun, err);
+		return;
+	}
+	do {
+		if (cur && !(cur & LATCH_SOFT))
+			return;
+		next = LATCH_SOFT | ((cur + (LATCH_ERRNO + 1)) & LATCH_SEQ) | err;
+	} while (!__atomic_compare_exchange_n(&lun->flush_error, &cur, next,
+					      false, __ATOMIC_SEQ_CST,
+					      __ATOMIC_SEQ_CST));
+	publish_latch(lun);
+}
+
+int syncguard_call_failed(struct syncguard_lun *lun, enum syncguard_call call,
+			  int err)
+{
+	if (err == SYNCGUARD_ERESOURCE || !syncguard_policy_latches(call))
+		return -err;
+	if (call == SYNCGUARD_CALL_FLUSH)
+		syncguard_latch(lun, err);
+	else
+		syncguard_latch_write(lun, err);
+	return -err;
+}
+
+int syncguard_lun_latched(struct syncguard_lun *lun)
+{
+	return __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST) &
+	       LATCH_ERRNO;
+}
+
+bool syncguard_lun_latched_soft(struct syncguard_lun *lun)
+{
+	return __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST) &
+	       LATCH_SOFT;
+}
+
+int syncguard_lun_recheck(struct syncguard_lun *lun)
+{
+	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST), err;
+
+	if (!(cur & LATCH_SOFT))
+		return cur & LATCH_ERRNO;
+	pthread_mutex_lock(&lun->recheck_lock);
+	cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
+	while (cur & LATCH_SOFT) {
+		err = syncguard_datasync(lun->fd);
+		if (err) {
+			syncguard_latch(lun, -err);
+			break;
+		}
+		if (__atomic_compare_exchange_n(&lun->flush_error, &cur, 0,
+						false, __ATOMIC_SEQ_CST,
+						__ATOMIC_SEQ_CST)) {
+			publish_latch(lun);
+			break;
+		}	/* a new soft latch meanwhile (cur has it): again */
+	}
+	pthread_mutex_unlock(&lun->recheck_lock);
+	return syncguard_lun_latched(lun);
+}
+
+int syncguard_lun_lost_meanwhile(struct syncguard_lun *lun)
+{
+	/* one read: a soft latch cleared between two reads looked hard */
+	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
+
+	return (cur & LATCH_ERRNO) && !(cur & LATCH_SOFT) ?
+	       -(cur & LATCH_ERRNO) : 0;
+}
