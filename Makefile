@@ -209,7 +209,11 @@ check-unit: $(BUILD)/unit-tests check-syscalls
 check-syscalls: $(CORE_PIC) $(GLUE_PIC)
 	tests/syscalls.sh $(BUILD)/pic/core/latch.o $(CORE_PIC) $(GLUE_PIC)
 
-check-proto: $(BUILD)/proto-tests bs_syncguard.so $(TOOLS)
+# a helper of the protocol tests (fscrypt, cachestat)
+$(BUILD)/fsprobe: tests/fsprobe.c
+	$(CC) $(BASE) $(CFLAGS) $< -o $@
+
+check-proto: $(BUILD)/proto-tests bs_syncguard.so $(TOOLS) $(BUILD)/fsprobe
 	SYNCGUARD_MODULE=$(CURDIR)/bs_syncguard.so \
 	SYNCGUARD_TOP=$(CURDIR) $(BUILD)/proto-tests
 

@@ -155,6 +155,11 @@ static const char *writes_how(const struct syncguard_bs *bs)
 		return dsync_uring ? "through the page cache, RWF_DSYNC ones "
 				     "O_DIRECT through io_uring" :
 				     "through the page cache, RWF_DSYNC ones O_DIRECT";
+	if (bs->lun.no_dio)	/* syncguard_dio_align */
+		return bs->opts.mode == SYNCGUARD_MODE_PLP ?
+		       "through the page cache and written out (the file "
+		       "cannot do direct I/O)" : "through the page cache (the "
+		       "file cannot do direct I/O)";
 	if (!bs->lun.direct_io)
 		return "through the page cache";
 	if (bs->opts.mode == SYNCGUARD_MODE_PLP)

@@ -100,6 +100,12 @@ int syncguard_dev_name(dev_t dev, char *name, size_t namelen);
 int syncguard_check_ram_device(const char *n, const char *path, char *err,
 			       size_t errlen);
 
+/* Can the inode @fd do direct I/O?  1 with its offset and memory
+ * alignments (bytes), or 0: statx says none (fscrypt, fs-verity, data
+ * journalling, inline data; O_DIRECT writes would be buffered silently).
+ * core/lun.c */
+int syncguard_dio_align(int fd, unsigned int *align, unsigned int *mem_align);
+
 /* A new descriptor (@flags, O_CLOEXEC added) of the very file or device
  * the LUN has open, whatever its path names now; or -errno. */
 int syncguard_reopen(const struct syncguard_lun *lun, int flags);

@@ -176,6 +176,31 @@ static int plp_over_loop(struct syncguard_lun *lun, const char *sys,
 	return 0;
 }
 
+/*
+ * Direct I/O on is not enough either when the backing file @bfd cannot
+ * do direct I/O (syncguard_dio_align: fscrypt without inline crypto,
+ * fs-verity, inline data): the loop's dio attribute says 1, and ext4
+ * turns its O_DIRECT writes into buffered ones, which plp never flushes
+ * (8 MiB of FUA writes to such a loop answered GOOD with 2,048 pages
+ * dirty; tests/proto check_blockdev.c, test_blockdev_fscrypt).  A block
+ * device behind the loop always can.  0 or -EINVAL.
+ */
+static bool is_blk(int fd);
+
+static int plp_backing_dio(int bfd, const char *what, char *err,
+			   size_t errlen)
+{
+	unsigned int align, mem_align;
+
+	if (is_blk(bfd) || syncguard_dio_align(bfd, &align, &mem_align))
+		return 0;
+	syncguard_seterr(err, errlen, "mode=plp: %s cannot do direct I/O "
+		"(fscrypt without inline encryption, fs-verity or inline "
+		"data), so the loop's writes end in its page cache, which plp "
+		"never flushes: use write-through or write-back", what);
+	return -EINVAL;
+}
+
 bool syncguard_loop_dio_lost(const struct syncguard_lun *lun)
 {
 	/* none, or detached (-1): nothing to tell */
@@ -301,6 +326,8 @@ int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 	snprintf(label, sizeof(label), "%s (the backing file of %s)", path,
 		 dev);
 	ret = check_backing(lun->loop_fd, label, plp, err, errlen);
+	if (!ret && plp)
+		ret = plp_backing_dio(lun->loop_fd, label, err, errlen);
 	if (!ret && plp && !is_blk(lun->loop_fd))
 		ret = syncguard_check_plp_file(lun->loop_fd, label,
 					       lun->opts.alloc_check, err, errlen);
@@ -386,6 +413,8 @@ static int loop_layer(struct syncguard_lun *lun, dev_t dev,
 	snprintf(label, sizeof(label), "%s (its file system is on a loop "
 		 "device over %s)", path, bpath);
 	ret = check_backing(bfd, label, plp, err, errlen);
+	if (!ret && plp)
+		ret = plp_backing_dio(bfd, label, err, errlen);
 	if (!ret)
 		ret = check_below(lun, bfd, bpath, plp, level + 1, err, errlen);
 	if (ret)

@@ -459,35 +459,82 @@ static unsigned long fs_magic(struct syncguard_lun *lun)
 }
 
 /*
+ * Can the inode @fd do direct I/O, and with what alignment?  statx says
+ * (STATX_DIOALIGN, Linux 6.1): an offset alignment of 0 means "no direct
+ * I/O" (statx(2)), and O_DIRECT opens still succeed: ext4 then turns
+ * each O_DIRECT write into a buffered one, silently, for a file that is
+ * encrypted without inline crypto (fscrypt), verity-protected, journals
+ * its data or keeps it inline.  Without STATX_DIOALIGN, the same inode
+ * flags say it (STATX_ATTR_ENCRYPTED / _VERITY, FS_IOC_GETFLAGS); a
+ * block device's alignment is its logical sector, anything else's is
+ * taken as 4096.  Returns 1 with the offset and memory alignments in
+ * *@align and *@mem_align (bytes), or 0: no direct I/O.
+ * tests/unit check_exec.c, test_open_plp_without_direct_io; and on a
+ * real fscrypt ext4, tests/proto check_blockdev.c, test_blockdev_fscrypt.
+ */
+int syncguard_dio_align(int fd, unsigned int *align, unsigned int *mem_align)
+{
+	const unsigned int none = FS_ENCRYPT_FL | FS_VERITY_FL |
+				  FS_INLINE_DATA_FL | FS_JOURNAL_DATA_FL;
+	unsigned int sector = 0;
+	struct statx stx;
+	struct stat st;
+	int flags = 0;
+
+	*align = *mem_align = 4096;
+	if (syncguard_sys.statx(fd, STATX_DIOALIGN, &stx) == 0) {
+		if (stx.stx_mask & STATX_DIOALIGN) {
+			if (!stx.stx_dio_offset_align)
+				return 0;
+			*align = stx.stx_dio_offset_align;
+			*mem_align = stx.stx_dio_mem_align ?
+				     stx.stx_dio_mem_align : *align;
+			return 1;
+		}
+		if (stx.stx_attributes & stx.stx_attributes_mask &
+		    (STATX_ATTR_ENCRYPTED | STATX_ATTR_VERITY))
+			return 0;
+	}
+	if (!fstat(fd, &st) && S_ISBLK(st.st_mode)) {
+		if (!ioctl(fd, BLKSSZGET, &sector) && sector)
+			*align = *mem_align = sector;
+		return 1;
+	}
+	return ioctl(fd, FS_IOC_GETFLAGS, &flags) ||
+	       !((unsigned int)flags & none);
+}
+
+/*
  * The O_DIRECT descriptor, if the LUN's writes (or its RWF_DSYNC writes,
- * mix_wanted) use it.  The alignment
- * O_DIRECT needs comes from statx (STATX_DIOALIGN), else the logical
- * sector size of a block device, else 4 KiB.  The LUN's logical block
- * must be a multiple of it, or a write of one block would take the page
- * cache while its neighbours in the same page went O_DIRECT: writeback
- * of that page could then put old data over an O_DIRECT write already
- * acknowledged as durable.  So with 512-byte blocks on a 4 KiB-sector
- * device, or no O_DIRECT at all (the file system refuses it), every
- * write takes the page cache; that is an error only for direct=yes.
- * Returns 0 or -errno with the reason in @err.
+ * mix_wanted) use it, with the alignment syncguard_dio_align gives.
+ * The LUN's logical block must be a multiple of it, or a write of one
+ * block would take the page cache while its neighbours in the same page
+ * went O_DIRECT: writeback of that page could then put old data over an
+ * O_DIRECT write already acknowledged as durable.  So with 512-byte
+ * blocks on a 4 KiB-sector device, or an inode that cannot do direct
+ * I/O at all, every write takes the page cache (plp's are then written
+ * out with sync_file_range, write-through's made durable by RWF_DSYNC);
+ * that is an error only for direct=yes.  Returns 0 or -errno with the
+ * reason in @err.
  */
 static int open_direct(struct syncguard_lun *lun, const char *path,
 		       char *err, size_t errlen)
 {
 	bool asked = lun->opts.direct == SYNCGUARD_DIRECT_YES;
-	struct statx stx;
-	unsigned int sector = 0;
 
 	if (!want_direct(&lun->opts) && !mix_wanted(&lun->opts))
 		return 0;
-	if (statx(lun->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 &&
-	    (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align) {
-		lun->dio_align = stx.stx_dio_offset_align;
-		lun->dio_mem_align = stx.stx_dio_mem_align;
-	} else if (lun->blockdev && !ioctl(lun->fd, BLKSSZGET, &sector)) {
-		lun->dio_align = lun->dio_mem_align = sector;
-	} else {
-		lun->dio_align = lun->dio_mem_align = 4096;	/* safe */
+	if (!syncguard_dio_align(lun->fd, &lun->dio_align,
+				 &lun->dio_mem_align)) {
+		lun->no_dio = true;
+		if (!asked)
+			return 0;
+		syncguard_seterr(err, errlen, "%s: direct=yes, but this file "
+			"cannot do direct I/O (statx says none: fscrypt without "
+			"inline encryption, fs-verity, data journalling or inline "
+			"data), and O_DIRECT writes would be buffered silently: "
+			"use direct=auto", path);
+		return -EINVAL;
 	}
 	if ((1u << lun->block_shift) % lun->dio_align) {
 		if (!asked)

@@ -492,6 +492,9 @@ struct syncguard_lun {
 	struct syncguard_mix mix;
 	bool async_dsync_ok;		/* RWF_DSYNC on dfd is honoured when
 					 * asynchronous (io_uring) too */
+	bool no_dio;			/* the inode cannot do direct I/O
+					 * (syncguard_dio_align): every write
+					 * takes the page cache */
 	unsigned int dio_align;		/* offset and length, bytes */
 	unsigned int dio_mem_align;	/* buffer address, bytes */
 	/* Descriptors for durability calls, one per call in flight (see

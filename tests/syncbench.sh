@@ -463,12 +463,13 @@ expect "--verify-only finds a stamp copied to another LBA of the same block size
 truncate -s 4G "$work/big.img"
 "$tp" lun "$work/tgtd" 1 7 "$work/big.img" "mode=write-back" 4096 >/dev/null || bad "LUN 7"
 u7=$("$tp" url "$work/tgtd" "$iqn" 7)
-in_readback() {	# PID ERRFILE: once LUN 7 has taken writes (on a busy
+in_readback() {	# PID ERRFILE: once LUN 7 has answered writes (on a busy
 	# machine the run had done none 1 s in, and reported no ops), Ctrl-C,
-	# then wait for the read-back to begin
-	for _ in $(seq 200); do
+	# then wait for the read-back to begin.  The run keeps 16 in flight,
+	# so a 17th write arrives only after one was answered.
+	for _ in $(seq 400); do
 		"$top/tools/syncguard-stat" --json "$iqn" 7 2>/dev/null |
-			jq -e ".[0].writes > 0" >/dev/null && break
+			jq -e ".[0].writes > 16" >/dev/null && break
 		sleep 0.05
 	done
 	sleep 0.2	# and the tool has had their answers

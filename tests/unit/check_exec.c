@@ -1275,6 +1275,60 @@ END_TEST
  * renamed and a new file takes the name: its durable writes and flushes
  * go through descriptors opened later (the pools), which once reopened
  * the path and so wrote the other file (a helper's test). */
+/* statx as an inode that cannot do direct I/O answers it: STATX_DIOALIGN
+ * reported, with an offset alignment of 0 (fscrypt without inline
+ * crypto, fs-verity, data journalling, inline data); with @attr, an
+ * older kernel's way: no STATX_DIOALIGN, STATX_ATTR_ENCRYPTED set */
+static bool statx_attr;
+
+static int statx_no_dio(int fd, unsigned int mask, struct statx *stx)
+{
+	int ret = statx(fd, "", AT_EMPTY_PATH, mask, stx);
+
+	if (ret)
+		return ret;
+	if (statx_attr) {
+		stx->stx_mask &= ~STATX_DIOALIGN;
+		stx->stx_attributes |= STATX_ATTR_ENCRYPTED;
+		stx->stx_attributes_mask |= STATX_ATTR_ENCRYPTED;
+	} else {
+		stx->stx_mask |= STATX_DIOALIGN;
+		stx->stx_dio_offset_align = stx->stx_dio_mem_align = 0;
+	}
+	return 0;
+}
+
+/* plp on an inode that cannot do direct I/O: O_DIRECT writes would be
+ * buffered silently and answered GOOD from the page cache.  direct=auto
+ * takes the page cache and writes each write out (sync_file_range);
+ * direct=yes is refused.  0 was read as "unknown, use 4096" before. */
+START_TEST(test_open_plp_without_direct_io)
+{
+	int (*real)(int, unsigned int, struct statx *) = syncguard_sys.statx;
+	char err[256];
+
+	make_file(path, LUN_BYTES, true);
+	syncguard_sys.statx = statx_no_dio;
+	for (int i = 0; i < 2; i++) {
+		statx_attr = i;
+		ck_assert_int_eq(try_open(path, "mode=plp;direct=yes", err),
+				 -EINVAL);
+		ck_assert_ptr_nonnull(strstr(err, "cannot do direct I/O"));
+		ck_assert_msg(try_open(path, "mode=plp", err) == 0, "%s", err);
+		ck_assert(lun.no_dio && !lun.direct_io && lun.dfd < 0);
+		memset(&fx, 0, sizeof(fx));
+		fill(3);
+		ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
+		ck_assert_int_eq(fx.writeouts, 1);	/* written out */
+		ck_assert_uint_eq(lun.stats->direct_writes, 0);
+		syncguard_lun_close(&lun);
+	}
+	syncguard_sys.statx = real;
+	ck_assert_msg(try_open(path, "mode=plp", err) == 0, "%s", err);
+	ck_assert(!lun.no_dio && lun.direct_io);
+}
+END_TEST
+
 START_TEST(test_open_rename_keeps_the_file)
 {
 	char old[96];
@@ -1569,6 +1623,7 @@ Suite *exec_suite(void)
 	tcase_add_test(open, test_open_rejects);
 	tcase_add_test(open, test_open_one_lun_per_file);
 	tcase_add_test(open, test_open_plp_needs_allocated_file);
+	tcase_add_test(open, test_open_plp_without_direct_io);
 	tcase_add_test(open, test_open_barriers_from_mountinfo);
 	tcase_add_test(open, test_open_rename_keeps_the_file);
 	tcase_add_test(open, test_open_overlay_upper_from_mountinfo);
