@@ -30,7 +30,7 @@ DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
 	gcc make util-linux mount iproute2 e2fsprogs sdparm libfuse3-dev fuse3 \
 	liburing-dev gnuplot-nox jq binutils procps libjson-c-dev
 
-CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c core/latch.c \
+CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c core/latch.c core/poison.c \
 	     core/exec.c core/flush.c core/stats.c core/mix.c \
 	     core/loop.c core/mounts.c
 CORE_PIC  := $(CORE_SRCS:%.c=$(BUILD)/pic/%.o)
@@ -179,10 +179,11 @@ tools/iscsi-syncbench.1: tools/iscsi-syncbench
 tools/iscsi-crashtest: tools/iscsi-crashtest.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
 
+STAT_CORE := core/opts.c core/poison.c core/latch.c core/policy.c
 tools/syncguard-stat: tools/syncguard-stat.c tools/statsfile.c \
-		      tools/statsfile.h core/opts.c $(HDRS)
+		      tools/statsfile.h $(STAT_CORE) $(HDRS)
 	$(CC) $(BASE) -Itools $(CFLAGS) tools/syncguard-stat.c \
-	  tools/statsfile.c core/opts.c -o $@
+	  tools/statsfile.c $(STAT_CORE) -o $@ -lpthread
 
 tools/iscsi-cdbfuzz: tools/iscsi-cdbfuzz.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)

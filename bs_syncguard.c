@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <link.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +223,27 @@ static void log_holes(struct scsi_lu *lu)
 		(uint64_t)st.st_blocks * 512, lun->size);
 }
 
+/* A LUN on a store whose earlier LUN latched an error (core/poison.c)
+ * starts latched: say so, with the record and how to clear it. */
+static void log_poisoned(struct scsi_lu *lu, const char *path)
+{
+	struct syncguard_lun *lun = &SYNCGUARD_BS(lu)->lun;
+	char text[sizeof(lun->poison)];
+
+	if (!lun->poison[0])
+		return;
+	snprintf(text, sizeof(text), "%s", lun->poison);
+	for (char *c = text; *c; c++)	/* one log line */
+		if (*c == '\n')
+			*c = c[1] ? ';' : '\0';
+	eprintf("syncguard: lun %" PRIu64 ": starts latched: an earlier LUN "
+		"on this store latched an error, and acknowledged writes may be "
+		"lost (%s/latched/%s: %s); check the data, then clear it with "
+		"'syncguard-stat --clear-latch %s' and re-create the LUN\n",
+		lu->lun, syncguard_state_dir(&lun->opts), lun->store_id, text,
+		path);
+}
+
 static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 			     uint64_t *size)
 {
@@ -271,6 +293,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		bs->lun.direct_reads ? ", reads O_DIRECT" : "");
 	log_device_cache(lu);
 	log_holes(lu);
+	log_poisoned(lu, path);
 	syncguard_watch_add(bs, lu->lun);
 	return 0;
 }
@@ -290,24 +313,34 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 struct final_flush {
 	int fd;
 	uint64_t lun;
+	/* where a failure is recorded for the store's next LUN */
+	char state_dir[256], store_id[256], path[4096];
 };
 
 static pthread_mutex_t final_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t final_done = PTHREAD_COND_INITIALIZER;
 static unsigned int final_running;
 
-/* fdatasync and close @fd of LUN @lun, say how it went if it failed or
- * took long, and count it done. */
-static void final_flush_run(int fd, uint64_t lun)
+/* fdatasync and close @ff's descriptor, say how it went if it failed
+ * or took long, and count it done.  A failure is recorded (core/poison.c):
+ * the kernel now takes the error as seen, and the store's next LUN would
+ * vouch for writes it lost. */
+static void final_flush_run(const struct final_flush *ff)
 {
-	uint64_t t0 = syncguard_now_us(), us;
-	int err = syncguard_datasync(fd);
+	uint64_t t0 = syncguard_now_us(), us, lun = ff->lun;
+	int err = syncguard_datasync(ff->fd), rec = 0;
 
-	close(fd);
+	close(ff->fd);
 	us = syncguard_now_us() - t0;
+	if (err && ff->store_id[0])
+		rec = syncguard_poison_write(ff->state_dir, ff->store_id,
+					     ff->path, -err);
 	if (err)
-		eprintf("syncguard: lun %" PRIu64 ": final flush failed: %s\n",
-			lun, strerror(-err));
+		eprintf("syncguard: lun %" PRIu64 ": final flush failed: %s; "
+			"%s %s/latched/%s\n", lun, strerror(-err), rec ?
+			"could not record it for the store's next LUN in" :
+			"its next LUN starts latched, by", ff->state_dir,
+			ff->store_id);
 	else if (us >= 1000000)
 		eprintf("syncguard: lun %" PRIu64 ": final flush done in "
 			"%.1f s\n", lun, (double)us / 1e6);
@@ -321,7 +354,7 @@ static void *final_flusher(void *arg)
 {
 	struct final_flush *ff = arg;
 
-	final_flush_run(ff->fd, ff->lun);
+	final_flush_run(ff);
 	free(ff);
 	return NULL;
 }
@@ -339,24 +372,28 @@ int syncguard_start_detached(void *(*fn)(void *), void *arg)
 	return ret;
 }
 
-/* final_flush_run(@fd, @lun) on a thread of its own, or in this one when
- * none can be started. */
-static void final_flush_start(int fd, uint64_t lun)
+/* final_flush_run for descriptor @fd of LUN @lu on a thread of its own,
+ * or in this one when none can be started. */
+static void final_flush_start(int fd, struct scsi_lu *lu)
 {
-	struct final_flush *ff = malloc(sizeof(*ff));
+	const struct syncguard_lun *l = &SYNCGUARD_BS(lu)->lun;
+	struct final_flush local = { .fd = fd, .lun = lu->lun }, *ff;
 	int ret = -1;
 
+	snprintf(local.state_dir, sizeof(local.state_dir), "%s",
+		 syncguard_state_dir(&l->opts));
+	snprintf(local.store_id, sizeof(local.store_id), "%s", l->store_id);
+	snprintf(local.path, sizeof(local.path), "%s", l->path);
 	pthread_mutex_lock(&final_lock);
 	final_running++;
 	pthread_mutex_unlock(&final_lock);
-	if (ff) {
-		*ff = (struct final_flush){ .fd = fd, .lun = lun };
-		ret = syncguard_start_detached(final_flusher, ff);
+	if ((ff = malloc(sizeof(*ff)))) {
+		*ff = local;
+		if ((ret = syncguard_start_detached(final_flusher, ff)))
+			free(ff);
 	}
-	if (ret) {
-		free(ff);
-		final_flush_run(fd, lun);
-	}
+	if (ret)
+		final_flush_run(&local);
 }
 
 /* atexit: tgtd's shutdown closed its LUNs; their final flushes finish
@@ -390,7 +427,7 @@ static void bs_syncguard_close(struct scsi_lu *lu)
 			"latched earlier (%s): no final flush\n", lu->lun,
 			strerror(latched));
 	else if (fd >= 0)
-		final_flush_start(fd, lu->lun);
+		final_flush_start(fd, lu);
 	else if (fd < -1)
 		eprintf("syncguard: lun %" PRIu64 ": final flush failed: %s\n",
 			lu->lun, strerror(-fd));
@@ -497,10 +534,23 @@ static bool built_for_this_tgtd(void)
  * only symbol the module exports (built with -fvisibility=hidden). */
 __attribute__((visibility("default"))) void register_bs_module(void);
 
+/* What the core says that only a log can tell, in tgtd's log */
+static void log_core(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_error("%s", line);
+}
+
 void register_bs_module(void)
 {
 	if (!built_for_this_tgtd())
 		return;
+	syncguard_logf = log_core;
 	bs_create_opcode_map(&syncguard_bst, syncguard_opcodes,
 			     sizeof(syncguard_opcodes));
 	register_backingstore_template(&syncguard_bst);

@@ -153,6 +153,37 @@ bool syncguard_loop_dio_lost(const struct syncguard_lun *lun);
  * loop device that is mounted or otherwise claimed, else 0. */
 int syncguard_loop_users(int fd, const char *path, char *err, size_t errlen);
 
+/* ---- latches that outlive the LUN (core/poison.c) ---- */
+
+/* The state directory for @opts (bsopts state_dir, else tgtd's
+ * $SYNCGUARD_STATE_DIR when absolute, else SYNCGUARD_STATE_DIR_DEFAULT);
+ * @opts may be NULL. */
+const char *syncguard_state_dir(const struct syncguard_opts *opts);
+
+/* The identity of the store @fd (a regular file or a block device) that
+ * survives re-creation and reboots but not reuse, as a file name, into
+ * @id (@len bytes): 0 or -errno. */
+int syncguard_store_id(int fd, char *id, size_t len);
+
+/* Record that store @id (at @path, for the administrator) latched @err:
+ * written, synced and renamed into @dir/latched/@id.  0 or -errno. */
+int syncguard_poison_write(const char *dir, const char *id, const char *path,
+			   int err);
+
+/* The errno recorded for store @id in @dir (its text into @text, @len
+ * bytes), 0 if none, or -errno when the record cannot be read. */
+int syncguard_poison_read(const char *dir, const char *id, char *text,
+			  size_t len);
+
+/* Remove store @id's record from @dir: 0 or -errno (-ENOENT: none). */
+int syncguard_poison_clear(const char *dir, const char *id);
+
+/* Where the core says what only a log can tell (a record that could not
+ * be written): tgtd's log in the module (set by the glue), stderr in
+ * tests; printf-style. */
+extern void (*syncguard_logf)(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
 /* Count one event; counters are read concurrently (relaxed is enough). */
 static inline void syncguard_count(uint64_t *counter)
 {

@@ -11,6 +11,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,6 +25,17 @@ static ssize_t sys_pwritev2(int fd, const struct iovec *iov, int cnt,
 {
 	return pwritev2(fd, iov, cnt, off, flags);
 }
+
+static void log_stderr(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
+
+void (*syncguard_logf)(const char *fmt, ...) = log_stderr;
 
 static int sys_open(const char *path, int flags)
 {
@@ -108,7 +121,10 @@ const char *syncguard_strerror(int err)
  * error to a file description only once: a later fdatasync can succeed
  * although the data is gone.  So the first failure of a call that can
  * lose acknowledged data (syncguard_policy_latches) is remembered, and
- * every later command that would promise durability fails with it.
+ * every later command that would promise durability fails with it.  A
+ * latch for good is also recorded outside the LUN (core/poison.c), so
+ * that a re-created LUN, or the next tgtd, starts latched until the
+ * administrator has checked the data and cleared it.
  *
  * One exception, a "soft" latch: a write refused for want of space
  * (ENOSPC or EDQUOT) lost nothing, and a thin LUN should work again once
@@ -155,6 +171,23 @@ static int latch_value(int err)
 	return err > 0 && err <= LATCH_ERRNO ? err : EIO;
 }
 
+/* A latch for good of @lun with @err: recorded for the store's next
+ * LUN (core/poison.c), or said in the log when it cannot be. */
+static void record(struct syncguard_lun *lun, int err)
+{
+	const char *dir = syncguard_state_dir(&lun->opts);
+	int ret;
+
+	if (!lun->store_id[0])
+		return;
+	ret = syncguard_poison_write(dir, lun->store_id, lun->path, err);
+	if (ret)
+		syncguard_logf("syncguard: %s: latched (%s), but the record "
+			"for its next LUN could not be written in %s: %s; a LUN "
+			"re-created on it will not start latched\n", lun->path,
+			strerror(err), dir, strerror(-ret));
+}
+
 void syncguard_latch(struct syncguard_lun *lun, int err)
 {
 	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
@@ -167,6 +200,7 @@ void syncguard_latch(struct syncguard_lun *lun, int err)
 					      false, __ATOMIC_SEQ_CST,
 					      __ATOMIC_SEQ_CST));
 	publish_latch(lun);
+	record(lun, err);
 }
 
 void syncguard_latch_write(struct syncguard_lun *lun, int err)

@@ -652,6 +652,30 @@ static int init_write_lock(pthread_rwlock_t *lock)
 	return -ret;
 }
 
+/* A record of a latch on this store (core/poison.c): the LUN starts
+ * latched with its errno, and keeps the record's text for tgtd's log.
+ * One that cannot be read latches too (EIO): what it says is unknown. */
+static void open_poisoned(struct syncguard_lun *lun)
+{
+	int err;
+
+	if (syncguard_store_id(lun->fd, lun->store_id, sizeof(lun->store_id)))
+		lun->store_id[0] = '\0';	/* nothing to record it by */
+	if (!lun->store_id[0])
+		return;
+	err = syncguard_poison_read(syncguard_state_dir(&lun->opts),
+				    lun->store_id, lun->poison,
+				    sizeof(lun->poison));
+	if (err < 0) {
+		snprintf(lun->poison, sizeof(lun->poison), "unreadable: %s",
+			 strerror(-err));
+		err = EIO;
+	}
+	if (err)	/* already recorded: straight into the latch */
+		__atomic_store_n(&lun->flush_error, err, __ATOMIC_SEQ_CST);
+	lun->stats->latched = (uint64_t)syncguard_lun_latched(lun);
+}
+
 /* What an earlier tgtd or another program may have left volatile: the
  * LUN starts dirty, so that the first flush is not elided.  Write-through
  * and plp make it durable before they report WCE=0
@@ -671,6 +695,7 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	int ret;
 
 	memset(lun, 0, sizeof(*lun));
+	snprintf(lun->path, sizeof(lun->path), "%s", path);
 	lun->fd = -1;
 	lun->dfd = -1;
 	lun->loop_fd = -1;
@@ -728,8 +753,10 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		ret = syncguard_flusher_init(&lun->flusher);
 	if (!ret)
 		ret = syncguard_mix_init(&lun->mix, lun->mix.on);
-	if (!ret)
+	if (!ret) {
 		open_dirty(lun);
+		open_poisoned(lun);
+	}
 	if (ret) {
 		close_fds(lun);
 		lun->direct_io = lun->mix.on = false;
@@ -781,6 +808,9 @@ int syncguard_lun_close(struct syncguard_lun *lun)
 		return fd == -1 ? (latched ? -latched : 0) : fd;
 	ret = syncguard_datasync(fd);
 	close(fd);
+	if (ret && lun->store_id[0])	/* for the store's next LUN */
+		syncguard_poison_write(syncguard_state_dir(&lun->opts),
+				       lun->store_id, lun->path, -ret);
 	return ret;
 }
 

@@ -132,6 +132,16 @@ static int parse_direct(const char *val, struct syncguard_opts *opts)
 	PARSE_ENUM(direct, direct_names);
 }
 
+static int parse_state_dir(const char *val, struct syncguard_opts *opts)
+{
+	size_t n = strlen(val);
+
+	if (val[0] != '/' || n >= sizeof(opts->state_dir))
+		return -EINVAL;
+	memcpy(opts->state_dir, val, n + 1);
+	return 0;
+}
+
 struct opt_def {
 	const char *name;
 	int (*parse)(const char *val, struct syncguard_opts *opts);
@@ -167,6 +177,11 @@ static const struct opt_def opt_table[] = {
 	  "(default) = yes for write-through and plp; for write-back, the page "
 	  "cache, with O_DIRECT only for a write that RWF_DSYNC makes durable "
 	  "by itself (on a regular file)" },
+	{ "state_dir", parse_state_dir, "an absolute path",
+	  "where a latch that may stand for lost data is recorded, so that "
+	  "the store's next LUN starts latched until it is cleared "
+	  "(syncguard-stat --clear-latch PATH); default $SYNCGUARD_STATE_DIR "
+	  "of tgtd, else " SYNCGUARD_STATE_DIR_DEFAULT },
 };
 
 #define NR_OPTS (sizeof(opt_table) / sizeof(opt_table[0]))

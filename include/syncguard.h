@@ -65,7 +65,15 @@ struct syncguard_opts {
 	/* write-through or plp: may an initiator or administrator set
 	 * WCE=1?  (write-through then behaves as write-back) */
 	bool allow_wce;
+	/* where latches that may stand for lost data are recorded
+	 * (core/poison.c); "" = $SYNCGUARD_STATE_DIR, else
+	 * SYNCGUARD_STATE_DIR_DEFAULT */
+	char state_dir[256];
 };
+
+/* The state directory when neither bsopts state_dir nor the environment
+ * of tgtd (SYNCGUARD_STATE_DIR, absolute) names one */
+#define SYNCGUARD_STATE_DIR_DEFAULT "/var/lib/syncguard"
 
 /* Short name of @mode as used in bsopts ("write-back", ...). */
 const char *syncguard_mode_name(enum syncguard_mode mode);
@@ -77,7 +85,8 @@ const char *syncguard_write_sync_name(enum syncguard_write_sync ws);
  * ':' (tgt splits its own --params on ',', so ',' never reaches us).
  * Every field of @opts is set: a key not given gets its default
  * (mode=write-back, engine/write_sync/direct auto, alloc_check yes,
- * allow_wce no), so @bsopts NULL or empty gives the defaults.
+ * allow_wce no, state_dir ""), so @bsopts NULL or empty gives the
+ * defaults.
  * Returns 0; -EINVAL with a one-line reason in @err (NUL-terminated,
  * at most @errlen bytes) naming the offending key or value; or -ENOMEM.
  */
@@ -393,6 +402,11 @@ struct syncguard_mix {
 
 struct syncguard_lun {
 	int fd;
+	char path[4096];		/* as given at open (for records) */
+	char store_id[256];		/* the store's identity, "" if none
+					 * (syncguard_store_id) */
+	char poison[512];		/* the record it started latched by,
+					 * "" if none (core/poison.c) */
 	uint64_t size;			/* bytes, multiple of the block size */
 	unsigned int block_shift;	/* log2(logical block size in bytes) */
 	unsigned int phys_block_size;	/* bytes; 0 if unknown */

@@ -286,6 +286,10 @@ one_cut() {
 		lunpath=$(make_fs) || { unmount_model; return 1; }
 		loopdev=$(cat "$work/loopdev")
 	fi
+	# a fresh image is a new store: the last cut's latch records (its
+	# LUN latched when the power went) must not make this LUN start
+	# latched, which would fail every durable write and prove nothing
+	rm -rf "$work/victim/state"
 	"$tp" start "$work/victim" "$module" >/dev/null || { unmount_model; return 1; }
 	"$tp" target "$work/victim" 1 "$iqn" &&
 	"$tp" lun "$work/victim" 1 1 "$lunpath" "$bsopts" "$bsz" "$bstype" || {

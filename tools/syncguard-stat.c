@@ -1,7 +1,10 @@
 /*
- * syncguard-stat: print the counters of syncguard LUNs while tgtd runs.
+ * syncguard-stat: print the counters of syncguard LUNs while tgtd runs,
+ * and the latches recorded for stores (core/poison.c).
  *
  *   syncguard-stat [--json] [TARGET-IQN [LUN]]
+ *   syncguard-stat --latched [--state-dir DIR]
+ *   syncguard-stat --clear-latch PATH [--state-dir DIR]
  *
  * Reads /run/syncguard/<target>/lun<N>.stats (include/syncguard_stats.h);
  * without arguments, every LUN of every target there.  Exit status 1
@@ -9,6 +12,8 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -17,6 +22,7 @@
 #include <string.h>
 
 #include "syncguard.h"		/* syncguard_mode_name */
+#include "internal.h"		/* the latch records (core/poison.c) */
 #include "syncguard_stats.h"
 #include "statsfile.h"
 
@@ -277,16 +283,20 @@ static int walk_target(const char *target, long want_lun, bool json,
 	return n;
 }
 
+#define SYNOPSIS							\
+	"usage: syncguard-stat [--json] [TARGET-IQN [LUN]]\n"		\
+	"       syncguard-stat --latched [--state-dir DIR]\n"		\
+	"       syncguard-stat --clear-latch PATH [--state-dir DIR]\n"
+
 /* The reason, the synopsis; exit status 2 */
 static int usage_error(const char *why, const char *arg)
 {
-	fprintf(stderr, "syncguard-stat: %s '%s'\n"
-		"usage: syncguard-stat [--json] [TARGET-IQN [LUN]]\n", why, arg);
+	fprintf(stderr, "syncguard-stat: %s '%s'\n" SYNOPSIS, why, arg);
 	return 2;
 }
 
 static const char help_text[] =
-	"usage: syncguard-stat [--json] [TARGET-IQN [LUN]]\n\n"
+	SYNOPSIS "\n"
 	"Counters of syncguard LUNs from " SYNCGUARD_STATS_DIR
 	"/<target>/lun<N>.stats:\ncommands by kind, device "
 	"flushes (fdatasync) and their latency, RWF_DSYNC\n"
@@ -299,21 +309,102 @@ static const char help_text[] =
 	"LUN.\nCounters of a tgtd "
 	"that has exited are marked (gone).\n--json: one array "
 	"of objects, with the flush latency histogram.\n"
-	"Exit status: 0 counters printed, 1 none matched, 2 a "
-	"usage error.\n";
+	"\n--latched: the stores whose LUN latched an error that may "
+	"have lost\nacknowledged writes (a failed flush); a LUN created on "
+	"one starts\nlatched (its SYNCHRONIZE CACHE and durable writes "
+	"fail).\n"
+	"--clear-latch PATH: once the data on PATH (the LUN's file or "
+	"block\ndevice) has been checked, remove its record; then "
+	"re-create the LUN.\n"
+	"--state-dir DIR: where the records are (bsopts state_dir; "
+	"default\n$SYNCGUARD_STATE_DIR, else " SYNCGUARD_STATE_DIR_DEFAULT
+	").\n"
+	"Exit status: 0 counters printed (a record listed or cleared), 1 "
+	"none\nmatched, 2 a usage error.\n";
+
+/* The records in @dir/latched, one per store: path, errno, time. */
+static int list_latched(const char *dir)
+{
+	char p[4096], text[512];
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	snprintf(p, sizeof(p), "%s/latched", dir);
+	if (!(d = opendir(p))) {
+		fprintf(stderr, "syncguard-stat: no latch recorded in %s\n", dir);
+		return 1;
+	}
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' || strstr(e->d_name, ".tmp"))
+			continue;
+		if (syncguard_poison_read(dir, e->d_name, text, sizeof(text)) <= 0)
+			continue;
+		for (char *c = text; *c; c++)
+			if (*c == '\n' && c[1])
+				*c = ';';
+		printf("%s: %s", e->d_name, text);
+		n++;
+	}
+	closedir(d);
+	if (!n)
+		fprintf(stderr, "syncguard-stat: no latch recorded in %s\n", dir);
+	return n ? 0 : 1;
+}
+
+/* Remove the record of the store @path in @dir. */
+static int clear_latch(const char *path, const char *dir)
+{
+	char id[256], text[512];
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;
+
+	if (fd < 0 || syncguard_store_id(fd, id, sizeof(id))) {
+		fprintf(stderr, "syncguard-stat: %s: %s\n", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return 1;
+	}
+	close(fd);
+	if (syncguard_poison_read(dir, id, text, sizeof(text)) <= 0) {
+		fprintf(stderr, "syncguard-stat: %s: no latch recorded for it "
+			"in %s (store %s)\n", path, dir, id);
+		return 1;
+	}
+	ret = syncguard_poison_clear(dir, id);
+	if (ret) {
+		fprintf(stderr, "syncguard-stat: %s/latched/%s: %s\n", dir, id,
+			strerror(-ret));
+		return 1;
+	}
+	printf("cleared %s (store %s), which had: %s", path, id, text);
+	return 0;
+}
 
 /* Options anywhere among the arguments (helper-54: `IQN 1 --json` was
  * refused as an argument too many), up to two operands into @pos;
  * -1 to go on, else the exit status. */
+/* --latched, --clear-latch PATH and --state-dir DIR */
+struct latch_args {
+	bool list;
+	const char *clear, *dir;
+};
+
 static int parse_args(int argc, char **argv, bool *json, char **pos,
-		      int *npos)
+		      int *npos, struct latch_args *la)
 {
 	bool operands_only = false;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
-		if (!operands_only && !strcmp(a, "--")) {
+		if (!operands_only && (!strcmp(a, "--clear-latch") ||
+				       !strcmp(a, "--state-dir"))) {
+			if (i + 1 == argc)
+				return usage_error("a value is missing for", a);
+			*(a[2] == 'c' ? &la->clear : &la->dir) = argv[++i];
+		} else if (!operands_only && !strcmp(a, "--latched")) {
+			la->list = true;
+		} else if (!operands_only && !strcmp(a, "--")) {
 			operands_only = true;
 		} else if (!operands_only && (!strcmp(a, "--help") ||
 					      !strcmp(a, "-h"))) {
@@ -339,10 +430,24 @@ int main(int argc, char **argv)
 	long want_lun = -1;
 	struct dirent **e;
 	char *pos[2] = { NULL, NULL };
+	struct latch_args la = { false, NULL, NULL };
 
-	ret = parse_args(argc, argv, &json, pos, &npos);
+	ret = parse_args(argc, argv, &json, pos, &npos, &la);
 	if (ret >= 0)
 		return ret;
+	if ((la.list || la.clear) && (npos || json || (la.list && la.clear)))
+		return usage_error("--latched and --clear-latch take no other "
+				   "arguments but --state-dir:", argv[1]);
+	if (la.dir && la.dir[0] != '/')
+		return usage_error("--state-dir needs an absolute path:", la.dir);
+	if (la.list)
+		return list_latched(la.dir ? la.dir : syncguard_state_dir(NULL));
+	if (la.clear)
+		return clear_latch(la.clear, la.dir ? la.dir :
+				   syncguard_state_dir(NULL));
+	if (la.dir)
+		return usage_error("--state-dir goes with --latched or "
+				   "--clear-latch:", la.dir);
 	if (npos == 2)
 		want_lun = lun_number(pos[1], pos[1] + strlen(pos[1]));
 	if (npos == 2 && want_lun < 0)

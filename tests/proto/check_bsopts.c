@@ -26,8 +26,10 @@ static const struct {
 	  "bsopts: bad value 'writeback' for mode (use write-through, "
 	  "write-back or plp)" },
 	{ "mode=write-back;cache=off", P_GOOD,
-	  "bsopts: unknown key 'cache' (known: mode, alloc_check, allow_wce, engine, write_sync, direct)" },
+	  "bsopts: unknown key 'cache' (known: mode, alloc_check, allow_wce, engine, write_sync, direct, state_dir)" },
 	{ "write-back", P_GOOD, "bsopts: 'write-back' is not key=value" },
+	{ "mode=write-back;state_dir=rel", P_GOOD,
+	  "bad value 'rel' for state_dir (use an absolute path)" },
 	{ "alloc_check=perhaps", P_GOOD,
 	  "bad value 'perhaps' for alloc_check" },
 	{ "mode=write-through;direct=maybe", P_GOOD,

@@ -2,9 +2,10 @@
  * Device faults seen from the initiator, injected in syncguard-devmodel
  * (a FUSE disk with a volatile cache): a failed flush is never answered
  * GOOD, and its error is latched so that no later SYNCHRONIZE CACHE or
- * FUA write claims the lost data is safe; re-creating the LUN clears it
- * (the documented procedure); a full device gets DATA PROTECT / SPACE
- * ALLOCATION FAILED WRITE PROTECT.
+ * FUA write claims the lost data is safe, also on the store's next LUN
+ * and the next tgtd, until the administrator clears it (syncguard-stat
+ * --clear-latch, the documented procedure); a full device gets DATA
+ * PROTECT / SPACE ALLOCATION FAILED WRITE PROTECT.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -67,6 +68,18 @@ static void fresh_state(void)
 	ck_assert_int_eq(proto_del_left_luns(0), 0);
 	model_ctl("clear");
 	model_ctl("flush-ms 0");
+	ck_assert_int_eq(proto_clear_latches(), 0);
+}
+
+/* syncguard-stat --clear-latch @path, against the private tgtd's state
+ * directory (the documented way out); its exit status */
+static int clear_latch(const char *path)
+{
+	const char *top = getenv("SYNCGUARD_TOP");
+
+	return proto_sh("'%s/tools/syncguard-stat' --clear-latch '%s' "
+			"--state-dir '%s' >/dev/null 2>&1", top ? top : ".", path,
+			proto_state_dir());
 }
 
 static void teardown(void)
@@ -111,14 +124,87 @@ START_TEST(test_faults_failed_flush_latches)
 			  "READ(10)", false);
 	iscsi_destroy_context(iscsi);
 	ck_assert(proto_log_has("opcode 0x35: sense 3/0c00: Input/output error"));
-	/* the documented way out: re-create the LUN */
+	/* re-created, the LUN starts latched: the kernel takes the error as
+	 * seen, and a fresh LUN's flush would succeed over lost writes */
 	ck_assert_int_eq(proto_del_lun(1), 0);
+	ck_assert_int_eq(proto_add_lun(1, disk, wb_engines[_i], 0), 0);
+	ck_assert(proto_log_has("lun 1: starts latched"));
+	iscsi = proto_connect(1);
+	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 1, 0, 0, 0, 0),
+			   SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "SYNCHRONIZE CACHE(10) on the re-created LUN");
+	iscsi_destroy_context(iscsi);
+	/* the documented way out: check the data, clear, re-create */
+	ck_assert_int_eq(proto_del_lun(1), 0);
+	ck_assert_int_eq(clear_latch(disk), 0);
+	ck_assert_int_ne(clear_latch(disk), 0);		/* nothing left */
 	ck_assert_int_eq(proto_add_lun(1, disk, wb_engines[_i], 0), 0);
 	iscsi = proto_connect(1);
 	proto_assert_good(iscsi_synchronizecache10_sync(iscsi, 1, 0, 0, 0, 0),
-			  "SYNCHRONIZE CACHE(10) on the re-created LUN", false);
+			  "SYNCHRONIZE CACHE(10) once the latch is cleared", false);
 	iscsi_destroy_context(iscsi);
 	ck_assert_int_eq(proto_del_lun(1), 0);
+}
+END_TEST
+
+/*
+ * A final flush that fails (LUN delete; the same on a path= move and a
+ * clean tgtd shutdown) is remembered: the kernel now takes the error as
+ * seen, so the store's next LUN, on this tgtd or the next, would answer
+ * its first SYNCHRONIZE CACHE GOOD over the writes that are gone.  It
+ * starts latched instead (the record is in the state directory, here
+ * one that bsopts state_dir names and a second tgtd shares).
+ */
+START_TEST(test_faults_latch_outlives_lun)
+{
+	const char *top = getenv("SYNCGUARD_TOP") ? getenv("SYNCGUARD_TOP") : ".";
+	char opts[900], tgtd2[760], url[300];
+	struct iscsi_context *iscsi;
+	FILE *p;
+
+	snprintf(opts, sizeof(opts), "mode=write-back;state_dir=%s/kept",
+		 proto_dir());
+	ck_assert_int_eq(proto_add_lun(2, disk, opts, 0), 0);
+	iscsi = proto_connect(2);
+	for (uint32_t lba = 0; lba < 64; lba += 8)
+		proto_assert_good(write_lba(iscsi, 2, lba, 0), "WRITE(10)", false);
+	iscsi_destroy_context(iscsi);
+	model_ctl("fail-write EIO");		/* their writeback fails */
+	ck_assert_int_eq(proto_del_lun(2), 0);
+	for (int i = 0; i < 100 && !proto_log_has("lun 2: final flush failed");
+	     i++)
+		usleep(20000);		/* it runs on a thread of its own */
+	model_ctl("clear");
+	ck_assert(proto_log_has("its next LUN starts latched"));
+	ck_assert_int_eq(proto_add_lun(2, disk, opts, 0), 0);
+	iscsi = proto_connect(2);
+	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 2, 0, 0, 0, 0),
+			   SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "SYNCHRONIZE CACHE(10) of the store's next LUN");
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(2), 0);
+	/* the next tgtd: another private one, on the same store */
+	snprintf(tgtd2, sizeof(tgtd2), "%s/tgtd2", proto_dir());
+	ck_assert_int_eq(proto_sh("'%s/scripts/tgtd-private' start '%s' '%s/"
+		"bs_syncguard.so' >/dev/null && '%s/scripts/tgtd-private' target "
+		"'%s' 1 %s-2 && '%s/scripts/tgtd-private' lun '%s' 1 1 '%s' "
+		"'%s' >/dev/null", top, tgtd2, top, top, tgtd2, PROTO_IQN, top,
+		tgtd2, disk, opts), 0);
+	snprintf(opts, sizeof(opts), "'%s/scripts/tgtd-private' url '%s' %s-2 1",
+		 top, tgtd2, PROTO_IQN);
+	p = popen(opts, "r");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_ptr_nonnull(fgets(url, sizeof(url), p));
+	pclose(p);
+	url[strcspn(url, "\n")] = '\0';
+	iscsi = proto_connect_url(url);
+	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 1, 0, 0, 0, 0),
+			   SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "SYNCHRONIZE CACHE(10) of the next tgtd's LUN");
+	iscsi_destroy_context(iscsi);
+	proto_sh("'%s/scripts/tgtd-private' stop '%s'", top, tgtd2);
+	ck_assert_int_eq(proto_sh("'%s/tools/syncguard-stat' --clear-latch '%s' "
+		"--state-dir '%s/kept' >/dev/null", top, disk, proto_dir()), 0);
 }
 END_TEST
 
@@ -804,6 +890,7 @@ Suite *faults_suite(void)
 	tcase_add_checked_fixture(tc, fresh_state, NULL);
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_faults_failed_flush_latches, 0, 2);
+	tcase_add_test(tc, test_faults_latch_outlives_lun);
 	tcase_add_test(tc, test_faults_write_through_eio);
 	tcase_add_test(tc, test_faults_device_full);
 	tcase_add_loop_test(tc, test_faults_out_of_descriptors_busy, 0, 2);

@@ -269,9 +269,26 @@ const char *proto_url(int lun)
 	return url;
 }
 
+const char *proto_state_dir(void)
+{
+	static char dir[600];
+
+	snprintf(dir, sizeof(dir), "%s/state", state);
+	return dir;
+}
+
+int proto_clear_latches(void)
+{
+	return proto_sh("rm -rf '%s/latched'", proto_state_dir());
+}
+
 struct iscsi_context *proto_connect(int lun)
 {
-	const char *url = proto_url(lun);
+	return proto_connect_url(proto_url(lun));
+}
+
+struct iscsi_context *proto_connect_url(const char *url)
+{
 	struct iscsi_context *iscsi;
 	struct iscsi_url *u;
 

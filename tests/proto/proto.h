@@ -83,6 +83,14 @@ const char *proto_url(int lun);
 
 /* Log in to LUN @lun; fails the test if that is not possible. */
 struct iscsi_context *proto_connect(int lun);
+/* The same for the LUN of iscsi:// URL @url (another tgtd's, say). */
+struct iscsi_context *proto_connect_url(const char *url);
+
+/* The private tgtd's state directory for latch records (tgtd-private
+ * sets its SYNCGUARD_STATE_DIR: core/poison.c), and its records removed,
+ * for a checked fixture (a test's latch must not outlive it). */
+const char *proto_state_dir(void);
+int proto_clear_latches(void);
 
 /* fork() for a test's helper session: 0 in the child, which dies with
  * the test process (PR_SET_PDEATHSIG); its pid in the test. */

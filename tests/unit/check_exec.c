@@ -1199,6 +1199,122 @@ START_TEST(test_exec_no_rwf_dsync_falls_back)
 }
 END_TEST
 
+/* ---- latches that outlive the LUN (core/poison.c) ---- */
+
+/* The store's identity survives a reopen, not its reuse: another file,
+ * or the same name for a new inode, is another store */
+START_TEST(test_poison_store_id)
+{
+	char a[256], b[256], c[256], p2[80];
+	int fd;
+
+	make_file(path, 4096, true);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_eq(syncguard_store_id(fd, a, sizeof(a)), 0);
+	close(fd);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_eq(syncguard_store_id(fd, b, sizeof(b)), 0);
+	close(fd);
+	ck_assert_str_eq(a, b);
+	snprintf(p2, sizeof(p2), "%s/other.img", dir);
+	make_file(p2, 4096, true);
+	fd = open(p2, O_RDONLY);
+	ck_assert_int_eq(syncguard_store_id(fd, c, sizeof(c)), 0);
+	close(fd);
+	ck_assert_str_ne(a, c);
+	unlink(path);		/* the name again, a new inode */
+	make_file(path, 4096, true);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_eq(syncguard_store_id(fd, b, sizeof(b)), 0);
+	close(fd);
+	ck_assert_str_ne(a, b);
+	unlink(p2);
+}
+END_TEST
+
+/* Reopen @path as LUN @opts (its file as it is): the errno it starts
+ * latched with */
+static int reopen_latched(const char *bsopts)
+{
+	struct syncguard_opts o;
+	char err[256];
+
+	ck_assert_int_eq(syncguard_opts_parse(bsopts, &o, err, 256), 0);
+	ck_assert_msg(syncguard_lun_open(&lun, path, 9, &o, err, 256) == 0,
+		      "%s", err);
+	if (syncguard_mode_wce(o.mode))	/* as the glue does at open */
+		syncguard_lun_set_wce(&lun, true);
+	return syncguard_lun_latched(&lun);
+}
+
+/* A failed flush latches the LUN and is recorded: the store's next LUN
+ * starts latched (its flush would succeed: the kernel reports a writeback
+ * error once), until the record is cleared */
+START_TEST(test_poison_latch_recorded)
+{
+	const char *dir_state = syncguard_state_dir(NULL);
+
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	fx.fdatasync_errno = EIO;
+	assert_sense(sync_cache10(0, 0), 0x03, 0x0c00);
+	fx.fdatasync_errno = 0;
+	syncguard_lun_close(&lun);
+	ck_assert_int_eq(reopen_latched("mode=write-back"), EIO);
+	ck_assert_ptr_nonnull(strstr(lun.poison, "errno 5"));
+	assert_sense(sync_cache10(0, 0), 0x03, 0x0c00);
+	ck_assert_int_eq(fx.fdatasyncs, 1);	/* never asked again */
+	syncguard_lun_close(&lun);
+	ck_assert_int_eq(syncguard_poison_clear(dir_state, lun.store_id), 0);
+	ck_assert_int_eq(reopen_latched("mode=write-back"), 0);
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+}
+END_TEST
+
+/* So is a failed final flush (delete, path=, shutdown), and a soft latch
+ * (a refused write, which lost nothing) is not */
+START_TEST(test_poison_final_flush_recorded)
+{
+	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_DSYNC);
+	lun.enospc_soft = true;
+	fx.pwrite_errno = ENOSPC;
+	assert_sense(write16(0, 8, true), 0x07, 0x2707);
+	fx.pwrite_errno = 0;
+	ck_assert_int_eq(syncguard_lun_close(&lun), 0);
+	ck_assert_int_eq(reopen_latched("mode=write-back"), 0);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	fx.fdatasync_errno = EIO;
+	ck_assert_int_eq(syncguard_lun_close(&lun), -EIO);
+	fx.fdatasync_errno = 0;
+	ck_assert_int_eq(reopen_latched("mode=write-back"), EIO);
+}
+END_TEST
+
+/* bsopts state_dir keeps a LUN's records apart from the default's */
+START_TEST(test_poison_state_dir)
+{
+	char opts[300], other[200];
+
+	make_file(path, LUN_BYTES, true);
+	ck_assert_ptr_nonnull(realpath(dir, other));
+	strncat(other, "/states", sizeof(other) - strlen(other) - 1);
+	snprintf(opts, sizeof(opts), "mode=write-back;state_dir=%s", other);
+	ck_assert_int_eq(reopen_latched(opts), 0);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	fx.fdatasync_errno = EIO;
+	assert_sense(sync_cache10(0, 0), 0x03, 0x0c00);
+	fx.fdatasync_errno = 0;
+	syncguard_lun_close(&lun);
+	ck_assert_int_eq(reopen_latched("mode=write-back"), 0);
+	syncguard_lun_close(&lun);
+	ck_assert_int_eq(reopen_latched(opts), EIO);
+	syncguard_lun_close(&lun);
+	ck_assert_int_eq(syncguard_poison_clear(other, lun.store_id), 0);
+	snprintf(opts, sizeof(opts), "rm -rf '%s'", other);
+	ck_assert_int_eq(system(opts), 0);
+}
+END_TEST
+
 /* ---- open-time checks ---- */
 
 static int try_open(const char *p, const char *bsopts, char *err)
@@ -1620,6 +1736,10 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_exec_dsync_failure_latches_all_modes);
 	tcase_add_test(faults, test_exec_eintr_and_short_writes_complete);
 	tcase_add_test(faults, test_exec_no_rwf_dsync_falls_back);
+	tcase_add_test(faults, test_poison_store_id);
+	tcase_add_test(faults, test_poison_latch_recorded);
+	tcase_add_test(faults, test_poison_final_flush_recorded);
+	tcase_add_test(faults, test_poison_state_dir);
 	tcase_add_test(open, test_open_rejects);
 	tcase_add_test(open, test_open_one_lun_per_file);
 	tcase_add_test(open, test_open_plp_needs_allocated_file);

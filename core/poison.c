@@ -1,0 +1,267 @@
+/*
+ * Latches that outlive the LUN.
+ *
+ * Layer: a primitive of the core (core/latch.c calls it; it uses nothing
+ * but libc), also linked into syncguard-stat, which clears records.
+ *
+ * A flush that failed may have dropped writes an earlier GOOD vouched
+ * for, and Linux reports that once per open file description (errseq):
+ * a LUN created on the same store later (a re-created LUN, a path= move
+ * back, the next tgtd after a clean shutdown) opens fresh descriptors
+ * that see nothing, and its first SYNCHRONIZE CACHE would answer GOOD
+ * over writes that are gone.  So a latch that may stand for lost data
+ * (a hard latch: a failed flush, write-out or RWF_DSYNC write, or a
+ * failed final flush) is written down in a state directory, keyed by the
+ * store's identity, and a LUN created on a store with such a record
+ * starts latched, until the administrator has checked the data and
+ * removed the record (syncguard-stat --clear-latch PATH).
+ *
+ * The identity survives re-creation and reboots but not the store's
+ * reuse: a regular file is its file system (statfs f_fsid, which ext4
+ * and XFS derive from the superblock's UUID; the device number where it
+ * is 0), its inode number and the inode's generation (FS_IOC_GETVERSION,
+ * new for every inode a file system hands out again); a block device is
+ * its device-mapper UUID, its WWID or serial (a partition: its disk's,
+ * and its number), a loop device its backing file's identity (the file
+ * and the loops over it are one store, as core/loop.c takes them), and
+ * only where none is known its device number.  tests/unit
+ * check_exec.c, test_poison_*; tests/proto check_faults.c,
+ * test_faults_latch_outlives_lun.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/fs.h>
+
+#include "syncguard.h"
+#include "internal.h"
+
+const char *syncguard_state_dir(const struct syncguard_opts *opts)
+{
+	const char *env = getenv("SYNCGUARD_STATE_DIR");
+
+	if (opts && opts->state_dir[0])
+		return opts->state_dir;
+	return env && env[0] == '/' ? env : SYNCGUARD_STATE_DIR_DEFAULT;
+}
+
+/* The first line of sysfs file @dir/@name into @buf (@len bytes), with
+ * every character that is not [A-Za-z0-9._-] made '_': 0, or -1. */
+static int sysfs_word(const char *dir, const char *name, char *buf,
+		      size_t len)
+{
+	char p[PATH_MAX];
+	FILE *f;
+	size_t n;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	if (!(f = fopen(p, "re")))
+		return -1;
+	if (!fgets(buf, (int)len, f))
+		buf[0] = '\0';
+	fclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+	n = strlen(buf);
+	while (n && buf[n - 1] == ' ')
+		buf[--n] = '\0';
+	for (char *c = buf; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		      (*c >= '0' && *c <= '9') || *c == '.' || *c == '-'))
+			*c = '_';
+	return buf[0] ? 0 : -1;
+}
+
+static int file_id(int fd, const struct stat *st, char *id, size_t len)
+{
+	unsigned long long fsid = 0;
+	struct statfs sfs;
+	int gen = 0;
+	bool has_gen = !ioctl(fd, FS_IOC_GETVERSION, &gen);
+
+	if (!fstatfs(fd, &sfs))
+		memcpy(&fsid, &sfs.f_fsid, sizeof(fsid) < sizeof(sfs.f_fsid) ?
+		       sizeof(fsid) : sizeof(sfs.f_fsid));
+	if (fsid)
+		snprintf(id, len, "file-fsid%llx-ino%llu", fsid,
+			 (unsigned long long)st->st_ino);
+	else
+		snprintf(id, len, "file-dev%u.%u-ino%llu", major(st->st_dev),
+			 minor(st->st_dev), (unsigned long long)st->st_ino);
+	if (has_gen)
+		snprintf(id + strlen(id), len - strlen(id), "-gen%u",
+			 (unsigned int)gen);
+	return 0;
+}
+
+static int block_id(dev_t rdev, char *id, size_t len, int depth);
+
+/* A loop device's identity: its backing file's (or the device's behind
+ * it), as core/loop.c takes them for one store; -1 if @sys is no
+ * attached loop device. */
+static int loop_id(const char *sys, char *id, size_t len, int depth)
+{
+	char p[PATH_MAX], back[PATH_MAX];
+	struct stat st;
+	FILE *f;
+	int fd, ret = -1;
+
+	snprintf(p, sizeof(p), "%s/loop/backing_file", sys);
+	if (!(f = fopen(p, "re")))
+		return -1;
+	if (!fgets(back, sizeof(back), f))
+		back[0] = '\0';
+	fclose(f);
+	back[strcspn(back, "\n")] = '\0';
+	if ((fd = open(back, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	if (!fstat(fd, &st))	/* one store under two names */
+		ret = S_ISBLK(st.st_mode) ?
+		      block_id(st.st_rdev, id, len, depth + 1) :
+		      file_id(fd, &st, id, len);
+	close(fd);
+	return ret;
+}
+
+static int block_id(dev_t rdev, char *id, size_t len, int depth)
+{
+	char sys[96], word[200], part[16];
+	int n;
+
+	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(rdev),
+		 minor(rdev));
+	if (depth < 4 && !loop_id(sys, id, len, depth))
+		return 0;
+	if (!sysfs_word(sys, "dm/uuid", word, sizeof(word))) {
+		snprintf(id, len, "dm-%s", word);
+		return 0;
+	}
+	if (!sysfs_word(sys, "partition", part, sizeof(part))) {
+		/* a partition: its disk's identity, and its number */
+		strncat(sys, "/..", sizeof(sys) - strlen(sys) - 1);
+		n = snprintf(id, len, "part%s-", part);
+		if (n > 0 && (size_t)n < len &&
+		    (!sysfs_word(sys, "wwid", word, sizeof(word)) ||
+		     !sysfs_word(sys, "device/wwid", word, sizeof(word)) ||
+		     !sysfs_word(sys, "device/serial", word, sizeof(word)) ||
+		     !sysfs_word(sys, "serial", word, sizeof(word)))) {
+			snprintf(id + n, len - (size_t)n, "disk-%s", word);
+			return 0;
+		}
+	} else if (!sysfs_word(sys, "wwid", word, sizeof(word)) ||
+		   !sysfs_word(sys, "device/wwid", word, sizeof(word)) ||
+		   !sysfs_word(sys, "device/serial", word, sizeof(word)) ||
+		   !sysfs_word(sys, "serial", word, sizeof(word))) {
+		snprintf(id, len, "disk-%s", word);
+		return 0;
+	}
+	snprintf(id, len, "blk-%u.%u", major(rdev), minor(rdev));
+	return 0;
+}
+
+int syncguard_store_id(int fd, char *id, size_t len)
+{
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return -errno;
+	if (S_ISBLK(st.st_mode))
+		return block_id(st.st_rdev, id, len, 0);
+	return file_id(fd, &st, id, len);
+}
+
+/* The record's path for store @id under @dir into @buf. */
+static void record_path(const char *dir, const char *id, char *buf,
+			size_t len)
+{
+	snprintf(buf, len, "%s/latched/%s", dir, id);
+}
+
+/* mkdir -p of @dir/latched (mode 0700). */
+static int make_dirs(const char *dir)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s/latched", dir);
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, 0755) && errno != EEXIST)
+			return -errno;
+		*s = '/';
+	}
+	return mkdir(p, 0700) && errno != EEXIST ? -errno : 0;
+}
+
+int syncguard_poison_write(const char *dir, const char *id, const char *path,
+			   int err)
+{
+	char rec[PATH_MAX], tmp[PATH_MAX + 8], text[PATH_MAX + 200], when[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	int fd, n, ret = make_dirs(dir);
+
+	if (ret)
+		return ret;
+	record_path(dir, id, rec, sizeof(rec));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", rec);
+	gmtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	n = snprintf(text, sizeof(text), "errno %d (%s)\npath %s\ntime %s\n",
+		     err, strerror(err), path ? path : "?", when);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+		return -errno;
+	/* the record must itself survive a power cut: written, synced,
+	 * renamed into place, and the directory synced */
+	ret = write(fd, text, (size_t)n) == n ? syncguard_fsync(fd) : -EIO;
+	close(fd);
+	if (!ret && rename(tmp, rec))
+		ret = -errno;
+	if (!ret) {
+		snprintf(tmp, sizeof(tmp), "%s/latched", dir);
+		if ((fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+			ret = syncguard_fsync(fd);
+			close(fd);
+		}
+	} else {
+		unlink(tmp);
+	}
+	return ret;
+}
+
+int syncguard_poison_read(const char *dir, const char *id, char *text,
+			  size_t len)
+{
+	char rec[PATH_MAX];
+	int err = 0;
+	size_t n;
+	FILE *f;
+
+	record_path(dir, id, rec, sizeof(rec));
+	if (!(f = fopen(rec, "re")))
+		return errno == ENOENT ? 0 : -errno;
+	n = fread(text, 1, len ? len - 1 : 0, f);
+	fclose(f);
+	if (len)
+		text[n] = '\0';
+	if (sscanf(text, "errno %d", &err) != 1 || err <= 0 || err > 4095)
+		err = EIO;	/* a record is a latch, whatever its text */
+	return err;
+}
+
+int syncguard_poison_clear(const char *dir, const char *id)
+{
+	char rec[PATH_MAX];
+
+	record_path(dir, id, rec, sizeof(rec));
+	return unlink(rec) ? -errno : 0;
+}
