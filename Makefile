@@ -32,7 +32,7 @@ DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
 
 CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c core/latch.c core/poison.c \
 	     core/exec.c core/flush.c core/stats.c core/mix.c \
-	     core/loop.c core/mounts.c
+	     core/loop.c core/mounts.c core/stack.c
 CORE_PIC  := $(CORE_SRCS:%.c=$(BUILD)/pic/%.o)
 CORE_SAN  := $(CORE_SRCS:%.c=$(BUILD)/san/%.o)
 CORE_SANPIC := $(CORE_SRCS:%.c=$(BUILD)/sanpic/%.o)
@@ -41,7 +41,8 @@ HDRS      := include/syncguard.h include/syncguard_stats.h core/internal.h
 UNIT_SRCS  := tests/unit/main.c tests/unit/check_opts.c \
 	      tests/unit/check_policy.c tests/unit/check_cdb.c \
 	      tests/unit/check_exec.c tests/unit/check_flush.c \
-	      tests/unit/check_plan.c tests/unit/check_errno.c
+	      tests/unit/check_plan.c tests/unit/check_errno.c \
+	      tests/unit/check_stack.c
 PROTO_SRCS := tests/proto/main.c tests/proto/fixture.c \
 	      tests/proto/check_modes.c tests/proto/check_bsopts.c \
 	      tests/proto/check_blockdev.c tests/proto/check_faults.c \

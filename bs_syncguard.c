@@ -195,6 +195,11 @@ static void log_device_cache(struct scsi_lu *lu)
 			"file system fills up, Linux's loop driver can lose "
 			"writes it reported durable; use losetup --direct-io=on, "
 			"or allocate the file in full\n", lu->lun);
+	if (lun->zvol[0])
+		eprintf("syncguard: lun %" PRIu64 ": ZFS zvol %s: sync=%s, "
+			"logbias=%s, volblocksize %u bytes (the physical block "
+			"initiators are told to align to)\n", lu->lun, lun->zvol,
+			lun->zvol_sync, lun->zvol_logbias, lun->phys_block_size);
 	if (lun->dev_write_cache < 0)
 		return;		/* no block device under it (FUSE, NFS) */
 	eprintf("syncguard: lun %" PRIu64 ": device %s %s\n", lu->lun,

@@ -1,5 +1,7 @@
 /*
- * The mount watch.  write-through and write-back are refused at LUN
+ * The mount watch (and the watch of what lies beneath a LUN: a zvol's
+ * sync property, a device's write cache setting, core/stack.c).
+ * write-through and write-back are refused at LUN
  * creation on a file system mounted nobarrier (core/lun.c); one
  * remounted so later would have every flush silently dropped.  Linux
  * signals a change of the mount table (a remount included) on
@@ -119,13 +121,20 @@ static void retry_later(void)
 }
 
 /* A LUN whose durability went away under it latches (core/policy.c):
- * its file system remounted nobarrier, or, under plp, its loop device's
- * direct I/O turned off (core/loop.c: plp_over_loop). */
+ * its zvol's sync property or its device's write cache setting changed
+ * (core/stack.c), its file system remounted nobarrier, or, under plp, its
+ * loop device's direct I/O turned off (core/loop.c: plp_over_loop).  A
+ * zvol's check runs zfs get (a few milliseconds) on tgtd's event thread,
+ * every RECHECK_S seconds. */
 static void check_lun(struct syncguard_bs *bs, const char *table)
 {
 	const char *why, *fix;
+	char beneath[512];
 
-	if (syncguard_lun_flushes_lost(&bs->lun, table)) {
+	if (syncguard_lun_beneath_lost(&bs->lun, beneath, sizeof(beneath))) {
+		why = beneath;
+		fix = "undo that";
+	} else if (syncguard_lun_flushes_lost(&bs->lun, table)) {
 		why = "its file system was remounted nobarrier: flushes no "
 		      "longer reach the device";
 		fix = "remount with barriers";

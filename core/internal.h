@@ -26,8 +26,9 @@ char *syncguard_mounts_read_fd(int fd);
 
 /* Does the file system of @fd flush the device's write cache on
  * fdatasync, as the mountinfo text @table says?  1 yes, 0 no (mounted
- * "nobarrier" or "barrier=0"), -errno when it cannot tell (-ENOENT:
- * neither @fd's mount nor its device is listed). */
+ * "nobarrier" or "barrier=0"; f2fs "fsync_mode=nobarrier"; cifs
+ * "nostrictsync"), -errno when it cannot tell (-ENOENT: neither @fd's
+ * mount nor its device is listed). */
 int syncguard_fs_barriers(int fd, const char *table);
 
 /* Does the file system of @fd journal file data (mounted data=journal,
@@ -74,8 +75,10 @@ int syncguard_overlay_upper_open(int fd, const char *table, char *dir,
 bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table);
 
 /* Can a remount make @lun's flushes lost (syncguard_lun_flushes_lost):
- * a file or a loop device, in write-through or write-back?  Such a LUN
- * is not exported without the mount watch. */
+ * a file or a loop device, in write-through or write-back; or can what
+ * lies beneath it change (syncguard_lun_beneath_lost: a zvol, a device
+ * whose write cache Linux sends flushes to)?  Such a LUN is not exported
+ * without the mount watch. */
 bool syncguard_lun_needs_watch(const struct syncguard_lun *lun);
 
 /* What Linux believes of the write cache of the block device with
@@ -152,6 +155,64 @@ bool syncguard_loop_dio_lost(const struct syncguard_lun *lun);
 /* A LUN on the regular file @fd: -EBUSY (reason in @err) if it backs a
  * loop device that is mounted or otherwise claimed, else 0. */
 int syncguard_loop_users(int fd, const char *path, char *err, size_t errlen);
+
+/* ---- what lies beneath a LUN (core/stack.c) ---- */
+
+/* A ZFS zvol's dataset properties, as zfs get -Hp gives them */
+struct syncguard_zfs_props {
+	char sync[16];			/* standard, always, disabled */
+	char logbias[16];		/* latency, throughput */
+	unsigned int volblocksize;	/* bytes */
+};
+
+/* Is the block device @rdev, opened by @path, a ZFS zvol?  1 with its
+ * dataset into @ds (the path under @root, "/dev/zvol", or the link there
+ * that names @rdev); 0 no; -ENOENT a zvol (zdN) whose dataset no link
+ * tells; -ENAMETOOLONG. */
+int syncguard_zvol_dataset(const char *root, const char *path, dev_t rdev,
+			   char *ds, size_t len);
+
+/* The properties of dataset @ds, from /usr/sbin/zfs or /sbin/zfs (never
+ * by PATH), which has 5 s to answer: 0, or -errno (-ENOENT: no zfs;
+ * -ETIMEDOUT; -EIO: it failed, or said no sync). */
+int syncguard_zfs_get(const char *ds, struct syncguard_zfs_props *p);
+
+/* Where the layers under a device are read: the sysfs root, and the
+ * device-mapper target types of a device (space-separated into @types;
+ * 0 or -errno).  syncguard_host_layers reads the host's; tests give
+ * their own. */
+struct syncguard_layers {
+	const char *sysfs;
+	int (*dm_targets)(dev_t dev, char *types, size_t len);
+};
+extern const struct syncguard_layers syncguard_host_layers;
+
+/* The device-mapper target types of @dev (DM_TABLE_STATUS): 0 or -errno */
+int syncguard_dm_targets(dev_t dev, char *types, size_t len);
+
+/* Is there, at @dev or any device under it (sysfs slaves, 8 levels), a
+ * layer that keeps a write's metadata in host RAM until a flush
+ * (device-mapper thin, thin-pool, cache, writecache, vdo; bcache in
+ * write-back)?  1 with what it is in @what, or 0. */
+int syncguard_ram_metadata_layer(const struct syncguard_layers *l, dev_t dev,
+				 char *what, size_t len);
+
+/* The open-time checks of what lies beneath @lun (its stat @st): a zvol's
+ * sync property (syncguard_policy_zvol; its volblocksize becomes the
+ * physical block), and for plp the layers under every device it stands
+ * on (syncguard_policy_ram_metadata_ok).  0, or -EINVAL with the reason
+ * in @err. */
+struct stat;
+int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
+			    const struct stat *st, char *err, size_t errlen);
+
+/* While the LUN lives (the mount watch): has what it stands on stopped
+ * honouring its flushes?  A zvol's sync set to disabled (or, under plp,
+ * away from always), or the write cache of its device set from "write
+ * back" to "write through" (Linux then drops every flush; not for plp,
+ * which sends none).  true with why in @why. */
+bool syncguard_lun_beneath_lost(struct syncguard_lun *lun, char *why,
+				size_t len);
 
 /* ---- latches that outlive the LUN (core/poison.c) ---- */
 

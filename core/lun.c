@@ -197,7 +197,8 @@ static int check_fs_at(int fd, const char *table, const char *path,
 	barriers = plp || !table ? 1 : syncguard_fs_barriers(fd, table);
 	if (barriers == 0) {
 		syncguard_seterr(err, errlen,
-			"%s: the file system is mounted nobarrier: its fdatasync "
+			"%s: the file system is mounted nobarrier (or f2fs "
+			"fsync_mode=nobarrier, cifs nostrictsync): its fdatasync "
 			"does not flush the device's write cache, so no write "
 			"could be made durable; use mode=plp if that cache is "
 			"power-loss protected, or remount with barriers", path);
@@ -726,6 +727,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	if (!ret && lun->blockdev)
 		ret = syncguard_loop_backing(lun, path, st.st_rdev, plp, err,
 					     errlen);
+	if (!ret)
+		ret = syncguard_check_beneath(lun, path, &st, err, errlen);
 	if (!ret && plp && !lun->blockdev) {
 		ret = syncguard_check_plp_file(lun->fd, path,
 					       lun->opts.alloc_check, err, errlen);

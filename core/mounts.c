@@ -144,7 +144,13 @@ static int fs_opt_any(int fd, const char *table, const char *const *want)
 
 int syncguard_fs_barriers(int fd, const char *table)
 {
-	static const char *const off[] = { "nobarrier", "barrier=0", NULL };
+	/* ext4's and XFS's nobarrier and barrier=0; f2fs's fsync_mode=
+	 * nobarrier, whose fsync skips the device flush
+	 * (Documentation/filesystems/f2fs.rst); cifs's nostrictsync, whose
+	 * fsync sends no SMB FLUSH to the server */
+	static const char *const off[] = { "nobarrier", "barrier=0",
+					   "fsync_mode=nobarrier",
+					   "nostrictsync", NULL };
 	int ret = fs_opt_any(fd, table, off);
 
 	return ret < 0 ? ret : !ret;
@@ -287,7 +293,9 @@ static int flushes_via(const struct syncguard_lun *lun)
 
 bool syncguard_lun_needs_watch(const struct syncguard_lun *lun)
 {
-	return flushes_via(lun) >= 0 || lun->loop_dio_attr[0][0];
+	return flushes_via(lun) >= 0 || lun->loop_dio_attr[0][0] ||
+	       lun->zvol[0] || (lun->opts.mode != SYNCGUARD_MODE_PLP &&
+				lun->dev_write_cache == 1);
 }
 
 /* Has the file system of @fd lost its flushes (remounted nobarrier),

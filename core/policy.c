@@ -101,6 +101,8 @@
  * at once in one 2 MiB granule (as large as a folio): core/mix.c says
  * why that would lose data, and why not on a block device.
  */
+#include <string.h>
+
 #include "syncguard.h"
 
 static const struct syncguard_action NOTHING = {
@@ -287,6 +289,41 @@ bool syncguard_policy_enospc_refused(bool blockdev, unsigned long fs_magic)
 	 * device directly (FUSE: helper-47 and helper-48 lost writes that
 	 * way; network file systems) latches for good, as any failed flush. */
 	return iomap_fs(blockdev, fs_magic);
+}
+
+/*
+ * A ZFS zvol's dataset property sync decides what its flushes do.
+ * sync=disabled: ZFS answers every flush, FUA and O_DSYNC write at once
+ * and writes the data with its next transaction group (seconds later):
+ * nothing any mode promises holds, so the LUN is refused in every mode.
+ * plp sends no flush, and ZFS keeps a write in its open transaction
+ * group, in host RAM, until one comes, unless sync=always sends each
+ * write to the ZIL (on a protected log device) before it completes:
+ * plp needs sync=always.  sync=standard honours flushes, FUA and
+ * O_DSYNC, which write-through and write-back stand on.
+ * tests/proto check_blockdev.c, test_blockdev_zvol (a stand-in zfs).
+ */
+const char *syncguard_policy_zvol(enum syncguard_mode mode, const char *sync)
+{
+	if (!strcmp(sync, "disabled"))
+		return "every flush is a no-op there: set sync=standard "
+		       "(sync=always for plp), or measure that unsafe setup "
+		       "with tgt's rdwr store";
+	if (mode == SYNCGUARD_MODE_PLP && strcmp(sync, "always"))
+		return "plp sends no flush, and ZFS keeps writes in its "
+		       "transaction group, in host RAM, until one: set "
+		       "sync=always (zfs set sync=always DATASET), or use "
+		       "write-back";
+	return NULL;
+}
+
+bool syncguard_policy_ram_metadata_ok(enum syncguard_mode mode)
+{
+	/* device-mapper thin, cache, writecache and vdo targets, and
+	 * bcache in write-back, keep the metadata of a first write (its
+	 * block's mapping, its place in the cache) in host RAM until a
+	 * flush or FUA commits it: plp sends neither, the other modes do */
+	return mode != SYNCGUARD_MODE_PLP;
 }
 
 /*

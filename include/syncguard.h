@@ -169,6 +169,15 @@ bool syncguard_policy_async_dsync_honoured(bool blockdev,
  * it latches for good. */
 bool syncguard_policy_enospc_refused(bool blockdev, unsigned long fs_magic);
 
+/* May a LUN in @mode stand on a ZFS zvol whose dataset has property
+ * sync=@sync?  NULL if so, else why not and what to do instead. */
+const char *syncguard_policy_zvol(enum syncguard_mode mode, const char *sync);
+
+/* May a LUN in @mode stand on a layer that keeps a write's metadata in
+ * host RAM until a flush (device-mapper thin, cache, writecache, vdo;
+ * bcache in write-back)? */
+bool syncguard_policy_ram_metadata_ok(enum syncguard_mode mode);
+
 /* The calls whose failures the rule for every failing call tells apart
  * (core/policy.c, syncguard_policy_latches). */
 enum syncguard_call {
@@ -407,6 +416,11 @@ struct syncguard_lun {
 					 * (syncguard_store_id) */
 	char poison[512];		/* the record it started latched by,
 					 * "" if none (core/poison.c) */
+	char zvol[256];			/* its ZFS dataset, "" if no zvol */
+	char zvol_sync[16], zvol_logbias[16];	/* as at open */
+	dev_t data_dev;			/* the block device that holds its
+					 * data (its own, or its file
+					 * system's), for dev_write_cache */
 	uint64_t size;			/* bytes, multiple of the block size */
 	unsigned int block_shift;	/* log2(logical block size in bytes) */
 	unsigned int phys_block_size;	/* bytes; 0 if unknown */

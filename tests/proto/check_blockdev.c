@@ -1246,6 +1246,149 @@ START_TEST(test_blockdev_fscrypt)
 }
 END_TEST
 
+/*
+ * ZFS zvols.  This machine has no ZFS: a stand-in zfs command, overlaid
+ * on /usr/sbin in tgtd's mount name space only (where the module runs
+ * /usr/sbin/zfs), answers "zfs get" for dataset tank/vol1 from a file
+ * the test writes, and a loop device stands in for the zvol under its
+ * udev name /dev/zvol/tank/vol1 (a tmpfs over /dev/zvol, in tgtd's name
+ * space too).  sync=disabled is refused in every mode, plp needs
+ * sync=always, volblocksize is the physical block initiators are told
+ * (READ CAPACITY(16), Block Limits), and a LUN whose dataset is set to
+ * sync=disabled while it lives latches.
+ */
+static void zfs_props(const char *file, const char *sync)
+{
+	FILE *f = fopen(file, "w");
+
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "sync\t%s\nvolblocksize\t16384\nlogbias\tlatency\n", sync);
+	fclose(f);
+}
+
+START_TEST(test_blockdev_zvol)
+{
+	const char *img = proto_file("zvol.img", DEV_BYTES, false);
+	unsigned char out[512] = { 0x7a };
+	char d[800], props[900], script[900], dev[64];
+	struct scsi_readcapacity16 *rc;
+	FILE *f;
+	struct scsi_inquiry_block_limits *bl;
+	struct iscsi_context *iscsi;
+	struct scsi_task *t;
+	int disabled, standard_plp, made_dev_zvol, latched = 0;
+
+	snprintf(d, sizeof(d), "%s/zfs", proto_dir());
+	snprintf(props, sizeof(props), "%s/props", d);
+	ck_assert_int_eq(proto_sh("mkdir -p '%s/up' '%s/wk'", d, d), 0);
+	snprintf(script, sizeof(script), "%s/up/zfs", d);
+	ck_assert_ptr_nonnull(f = fopen(script, "w"));
+	fprintf(f, "#!/bin/sh\n# stands in for ZFS's zfs command (tests/proto "
+		"check_blockdev.c): zfs get ... tank/vol1\n[ \"$1\" = get ] || "
+		"exit 2\nfor a; do ds=$a; done\n[ \"$ds\" = tank/vol1 ] || "
+		"exit 1\ncat '%s'\n", props);
+	fclose(f);
+	ck_assert_int_eq(chmod(script, 0755), 0);
+	zfs_props(props, "disabled");
+	ck_assert_int_eq(attach_as(img, 512, true, dev, sizeof(dev)), 0);
+	made_dev_zvol = access("/dev/zvol", F_OK) != 0;
+	ck_assert_int_eq(proto_sh_in_tgtd("mount -t overlay -o lowerdir=/usr/sbin,"
+		"upperdir='%s/up',workdir='%s/wk' overlay /usr/sbin && mkdir -p "
+		"/dev/zvol && mount -t tmpfs tmpfs /dev/zvol && mkdir /dev/zvol/"
+		"tank && ln -s '%s' /dev/zvol/tank/vol1", d, d, dev), 0);
+	disabled = proto_add_lun(9, "/dev/zvol/tank/vol1", "mode=write-back", 0);
+	zfs_props(props, "standard");
+	standard_plp = proto_add_lun(9, "/dev/zvol/tank/vol1", "mode=plp", 0);
+	ck_assert_int_eq(proto_add_lun(9, "/dev/zvol/tank/vol1",
+				       "mode=write-back", 0), 0);
+	ck_assert(proto_log_has("ZFS zvol tank/vol1: sync=standard, "
+				"logbias=latency, volblocksize 16384 bytes"));
+	iscsi = proto_connect(9);
+	t = iscsi_readcapacity16_sync(iscsi, 9);
+	proto_assert_good(t, "READ CAPACITY(16)", true);
+	rc = scsi_datain_unmarshall(t);
+	ck_assert_ptr_nonnull(rc);
+	ck_assert_uint_eq(rc->lbppbe, 5);	/* 16384 = 2^5 x 512 */
+	scsi_free_scsi_task(t);
+	t = iscsi_inquiry_sync(iscsi, 9, 1, SCSI_INQUIRY_PAGECODE_BLOCK_LIMITS,
+			       64);
+	proto_assert_good(t, "INQUIRY Block Limits", true);
+	bl = scsi_datain_unmarshall(t);
+	ck_assert_ptr_nonnull(bl);
+	ck_assert_uint_eq(bl->opt_gran, 32);
+	scsi_free_scsi_task(t);
+	proto_assert_good(iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1,
+			  0, 0), "FUA WRITE(10) at sync=standard", false);
+	zfs_props(props, "disabled");		/* zfs set sync=disabled */
+	for (int i = 0; i < 60 && !latched; i++) {
+		usleep(100000);
+		t = iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1, 0, 0);
+		ck_assert_ptr_nonnull(t);
+		latched = t->status == SCSI_STATUS_CHECK_CONDITION;
+		scsi_free_scsi_task(t);
+	}
+	iscsi_destroy_context(iscsi);
+	proto_del_lun(9);
+	proto_sh("'%s/tools/syncguard-stat' --clear-latch '%s' --state-dir "
+		 "'%s' >/dev/null 2>&1", getenv("SYNCGUARD_TOP") ?
+		 getenv("SYNCGUARD_TOP") : ".", dev, proto_state_dir());
+	zfs_props(props, "always");
+	ck_assert_int_eq(proto_add_lun(9, "/dev/zvol/tank/vol1", "mode=plp", 0),
+			 0);
+	proto_del_lun(9);
+	proto_sh_in_tgtd("umount /dev/zvol; umount /usr/sbin");
+	if (made_dev_zvol)
+		rmdir("/dev/zvol");
+	proto_sh("losetup -d '%s'", dev);
+	ck_assert_int_ne(disabled, 0);
+	ck_assert(proto_log_has("zvol tank/vol1 has sync=disabled, and "
+				"mode=write-back: every flush is a no-op"));
+	ck_assert_int_ne(standard_plp, 0);
+	ck_assert(proto_log_has("plp sends no flush, and ZFS keeps writes"));
+	ck_assert_msg(latched, "FUA writes still GOOD 6 s after sync=disabled");
+	ck_assert(proto_log_has("its zvol tank/vol1 now has sync=disabled"));
+}
+END_TEST
+
+/*
+ * A device whose write cache is set to "write through" by hand while a
+ * LUN stands on it: Linux then strips every flush and FUA it would send,
+ * so the LUN's durable writes are no longer durable.  The watch latches
+ * it (a loop device, write-back), as for a remount nobarrier.
+ */
+START_TEST(test_blockdev_write_cache_changed)
+{
+	const char *img = proto_file("wcache.img", DEV_BYTES, false);
+	unsigned char out[512] = { 0x5c };
+	char dev[64], wc[128];
+	struct iscsi_context *iscsi;
+	struct scsi_task *t;
+	int latched = 0;
+
+	ck_assert_int_eq(attach(img, 512, dev, sizeof(dev)), 0);
+	snprintf(wc, sizeof(wc), "/sys/block/%s/queue/write_cache", dev + 5);
+	ck_assert_int_eq(proto_sh("echo 'write back' >'%s'", wc), 0);
+	ck_assert_int_eq(proto_add_lun(9, dev, "mode=write-back", 0), 0);
+	iscsi = proto_connect(9);
+	proto_assert_good(iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1,
+			  0, 0), "FUA WRITE(10)", false);
+	ck_assert_int_eq(proto_sh("echo 'write through' >'%s'", wc), 0);
+	for (int i = 0; i < 60 && !latched; i++) {
+		usleep(100000);
+		t = iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1, 0, 0);
+		ck_assert_ptr_nonnull(t);
+		latched = t->status == SCSI_STATUS_CHECK_CONDITION;
+		scsi_free_scsi_task(t);
+	}
+	iscsi_destroy_context(iscsi);
+	proto_del_lun(9);
+	proto_sh("echo 'write back' >'%s'; losetup -d '%s'", wc, dev);
+	ck_assert_msg(latched, "FUA writes still GOOD 6 s after write through");
+	ck_assert(proto_log_has("was set to \"write through\": Linux now "
+				"drops every flush"));
+}
+END_TEST
+
 /* An overlay at @ov in tgtd's mount name space, its layers in @base
  * (lo, up, wk), with more mount options @opts ("" or ",volatile"). */
 static int overlay_in_tgtd(const char *base, const char *opts, const char *ov)
@@ -1554,6 +1697,8 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_plp_stacked_loops_need_direct_io);
 	tcase_add_test(tc, test_blockdev_plp_journalled_data_refused);
 	tcase_add_test(tc, test_blockdev_fscrypt);
+	tcase_add_test(tc, test_blockdev_zvol);
+	tcase_add_test(tc, test_blockdev_write_cache_changed);
 	tcase_add_test(tc, test_blockdev_plp_overlay_over_buffered_loop);
 	tcase_add_test(tc, test_blockdev_loop_over_deleted_file_refused);
 	tcase_add_test(tc, test_blockdev_volatile_overlay_refused);

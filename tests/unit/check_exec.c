@@ -1502,7 +1502,12 @@ START_TEST(test_open_barriers_from_mountinfo)
 		{ "/dev/y", "rw,barrier=0,data=ordered", 0 },
 		{ "/dev/y", "rw,barrier=1", 1 }, { "/dev/y", "rw,nobarrierx", 1 },
 		{ "/dev/y", "rw", 1 },
-		/* sources of any length (a helper's misfire and bypass) */
+		/* f2fs's fsync skips the device flush; cifs's sends no SMB
+		 * FLUSH: as nobarrier */
+		{ "/dev/y", "rw,fsync_mode=nobarrier,active_logs=6", 0 },
+		{ "/dev/y", "rw,fsync_mode=posix", 1 },
+		{ "//srv/s", "rw,vers=3.1.1,nostrictsync,cache=strict", 0 },
+		/* sources of any length */
 		{ long_dev, "rw,nobarrier", 0 }, { long_nobarrier, "rw", 1 },
 	};
 	char table[1024], dev[32];
@@ -1671,8 +1676,9 @@ START_TEST(test_open_refuses_nobarrier_mount)
 		      "refused with barriers: %s", err[0]);
 	ck_assert_int_eq(got[1], -EINVAL);
 	ck_assert_int_eq(got[2], -EINVAL);
-	ck_assert_ptr_nonnull(strstr(err[1], "mounted nobarrier: its "
-				     "fdatasync does not flush"));
+	ck_assert_ptr_nonnull(strstr(err[1], "mounted nobarrier (or f2fs "
+				     "fsync_mode=nobarrier, cifs nostrictsync): "
+				     "its fdatasync does not flush"));
 	ck_assert_msg(got[3] == 0, "plp refused: %s", err[2]);
 }
 END_TEST

@@ -28,6 +28,7 @@ int main(void)
 	srunner_add_suite(sr, flush_suite());
 	srunner_add_suite(sr, plan_suite());
 	srunner_add_suite(sr, errno_suite());
+	srunner_add_suite(sr, stack_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

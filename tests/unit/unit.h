@@ -11,5 +11,6 @@ Suite *exec_suite(void);
 Suite *flush_suite(void);
 Suite *plan_suite(void);
 Suite *errno_suite(void);
+Suite *stack_suite(void);
 
 #endif

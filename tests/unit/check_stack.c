@@ -1,0 +1,173 @@
+/*
+ * What lies beneath a LUN (core/stack.c), on a sysfs tree, a /dev/zvol
+ * tree and device-mapper tables the tests make: this machine has no
+ * device-mapper, no bcache and no ZFS, so these stand in for them, built
+ * as Linux lays them out (/sys/dev/block/M:m, dm/, slaves/,
+ * bcache/cache_mode; /dev/zvol/POOL/VOLUME links).  The protocol test
+ * test_blockdev_zvol runs a LUN on a loop device under a /dev/zvol name
+ * with a stand-in zfs command.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "syncguard.h"
+#include "internal.h"
+#include "unit.h"
+
+static char dir[] = "build/stack.XXXXXX";
+static char root[256];
+
+static void setup(void)
+{
+	strcpy(dir, "build/stack.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_ptr_nonnull(realpath(dir, root));
+}
+
+static void teardown(void)
+{
+	char cmd[300];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void sh(const char *fmt, const char *a, const char *b)
+{
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd), fmt, a, b);
+	ck_assert_msg(system(cmd) == 0, "%s", cmd);
+}
+
+/* the device-mapper tables of the made-up devices: 253:0 a linear
+ * target over 253:1, which is thin; 253:2 linear only; 253:3 cache */
+static int fake_dm_targets(dev_t dev, char *types, size_t len)
+{
+	static const char *const t[] = { "linear", "thin", "linear",
+					 "cache" };
+
+	if (major(dev) != 253 || minor(dev) > 3)
+		return -ENXIO;
+	snprintf(types, len, "%s", t[minor(dev)]);
+	return 0;
+}
+
+/* sysfs: /dev/block/M:m/ with dm/ for device-mapper devices, slaves/
+ * naming the devices under one (each with its dev file) */
+static void make_sysfs(void)
+{
+	sh("cd '%s' && mkdir -p sys/dev/block sys/block && cd sys && "
+	   "for d in 253:0 253:1 253:2 253:3 8:0 252:0; do "
+	   "mkdir -p dev/block/$d; echo $d >dev/block/$d/dev; done && "
+	   "for d in 253:0 253:1 253:2 253:3; do mkdir dev/block/$d/dm; done && "
+	   "mkdir -p dev/block/253:0/slaves/dm-1 dev/block/253:2/slaves/sda "
+	   "dev/block/252:0/bcache dev/block/252:0/slaves/sda && "
+	   "echo 253:1 >dev/block/253:0/slaves/dm-1/dev && "
+	   "echo 8:0 >dev/block/253:2/slaves/sda/dev && "
+	   "echo 8:0 >dev/block/252:0/slaves/sda/dev%s", root, "");
+}
+
+/* plp's check: a thin volume under a linear one, a cache target, bcache
+ * in write-back are found; linear over a disk and bcache in
+ * write-through are not */
+START_TEST(test_stack_ram_metadata_layers)
+{
+	char sys[300], what[128];
+	struct syncguard_layers l = { sys, fake_dm_targets };
+
+	make_sysfs();
+	snprintf(sys, sizeof(sys), "%s/sys", root);
+	ck_assert_int_eq(syncguard_ram_metadata_layer(&l, makedev(253, 0), what,
+						      sizeof(what)), 1);
+	ck_assert_ptr_nonnull(strstr(what, "device-mapper thin (dm 253:1)"));
+	ck_assert_int_eq(syncguard_ram_metadata_layer(&l, makedev(253, 3), what,
+						      sizeof(what)), 1);
+	ck_assert_ptr_nonnull(strstr(what, "device-mapper cache"));
+	ck_assert_int_eq(syncguard_ram_metadata_layer(&l, makedev(253, 2), what,
+						      sizeof(what)), 0);
+	ck_assert_int_eq(syncguard_ram_metadata_layer(&l, makedev(8, 0), what,
+						      sizeof(what)), 0);
+	sh("echo 'writethrough [writeback] writearound none' "
+	   ">'%s/sys/dev/block/252:0/bcache/cache_mode'%s", root, "");
+	ck_assert_int_eq(syncguard_ram_metadata_layer(&l, makedev(252, 0), what,
+						      sizeof(what)), 1);
+	ck_assert_ptr_nonnull(strstr(what, "bcache in write-back"));
+	sh("echo '[writethrough] writeback writearound none' "
+	   ">'%s/sys/dev/block/252:0/bcache/cache_mode'%s", root, "");
+	ck_assert_int_eq(syncguard_ram_metadata_layer(&l, makedev(252, 0), what,
+						      sizeof(what)), 0);
+	ck_assert(!syncguard_policy_ram_metadata_ok(SYNCGUARD_MODE_PLP));
+	ck_assert(syncguard_policy_ram_metadata_ok(SYNCGUARD_MODE_WRITE_BACK));
+}
+END_TEST
+
+/* A zvol by its /dev/zvol path, or as a device some link there names;
+ * a device no link names is no zvol */
+START_TEST(test_stack_zvol_dataset)
+{
+	char zroot[300], ds[256], link[400];
+
+	snprintf(zroot, sizeof(zroot), "%s/zvol", root);
+	sh("mkdir -p '%s/tank/sub' && mknod '%s/tank/sub/vol1' b 230 16",
+	   zroot, zroot);
+	sh("mknod '%s/tank/sub/vol1-part1' b 230 17 && mknod '%s/zd16' b 230 16",
+	   zroot, root);
+	ck_assert_int_eq(syncguard_zvol_dataset(zroot, "/x/zvol/tank/v",
+						makedev(230, 16), ds,
+						sizeof(ds)), 1);
+	ck_assert_int_eq(syncguard_zvol_dataset(zroot, "/dev/zd16",
+						makedev(230, 16), ds,
+						sizeof(ds)), 1);
+	ck_assert_str_eq(ds, "tank/sub/vol1");
+	snprintf(link, sizeof(link), "%s/tank/sub/vol1", zroot);
+	ck_assert_int_eq(syncguard_zvol_dataset(zroot, link, makedev(230, 16),
+						ds, sizeof(ds)), 1);
+	ck_assert_str_eq(ds, "tank/sub/vol1");
+	ck_assert_int_eq(syncguard_zvol_dataset(zroot, "/dev/sdz",
+						makedev(230, 99), ds,
+						sizeof(ds)), 0);
+}
+END_TEST
+
+/* The policy's answer for each sync value and mode */
+START_TEST(test_stack_zvol_policy)
+{
+	ck_assert_ptr_nonnull(syncguard_policy_zvol(SYNCGUARD_MODE_WRITE_BACK,
+						    "disabled"));
+	ck_assert_ptr_nonnull(syncguard_policy_zvol(SYNCGUARD_MODE_WRITE_THROUGH,
+						    "disabled"));
+	ck_assert_ptr_null(syncguard_policy_zvol(SYNCGUARD_MODE_WRITE_BACK,
+						 "standard"));
+	ck_assert_ptr_null(syncguard_policy_zvol(SYNCGUARD_MODE_WRITE_THROUGH,
+						 "always"));
+	ck_assert_ptr_nonnull(syncguard_policy_zvol(SYNCGUARD_MODE_PLP,
+						    "standard"));
+	ck_assert_ptr_null(syncguard_policy_zvol(SYNCGUARD_MODE_PLP, "always"));
+	ck_assert_ptr_nonnull(strstr(syncguard_policy_zvol(SYNCGUARD_MODE_PLP,
+		"disabled"), "set sync=standard (sync=always for plp)"));
+}
+END_TEST
+
+Suite *stack_suite(void)
+{
+	Suite *s = suite_create("stack");
+	TCase *tc = tcase_create("beneath");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_stack_ram_metadata_layers);
+	if (geteuid() == 0)	/* mknod of a block device node */
+		tcase_add_test(tc, test_stack_zvol_dataset);
+	else
+		fprintf(stderr, "stack: test_stack_zvol_dataset left out: "
+			"mknod needs root\n");
+	tcase_add_test(tc, test_stack_zvol_policy);
+	suite_add_tcase(s, tc);
+	return s;
+}
