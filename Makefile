@@ -28,7 +28,8 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer \
 
 DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
 	gcc make util-linux mount iproute2 e2fsprogs sdparm libfuse3-dev fuse3 \
-	liburing-dev gnuplot-nox jq binutils procps libjson-c-dev
+	liburing-dev gnuplot-nox jq binutils procps libjson-c-dev \
+	nbdkit libnbd-bin
 
 CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c core/latch.c core/poison.c \
 	     core/exec.c core/flush.c core/stats.c core/mix.c \
@@ -46,7 +47,7 @@ UNIT_SRCS  := tests/unit/main.c tests/unit/check_opts.c \
 PROTO_SRCS := tests/proto/main.c tests/proto/fixture.c \
 	      tests/proto/check_modes.c tests/proto/check_bsopts.c \
 	      tests/proto/check_blockdev.c tests/proto/check_faults.c \
-	      tests/proto/check_commands.c
+	      tests/proto/check_commands.c tests/proto/check_nbdkit.c
 
 ISCSI_LIBS := $(shell pkg-config --libs libiscsi 2>/dev/null || echo -liscsi)
 JSONC_LIBS := $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)

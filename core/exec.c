@@ -307,10 +307,10 @@ static void unclaim(struct syncguard_lun *lun, struct syncguard_plan *p)
 static bool plan_write(struct syncguard_lun *lun,
 		       const struct syncguard_cdb *c, struct syncguard_plan *p)
 {
-	/* COMPARE AND WRITE runs alone (exec_compare_and_write) */
+	/* COMPARE AND WRITE and ORWRITE run alone (exclusive_begin) */
 	__atomic_fetch_add(&lun->async_writes, 1, __ATOMIC_SEQ_CST);
 	p->write_ref = true;
-	if (__atomic_load_n(&lun->caw_running, __ATOMIC_SEQ_CST))
+	if (__atomic_load_n(&lun->exclusive_running, __ATOMIC_SEQ_CST))
 		return false;	/* syncguard_plan drops the ref */
 	__atomic_fetch_add(&lun->async_cached, 1, __ATOMIC_SEQ_CST);
 	p->persist = syncguard_write_persist(lun, policy(lun, c->fua ?
@@ -668,6 +668,29 @@ static enum syncguard_reason exec_unmap(struct syncguard_lun *lun,
 	return r || !n ? r : unmap_ranges(lun, NULL, NULL, desc, n);
 }
 
+/*
+ * A write that reads the medium first (COMPARE AND WRITE, ORWRITE) is
+ * atomic against every other write of the LUN (SBC-3 5.3, 5.12): the
+ * workers' writes take write_lock; an asynchronous engine's
+ * (syncguard_plan) go to the workers from the moment exclusive_running is
+ * set, and the ones it already planned are waited for (Dekker style with
+ * plan_write: either the plan sees exclusive_running or this sees its
+ * reference).  They need no worker to finish, so the wait ends.
+ */
+static void exclusive_begin(struct syncguard_lun *lun)
+{
+	__atomic_fetch_add(&lun->exclusive_running, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&lun->async_writes, __ATOMIC_SEQ_CST))
+		usleep(50);
+	pthread_rwlock_wrlock(&lun->write_lock);
+}
+
+static void exclusive_end(struct syncguard_lun *lun)
+{
+	pthread_rwlock_unlock(&lun->write_lock);
+	__atomic_fetch_sub(&lun->exclusive_running, 1, __ATOMIC_SEQ_CST);
+}
+
 static enum syncguard_reason exec_compare_and_write(
 	struct syncguard_lun *lun, const struct syncguard_req *req,
 	const struct syncguard_cdb *c, struct syncguard_result *res)
@@ -677,7 +700,7 @@ static enum syncguard_reason exec_compare_and_write(
 	struct syncguard_action a;
 	int err;
 
-	/* a write, as exec_write counts them (helper-70: it was in none) */
+	/* a write, as exec_write counts them */
 	syncguard_count(c->fua ? &lun->stats->fua_writes : &lun->stats->writes);
 	if (r || (len == 0 && req->out_len == 0))
 		return r;	/* 0 blocks: nothing to do (SBC-3 5.3) */
@@ -686,16 +709,7 @@ static enum syncguard_reason exec_compare_and_write(
 	if ((lun->max_caw_blocks && c->nblocks > lun->max_caw_blocks) ||
 	    req->out_len != 2 * len)
 		return SYNCGUARD_ERR_INVALID_CDB;
-	/* Atomic against every other write (SBC-3 5.3): the workers' take
-	 * write_lock; an asynchronous engine's (syncguard_plan) go to the
-	 * workers from the moment caw_running is set, and the ones it
-	 * already planned are waited for (Dekker style with plan_write:
-	 * either the plan sees caw_running or this sees its reference).
-	 * They need no worker to finish, so the wait ends. */
-	__atomic_fetch_add(&lun->caw_running, 1, __ATOMIC_SEQ_CST);
-	while (__atomic_load_n(&lun->async_writes, __ATOMIC_SEQ_CST))
-		usleep(50);
-	pthread_rwlock_wrlock(&lun->write_lock);
+	exclusive_begin(lun);
 	a = policy(lun, c->fua ? SYNCGUARD_CLASS_WRITE_FUA :
 		   SYNCGUARD_CLASS_WRITE);
 	r = compare_medium(lun, off, req->out, len, len, res);
@@ -704,8 +718,53 @@ static enum syncguard_reason exec_compare_and_write(
 					  a.persist);
 		r = err ? io_reason(err, true) : SYNCGUARD_OK;
 	}
-	pthread_rwlock_unlock(&lun->write_lock);
-	__atomic_fetch_sub(&lun->caw_running, 1, __ATOMIC_SEQ_CST);
+	exclusive_end(lun);
+	return r;
+}
+
+/*
+ * ORWRITE(16) (SBC-3 5.12): each block written is the OR of what the
+ * medium holds and what the initiator sent, read and written as one
+ * step against every other write; FUA as for WRITE (the policy's
+ * WRITE_FUA class), DPO a hint.  Its own writes follow the mode
+ * contract as every write does.
+ */
+static enum syncguard_reason exec_orwrite(struct syncguard_lun *lun,
+					  const struct syncguard_req *req,
+					  const struct syncguard_cdb *c,
+					  struct syncguard_result *res)
+{
+	enum syncguard_reason r = syncguard_check_range(lun, c->lba, c->nblocks);
+	uint64_t len = to_bytes(lun, c->nblocks), off = to_bytes(lun, c->lba);
+	struct syncguard_action a;
+	uint8_t *buf;
+	int err;
+
+	(void)res;
+	syncguard_count(c->fua ? &lun->stats->fua_writes : &lun->stats->writes);
+	if (r || len == 0)
+		return r;
+	if (torn_write(lun, len, req->out_len))
+		return SYNCGUARD_ERR_INVALID_IU;
+	if (len > req->out_len)		/* whole blocks, as exec_write */
+		len = req->out_len;
+	if (posix_memalign((void **)&buf, 4096, len))
+		return io_reason(-SYNCGUARD_ERESOURCE, true);
+	exclusive_begin(lun);
+	a = policy(lun, c->fua ? SYNCGUARD_CLASS_WRITE_FUA :
+		   SYNCGUARD_CLASS_WRITE);
+	err = syncguard_lun_read(lun, buf, len, off);
+	if (err) {
+		r = io_reason(err, false);
+	} else {
+		for (uint64_t i = 0; i < len; i++)
+			buf[i] |= req->out[i];
+		err = syncguard_lun_write(lun, buf, len, off,
+				syncguard_write_persist(lun, a.persist));
+		r = err ? io_reason(err, true) : SYNCGUARD_OK;
+	}
+	exclusive_end(lun);
+	free(buf);
 	return r;
 }
 
@@ -738,6 +797,7 @@ static exec_fn *const handlers[SYNCGUARD_OP_COUNT] = {
 	[SYNCGUARD_OP_WRITE_SAME] = exec_write_same,
 	[SYNCGUARD_OP_UNMAP] = exec_unmap,
 	[SYNCGUARD_OP_COMPARE_AND_WRITE] = exec_compare_and_write,
+	[SYNCGUARD_OP_ORWRITE] = exec_orwrite,
 	[SYNCGUARD_OP_PRE_FETCH] = exec_pre_fetch,
 };
 

@@ -205,6 +205,7 @@ enum syncguard_op {
 	SYNCGUARD_OP_WRITE_SAME,
 	SYNCGUARD_OP_UNMAP,
 	SYNCGUARD_OP_COMPARE_AND_WRITE,
+	SYNCGUARD_OP_ORWRITE,
 	SYNCGUARD_OP_PRE_FETCH,
 	SYNCGUARD_OP_COUNT,
 };
@@ -231,7 +232,8 @@ struct syncguard_cdb {
 /*
  * Decode @cdb (@len bytes; CDB formats of SPC-4 4.3 and the SBC-3
  * command descriptions: READ, WRITE, WRITE AND VERIFY, VERIFY, WRITE
- * SAME, COMPARE AND WRITE, PRE-FETCH, SYNCHRONIZE CACHE, UNMAP).
+ * SAME, COMPARE AND WRITE, ORWRITE(16), PRE-FETCH, SYNCHRONIZE CACHE,
+ * UNMAP).
  * Returns 0; -ENOTSUP for an opcode the
  * backing store does not handle; -EINVAL when @len is shorter than the
  * command's CDB length.  Field validity (reserved bits) is the
@@ -484,10 +486,11 @@ struct syncguard_lun {
 	uint64_t loop_writes, loop_syncs, loop_run, loop_bytes;
 	bool sync_loop_on;
 	int async_writes;		/* planned writes in flight (any kind),
-					 * and COMPARE AND WRITEs running:
-					 * each waits for the other (atomic;
-					 * see exec_compare_and_write) */
-	int caw_running;
+					 * and COMPARE AND WRITEs and ORWRITEs
+					 * running: each waits for the other
+					 * (atomic; see exclusive_begin,
+					 * core/exec.c) */
+	int exclusive_running;
 	int async_cached;		/* planned cached writes in flight
 					 * (syncguard_plan); a switch to WCE=0
 					 * waits for them */

@@ -25,6 +25,14 @@
 # durable in its second epoch, 200-400 ms into the load, and after that
 # wherever that way writes more), on a file in ext4 on the model: the
 # trial runs only where RWF_DSYNC writes run concurrently.
+# nbdkit is a volatile cache we did not write: nbdkit's cache filter
+# (cache=writeback) keeps writes in memory until a flush reaches it, over
+# its file plugin on the image, exported as a file by nbdfuse; the cut
+# kills nbdkit (SIGKILL), which loses exactly what was not flushed.
+# write-back and write-through in turn, each engine in turn.  Its
+# control, nbdkit-discard, puts nbdkit's fua filter (fuamode=discard)
+# above the cache: flushes never reach it, and the oracle must catch the
+# losses.
 # Configurations: the three syncguard modes (cuts rotate through
 # engine=threads, uring and auto; write-through and write-back also
 # through 512-byte and 4 KiB blocks, and direct=auto and its opposite,
@@ -39,9 +47,9 @@
 # RWF_DSYNC handling, its journal); all of them must lose nothing,
 # and tgt's own aio store, which answers SYNCHRONIZE CACHE without
 # flushing: the oracle must catch it losing data, or the test itself is
-# broken.
+# broken (as nbdkit-discard must).
 #
-# usage: crashtest.sh [--cuts N] [--configs "write-through write-back sync-loop plp blockdev ext4 restart aio"]
+# usage: crashtest.sh [--cuts N] [--configs "write-through write-back sync-loop plp blockdev ext4 restart nbdkit aio nbdkit-discard"]
 #                     [--json FILE] [--seed N] [--keep]
 # --configs takes names separated by spaces or commas.
 # --keep leaves the work directory (journals, logs, last image) in build/.
@@ -49,7 +57,7 @@ set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cuts=20
-known="write-through write-back sync-loop plp blockdev ext4 restart aio"
+known="write-through write-back sync-loop plp blockdev ext4 restart nbdkit aio nbdkit-discard"
 configs=$known
 json=$top/build/crashtest.json
 seed0=1
@@ -109,11 +117,17 @@ unmount_model() {
 		loopdev=
 		rm -f "$work/loopdev"
 	fi
-	mountpoint -q "$mnt" 2>/dev/null && fusermount3 -u -z "$mnt" 2>/dev/null
+	# also when its server died and left it disconnected (nbdfuse once
+	# nbdkit is killed), which mountpoint(1) does not call a mount point
+	grep -qF " $mnt fuse" /proc/self/mounts && fusermount3 -u -z "$mnt" 2>/dev/null
 	if [ -n "$mpid" ]; then
 		kill "$mpid" 2>/dev/null
 		wait "$mpid" 2>/dev/null
 		mpid=
+	fi
+	if [ -f "$work/nbdkit.pid" ]; then	# an nbdkit model's server
+		kill -9 "$(cat "$work/nbdkit.pid")" 2>/dev/null
+		rm -f "$work/nbdkit.pid"
 	fi
 }
 
@@ -152,6 +166,9 @@ lun_args() {
 		esac ;;
 	restart) [ "$direct" = ";direct=no" ] && direct=";direct=yes" bsz=4096
 		echo "mode=write-back$direct|syncguard|$bsz" ;;
+	nbdkit) (( $2 % 2 )) && mode=write-through || mode=write-back
+		echo "mode=$mode|syncguard|$bsz" ;;
+	nbdkit-discard) echo "mode=write-back|syncguard|$bsz" ;;
 	*) echo "mode=$mode$direct|syncguard|$bsz" ;;
 	esac
 }
@@ -248,8 +265,42 @@ unmount_check_fs() {
 # only where RWF_DSYNC writes run concurrently (core/lun.c), not on FUSE
 in_ext4() { [ "$1" = ext4 ] || { [ "$1" = sync-loop ] && (( $2 % 2 == 0 )); }; }
 
+# nbdkit (cache=writeback over the image; for nbdkit-discard, the fua
+# filter discarding flushes above it) exported by nbdfuse as
+# $mnt/disk.img; nbdfuse is the model's process, nbdkit's pid in
+# $work/nbdkit.pid (the cut kills it)
+start_nbdkit() {
+	local filters=(--filter=cache) args=(cache=writeback)
+	[ "$1" = nbdkit-discard ] && filters=(--filter=fua --filter=cache) &&
+		args+=(fuamode=discard)
+	rm -f "$work/stable.img" "$work/nbd.sock"
+	truncate -s 8M "$work/stable.img"
+	mkdir -p "$mnt"
+	nbdkit -U "$work/nbd.sock" -P "$work/nbdkit.pid" "${filters[@]}" \
+		file "$work/stable.img" "${args[@]}" >>"$work/model.log" 2>&1 || {
+		say "nbdkit did not start:"; tail -n 3 "$work/model.log" >&2; return 1; }
+	nbdfuse "$mnt/disk.img" --unix "$work/nbd.sock" >>"$work/model.log" 2>&1 &
+	mpid=$!
+	for _ in $(seq 100); do
+		[ -e "$mnt/disk.img" ] && return 0
+		sleep 0.02
+	done
+	say "nbdfuse did not start:"; tail -n 3 "$work/model.log" >&2
+	return 1
+}
+
+# the power goes: the device model's cut, or nbdkit killed with its cache
+power_cut() {
+	if [[ $1 == nbdkit* ]]; then
+		kill -9 "$(cat "$work/nbdkit.pid")" 2>/dev/null
+	else
+		echo cut >"$mnt/.ctl"
+	fi
+}
+
 start_model() {
 	local plp=$1 seed=$2 size=8M
+	[[ $3 == nbdkit* ]] && { start_nbdkit "$3"; return; }
 	in_ext4 "$3" "$seed" && size=32M
 	mkdir -p "$mnt"
 	rm -f "$work/stable.img"
@@ -310,7 +361,7 @@ one_cut() {
 		restart_victim "$lunpath" "$bsopts" "$bsz" "$seed" ||
 			{ "$tp" kill "$work/victim"; unmount_model; return 1; }
 	fi
-	echo cut >"$mnt/.ctl"		# the power goes: device first ...
+	power_cut "$config"		# the power goes: device first ...
 	"$tp" kill "$work/victim"	# ... and the host with it
 	[ -z "$wpid" ] || wait "$wpid" || { say "the workload failed:"
 		tail -n 3 "$work/run.log" >&2; unmount_model; return 1; }
@@ -344,6 +395,11 @@ if [[ " $configs " == *" blockdev "* || " $configs " == *" ext4 "* ]]; then
 	fi
 	rm -f "$work/probe.img"
 fi
+if [[ " $configs " == *" nbdkit"* ]] &&
+   ! { command -v nbdkit && command -v nbdfuse; } >/dev/null; then
+	say "nbdkit, nbdkit-discard: left out: no nbdkit or nbdfuse (packages nbdkit, libnbd-bin)"
+	configs=$(sed 's/\bnbdkit\(-discard\)\?\b//g' <<<"$configs")
+fi
 if [[ " $configs " == *" ext4 "* ]] && ! command -v mkfs.ext4 >/dev/null; then
 	say "ext4: left out: no mkfs.ext4 (e2fsprogs)"
 	configs=$(sed 's/\bext4\b//' <<<"$configs")
@@ -369,7 +425,7 @@ printf '%-13s %6s %9s %9s %6s %10s  %s\n' config cuts writes durable lost bad_bl
 	echo "{\"cuts_per_config\":$cuts,\"results\":["
 	sep=
 	for config in $configs; do
-		if [ "$config" = aio ]; then
+		if [ "$config" = aio ] || [ "$config" = nbdkit-discard ]; then
 			verdict="control: must lose data"
 			[ "${L[$config]}" -gt 0 ] && verdict="$verdict - it did (oracle works)" ||
 				{ verdict="$verdict - it did NOT: the oracle is blind"; status=1; }

@@ -64,6 +64,7 @@ int main(void)
 	srunner_add_suite(sr, blockdev_suite());
 	srunner_add_suite(sr, faults_suite());
 	srunner_add_suite(sr, commands_suite());
+	srunner_add_suite(sr, nbdkit_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -28,6 +28,7 @@ Suite *bsopts_suite(void);
 Suite *blockdev_suite(void);
 Suite *faults_suite(void);
 Suite *commands_suite(void);
+Suite *nbdkit_suite(void);
 
 /* Create the scratch directory (proto_dir) before tgtd starts: mounts
  * made there later are invisible in tgtd's private mount namespace. */

@@ -730,6 +730,45 @@ START_TEST(test_exec_bytchk_reserved)
 }
 END_TEST
 
+static enum syncguard_reason orwrite16(uint64_t lba, uint32_t n, bool fua)
+{
+	uint8_t cdb[16] = { 0x8b, fua ? 0x08 : 0 };
+
+	for (int i = 0; i < 8; i++)
+		cdb[2 + i] = (uint8_t)(lba >> (56 - 8 * i));
+	cdb[13] = (uint8_t)n;
+	return run(cdb, 16, n ? data : NULL, n * BS, NULL, 0).reason;
+}
+
+/* ORWRITE(16) (SBC-3 5.12): the OR of the medium and the Data-Out;
+ * FUA as a WRITE's (write-back: one group flush, as test_exec_write_
+ * back_costs), the range checked */
+START_TEST(test_exec_orwrite)
+{
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);	/* write_sync=group */
+	memset(data, 0, sizeof(data));
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	memset(data, 0xa5, sizeof(data));
+	ck_assert_int_eq(orwrite16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 0);
+	ck_assert_int_eq(read10(0, 8, false), SYNCGUARD_OK);
+	for (size_t i = 0; i < 8 * BS; i++)
+		ck_assert_uint_eq(back[i], 0xa5);
+	memset(data, 0x5a, sizeof(data));
+	ck_assert_int_eq(orwrite16(0, 8, true), SYNCGUARD_OK);
+	ck_assert_int_eq(fx.fdatasyncs, 1);	/* FUA: a group flush */
+	ck_assert_int_eq(read10(0, 8, false), SYNCGUARD_OK);
+	for (size_t i = 0; i < 8 * BS; i++)
+		ck_assert_uint_eq(back[i], 0xff);
+	ck_assert_int_eq(orwrite16(CAP_BLOCKS - 1, 2, false),
+			 SYNCGUARD_ERR_LBA_RANGE);
+	ck_assert_int_eq(orwrite16(CAP_BLOCKS, 0, false), SYNCGUARD_ERR_LBA_RANGE);
+	ck_assert_int_eq(orwrite16(0, 0, false), SYNCGUARD_OK);
+	fx.fdatasync_errno = EIO;	/* its flush fails: never GOOD */
+	assert_sense(orwrite16(0, 8, true), 0x03, 0x0c00);
+}
+END_TEST
+
 START_TEST(test_exec_compare_and_write)
 {
 	uint8_t cdb[16] = { 0x89, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 1, 0, 0 };
@@ -1722,6 +1761,7 @@ Suite *exec_suite(void)
 	tcase_add_test(data, test_exec_write_same_ndob);
 	tcase_add_test(data, test_exec_bytchk_reserved);
 	tcase_add_test(data, test_exec_compare_and_write);
+	tcase_add_test(data, test_exec_orwrite);
 	tcase_add_test(data, test_exec_write_lock_lets_writer_in);
 	tcase_add_test(data, test_exec_lba_out_of_range);
 	tcase_add_test(data, test_exec_short_data_in_and_out);
