@@ -146,7 +146,7 @@ cut -f1 "$out/by-design.reasons" >"$out/by-design"
 cat "$out/known" "$out/by-design" >"$out/excused"
 syncguard_configs=$(for c in $configs; do rdwr "$c" || echo "$c"; done)
 
-printf '\n%-13s %-10s %7s %7s %7s %s\n' config compared passed skipped \
+printf '\n%-13s %-13s %7s %7s %7s %s\n' config compared passed skipped \
 	failed "passes on the rdwr LUN like it, not here"
 status=0
 for config in $configs; do
@@ -162,14 +162,14 @@ for config in $configs; do
 		      grep -vxFf "$out/by-design" | tr '\n' ' ')
 		[ -z "$reg" ] || status=1
 	fi
-	printf '%-13s %-10s %7d %7d %7d %s\n' "$config" "$ref" "$p" "$k" "$f" "${reg:--}"
+	printf '%-13s %-13s %7d %7d %7d %s\n' "$config" "$ref" "$p" "$k" "$f" "${reg:--}"
 done
 echo
 echo "by design (passes on rdwr, not on syncguard, and must not):"
 while IFS=$'\t' read -r t why; do
 	luns=$(for c in $syncguard_configs; do
 		grep -qE "^$t (FAILED|skipped)\$" "$out/$c.results" && echo "$c"
-	       done | tr '\n' ' ')
+	       done | xargs)
 	echo "  $t (${luns:-on no LUN this run}): $why"
 done <"$out/by-design.reasons"
 echo

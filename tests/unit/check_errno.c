@@ -641,6 +641,59 @@ START_TEST(test_errno_short_writes)
 }
 END_TEST
 
+/* ---- plp's write-out descriptor ---- */
+
+/* the order of the calls: when each descriptor was opened, when the
+ * data write came, and which descriptor wrote it out */
+static struct {
+	int seq, opened_at[1024], written_at, out_fd;
+} order;
+
+static int order_open(const char *p, int flags)
+{
+	int fd = open(p, flags);
+
+	if (fd >= 0 && fd < 1024)
+		order.opened_at[fd] = ++order.seq;
+	return fd;
+}
+
+static ssize_t order_pwritev2(int fd, const struct iovec *iov, int cnt,
+			      off_t off, int flags)
+{
+	order.written_at = ++order.seq;
+	return pwritev2(fd, iov, cnt, off, flags);
+}
+
+static int order_sync_file_range(int fd, off_t off, off_t len,
+				 unsigned int f)
+{
+	order.out_fd = fd;
+	return sync_file_range(fd, off, len, f);
+}
+
+/* plp's buffered write is written out through a descriptor opened
+ * before the data was written: one opened after it misses a writeback
+ * error of that data that another descriptor already reported (errseq
+ * samples at open), and the write would be answered GOOD while the
+ * error latched only later.  The pool is empty here, so the write-out's
+ * descriptor is a new one. */
+START_TEST(test_errno_writeout_descriptor_first)
+{
+	open_lun("mode=plp;direct=no");
+	memset(&order, 0, sizeof(order));
+	syncguard_sys.open = order_open;
+	syncguard_sys.pwritev2 = order_pwritev2;
+	syncguard_sys.sync_file_range = order_sync_file_range;
+	ck_assert_int_eq(write10(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_gt(order.out_fd, 0);
+	ck_assert_msg(order.opened_at[order.out_fd] &&
+		      order.opened_at[order.out_fd] < order.written_at,
+		      "write-out descriptor opened at %d, data written at %d",
+		      order.opened_at[order.out_fd], order.written_at);
+}
+END_TEST
+
 Suite *errno_suite(void)
 {
 	Suite *s = suite_create("errno");
@@ -670,5 +723,6 @@ Suite *errno_suite(void)
 	tcase_add_loop_test(ring, test_errno_ring_dsync_write, 0, NCOLUMNS);
 	tcase_add_loop_test(ring, test_errno_ring_flush, 0, NCOLUMNS);
 	tcase_add_test(shorts, test_errno_short_writes);
+	tcase_add_test(shorts, test_errno_writeout_descriptor_first);
 	return s;
 }
