@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -195,11 +196,12 @@ static void log_device_cache(struct scsi_lu *lu)
 			"file system fills up, Linux's loop driver can lose "
 			"writes it reported durable; use losetup --direct-io=on, "
 			"or allocate the file in full\n", lu->lun);
-	if (lun->zvol[0])
-		eprintf("syncguard: lun %" PRIu64 ": ZFS zvol %s: sync=%s, "
-			"logbias=%s, volblocksize %u bytes (the physical block "
-			"initiators are told to align to)\n", lu->lun, lun->zvol,
-			lun->zvol_sync, lun->zvol_logbias, lun->phys_block_size);
+	for (int i = 0; i < SYNCGUARD_ZFS_DEPTH && lun->zfs[i][0]; i++)
+		eprintf("syncguard: lun %" PRIu64 ": on ZFS dataset %s: sync=%s, "
+			"logbias=%s%s\n", lu->lun, lun->zfs[i], lun->zfs_sync[i],
+			lun->zfs_logbias[i], i || !lun->blockdev ? "" :
+			" (a zvol: its volblocksize is the physical block "
+			"initiators are told to align to)");
 	if (lun->dev_write_cache < 0)
 		return;		/* no block device under it (FUSE, NFS) */
 	eprintf("syncguard: lun %" PRIu64 ": device %s %s\n", lu->lun,
@@ -235,18 +237,31 @@ static void log_poisoned(struct scsi_lu *lu, const char *path)
 	struct syncguard_lun *lun = &SYNCGUARD_BS(lu)->lun;
 	char text[sizeof(lun->poison)];
 
+	if (syncguard_lun_latched_soft(lun) &&
+	    syncguard_lun_latched(lun) == EINPROGRESS)	/* core/poison.c */
+		eprintf("syncguard: lun %" PRIu64 ": the final flush of the last "
+			"LUN on this store still runs: durable commands wait for "
+			"its outcome, and fail if it failed\n", lu->lun);
 	if (!lun->poison[0])
 		return;
 	snprintf(text, sizeof(text), "%s", lun->poison);
 	for (char *c = text; *c; c++)	/* one log line */
 		if (*c == '\n')
 			*c = c[1] ? ';' : '\0';
-	eprintf("syncguard: lun %" PRIu64 ": starts latched: an earlier LUN "
-		"on this store latched an error, and acknowledged writes may be "
-		"lost (%s/latched/%s: %s); check the data, then clear it with "
-		"'syncguard-stat --clear-latch %s' and re-create the LUN\n",
-		lu->lun, syncguard_state_dir(&lun->opts), lun->store_id, text,
-		path);
+	if (!strncmp(text, "unreadable", 10))	/* core/lun.c, open_poisoned */
+		eprintf("syncguard: lun %" PRIu64 ": starts latched: its latch "
+			"record %s/latched/%s cannot be read (%s), so whether an "
+			"earlier LUN on this store lost writes cannot be told; "
+			"mend the state directory (bsopts state_dir), then "
+			"re-create the LUN\n", lu->lun,
+			syncguard_state_dir(&lun->opts), lun->store_id, text + 12);
+	else
+		eprintf("syncguard: lun %" PRIu64 ": starts latched: an earlier "
+			"LUN on this store latched an error, and acknowledged "
+			"writes may be lost (%s/latched/%s: %s); check the data, "
+			"then clear it with 'syncguard-stat --clear-latch %s' and "
+			"re-create the LUN\n", lu->lun,
+			syncguard_state_dir(&lun->opts), lun->store_id, text, path);
 }
 
 static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
@@ -319,7 +334,7 @@ struct final_flush {
 	int fd;
 	uint64_t lun;
 	/* where a failure is recorded for the store's next LUN */
-	char state_dir[256], store_id[256], path[4096];
+	char state_dir[PATH_MAX], store_id[256], path[PATH_MAX];
 };
 
 static pthread_mutex_t final_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -333,17 +348,17 @@ static unsigned int final_running;
 static void final_flush_run(const struct final_flush *ff)
 {
 	uint64_t t0 = syncguard_now_us(), us, lun = ff->lun;
-	int err = syncguard_datasync(ff->fd), rec = 0;
+	int err = syncguard_datasync(ff->fd), rec;
 
 	close(ff->fd);
 	us = syncguard_now_us() - t0;
-	if (err && ff->store_id[0])
-		rec = syncguard_poison_write(ff->state_dir, ff->store_id,
-					     ff->path, -err);
+	rec = syncguard_final_flush_end(ff->state_dir, ff->store_id, ff->path,
+					-err);
 	if (err)
 		eprintf("syncguard: lun %" PRIu64 ": final flush failed: %s; "
 			"%s %s/latched/%s\n", lun, strerror(-err), rec ?
-			"could not record it for the store's next LUN in" :
+			"could not record it (its next LUN in this tgtd starts "
+			"latched all the same) in" :
 			"its next LUN starts latched, by", ff->state_dir,
 			ff->store_id);
 	else if (us >= 1000000)

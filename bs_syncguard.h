@@ -43,7 +43,6 @@ struct syncguard_uring {
 	struct uring_op *current;	/* answered by the running flush */
 	struct uring_op *pending;	/* wait for the next one */
 	uint64_t flush_covers, flush_start_us;
-	unsigned int flush_tries;	/* its EINTR/EAGAIN/ECANCELED so far */
 	bool batching;			/* a batch timer runs (next_flush) */
 	struct __kernel_timespec batch_ts;
 	/* submission batching (rules: core/flush.c): O_DIRECT reads and

@@ -1048,8 +1048,10 @@ void syncguard_ops_install(struct scsi_lu *lu)
 	}
 	for (size_t i = 0; i < sizeof(overrides) / sizeof(overrides[0]); i++)
 		bs->run[overrides[i].op] = overrides[i].fn;
-	/* COMPARE AND WRITE conflicts with reservations as writes do */
+	/* COMPARE AND WRITE and ORWRITE conflict with reservations as
+	 * writes do (tgt gives ORWRITE a reader's bits) */
 	ops[COMPARE_AND_WRITE].pr_conflict_bits = ops[WRITE_16].pr_conflict_bits;
+	ops[ORWRITE_16].pr_conflict_bits = ops[WRITE_16].pr_conflict_bits;
 	bs->tgt_lu_config = lu->dev_type_template.lu_config;
 	lu->dev_type_template.lu_config = syncguard_lu_config;
 	pthread_mutex_init(&bs->immed_lock, NULL);

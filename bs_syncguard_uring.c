@@ -182,31 +182,11 @@ static void start_flush(struct syncguard_bs *bs)
 	u->current = u->pending;
 	u->pending = NULL;
 	u->flushing = true;
-	u->flush_tries = 0;
 	u->flush_covers = syncguard_lun_dirty(&bs->lun);
 	u->flush_start_us = syncguard_now_us();
 	io_uring_prep_fsync(sqe, u->flush_fd, IORING_FSYNC_DATASYNC);
 	io_uring_sqe_set_data(sqe, &flush_tag);
 	submit(bs);
-}
-
-/* The running flush came back with EINTR, EAGAIN or ECANCELED ("not
- * now"): submit it again for the same waiters, a bounded number of
- * times (syncguard_retry); true when it was. */
-static bool retry_flush(struct syncguard_bs *bs, int res)
-{
-	struct syncguard_uring *u = &bs->uring;
-	struct io_uring_sqe *sqe;
-
-	if (res == -ECANCELED)
-		res = -EINTR;
-	if (res >= 0 || !syncguard_retry(-res, &u->flush_tries) ||
-	    !(sqe = get_sqe(bs)))
-		return false;
-	io_uring_prep_fsync(sqe, u->flush_fd, IORING_FSYNC_DATASYNC);
-	io_uring_sqe_set_data(sqe, &flush_tag);
-	submit(bs);
-	return true;
 }
 
 /* Start the next flush now, or after a batching wait (core/flush.c) in
@@ -453,9 +433,8 @@ static void reap(struct syncguard_bs *bs, struct io_uring_cqe *cqe)
 		return;
 	}
 	res = ring_result(bs, flush ? NULL : op, cqe->res);
-	if (flush) {
-		if (!retry_flush(bs, res))
-			flush_done(bs, res < 0 ? res : 0);
+	if (flush) {	/* any errno fails it (syncguard_retry says why) */
+		flush_done(bs, res < 0 ? res : 0);
 		return;
 	}
 	if (op->plan.direct) {
@@ -472,7 +451,9 @@ static void reap(struct syncguard_bs *bs, struct io_uring_cqe *cqe)
 		op->done += (uint32_t)res;
 		op->tries = 0;		/* progress: a new count of retries */
 	}
-	if ((res < 0 && syncguard_retry(-res, &op->tries)) ||
+	/* a plain write's EINTR and EAGAIN are retried, an RWF_DSYNC
+	 * write's are its sync's: a failure (syncguard_retry) */
+	if ((res < 0 && !op->plan.dsync && syncguard_retry(-res, &op->tries)) ||
 	    (res > 0 && op->done < op->plan.len)) {
 		int err = queue_io(bs, op);	/* the rest, or again */
 

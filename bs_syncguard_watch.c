@@ -169,8 +169,10 @@ static void mounts_changed(int fd, int events, void *data)
 		retry_later();
 		return;
 	}
+	/* not a LUN latched for good; a soft latch may clear at its next
+	 * durable command (its witness need not see a remount) */
 	for (struct syncguard_bs *bs = watched; bs; bs = bs->next_watched)
-		if (!syncguard_lun_latched(&bs->lun))
+		if (!syncguard_lun_lost_meanwhile(&bs->lun))
 			check_lun(bs, table);
 	free(table);
 }

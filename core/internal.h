@@ -53,6 +53,12 @@ int syncguard_fs_volatile(int fd, const char *table);
 int syncguard_mounts_fs_path(const char *table, const char *path,
 			     char *dev, size_t devlen, char *out, size_t len);
 
+/* The file system type and source of @fd's mount (mountinfo's fields
+ * after " - ": "zfs" and "tank/luns", say) in the mountinfo text @table
+ * into @type and @src: 0, or -errno (-ENOENT: not listed). */
+int syncguard_mount_source(int fd, const char *table, char *type,
+			   size_t tlen, char *src, size_t slen);
+
 /* The upper directory of the overlay @fd is on, from its super options
  * in @table (mountinfo's and overlayfs's escapes undone) into @dir (@len
  * bytes): 0, or -errno (-ENOENT: no upperdir, or the mount is not
@@ -120,11 +126,14 @@ int syncguard_reopen(const struct syncguard_lun *lun, int flags);
 int syncguard_check_fs(int fd, const char *path, bool plp, char *err,
 		       size_t errlen);
 
-/* plp on a regular file: fsync it, then (@alloc_check) require every
- * block allocated and written (FIEMAP): 0, -EINVAL (reason in @err),
+/* plp on a regular file @fd of @lun's store (the LUN's file, or its
+ * loop device's backing file): fsync it (a failure is recorded for the
+ * store, core/poison.c), then (@alloc_check) require every block
+ * allocated and written (FIEMAP): 0, -EINVAL (reason in @err),
  * -EOPNOTSUPP (no FIEMAP), or the fsync's -errno. */
-int syncguard_check_plp_file(int fd, const char *path, bool alloc_check,
-			     char *err, size_t errlen);
+int syncguard_check_plp_file(struct syncguard_lun *lun, int fd,
+			     const char *path, bool alloc_check, char *err,
+			     size_t errlen);
 
 /* A LUN on block device @dev (number @rdev): if it is a loop device,
  * check its backing file as syncguard_check_fs does (a block device
@@ -239,6 +248,33 @@ int syncguard_poison_read(const char *dir, const char *id, char *text,
 /* Remove store @id's record from @dir: 0 or -errno (-ENOENT: none). */
 int syncguard_poison_clear(const char *dir, const char *id);
 
+/* A LUN on store @id is about to let go of it with a final flush still
+ * to run: mark the store until syncguard_final_flush_end.  0, or
+ * -ENOSPC (too many at once: the store goes unmarked). */
+int syncguard_final_flush_begin(const char *id);
+
+/* That final flush ended with @err (0 or positive errno): recorded in
+ * @dir when it failed (at @path, for the administrator), and the mark
+ * taken off, or kept with @err when the record could not be written.
+ * 0, or the record's -errno. */
+int syncguard_final_flush_end(const char *dir, const char *id,
+			      const char *path, int err);
+
+/* A latch of store @id whose record could not be written: its next LUN
+ * in this process starts latched all the same. */
+void syncguard_store_unrecorded(const char *id, int err);
+
+/* What the store of @lun was left with by its last LUN's final flush,
+ * once that has ended (waits for it): the errno it latched (its record,
+ * or its mark where the record could not be written; EIO for a record
+ * that cannot be read), or 0. */
+int syncguard_store_outcome(const struct syncguard_lun *lun);
+
+/* Store @id's mark in this process: the errno of a failure that could
+ * not be recorded, else EINPROGRESS while a final flush of it runs (with
+ * @wait: waits for that flush first), else 0. */
+int syncguard_store_marked(const char *id, bool wait);
+
 /* Where the core says what only a log can tell (a record that could not
  * be written): tgtd's log in the module (set by the glue), stderr in
  * tests; printf-style. */
@@ -262,6 +298,11 @@ bool syncguard_lun_latched_soft(struct syncguard_lun *lun);
  * one gives way): from now on every command that would promise
  * durability fails with it. */
 void syncguard_latch(struct syncguard_lun *lun, int err);
+
+/* The store's last LUN's final flush still runs (syncguard_store_marked):
+ * a soft latch with EINPROGRESS, which syncguard_lun_recheck turns into
+ * that flush's outcome before the first durable command. */
+void syncguard_latch_pending(struct syncguard_lun *lun);
 
 /* For a write that succeeded on its way to durability (RWF_DSYNC, an
  * O_DIRECT write in plp): -errno if the LUN is latched for good now, as
@@ -324,16 +365,18 @@ void syncguard_lun_note_sync_cache(struct syncguard_lun *lun);
 /* @n durable writes were answered GOOD: write_sync=auto's score. */
 void syncguard_durable_answered(struct syncguard_lun *lun, unsigned int n);
 
-/* Calls made again after EINTR or EAGAIN: at most this many times */
+/* Calls that only move data, made again after EINTR or EAGAIN: at most
+ * this many times */
 #define SYNCGUARD_RETRIES 8
 
-/* Is a call that failed with @err (positive) to be made again?  EINTR
- * and EAGAIN, while *@tries (counted here) is below SYNCGUARD_RETRIES.
- * core/latch.c */
+/* Is a call that only moves data (a plain write, a read, an open, a hole
+ * punch: never one that reports writeback errors) and failed with @err
+ * (positive) to be made again?  EINTR and EAGAIN, while *@tries (counted
+ * here) is below SYNCGUARD_RETRIES.  core/latch.c */
 bool syncguard_retry(int err, unsigned int *tries);
 
-/* fdatasync / fsync through syncguard_sys, EINTR and EAGAIN retried
- * (syncguard_retry): 0 or -errno */
+/* fdatasync / fsync through syncguard_sys, once: any errno, EINTR and
+ * EAGAIN included, is a failure (syncguard_retry says why): 0 or -errno */
 int syncguard_datasync(int fd);
 int syncguard_fsync(int fd);
 

@@ -68,13 +68,17 @@ struct syncguard_sysops syncguard_sys = {
 };
 
 /*
- * EINTR and EAGAIN say "not now", not "failed": the call is made again,
+ * EINTR and EAGAIN from a call that only moves data (a plain write, a
+ * read, an open, a hole punch) say "not now": it is made again,
  * SYNCGUARD_RETRIES times at most, so that a file system that keeps
- * answering so cannot hold a worker for ever.  Retrying a flush is
- * sound: fdatasync reports the mapping's writeback error (errseq) at its
- * end, in place of the EINTR, so an error it had found is never lost to
- * a retry (fs/sync.c, file_write_and_wait_range; FUSE's fsync waits for
- * writeback before it asks its daemon).
+ * answering so cannot hold a worker for ever.  Never from a call that
+ * reports writeback errors (a flush, a write-out, an RWF_DSYNC write):
+ * there a retry's success proves nothing.  file_write_and_wait_range
+ * returns the writeback's own error and drops the mapping's (errseq)
+ * while advancing the descriptor past it, so an EINTR or EAGAIN can
+ * stand in for an error no later call reports; FUSE writeback that fails
+ * with EAGAIN, and a network file system's flush on reconnect, answer
+ * EAGAIN for data that is gone (core/policy.c).
  */
 bool syncguard_retry(int err, unsigned int *tries)
 {
@@ -84,22 +88,12 @@ bool syncguard_retry(int err, unsigned int *tries)
 
 int syncguard_datasync(int fd)
 {
-	unsigned int tries = 0;
-
-	while (syncguard_sys.fdatasync(fd))
-		if (!syncguard_retry(errno, &tries))
-			return -errno;
-	return 0;
+	return syncguard_sys.fdatasync(fd) ? -errno : 0;
 }
 
 int syncguard_fsync(int fd)
 {
-	unsigned int tries = 0;
-
-	while (syncguard_sys.fsync(fd))
-		if (!syncguard_retry(errno, &tries))
-			return -errno;
-	return 0;
+	return syncguard_sys.fsync(fd) ? -errno : 0;
 }
 
 int syncguard_resource_errno(int err)
@@ -181,11 +175,20 @@ static void record(struct syncguard_lun *lun, int err)
 	if (!lun->store_id[0])
 		return;
 	ret = syncguard_poison_write(dir, lun->store_id, lun->path, err);
-	if (ret)
-		syncguard_logf("syncguard: %s: latched (%s), but the record "
-			"for its next LUN could not be written in %s: %s; a LUN "
-			"re-created on it will not start latched\n", lun->path,
-			strerror(err), dir, strerror(-ret));
+	if (!ret)
+		return;
+	syncguard_store_unrecorded(lun->store_id, err);
+	syncguard_logf("syncguard: %s: latched (%s), but the record for its "
+		"next LUN could not be written in %s: %s; a LUN re-created on "
+		"it starts latched only while this tgtd runs\n", lun->path,
+		strerror(err), dir, strerror(-ret));
+}
+
+void syncguard_latch_pending(struct syncguard_lun *lun)
+{
+	__atomic_store_n(&lun->flush_error, LATCH_SOFT | EINPROGRESS,
+			 __ATOMIC_SEQ_CST);
+	publish_latch(lun);
 }
 
 void syncguard_latch(struct syncguard_lun *lun, int err)
@@ -253,6 +256,12 @@ int syncguard_lun_recheck(struct syncguard_lun *lun)
 	if (!(cur & LATCH_SOFT))
 		return cur & LATCH_ERRNO;
 	pthread_mutex_lock(&lun->recheck_lock);
+	cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
+	/* the store's last LUN's final flush still runs: its outcome first
+	 * (syncguard_latch_pending) */
+	if ((cur & LATCH_SOFT) && (cur & LATCH_ERRNO) == EINPROGRESS &&
+	    (err = syncguard_store_outcome(lun)) != 0)
+		syncguard_latch(lun, err);
 	cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
 	while (cur & LATCH_SOFT) {
 		err = syncguard_datasync(lun->fd);

@@ -329,7 +329,7 @@ int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 	if (!ret && plp)
 		ret = plp_backing_dio(lun->loop_fd, label, err, errlen);
 	if (!ret && plp && !is_blk(lun->loop_fd))
-		ret = syncguard_check_plp_file(lun->loop_fd, label,
+		ret = syncguard_check_plp_file(lun, lun->loop_fd, label,
 					       lun->opts.alloc_check, err, errlen);
 	/* partitions of one loop device are distinct stores (the O_EXCL
 	 * claims keep the whole device and its partitions apart), so they

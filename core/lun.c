@@ -577,12 +577,18 @@ static int open_direct(struct syncguard_lun *lun, const char *path,
 	return 0;
 }
 
-int syncguard_check_plp_file(int fd, const char *path, bool alloc_check,
-			     char *err, size_t errlen)
+int syncguard_check_plp_file(struct syncguard_lun *lun, int fd,
+			     const char *path, bool alloc_check, char *err,
+			     size_t errlen)
 {
 	struct stat st;
 	int ret = syncguard_fsync(fd);
 
+	/* a failed fsync of the store: what an earlier LUN left may be
+	 * lost, and the kernel now takes the error as seen (core/poison.c) */
+	if (ret && lun->store_id[0])
+		syncguard_final_flush_end(syncguard_state_dir(&lun->opts),
+					  lun->store_id, lun->path, -ret);
 	if (!ret && fstat(fd, &st))
 		ret = -errno;
 	if (ret) {
@@ -660,8 +666,6 @@ static void open_poisoned(struct syncguard_lun *lun)
 {
 	int err;
 
-	if (syncguard_store_id(lun->fd, lun->store_id, sizeof(lun->store_id)))
-		lun->store_id[0] = '\0';	/* nothing to record it by */
 	if (!lun->store_id[0])
 		return;
 	err = syncguard_poison_read(syncguard_state_dir(&lun->opts),
@@ -672,6 +676,15 @@ static void open_poisoned(struct syncguard_lun *lun)
 			 strerror(-err));
 		err = EIO;
 	}
+	if (!err && (err = syncguard_store_marked(lun->store_id, false)) ==
+	    EINPROGRESS) {
+		syncguard_latch_pending(lun);	/* the last LUN's final flush */
+		return;
+	}
+	if (err && !lun->poison[0])
+		snprintf(lun->poison, sizeof(lun->poison), "errno %d (%s), in "
+			 "this tgtd: its record could not be written", err,
+			 strerror(err));
 	if (err)	/* already recorded: straight into the latch */
 		__atomic_store_n(&lun->flush_error, err, __ATOMIC_SEQ_CST);
 	lun->stats->latched = (uint64_t)syncguard_lun_latched(lun);
@@ -712,6 +725,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	ret = open_path(lun, path, &st, err, errlen);
 	if (ret)
 		return ret;
+	if (syncguard_store_id(lun->fd, lun->store_id, sizeof(lun->store_id)))
+		lun->store_id[0] = '\0';	/* nothing to record it by */
 	ret = get_size(lun, &st, path, err, errlen);
 	lun->dev_write_cache = syncguard_dev_write_cache(lun->blockdev ?
 		st.st_rdev : st.st_dev, lun->dev_name, sizeof(lun->dev_name));
@@ -730,7 +745,7 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	if (!ret)
 		ret = syncguard_check_beneath(lun, path, &st, err, errlen);
 	if (!ret && plp && !lun->blockdev) {
-		ret = syncguard_check_plp_file(lun->fd, path,
+		ret = syncguard_check_plp_file(lun, lun->fd, path,
 					       lun->opts.alloc_check, err, errlen);
 		lun->synced_at_open = !ret;	/* it fsyncs the file */
 	}
@@ -782,6 +797,8 @@ int syncguard_lun_close_deferred(struct syncguard_lun *lun)
 					   syncguard_lun_clean(lun))) {
 		fd = lun->group_fd;
 		lun->group_fd = -1;
+		/* the store is marked before this LUN lets go of it */
+		syncguard_final_flush_begin(lun->store_id);
 	}
 	syncguard_stats_unpublish(lun);
 	close_fds(lun);
@@ -811,9 +828,8 @@ int syncguard_lun_close(struct syncguard_lun *lun)
 		return fd == -1 ? (latched ? -latched : 0) : fd;
 	ret = syncguard_datasync(fd);
 	close(fd);
-	if (ret && lun->store_id[0])	/* for the store's next LUN */
-		syncguard_poison_write(syncguard_state_dir(&lun->opts),
-				       lun->store_id, lun->path, -ret);
+	syncguard_final_flush_end(syncguard_state_dir(&lun->opts),
+				  lun->store_id, lun->path, -ret);
 	return ret;
 }
 
@@ -1027,8 +1043,9 @@ void syncguard_direct_fd_put(struct syncguard_lun *lun, int fd)
 	pool_put(lun, true, fd);
 }
 
-/* Write all of @len bytes at @off through @fd, retrying EINTR, EAGAIN
- * (syncguard_retry) and short writes.  @flags: pwritev2 flags (RWF_DSYNC
+/* Write all of @len bytes at @off through @fd, retrying short writes,
+ * and EINTR and EAGAIN of a plain write (syncguard_retry; an RWF_DSYNC
+ * write's are its sync's, a failure).  @flags: pwritev2 flags (RWF_DSYNC
  * or 0).  0 or -errno. */
 static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t off,
 		     int flags)
@@ -1040,7 +1057,8 @@ static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t off,
 		ssize_t n = syncguard_sys.pwritev2(fd, &iov, 1, (off_t)off,
 						   flags);
 
-		if (n < 0 && syncguard_retry(errno, &tries))
+		if (n < 0 && !(flags & RWF_DSYNC) &&
+		    syncguard_retry(errno, &tries))
 			continue;
 		if (n < 0)
 			return -errno;
@@ -1066,15 +1084,12 @@ static int writeout(struct syncguard_lun *lun, int fd, uint64_t off,
 {
 	unsigned int how = SYNC_FILE_RANGE_WAIT_BEFORE |
 			   SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
-	unsigned int tries = 0;
 
 	if (!len)
 		return 0;
 	syncguard_count(&lun->stats->writeouts);
-	while (syncguard_sys.sync_file_range(fd, (off_t)off, (off_t)len, how))
-		if (!syncguard_retry(errno, &tries))
-			return syncguard_call_failed(lun,
-					SYNCGUARD_CALL_WRITEOUT, errno);
+	if (syncguard_sys.sync_file_range(fd, (off_t)off, (off_t)len, how))
+		return syncguard_call_failed(lun, SYNCGUARD_CALL_WRITEOUT, errno);
 	return 0;
 }
 

@@ -127,6 +127,22 @@ static int mount_options(int fd, const char *table, char *opts, size_t len)
 	return -ENOENT;
 }
 
+int syncguard_mount_source(int fd, const char *table, char *type,
+			   size_t tlen, char *src, size_t slen)
+{
+	struct statx stx;
+
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx))
+		return -errno;
+	if (!(stx.stx_mask & STATX_MNT_ID))
+		return -EOPNOTSUPP;
+	for (const char *l = table; l && *l; l = strchr(l, '\n'), l += !!l)
+		if (strtoull(l, NULL, 10) == stx.stx_mnt_id)
+			return field(l, true, 0, type, tlen) ?:
+			       field(l, true, 1, src, slen);
+	return -ENOENT;
+}
+
 /* Is one of @want (NULL-terminated) among the super options of @fd's
  * mount in @table?  1 or 0, or mount_options' -errno. */
 static int fs_opt_any(int fd, const char *table, const char *const *want)
@@ -294,8 +310,7 @@ static int flushes_via(const struct syncguard_lun *lun)
 bool syncguard_lun_needs_watch(const struct syncguard_lun *lun)
 {
 	return flushes_via(lun) >= 0 || lun->loop_dio_attr[0][0] ||
-	       lun->zvol[0] || (lun->opts.mode != SYNCGUARD_MODE_PLP &&
-				lun->dev_write_cache == 1);
+	       lun->zfs[0][0] || lun->n_cached_dev;
 }
 
 /* Has the file system of @fd lost its flushes (remounted nobarrier),

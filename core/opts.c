@@ -177,7 +177,8 @@ static const struct opt_def opt_table[] = {
 	  "(default) = yes for write-through and plp; for write-back, the page "
 	  "cache, with O_DIRECT only for a write that RWF_DSYNC makes durable "
 	  "by itself (on a regular file)" },
-	{ "state_dir", parse_state_dir, "an absolute path",
+	{ "state_dir", parse_state_dir, "an absolute path of at most 255 "
+	  "characters (':' and ';' separate bsopts)",
 	  "where a latch that may stand for lost data is recorded, so that "
 	  "the store's next LUN starts latched until it is cleared "
 	  "(syncguard-stat --clear-latch PATH); default $SYNCGUARD_STATE_DIR "

@@ -17,10 +17,13 @@
  * removed the record (syncguard-stat --clear-latch PATH).
  *
  * The identity survives re-creation and reboots but not the store's
- * reuse: a regular file is its file system (statfs f_fsid, which ext4
- * and XFS derive from the superblock's UUID; the device number where it
- * is 0), its inode number and the inode's generation (FS_IOC_GETVERSION,
- * new for every inode a file system hands out again); a block device is
+ * reuse: a regular file is its file system (the superblock's UUID,
+ * FS_IOC_GETFSUUID; else statfs f_fsid, which ext4 derives from it),
+ * its inode number and the inode's generation (FS_IOC_GETVERSION, new
+ * for every inode a file system hands out again); on a file system that
+ * has neither (FUSE: its device number is handed out afresh at every
+ * mount, and another FUSE file system may get this one's) the file's
+ * path; a block device is
  * its device-mapper UUID, its WWID or serial (a partition: its disk's,
  * and its number), a loop device its backing file's identity (the file
  * and the loops over it are one store, as core/loop.c takes them), and
@@ -41,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/fs.h>
+#include <pthread.h>
 
 #include "syncguard.h"
 #include "internal.h"
@@ -80,23 +84,66 @@ static int sysfs_word(const char *dir, const char *name, char *buf,
 	return buf[0] ? 0 : -1;
 }
 
-static int file_id(int fd, const struct stat *st, char *id, size_t len)
+/* Linux 6.5's FS_IOC_GETFSUUID (linux/fs.h), for older headers */
+struct fsuuid2_arg {
+	uint8_t len;
+	uint8_t uuid[16];
+};
+#define GETFSUUID _IOR(0x15, 0, struct fsuuid2_arg)
+
+/* The identity of @fd's file system into @out: "uuid" and its UUID, or
+ * "fsid" and statfs f_fsid; "" when it has neither. */
+static void fs_id(int fd, char *out, size_t len)
 {
+	struct fsuuid2_arg u = { .len = sizeof(u.uuid) };
 	unsigned long long fsid = 0;
 	struct statfs sfs;
-	int gen = 0;
-	bool has_gen = !ioctl(fd, FS_IOC_GETVERSION, &gen);
+	int n;
 
+	out[0] = '\0';
+	if (!ioctl(fd, GETFSUUID, &u) && u.len && u.len <= sizeof(u.uuid)) {
+		n = snprintf(out, len, "uuid");
+		for (int i = 0; i < u.len && n > 0 && (size_t)n < len; i++)
+			n += snprintf(out + n, len - (size_t)n, "%02x", u.uuid[i]);
+		return;
+	}
 	if (!fstatfs(fd, &sfs))
 		memcpy(&fsid, &sfs.f_fsid, sizeof(fsid) < sizeof(sfs.f_fsid) ?
 		       sizeof(fsid) : sizeof(sfs.f_fsid));
 	if (fsid)
-		snprintf(id, len, "file-fsid%llx-ino%llu", fsid,
-			 (unsigned long long)st->st_ino);
-	else
-		snprintf(id, len, "file-dev%u.%u-ino%llu", major(st->st_dev),
-			 minor(st->st_dev), (unsigned long long)st->st_ino);
-	if (has_gen)
+		snprintf(out, len, "fsid%llx", fsid);
+}
+
+/* "path" and @fd's canonical path, every character that is not
+ * [A-Za-z0-9._-] made '_' (a record's name) */
+static int path_id(int fd, char *id, size_t len)
+{
+	char link[32], p[PATH_MAX];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	if ((n = readlink(link, p, sizeof(p) - 1)) <= 0)
+		return -errno;
+	p[n] = '\0';
+	if (snprintf(id, len, "path%s", p) >= (int)len)
+		return -ENAMETOOLONG;
+	for (char *c = id; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		      (*c >= '0' && *c <= '9') || *c == '.' || *c == '-'))
+			*c = '_';
+	return 0;
+}
+
+static int file_id(int fd, const struct stat *st, char *id, size_t len)
+{
+	char fs[48];
+	int gen = 0;
+
+	fs_id(fd, fs, sizeof(fs));
+	if (!fs[0])
+		return path_id(fd, id, len);
+	snprintf(id, len, "file-%s-ino%llu", fs, (unsigned long long)st->st_ino);
+	if (!ioctl(fd, FS_IOC_GETVERSION, &gen))
 		snprintf(id + strlen(id), len - strlen(id), "-gen%u",
 			 (unsigned int)gen);
 	return 0;
@@ -178,11 +225,14 @@ int syncguard_store_id(int fd, char *id, size_t len)
 	return file_id(fd, &st, id, len);
 }
 
-/* The record's path for store @id under @dir into @buf. */
-static void record_path(const char *dir, const char *id, char *buf,
-			size_t len)
+/* The record's path for store @id under @dir into @buf: 0, or
+ * -ENAMETOOLONG (never a shortened name: another store's). */
+static int record_path(const char *dir, const char *id, char *buf,
+		       size_t len)
 {
-	snprintf(buf, len, "%s/latched/%s", dir, id);
+	int n = snprintf(buf, len, "%s/latched/%s", dir, id);
+
+	return n < 0 || (size_t)n + 8 >= len ? -ENAMETOOLONG : 0;
 }
 
 /* mkdir -p of @dir/latched (mode 0700). */
@@ -208,11 +258,12 @@ int syncguard_poison_write(const char *dir, const char *id, const char *path,
 	char rec[PATH_MAX], tmp[PATH_MAX + 8], text[PATH_MAX + 200], when[32];
 	time_t now = time(NULL);
 	struct tm tm;
-	int fd, n, ret = make_dirs(dir);
+	int fd, n, ret = record_path(dir, id, rec, sizeof(rec));
 
+	if (!ret)
+		ret = make_dirs(dir);
 	if (ret)
 		return ret;
-	record_path(dir, id, rec, sizeof(rec));
 	snprintf(tmp, sizeof(tmp), "%s.tmp", rec);
 	gmtime_r(&now, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -242,17 +293,30 @@ int syncguard_poison_read(const char *dir, const char *id, char *text,
 			  size_t len)
 {
 	char rec[PATH_MAX];
-	int err = 0;
-	size_t n;
-	FILE *f;
+	int err = 0, fd, ret = record_path(dir, id, rec, sizeof(rec));
+	struct stat st;
+	ssize_t n;
 
-	record_path(dir, id, rec, sizeof(rec));
-	if (!(f = fopen(rec, "re")))
+	if (ret)
+		return ret;
+	/* never wait on a FIFO, follow a link, or read a device there */
+	fd = open(rec, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
-	n = fread(text, 1, len ? len - 1 : 0, f);
-	fclose(f);
-	if (len)
-		text[n] = '\0';
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	n = read(fd, text, len ? len - 1 : 0);
+	close(fd);
+	if (!len)
+		return EIO;
+	text[n > 0 ? n : 0] = '\0';
+	for (char *c = text; *c; c++)	/* a log line's characters only */
+		if ((*c < ' ' && *c != '\n') || *c == 0x7f)
+			*c = '?';
+	if (!text[0])
+		snprintf(text, len, "(an empty record)\n");
 	if (sscanf(text, "errno %d", &err) != 1 || err <= 0 || err > 4095)
 		err = EIO;	/* a record is a latch, whatever its text */
 	return err;
@@ -261,7 +325,122 @@ int syncguard_poison_read(const char *dir, const char *id, char *text,
 int syncguard_poison_clear(const char *dir, const char *id)
 {
 	char rec[PATH_MAX];
+	int ret = record_path(dir, id, rec, sizeof(rec));
 
-	record_path(dir, id, rec, sizeof(rec));
-	return unlink(rec) ? -errno : 0;
+	return ret ? ret : unlink(rec) ? -errno : 0;
+}
+
+/*
+ * Final flushes on their way, and latches whose record could not be
+ * written, in this process.  A LUN's final flush runs on a thread of its
+ * own after the LUN is closed (bs_syncguard.c), so a LUN created on the
+ * same store meanwhile would find no record yet, and on FUSE or a network
+ * file system the failure reaches the flush's caller alone: the new
+ * LUN's own flush would succeed over what the old one lost.  So the store
+ * is marked before the old LUN lets go of it, and a LUN that opens on a
+ * marked store waits, before its first durable command, for that flush's
+ * outcome (a soft latch: core/latch.c).  A record that cannot be written
+ * leaves the mark, with its errno, for the rest of the process.
+ */
+#define MARKS 64
+
+static pthread_mutex_t marks_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t marks_done = PTHREAD_COND_INITIALIZER;
+static struct {
+	char id[256];
+	int flushes;	/* final flushes on their way */
+	int err;	/* one that failed, unrecorded: its errno */
+} marks[MARKS];
+
+/* With marks_lock held: @id's mark, or a free one (@make), or NULL */
+static int mark_of(const char *id, bool make)
+{
+	int free_at = -1;
+
+	for (int i = 0; i < MARKS; i++) {
+		if (!strcmp(marks[i].id, id))
+			return i;
+		if (free_at < 0 && !marks[i].id[0])
+			free_at = i;
+	}
+	if (make && free_at >= 0)
+		snprintf(marks[free_at].id, sizeof(marks[0].id), "%s", id);
+	return make ? free_at : -1;
+}
+
+/* With marks_lock held: forget mark @i if it holds nothing */
+static void unmark(int i)
+{
+	if (!marks[i].flushes && !marks[i].err)
+		marks[i].id[0] = '\0';
+}
+
+int syncguard_final_flush_begin(const char *id)
+{
+	int i;
+
+	if (!id[0])
+		return 0;
+	pthread_mutex_lock(&marks_lock);
+	if ((i = mark_of(id, true)) >= 0)
+		marks[i].flushes++;
+	pthread_mutex_unlock(&marks_lock);
+	return i < 0 ? -ENOSPC : 0;
+}
+
+int syncguard_final_flush_end(const char *dir, const char *id,
+			      const char *path, int err)
+{
+	int ret = err && id[0] ? syncguard_poison_write(dir, id, path, err) : 0;
+	int i;
+
+	if (!id[0])
+		return ret;
+	pthread_mutex_lock(&marks_lock);
+	if ((i = mark_of(id, ret != 0)) >= 0) {
+		if (marks[i].flushes)
+			marks[i].flushes--;
+		if (ret)
+			marks[i].err = err;
+		unmark(i);
+	}
+	pthread_cond_broadcast(&marks_done);
+	pthread_mutex_unlock(&marks_lock);
+	return ret;
+}
+
+void syncguard_store_unrecorded(const char *id, int err)
+{
+	int i;
+
+	pthread_mutex_lock(&marks_lock);
+	if ((i = mark_of(id, true)) >= 0 && !marks[i].err)
+		marks[i].err = err;
+	pthread_mutex_unlock(&marks_lock);
+}
+
+int syncguard_store_outcome(const struct syncguard_lun *lun)
+{
+	char text[512];
+	int err = syncguard_store_marked(lun->store_id, true);
+
+	if (err && err != EINPROGRESS)
+		return err;
+	err = syncguard_poison_read(syncguard_state_dir(&lun->opts),
+				    lun->store_id, text, sizeof(text));
+	return err < 0 ? EIO : err;
+}
+
+int syncguard_store_marked(const char *id, bool wait)
+{
+	int i, err = 0;
+
+	pthread_mutex_lock(&marks_lock);
+	while ((i = mark_of(id, false)) >= 0 && wait && marks[i].flushes)
+		pthread_cond_wait(&marks_done, &marks_lock);
+	if (i >= 0)
+		err = marks[i].err ? marks[i].err :
+		      marks[i].flushes ? EINPROGRESS : 0;
+	pthread_mutex_unlock(&marks_lock);
+	return err;
 }

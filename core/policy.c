@@ -331,7 +331,8 @@ bool syncguard_policy_ram_metadata_ok(enum syncguard_mode mode)
  * errno (core/sense.c: WRITE ERROR; SPACE ALLOCATION FAILED for ENOSPC
  * and EDQUOT; WRITE PROTECTED for EROFS and EPERM; BUSY only for
  * SYNCGUARD_ERESOURCE, a resource missing before any I/O); whether the
- * LUN latches follows the call, never the errno:
+ * LUN latches follows the call, never the errno (EINTR and EAGAIN
+ * included: core/latch.c, syncguard_retry):
  * - a flush (fdatasync, fsync, io_uring's fsync) that failed may have
  *   dropped every dirty page it could not write, and Linux reports that
  *   once: latched, whatever the errno.  fdatasync returns whatever error
@@ -346,8 +347,13 @@ bool syncguard_policy_ram_metadata_ok(enum syncguard_mode mode)
  * - a plain data write (into the page cache, or O_DIRECT) reports its own
  *   failure only: that command fails, nothing an earlier GOOD vouched for
  *   was touched, and the LUN goes on;
- * - EINTR and EAGAIN are retried a bounded number of times first
- *   (syncguard_retry), a short write's rest is written again.
+ * - a short write's rest is written again, and a call that only moves
+ *   data is made again after EINTR or EAGAIN, a bounded number of times
+ *   (syncguard_retry); a flush, a write-out or an RWF_DSYNC write is not:
+ *   its retry's success proves nothing (Linux can have dropped the
+ *   writeback error behind an EINTR, and a FUSE or network file system
+ *   answers EAGAIN for data that is gone), so its EINTR and EAGAIN are
+ *   failures like any errno.
  */
 bool syncguard_policy_latches(enum syncguard_call call)
 {

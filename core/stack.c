@@ -324,41 +324,81 @@ const struct syncguard_layers syncguard_host_layers = {
 
 /* ---- at open, and while the LUN lives ---- */
 
-/* A zvol under @lun: its sync property as the policy wants it, and its
- * volblocksize as the LUN's physical block.  0 or -EINVAL. */
-static int check_zvol(struct syncguard_lun *lun, const char *path, dev_t rdev,
-		      char *err, size_t errlen)
+/* Dataset @ds under @lun, the LUN's own zvol if @own: its sync property
+ * as the policy wants it (its volblocksize, for its own zvol, as the
+ * LUN's physical block), kept for the watch.  0 or -EINVAL. */
+static int check_dataset(struct syncguard_lun *lun, const char *path,
+			 const char *ds, bool own, char *err, size_t errlen)
 {
 	struct syncguard_zfs_props p;
 	const char *why;
-	int ret = syncguard_zvol_dataset("/dev/zvol", path, rdev, lun->zvol,
-					 sizeof(lun->zvol));
+	int i, ret;
 
-	if (ret == 0)
-		return 0;
-	if (ret < 0 || (ret = syncguard_zfs_get(lun->zvol, &p)) != 0) {
-		syncguard_seterr(err, errlen, "%s: a ZFS zvol whose sync property "
-			"cannot be read (%s), so whether its flushes reach the "
-			"disk cannot be told: give its /dev/zvol/POOL/VOLUME path, "
-			"with zfs in /usr/sbin or /sbin", path, ret == -ENOENT ?
-			"no dataset under /dev/zvol, or no zfs" : strerror(-ret));
-		lun->zvol[0] = '\0';
+	for (i = 0; i < SYNCGUARD_ZFS_DEPTH && lun->zfs[i][0]; i++)
+		if (!strcmp(lun->zfs[i], ds))
+			return 0;	/* checked already */
+	if ((ret = syncguard_zfs_get(ds, &p)) != 0) {
+		syncguard_seterr(err, errlen, "%s: on ZFS dataset %s, whose sync "
+			"property cannot be read (%s, from /usr/sbin/zfs or "
+			"/sbin/zfs), so whether its flushes reach the disk cannot "
+			"be told", path, ds, ret == -ENOENT ? "no zfs" :
+			strerror(-ret));
 		return -EINVAL;
 	}
-	why = syncguard_policy_zvol(lun->opts.mode, p.sync);
-	if (why) {
-		syncguard_seterr(err, errlen, "%s: zvol %s has sync=%s, and "
-			"mode=%s: %s", path, lun->zvol, p.sync,
+	if ((why = syncguard_policy_zvol(lun->opts.mode, p.sync))) {
+		syncguard_seterr(err, errlen, "%s: ZFS dataset %s has sync=%s, "
+			"and mode=%s: %s", path, ds, p.sync,
 			syncguard_mode_name(lun->opts.mode), why);
 		return -EINVAL;
 	}
-	snprintf(lun->zvol_sync, sizeof(lun->zvol_sync), "%s", p.sync);
-	snprintf(lun->zvol_logbias, sizeof(lun->zvol_logbias), "%s", p.logbias);
-	/* initiators align to it: READ CAPACITY(16), Block Limits VPD */
-	if (p.volblocksize && !(p.volblocksize & (p.volblocksize - 1)) &&
+	if (i == SYNCGUARD_ZFS_DEPTH) {
+		syncguard_seterr(err, errlen, "%s: on more than %d ZFS datasets: "
+			"not checked that deep, so not exported", path,
+			SYNCGUARD_ZFS_DEPTH);
+		return -EINVAL;
+	}
+	snprintf(lun->zfs[i], sizeof(lun->zfs[i]), "%s", ds);
+	snprintf(lun->zfs_sync[i], sizeof(lun->zfs_sync[i]), "%s", p.sync);
+	snprintf(lun->zfs_logbias[i], sizeof(lun->zfs_logbias[i]), "%s",
+		 p.logbias);
+	/* initiators align to it: READ CAPACITY(16), Block Limits */
+	if (own && p.volblocksize && !(p.volblocksize & (p.volblocksize - 1)) &&
 	    p.volblocksize >= (1u << lun->block_shift))
 		lun->phys_block_size = p.volblocksize;
 	return 0;
+}
+
+/* Is @dev a zvol (the LUN's own, @path, if @own)?  Its dataset checked
+ * (check_dataset).  0, or -EINVAL (also a zdN no /dev/zvol link names:
+ * its dataset cannot be read). */
+static int check_zvol(struct syncguard_lun *lun, const char *path,
+		      const char *opened_as, dev_t dev, bool own, char *err,
+		      size_t errlen)
+{
+	char ds[256];
+	int ret = syncguard_zvol_dataset("/dev/zvol", opened_as, dev, ds,
+					 sizeof(ds));
+
+	if (ret < 0) {
+		syncguard_seterr(err, errlen, "%s: on a ZFS zvol whose dataset "
+			"no /dev/zvol link names, so its sync property cannot be "
+			"read: give the LUN its /dev/zvol/POOL/VOLUME path", path);
+		return -EINVAL;
+	}
+	return ret ? check_dataset(lun, path, ds, own, err, errlen) : 0;
+}
+
+/* Is the file @fd on a ZFS file system?  Its dataset (the mount's source)
+ * checked.  0 or -EINVAL. */
+static int check_zfs_file(struct syncguard_lun *lun, const char *path, int fd,
+			  const char *table, char *err, size_t errlen)
+{
+	char type[32], ds[256];
+
+	if (fd < 0 || !table || syncguard_mount_source(fd, table, type,
+			sizeof(type), ds, sizeof(ds)) || strcmp(type, "zfs"))
+		return 0;
+	return check_dataset(lun, path, ds, false, err, errlen);
 }
 
 /* The device @fd's data is on: a block device's own, a file's file
@@ -372,6 +412,64 @@ static dev_t data_dev_of(int fd)
 	return S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
 }
 
+/* Every ZFS dataset under @lun: its own zvol, the zvols its data devices
+ * are (the file system's, a loop's backing), the ZFS file systems its
+ * files are on (its own, a loop's backing files).  0 or -EINVAL. */
+static int check_zfs(struct syncguard_lun *lun, const char *path,
+		     const dev_t *devs, int n, char *err, size_t errlen)
+{
+	int files[2 + SYNCGUARD_LOOP_DEPTH], nf = 0, ret = 0;
+	char *table = syncguard_mounts_read("/proc/self/mountinfo");
+
+	if (lun->blockdev)
+		ret = check_zvol(lun, path, path, devs[0], true, err, errlen);
+	for (int i = lun->blockdev; !ret && i < n; i++)
+		ret = check_zvol(lun, path, "", devs[i], false, err, errlen);
+	if (!lun->blockdev)
+		files[nf++] = lun->fd;
+	files[nf++] = lun->loop_fd;
+	for (int i = 0; i < SYNCGUARD_LOOP_DEPTH; i++)
+		files[nf++] = lun->under_fd[i];
+	for (int i = 0; !ret && i < nf; i++)
+		ret = check_zfs_file(lun, path, files[i], table, err, errlen);
+	free(table);
+	return ret;
+}
+
+/* @dev and the devices under it (sysfs slaves) whose write cache Linux
+ * sends flushes to now, into lun->cached_dev. */
+static void note_caches(struct syncguard_lun *lun, dev_t dev, int depth)
+{
+	char p[96], num[32], name[32];
+	unsigned int ma, mi;
+	struct dirent *e;
+	FILE *f;
+	DIR *d;
+
+	if (depth > 8 || lun->n_cached_dev == SYNCGUARD_CACHED_DEVS)
+		return;
+	if (syncguard_dev_write_cache(dev, name, sizeof(name)) == 1)
+		lun->cached_dev[lun->n_cached_dev++] = dev;
+	snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/slaves", major(dev),
+		 minor(dev));
+	if (!(d = opendir(p)))
+		return;
+	while ((e = readdir(d))) {
+		char q[400];
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(q, sizeof(q), "%s/%s/dev", p, e->d_name);
+		if (!(f = fopen(q, "re")))
+			continue;
+		if (fgets(num, sizeof(num), f) &&
+		    sscanf(num, "%u:%u", &ma, &mi) == 2)
+			note_caches(lun, makedev(ma, mi), depth + 1);
+		fclose(f);
+	}
+	closedir(d);
+}
+
 int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
 			    const struct stat *st, char *err, size_t errlen)
 {
@@ -380,17 +478,18 @@ int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
 	int ret, n = 0;
 
 	lun->data_dev = lun->blockdev ? st->st_rdev : st->st_dev;
-	if (lun->blockdev &&
-	    (ret = check_zvol(lun, path, st->st_rdev, err, errlen)) != 0)
-		return ret;
-	if (syncguard_policy_ram_metadata_ok(lun->opts.mode))
-		return 0;
 	devs[n++] = lun->data_dev;	/* and every loop's backing below */
 	if (lun->loop_fd >= 0)
 		devs[n++] = data_dev_of(lun->loop_fd);
 	for (int i = 0; i < SYNCGUARD_LOOP_DEPTH; i++)
 		if (lun->under_fd[i] >= 0)
 			devs[n++] = data_dev_of(lun->under_fd[i]);
+	if ((ret = check_zfs(lun, path, devs, n, err, errlen)) != 0)
+		return ret;
+	if (lun->opts.mode != SYNCGUARD_MODE_PLP)	/* plp sends none */
+		note_caches(lun, lun->data_dev, 0);
+	if (syncguard_policy_ram_metadata_ok(lun->opts.mode))
+		return 0;
 	for (int i = 0; i < n; i++) {
 		if (!devs[i] || syncguard_ram_metadata_layer(
 				&syncguard_host_layers, devs[i], what,
@@ -413,17 +512,21 @@ bool syncguard_lun_beneath_lost(struct syncguard_lun *lun, char *why,
 	const char *bad;
 	char name[32];
 
-	if (lun->zvol[0] && !syncguard_zfs_get(lun->zvol, &p) &&
-	    (bad = syncguard_policy_zvol(lun->opts.mode, p.sync))) {
-		snprintf(why, len, "its zvol %s now has sync=%s: %s", lun->zvol,
-			 p.sync, bad);
+	for (int i = 0; i < SYNCGUARD_ZFS_DEPTH && lun->zfs[i][0]; i++) {
+		if (syncguard_zfs_get(lun->zfs[i], &p) ||
+		    !(bad = syncguard_policy_zvol(lun->opts.mode, p.sync)))
+			continue;
+		snprintf(why, len, "its ZFS dataset %s now has sync=%s: %s",
+			 lun->zfs[i], p.sync, bad);
 		return true;
 	}
 	/* Linux drops every flush to a device whose write_cache says
-	 * "write through"; one that said "write back" at open was set so by
-	 * hand since (plp sends none) */
-	if (lun->opts.mode != SYNCGUARD_MODE_PLP && lun->dev_write_cache == 1 &&
-	    syncguard_dev_write_cache(lun->data_dev, name, sizeof(name)) == 0) {
+	 * "write through"; one that said "write back" at open (it, or one
+	 * under it) was set so by hand since */
+	for (unsigned int i = 0; i < lun->n_cached_dev; i++) {
+		if (syncguard_dev_write_cache(lun->cached_dev[i], name,
+					      sizeof(name)) != 0)
+			continue;
 		snprintf(why, len, "the write cache of %s was set to \"write "
 			 "through\": Linux now drops every flush it would get",
 			 name);

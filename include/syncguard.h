@@ -391,6 +391,12 @@ struct syncguard_flusher {
  */
 #define SYNCGUARD_MIX_SLOTS 1024
 
+/* Devices under a LUN whose write cache setting the watch follows */
+#define SYNCGUARD_CACHED_DEVS 8
+
+/* ZFS datasets a LUN's store may stand on (core/stack.c) */
+#define SYNCGUARD_ZFS_DEPTH 4
+
 /* Loop devices followed under a LUN's store (a loop over a file in a
  * file system on another loop ...); a deeper stack is refused. */
 #define SYNCGUARD_LOOP_DEPTH 4
@@ -418,11 +424,19 @@ struct syncguard_lun {
 					 * (syncguard_store_id) */
 	char poison[512];		/* the record it started latched by,
 					 * "" if none (core/poison.c) */
-	char zvol[256];			/* its ZFS dataset, "" if no zvol */
-	char zvol_sync[16], zvol_logbias[16];	/* as at open */
+	/* the ZFS datasets it stands on, "" past the last: its own zvol's
+	 * first, then those under it (a zvol under a loop or a file system,
+	 * a ZFS file system); their sync and logbias as at open */
+	char zfs[SYNCGUARD_ZFS_DEPTH][256];
+	char zfs_sync[SYNCGUARD_ZFS_DEPTH][16];
+	char zfs_logbias[SYNCGUARD_ZFS_DEPTH][16];
 	dev_t data_dev;			/* the block device that holds its
 					 * data (its own, or its file
-					 * system's), for dev_write_cache */
+					 * system's) */
+	/* it and the devices under it (sysfs slaves) whose write cache
+	 * Linux sends flushes to ("write back") at open, for the watch */
+	dev_t cached_dev[SYNCGUARD_CACHED_DEVS];
+	unsigned int n_cached_dev;
 	uint64_t size;			/* bytes, multiple of the block size */
 	unsigned int block_shift;	/* log2(logical block size in bytes) */
 	unsigned int phys_block_size;	/* bytes; 0 if unknown */

@@ -27,7 +27,10 @@
  *   cut                       power cut, as above
  *   fail-fsync ERRNO [N]      the next N fsyncs fail (N omitted: all)
  *   fail-write ERRNO [N]      the next N writes fail
- *                             (ERRNO: a name, EIO ENFILE EINTR ..., or a number)
+ *                             (ERRNO: a name, EIO ENFILE EAGAIN ..., or a number;
+ *                             Linux's FUSE writeback drops EINTR: the data is
+ *                             lost and no fsync reports it, so fail-write EINTR
+ *                             loses data no target can see)
  *   clear                     stop injecting faults
  *   flush-ms MS               flushes take MS milliseconds from now on
  * Reading .ctl gives counters: writes, fsyncs (requests), flushes (device

@@ -151,17 +151,25 @@ static void print_json_string(const char *s)
 }
 
 /* The latched error (stats version 6 on), if any: what fails, and until
- * when (core/lun.c, syncguard_latch). */
+ * when (core/latch.c, syncguard_latch). */
 static void print_latch(const struct syncguard_stats *st)
 {
-	if (st->latched)
-		printf("  latched: %s: durable commands fail %s%s\n",
-		       strerror((int)st->latched), st->latched_soft ?
-		       "until the next one finds the device sound (a write "
-		       "refused " : "until the LUN is re-created",
-		       !st->latched_soft ? "" : st->latched == EPERM ?
-		       "by an immutable file or a read-only device)" :
-		       "for want of space)");
+	const char *until = "until its record is cleared (syncguard-stat "
+			    "--clear-latch PATH) and the LUN re-created";
+
+	if (!st->latched)
+		return;
+	if (st->latched_soft && st->latched == EINPROGRESS)
+		until = "until the store's last LUN's final flush has ended "
+			"(they wait for it), and for good if it failed";
+	else if (st->latched_soft && st->latched == EPERM)
+		until = "until the next one finds the device sound (a write "
+			"refused by an immutable file or a read-only device)";
+	else if (st->latched_soft)
+		until = "until the next one finds the device sound (a write "
+			"refused for want of space)";
+	printf("  latched: %s: durable commands fail %s\n",
+	       strerror((int)st->latched), until);
 }
 
 static void print_latch_json(const struct syncguard_stats *st)
@@ -365,13 +373,21 @@ static int clear_latch(const char *path, const char *dir)
 		return 1;
 	}
 	close(fd);
-	if (syncguard_poison_read(dir, id, text, sizeof(text)) <= 0) {
+	ret = syncguard_poison_read(dir, id, text, sizeof(text));
+	if (ret < 0) {
+		fprintf(stderr, "syncguard-stat: %s/latched/%s: %s (a LUN on %s "
+			"starts latched while it cannot be read)\n", dir, id,
+			strerror(-ret), path);
+		return 1;
+	}
+	if (!ret) {
 		fprintf(stderr, "syncguard-stat: %s: no latch recorded for it "
 			"in %s (store %s)\n", path, dir, id);
 		return 1;
 	}
 	ret = syncguard_poison_clear(dir, id);
-	if (ret) {
+	if (ret) {	/* a record that is no file, or a state directory that is
+			 * none, is the administrator's to mend by hand */
 		fprintf(stderr, "syncguard-stat: %s/latched/%s: %s\n", dir, id,
 			strerror(-ret));
 		return 1;

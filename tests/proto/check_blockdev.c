@@ -1255,7 +1255,8 @@ END_TEST
  * space too).  sync=disabled is refused in every mode, plp needs
  * sync=always, volblocksize is the physical block initiators are told
  * (READ CAPACITY(16), Block Limits), and a LUN whose dataset is set to
- * sync=disabled while it lives latches.
+ * sync=disabled while it lives latches.  The same holds for a zvol under
+ * a loop device and under a file system the LUN stands on.
  */
 static void zfs_props(const char *file, const char *sync)
 {
@@ -1277,6 +1278,8 @@ START_TEST(test_blockdev_zvol)
 	struct iscsi_context *iscsi;
 	struct scsi_task *t;
 	int disabled, standard_plp, made_dev_zvol, latched = 0;
+	int under_loop, under_fs, under_fs_plp;
+	char loop2[64], mnt[900], file[1000];
 
 	snprintf(d, sizeof(d), "%s/zfs", proto_dir());
 	snprintf(props, sizeof(props), "%s/props", d);
@@ -1301,8 +1304,8 @@ START_TEST(test_blockdev_zvol)
 	standard_plp = proto_add_lun(9, "/dev/zvol/tank/vol1", "mode=plp", 0);
 	ck_assert_int_eq(proto_add_lun(9, "/dev/zvol/tank/vol1",
 				       "mode=write-back", 0), 0);
-	ck_assert(proto_log_has("ZFS zvol tank/vol1: sync=standard, "
-				"logbias=latency, volblocksize 16384 bytes"));
+	ck_assert(proto_log_has("on ZFS dataset tank/vol1: sync=standard, "
+				"logbias=latency (a zvol"));
 	iscsi = proto_connect(9);
 	t = iscsi_readcapacity16_sync(iscsi, 9);
 	proto_assert_good(t, "READ CAPACITY(16)", true);
@@ -1336,17 +1339,40 @@ START_TEST(test_blockdev_zvol)
 	ck_assert_int_eq(proto_add_lun(9, "/dev/zvol/tank/vol1", "mode=plp", 0),
 			 0);
 	proto_del_lun(9);
+	/* a loop device over the zvol, and a file in an ext4 on it */
+	zfs_props(props, "disabled");
+	ck_assert_int_eq(attach_in_tgtd("/dev/zvol/tank/vol1", true, loop2,
+					sizeof(loop2)), 0);
+	under_loop = proto_add_lun(9, loop2, "mode=write-back", 0);
+	proto_del_lun(9);
+	proto_sh_in_tgtd("losetup -d '%s'", loop2);
+	snprintf(mnt, sizeof(mnt), "%s/zmnt", d);
+	snprintf(file, sizeof(file), "%s/lun.img", mnt);
+	ck_assert_int_eq(proto_sh_in_tgtd("mkfs.ext4 -q /dev/zvol/tank/vol1 && "
+		"mkdir -p '%s' && mount /dev/zvol/tank/vol1 '%s' && dd "
+		"if=/dev/zero of='%s' bs=1M count=4 conv=fsync status=none", mnt,
+		mnt, file), 0);
+	under_fs = proto_add_lun(9, file, "mode=write-back", 0);
+	zfs_props(props, "standard");
+	under_fs_plp = proto_add_lun(9, file, "mode=plp", 0);
+	proto_del_lun(9);
+	proto_sh_in_tgtd("umount '%s'", mnt);
 	proto_sh_in_tgtd("umount /dev/zvol; umount /usr/sbin");
 	if (made_dev_zvol)
 		rmdir("/dev/zvol");
 	proto_sh("losetup -d '%s'", dev);
 	ck_assert_int_ne(disabled, 0);
-	ck_assert(proto_log_has("zvol tank/vol1 has sync=disabled, and "
+	ck_assert(proto_log_has("ZFS dataset tank/vol1 has sync=disabled, and "
 				"mode=write-back: every flush is a no-op"));
 	ck_assert_int_ne(standard_plp, 0);
 	ck_assert(proto_log_has("plp sends no flush, and ZFS keeps writes"));
 	ck_assert_msg(latched, "FUA writes still GOOD 6 s after sync=disabled");
-	ck_assert(proto_log_has("its zvol tank/vol1 now has sync=disabled"));
+	ck_assert(proto_log_has("its ZFS dataset tank/vol1 now has sync=disabled"));
+	ck_assert_int_ne(under_loop, 0);
+	ck_assert_int_ne(under_fs, 0);
+	ck_assert_int_ne(under_fs_plp, 0);
+	ck_assert(proto_log_has("ZFS dataset tank/vol1 has sync=standard, and "
+				"mode=plp"));
 }
 END_TEST
 

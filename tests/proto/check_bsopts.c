@@ -29,7 +29,7 @@ static const struct {
 	  "bsopts: unknown key 'cache' (known: mode, alloc_check, allow_wce, engine, write_sync, direct, state_dir)" },
 	{ "write-back", P_GOOD, "bsopts: 'write-back' is not key=value" },
 	{ "mode=write-back;state_dir=rel", P_GOOD,
-	  "bad value 'rel' for state_dir (use an absolute path)" },
+	  "bad value 'rel' for state_dir (use an absolute path of at most 255" },
 	{ "alloc_check=perhaps", P_GOOD,
 	  "bad value 'perhaps' for alloc_check" },
 	{ "mode=write-through;direct=maybe", P_GOOD,

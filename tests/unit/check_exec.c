@@ -1329,6 +1329,77 @@ START_TEST(test_poison_final_flush_recorded)
 }
 END_TEST
 
+/* A LUN created on a store whose last LUN's final flush still runs
+ * (on a thread of its own, after that LUN let go of the store) waits for
+ * that flush's outcome before its first durable command: latched if it
+ * failed (on FUSE the failure reaches that flush alone, and the new
+ * LUN's own flush would succeed over the lost writes), clean if not */
+START_TEST(test_poison_final_flush_pending)
+{
+	static struct syncguard_lun next;
+	const char *dir_state = syncguard_state_dir(NULL);
+	char id[256];
+	int fd;
+
+	for (int fails = 0; fails < 2; fails++) {
+		open_lun(SYNCGUARD_MODE_WRITE_BACK);
+		ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+		snprintf(id, sizeof(id), "%s", lun.store_id);
+		fd = syncguard_lun_close_deferred(&lun);	/* the old LUN */
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(reopen_latched("mode=write-back"), EINPROGRESS);
+		ck_assert(syncguard_lun_latched_soft(&lun));
+		next = lun;	/* the new LUN: run() works on lun */
+		close(fd);	/* its flush "ran" ... and ended so: */
+		ck_assert_int_eq(syncguard_final_flush_end(dir_state, id, path,
+							   fails ? EIO : 0), 0);
+		if (fails) {
+			assert_sense(sync_cache10(0, 0), 0x03, 0x0c00);
+			ck_assert_int_eq(syncguard_lun_latched(&lun), EIO);
+			ck_assert_int_eq(syncguard_poison_clear(dir_state, id), 0);
+		} else {
+			ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+			ck_assert_int_eq(syncguard_lun_latched(&lun), 0);
+		}
+		syncguard_lun_close(&lun);
+	}
+	(void)next;
+}
+END_TEST
+
+/* On a file system without a UUID or fsid (FUSE: its device number is
+ * handed out afresh at every mount) the store is its path: the same
+ * after a remount, as the device model is mounted again */
+START_TEST(test_poison_fuse_identity)
+{
+	char mnt[128], img[128], file[160], a[256], b[256];
+	int fd;
+
+	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
+	snprintf(img, sizeof(img), "%s/model.img", dir);
+	snprintf(file, sizeof(file), "%s/disk.img", mnt);
+	make_file(img, LUN_BYTES, true);
+	for (int round = 0; round < 2; round++) {
+		char cmd[1024];
+
+		snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && tools/syncguard-devmodel "
+			 "--image '%s' '%s' && for i in $(seq 100); do [ -e '%s' ] "
+			 "&& exit 0; sleep 0.02; done; exit 1", mnt, img, mnt, file);
+		ck_assert_int_eq(system(cmd), 0);
+		fd = open(file, O_RDONLY);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(syncguard_store_id(fd, round ? b : a, 256), 0);
+		close(fd);
+		snprintf(cmd, sizeof(cmd), "fusermount3 -u '%s'", mnt);
+		ck_assert_int_eq(system(cmd), 0);
+	}
+	ck_assert_msg(!strncmp(a, "path", 4), "FUSE store id %s", a);
+	ck_assert_str_eq(a, b);
+	unlink(img);
+	rmdir(mnt);
+}
+END_TEST
+
 /* bsopts state_dir keeps a LUN's records apart from the default's */
 START_TEST(test_poison_state_dir)
 {
@@ -1786,6 +1857,13 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_poison_latch_recorded);
 	tcase_add_test(faults, test_poison_final_flush_recorded);
 	tcase_add_test(faults, test_poison_state_dir);
+	tcase_add_test(faults, test_poison_final_flush_pending);
+	if (access("tools/syncguard-devmodel", X_OK) == 0 &&
+	    access("/dev/fuse", W_OK) == 0)
+		tcase_add_test(faults, test_poison_fuse_identity);
+	else
+		fprintf(stderr, "exec: test_poison_fuse_identity left out: "
+			"needs tools/syncguard-devmodel and /dev/fuse\n");
 	tcase_add_test(open, test_open_rejects);
 	tcase_add_test(open, test_open_one_lun_per_file);
 	tcase_add_test(open, test_open_plp_needs_allocated_file);

@@ -155,6 +155,32 @@ START_TEST(test_stack_zvol_policy)
 }
 END_TEST
 
+/* A file on a ZFS file system: its mount's type and source (the
+ * dataset) as mountinfo lists them; a made-up line for the test file's
+ * own mount, as ZFS writes it */
+START_TEST(test_stack_zfs_file_dataset)
+{
+	char path[300], table[512], type[32], src[256];
+	struct statx stx;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/f", root);
+	fd = open(path, O_RDWR | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx), 0);
+	snprintf(table, sizeof(table), "%llu 1 0:55 / /tank/luns rw,noatime "
+		 "shared:9 - zfs tank/luns rw,xattr,noacl\n",
+		 (unsigned long long)stx.stx_mnt_id);
+	ck_assert_int_eq(syncguard_mount_source(fd, table, type, sizeof(type),
+						src, sizeof(src)), 0);
+	ck_assert_str_eq(type, "zfs");
+	ck_assert_str_eq(src, "tank/luns");
+	ck_assert_int_eq(syncguard_mount_source(fd, "", type, sizeof(type), src,
+						sizeof(src)), -ENOENT);
+	close(fd);
+}
+END_TEST
+
 Suite *stack_suite(void)
 {
 	Suite *s = suite_create("stack");
@@ -168,6 +194,7 @@ Suite *stack_suite(void)
 		fprintf(stderr, "stack: test_stack_zvol_dataset left out: "
 			"mknod needs root\n");
 	tcase_add_test(tc, test_stack_zvol_policy);
+	tcase_add_test(tc, test_stack_zfs_file_dataset);
 	suite_add_tcase(s, tc);
 	return s;
 }
