@@ -1,10 +1,13 @@
 # syncguard: tgt backing store + libiscsi sync-write tester.
 #
-#   make deps      install build/test dependencies (apt-get, needs root)
-#   make           build bs_syncguard.so and tools/iscsi-syncbench
-#   make install   install the module where tgtd loads it
 #   make demo      the main job: every mode x sync discipline, one table
-#   make check     unit tests (ASan/UBSan) and protocol tests (real tgtd)
+#                  (installs missing Debian packages first, as root)
+#   make check     every test (installs missing packages first)
+#   make           build bs_syncguard.so and the tools
+#   make install   install the module where tgtd loads it, the tools and
+#                  the manual pages
+#   make deb       the Debian package tgt-syncguard
+#   make deps      only install the Debian packages (apt-get, as root)
 #
 # The module is compiled against the source of exactly the installed tgt
 # (its plugin ABI is tgt's internal structs).  By default that source is
@@ -31,23 +34,26 @@ DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
 	liburing-dev gnuplot-nox jq binutils procps libjson-c-dev \
 	nbdkit libnbd-bin
 
-CORE_SRCS := core/opts.c core/policy.c core/cdb.c core/sense.c core/lun.c core/latch.c core/poison.c \
-	     core/exec.c core/flush.c core/stats.c core/mix.c \
-	     core/loop.c core/mounts.c core/stack.c
+CORE_SRCS := core/sys.c core/opts.c core/policy.c core/cdb.c core/sense.c \
+	     core/latch.c core/poison.c core/lun.c core/fscheck.c core/io.c \
+	     core/writesync.c core/trial.c core/plan.c core/exec.c core/flush.c \
+	     core/stats.c core/mix.c core/loopdev.c core/mounts.c core/stack.c
 CORE_PIC  := $(CORE_SRCS:%.c=$(BUILD)/pic/%.o)
 CORE_SAN  := $(CORE_SRCS:%.c=$(BUILD)/san/%.o)
 CORE_SANPIC := $(CORE_SRCS:%.c=$(BUILD)/sanpic/%.o)
-HDRS      := include/syncguard.h include/syncguard_stats.h core/internal.h
+HDRS      := include/syncguard_opts.h include/syncguard_stats.h core/core.h \
+	     core/internal.h core/command.h
 
 UNIT_SRCS  := tests/unit/main.c tests/unit/check_opts.c \
 	      tests/unit/check_policy.c tests/unit/check_cdb.c \
 	      tests/unit/check_exec.c tests/unit/check_flush.c \
 	      tests/unit/check_plan.c tests/unit/check_errno.c \
-	      tests/unit/check_stack.c
+	      tests/unit/check_stack.c tests/leftout.c
 PROTO_SRCS := tests/proto/main.c tests/proto/fixture.c \
 	      tests/proto/check_modes.c tests/proto/check_bsopts.c \
 	      tests/proto/check_blockdev.c tests/proto/check_faults.c \
-	      tests/proto/check_commands.c tests/proto/check_nbdkit.c
+	      tests/proto/check_commands.c tests/proto/check_nbdkit.c \
+	      tests/leftout.c
 
 ISCSI_LIBS := $(shell pkg-config --libs libiscsi 2>/dev/null || echo -liscsi)
 JSONC_LIBS := $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
@@ -59,9 +65,10 @@ FUZZ_COUNT ?= 1000000
 CUTS       ?= 1000
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
-.PHONY: all deps install uninstall demo check check-unit check-proto \
+.PHONY: all deps install uninstall demo demo-run check check-all check-unit \
+	check-proto \
 	check-crash crashtest check-fuzz fuzz check-lifecycle soak conformance \
-	check-conf check-tools check-stall check-syscalls \
+	check-conf check-tools check-stall check-syscalls check-deps check-names \
 	bench clean \
 	tgt-src FORCE
 
@@ -108,19 +115,30 @@ $(BUILD)/sanpic/%.o: %.c $(HDRS)
 	$(CC) $(BASE) -O1 -g $(SAN) -fPIC -fvisibility=hidden -c $< -o $@
 
 # the glue: compiled against tgt's internal headers
-GLUE_SRCS := bs_syncguard.c bs_syncguard_ops.c bs_syncguard_uring.c \
-	bs_syncguard_watch.c
-GLUE_HDRS := bs_syncguard.h $(HDRS) $(TGT_SRC)/.syncguard-tgt-version
-GLUE_PIC  := $(GLUE_SRCS:%.c=$(BUILD)/pic/glue/%.o)
-GLUE_SANPIC := $(GLUE_SRCS:%.c=$(BUILD)/sanpic/glue/%.o)
-TGT_INC   := -isystem $(TGT_SRC)/usr
+# the front door (bs_syncguard.c) and the rest of the glue (glue/)
+GLUE_SRCS := bs_syncguard.c glue/cmdtable.c glue/admin.c glue/wce.c \
+	     glue/synccache.c glue/vpd.c glue/answer.c glue/uring.c glue/watch.c
+GLUE_HDRS := glue/glue.h $(HDRS) $(TGT_SRC)/.syncguard-tgt-version
+GLUE_PIC  := $(patsubst %.c,$(BUILD)/pic/glue/%.o,$(notdir $(GLUE_SRCS)))
+GLUE_SANPIC := $(patsubst %.c,$(BUILD)/sanpic/glue/%.o,$(notdir $(GLUE_SRCS)))
+TGT_INC   := -Iglue -isystem $(TGT_SRC)/usr
 
-$(BUILD)/pic/glue/%.o: %.c $(GLUE_HDRS)
+$(BUILD)/pic/glue/%.o: glue/%.c $(GLUE_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(CFLAGS) -fPIC -fvisibility=hidden $(TGT_INC) \
 	  $(ABI_FLAGS) -c $< -o $@
 
-$(BUILD)/sanpic/glue/%.o: %.c $(GLUE_HDRS)
+$(BUILD)/sanpic/glue/%.o: glue/%.c $(GLUE_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -O1 -g $(SAN) -fPIC -fvisibility=hidden $(TGT_INC) \
+	  $(ABI_FLAGS) -c $< -o $@
+
+$(BUILD)/pic/glue/bs_syncguard.o: bs_syncguard.c $(GLUE_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(CFLAGS) -fPIC -fvisibility=hidden $(TGT_INC) \
+	  $(ABI_FLAGS) -c $< -o $@
+
+$(BUILD)/sanpic/glue/bs_syncguard.o: bs_syncguard.c $(GLUE_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -O1 -g $(SAN) -fPIC -fvisibility=hidden $(TGT_INC) \
 	  $(ABI_FLAGS) -c $< -o $@
@@ -168,7 +186,7 @@ SYNCBENCH_SRCS := $(wildcard tools/syncbench/*.c) tools/histogram.c \
 		  tools/statsfile.c core/opts.c
 SYNCBENCH_HDRS := $(wildcard tools/syncbench/*.h) tools/histogram.h \
 		  tools/toolutil.h tools/statsfile.h \
-		  include/syncguard_stats.h include/syncguard.h
+		  include/syncguard_stats.h include/syncguard_opts.h
 
 tools/iscsi-syncbench: $(SYNCBENCH_SRCS) $(SYNCBENCH_HDRS)
 	$(CC) $(BASE) -Itools -Itools/syncbench $(CFLAGS) $(SYNCBENCH_SRCS) \
@@ -181,7 +199,7 @@ tools/iscsi-syncbench.1: tools/iscsi-syncbench
 tools/iscsi-crashtest: tools/iscsi-crashtest.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
 
-STAT_CORE := core/opts.c core/poison.c core/latch.c core/policy.c
+STAT_CORE := core/sys.c core/opts.c core/poison.c core/latch.c core/policy.c
 tools/syncguard-stat: tools/syncguard-stat.c tools/statsfile.c \
 		      tools/statsfile.h $(STAT_CORE) $(HDRS)
 	$(CC) $(BASE) -Itools $(CFLAGS) tools/syncguard-stat.c \
@@ -194,29 +212,56 @@ tools/syncguard-devmodel: tools/syncguard-devmodel.c tools/toolutil.h
 	$(CC) $(BASE) $(FUSE_CFLAGS) $(CFLAGS) $< -o $@ $(FUSE_LIBS)
 
 # ---- tests ----
-$(BUILD)/unit-tests: $(UNIT_SRCS) $(CORE_SAN) $(HDRS) tests/unit/unit.h
-	$(CC) $(BASE) -O1 -g $(SAN) $(UNIT_SRCS) $(CORE_SAN) -o $@ \
+$(BUILD)/unit-tests: $(UNIT_SRCS) $(CORE_SAN) $(HDRS) tests/unit/unit.h \
+		     tests/leftout.h
+	$(CC) $(BASE) -Itests -O1 -g $(SAN) $(UNIT_SRCS) $(CORE_SAN) -o $@ \
 	  $(CHECK_LIBS) -lpthread
 
-$(BUILD)/proto-tests: $(PROTO_SRCS) tests/proto/proto.h
-	$(CC) $(BASE) -Itests/proto $(CFLAGS) $(PROTO_SRCS) -o $@ \
+$(BUILD)/proto-tests: $(PROTO_SRCS) tests/proto/proto.h tests/leftout.h
+	$(CC) $(BASE) -Itests -Itests/proto $(CFLAGS) $(PROTO_SRCS) -o $@ \
 	  $(ISCSI_LIBS) $(CHECK_LIBS) -lpthread
 
-check: check-unit check-proto check-conf check-tools check-stall check-syscalls \
-	check-fuzz check-lifecycle check-crash
+# make check and make demo first install what a fresh Debian 12 lacks
+# (the missing packages of DEB_PACKAGES, then tgt's source as the build
+# fetches it), then run in a make that sees them
+check:
+	@scripts/need-deps.sh $(DEB_PACKAGES)
+	@$(MAKE) --no-print-directory check-all
 
-check-unit: $(BUILD)/unit-tests check-syscalls
-	$(BUILD)/unit-tests
+check-all: check-unit check-proto check-names check-conf check-tools \
+	check-stall check-syscalls check-deps check-fuzz check-lifecycle \
+	check-crash
+
+# each test binary writes the tests that passed (TAP) and those it left
+# out, with the reason (tests/leftout.h), for check-names
+check-unit: $(BUILD)/unit-tests check-syscalls check-deps tools/syncguard-devmodel
+	rm -f $(BUILD)/unit.left-out
+	CK_TAP_LOG_FILE_NAME=$(BUILD)/unit.tap \
+	SYNCGUARD_LEFT_OUT=$(CURDIR)/$(BUILD)/unit.left-out $(BUILD)/unit-tests
+
+# every test in tests/names.txt passed or was left out with its reason;
+# no test outside the list ran (tests/names.sh --update rewrites it)
+check-names: check-unit check-proto
+	tests/names.sh $(BUILD)/unit.tap $(BUILD)/unit.left-out \
+	  $(BUILD)/proto.tap $(BUILD)/proto.left-out
 
 # durability calls only through syncguard_sys (the errno matrix's table)
 check-syscalls: $(CORE_PIC) $(GLUE_PIC)
-	tests/syscalls.sh $(BUILD)/pic/core/latch.o $(CORE_PIC) $(GLUE_PIC)
+	tests/syscalls.sh $(BUILD)/pic/core/sys.o $(CORE_PIC) $(GLUE_PIC)
+
+# the module's files depend on each other one way (no circles; the core
+# never calls the glue)
+check-deps: $(CORE_PIC) $(GLUE_PIC)
+	tests/deps.sh $(CORE_PIC) $(GLUE_PIC)
 
 # a helper of the protocol tests (fscrypt, cachestat)
 $(BUILD)/fsprobe: tests/fsprobe.c
 	$(CC) $(BASE) $(CFLAGS) $< -o $@
 
 check-proto: $(BUILD)/proto-tests bs_syncguard.so $(TOOLS) $(BUILD)/fsprobe
+	rm -f $(BUILD)/proto.left-out
+	CK_TAP_LOG_FILE_NAME=$(BUILD)/proto.tap \
+	SYNCGUARD_LEFT_OUT=$(CURDIR)/$(BUILD)/proto.left-out \
 	SYNCGUARD_MODULE=$(CURDIR)/bs_syncguard.so \
 	SYNCGUARD_TOP=$(CURDIR) $(BUILD)/proto-tests
 
@@ -273,7 +318,13 @@ fuzz: $(BUILD)/san/bs_syncguard.so $(TOOLS)
 bench: all
 	scripts/bench.sh
 
-demo: all install
+demo:
+	@scripts/need-deps.sh $(DEB_PACKAGES)
+	@$(MAKE) --no-print-directory demo-run \
+	  TGTD_PRIVATE_CTL=$(TGTD_PRIVATE_CTL) \
+	  TGTD_PRIVATE_PORT=$(TGTD_PRIVATE_PORT)
+
+demo-run: all install
 	TGTD_PRIVATE_CTL=$(TGTD_PRIVATE_CTL) \
 	TGTD_PRIVATE_PORT=$(TGTD_PRIVATE_PORT) scripts/demo.sh
 

@@ -5,7 +5,7 @@
  *
  * This file is only glue between tgt's internal API (struct scsi_lu,
  * struct scsi_cmd, bs_thread workers) and the tgt-independent core in
- * core/; the LUN's command table is bs_syncguard_ops.c.  The durability
+ * core/; the LUN's command table is glue/cmdtable.c.  The durability
  * policy is in core/policy.c, the error-to-sense table in core/sense.c.
  *
  * Load: tgtd dlopen()s every .so in its backing-store directory
@@ -27,7 +27,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "bs_syncguard.h"
+#include "glue.h"
 #include "internal.h"
 
 /* ---- commands ---- */
@@ -51,76 +51,6 @@ static void bs_syncguard_request(struct scsi_cmd *cmd)
 	}
 	syncguard_execute(&bs->lun, &req, &res);
 	syncguard_answer(cmd, &res);
-}
-
-/* A failed command's log line is written at most LOG_BURST times per
- * LUN in a LOG_WINDOW_S-second window: a LUN with a latched error fails
- * every command that promises durability, and a helper's 1 s run of FUA
- * writes wrote 9,515 lines to tgtd.log (the journal, for a system
- * tgtd).  Commands the initiator got wrong (ILLEGAL REQUEST) count in a
- * window of their own, so that a burst of them cannot silence the line
- * of a failed flush.  The counters (syncguard-stat) count every error.
- * Returns whether this one may be logged, and in *dropped how many of
- * its class were not since the last that was.  Races between threads
- * only make the counts approximate. */
-#define LOG_BURST	10
-#define LOG_WINDOW_S	10
-static bool log_allowed(struct syncguard_bs *bs, int cls, uint64_t *dropped)
-{
-	struct timespec ts;
-	uint64_t now, w;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (uint64_t)ts.tv_sec / LOG_WINDOW_S;
-	w = __atomic_load_n(&bs->log_window[cls], __ATOMIC_RELAXED);
-	if (w != now && __atomic_compare_exchange_n(&bs->log_window[cls], &w,
-			now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		__atomic_store_n(&bs->log_lines[cls], 0, __ATOMIC_RELAXED);
-	if (__atomic_fetch_add(&bs->log_lines[cls], 1, __ATOMIC_RELAXED) >=
-	    LOG_BURST) {
-		__atomic_fetch_add(&bs->log_dropped[cls], 1, __ATOMIC_RELAXED);
-		return false;
-	}
-	*dropped = __atomic_exchange_n(&bs->log_dropped[cls], 0,
-				       __ATOMIC_RELAXED);
-	return true;
-}
-
-void syncguard_answer(struct scsi_cmd *cmd, const struct syncguard_result *res)
-{
-	struct syncguard_sense s = syncguard_sense_of(res->reason);
-	int cls = s.key == ILLEGAL_REQUEST;
-	uint64_t dropped;
-	char what[24];
-
-	scsi_set_result(cmd, s.status);
-	if (res->reason == SYNCGUARD_OK)
-		return;
-	if (s.status == SAM_STAT_CHECK_CONDITION) {	/* BUSY has none */
-		if (res->info_valid)
-			sense_data_build_with_info(cmd, s.key, s.asc, res->info);
-		else
-			sense_data_build(cmd, s.key, s.asc);
-		if (res->deferred)	/* current 70h/72h -> deferred 71h/73h */
-			cmd->sense_buffer[0] |= 0x01;
-	}
-	if (scsi_get_in_length(cmd))
-		scsi_set_in_resid_by_actual(cmd, res->in_done);
-	if (!log_allowed(SYNCGUARD_BS(cmd->dev), cls, &dropped))
-		return;
-	if (dropped)
-		eprintf("syncguard: lun %" PRIu64 ": %" PRIu64 " more failed "
-			"commands%s were not logged (at most %d lines per %d s; "
-			"syncguard-stat counts them all)\n", cmd->dev->lun,
-			dropped, cls ? " (ILLEGAL REQUEST)" : "", LOG_BURST,
-			LOG_WINDOW_S);
-	if (s.status == SAM_STAT_CHECK_CONDITION)
-		snprintf(what, sizeof(what), "sense %x/%04x", s.key, s.asc);
-	else
-		snprintf(what, sizeof(what), "status 0x%02x", s.status);
-	eprintf("syncguard: lun %" PRIu64 ": opcode 0x%02x: %s%s%s\n",
-		cmd->dev->lun, cmd->scb[0], what, res->err ? ": " : "",
-		res->err ? syncguard_strerror(res->err) : "");
 }
 
 /* ---- backing-store hooks ---- */
@@ -175,7 +105,7 @@ static const char *writes_how(const struct syncguard_bs *bs)
  * modes' promises stand on it (core/policy.c), and only the
  * administrator can know whether it is true.  A "write through" set by
  * hand over a volatile cache makes Linux drop every flush.  And a loop
- * device that can lose durable writes under it (core/loop.c).
+ * device that can lose durable writes under it (core/loopdev.c).
  */
 static void log_device_cache(struct scsi_lu *lu)
 {
@@ -190,7 +120,7 @@ static void log_device_cache(struct scsi_lu *lu)
 	};
 	struct syncguard_lun *lun = &SYNCGUARD_BS(lu)->lun;
 
-	if (lun->loop_holes_buffered)	/* see core/loop.c, holes_buffered */
+	if (lun->loop_holes_buffered)	/* see core/loopdev.c, holes_buffered */
 		eprintf("syncguard: lun %" PRIu64 ": this loop device has direct "
 			"I/O off and its backing file has holes: if that file's "
 			"file system fills up, Linux's loop driver can lose "
@@ -290,7 +220,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	if (!bs->size_shown)	/* a LUN's first store: what it starts with */
 		bs->size_shown = bs->lun.size;
 	publish_stats(lu);
-	ret = syncguard_ops_open(lu);
+	ret = syncguard_vpd_open(lu);
 	if (!ret && (ret = syncguard_uring_open(lu)) != 0)
 		eprintf("syncguard: lun %" PRIu64 ": engine=uring: io_uring "
 			"unavailable: %s\n", lu->lun, strerror(-ret));
@@ -300,7 +230,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		syncguard_watch_close_unused();
 		return ret;
 	}
-	syncguard_ops_open_wce(lu);
+	syncguard_wce_open(lu);
 	if (!lu->attrs.no_auto_lbppbe && bs->lun.phys_block_size)
 		update_lbppbe(lu, (int)bs->lun.phys_block_size);
 	*fd = bs->lun.fd;
@@ -379,19 +309,6 @@ static void *final_flusher(void *arg)
 	return NULL;
 }
 
-int syncguard_start_detached(void *(*fn)(void *), void *arg)
-{
-	pthread_attr_t attr;
-	pthread_t t;
-	int ret;
-
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	ret = pthread_create(&t, &attr, fn, arg);
-	pthread_attr_destroy(&attr);
-	return ret;
-}
-
 /* final_flush_run for descriptor @fd of LUN @lu on a thread of its own,
  * or in this one when none can be started. */
 static void final_flush_start(int fd, struct scsi_lu *lu)
@@ -434,10 +351,10 @@ static void bs_syncguard_close(struct scsi_lu *lu)
 	if (!bs->open)
 		return;
 	syncguard_watch_remove(bs);
-	syncguard_ops_close(lu);
+	syncguard_synccache_close(lu);
 	syncguard_uring_close(lu);
 	__atomic_store_n(&bs->lun.closing, true, __ATOMIC_SEQ_CST);
-	syncguard_ops_wait_switches(lu);
+	syncguard_wce_wait_switches(lu);
 	latched = syncguard_lun_latched_soft(&bs->lun) ? 0 :
 		  syncguard_lun_latched(&bs->lun);
 	fd = syncguard_lun_close_deferred(&bs->lun);
@@ -460,11 +377,15 @@ static tgtadm_err bs_syncguard_init(struct scsi_lu *lu, char *bsopts)
 
 	memset(bs, 0, sizeof(*bs));
 	bs->lun.fd = -1;
+	pthread_mutex_init(&bs->immed_lock, NULL);
+	pthread_cond_init(&bs->immed_cond, NULL);
+	pthread_mutex_init(&bs->wce_lock, NULL);
+	pthread_cond_init(&bs->wce_cond, NULL);
 	if (syncguard_opts_parse(bsopts, &bs->opts, err, sizeof(err))) {
 		eprintf("syncguard: lun %" PRIu64 ": %s\n", lu->lun, err);
 		return TGTADM_INVALID_REQUEST;
 	}
-	syncguard_ops_install(lu);
+	syncguard_cmdtable_install(lu);
 	return bs_thread_open(BS_THREAD_I(lu), bs_syncguard_request,
 			      nr_iothreads);
 }

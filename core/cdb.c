@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "syncguard.h"
+#include "core.h"
 
 enum field_width { W_NONE, W_6, W_8, W_16, W_32, W_64 };
 

@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "syncguard.h"
+#include "core.h"
 #include "internal.h"
 
 int syncguard_flusher_init(struct syncguard_flusher *f)
@@ -46,22 +46,6 @@ void syncguard_flusher_destroy(struct syncguard_flusher *f)
 {
 	pthread_cond_destroy(&f->done);
 	pthread_mutex_destroy(&f->lock);
-}
-
-uint64_t syncguard_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-void syncguard_ewma(unsigned int *mean, uint64_t us)
-{
-	unsigned int old = __atomic_load_n(mean, __ATOMIC_RELAXED);
-	unsigned int x = us < 1000000 ? (unsigned int)us : 1000000;
-
-	__atomic_store_n(mean, old ? (old * 7 + x) / 8 : x, __ATOMIC_RELAXED);
 }
 
 static void record_latency(struct syncguard_stats *st, uint64_t us)
@@ -92,69 +76,6 @@ uint64_t syncguard_lun_dirty(struct syncguard_lun *lun)
  * (core/lun.c).
  */
 #define SYNCGUARD_TRIAL_FLUSHES 16
-#define SYNCGUARD_TRIAL_GAP_US 100000
-
-bool syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
-			  unsigned int ticks, uint64_t now_us,
-			  unsigned int epoch_ticks, uint64_t epoch_us)
-{
-	bool restarted = false;
-	unsigned int phase;
-
-	/* An idle LUN answers nothing, whichever way: an epoch with a gap
-	 * in it (no note for longer than an epoch and 100 ms) is not scored,
-	 * or the way that was running when the load paused would look slow.
-	 * The load that comes back may want the other way (queue depth 1
-	 * after 32, say), so both are tried again first: arm 0 now, arm 1
-	 * next. */
-	if (!t->t0_us || now_us > t->last_us + epoch_us + SYNCGUARD_TRIAL_GAP_US) {
-		t->t0_us = now_us;
-		t->m0_us = 0;
-		t->ticks = 0;
-		t->answered = 0;
-		t->epoch = 0;
-		__atomic_store_n(&t->arm, false, __ATOMIC_RELAXED);
-		restarted = true;
-	}
-	t->last_us = now_us;
-	/* The first half of an epoch is not scored: commands the other way
-	 * started are still finishing (32 RWF_DSYNC writes queued behind a
-	 * 2 ms flush each take 64 ms to drain), and would be counted
-	 * against this way. */
-	if (!t->m0_us) {
-		if (now_us >= t->t0_us + epoch_us / 2)
-			t->m0_us = now_us;
-		return restarted;
-	}
-	t->answered += answered;
-	t->ticks += ticks;
-	/* ... and lasts half an epoch, also when the notes came late: a
-	 * burst 1 us after the note that began it once scored 4,000,000
-	 * durable writes per second (helper-3) */
-	if (t->ticks < epoch_ticks || now_us < t->t0_us + epoch_us ||
-	    now_us < t->m0_us + epoch_us / 2 || now_us <= t->m0_us)
-		return restarted;
-	t->rate[t->arm] = t->answered * 1000000u / (now_us - t->m0_us);
-	/* trying the way that lost costs throughput: where it lost by more
-	 * than 2x, try it every 64 epochs instead of every 8 */
-	phase = ++t->epoch % (t->rate[0] > 2 * t->rate[1] ||
-			      t->rate[1] > 2 * t->rate[0] ? 64 : 8);
-	__atomic_store_n(&t->arm, phase == 1 || (phase > 1 &&
-			 t->rate[1] > t->rate[0]), __ATOMIC_RELAXED);
-	t->ticks = 0;
-	t->answered = 0;
-	t->t0_us = now_us;
-	t->m0_us = 0;
-	return true;
-}
-
-void syncguard_trial_publish(const struct syncguard_trial *t, uint64_t *way,
-			     uint64_t rate[2])
-{
-	__atomic_store_n(way, (uint64_t)t->arm, __ATOMIC_RELAXED);
-	__atomic_store_n(&rate[0], t->rate[0], __ATOMIC_RELAXED);
-	__atomic_store_n(&rate[1], t->rate[1], __ATOMIC_RELAXED);
-}
 
 /* With f->lock held: a flush of @us answered @group commands.  Whether
  * the batching trial's way or rates changed (syncguard_trial_note). */

@@ -1,13 +1,13 @@
 /*
  * Helpers shared by the core sources and the two engines that execute
- * commands (core/exec.c on worker threads, bs_syncguard_uring.c on
+ * commands (core/exec.c on worker threads, glue/uring.c on
  * io_uring); not part of the API tools or tgt see.  Unit tests may call
  * them.
  */
 #ifndef SYNCGUARD_INTERNAL_H
 #define SYNCGUARD_INTERNAL_H
 
-#include "syncguard.h"
+#include "core.h"
 
 /* printf into @err (@errlen bytes) when @err is not NULL */
 void syncguard_seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -140,7 +140,7 @@ int syncguard_check_plp_file(struct syncguard_lun *lun, int fd,
  * behind it: not RAM) and flock it (kept in lun->loop_fd), and the loop
  * devices under it as syncguard_loop_under does.  0 (also: not a loop),
  * -EINVAL (also: the backing file cannot be opened) or -EBUSY with the
- * reason in @err.  core/loop.c */
+ * reason in @err.  core/loopdev.c */
 int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 			   dev_t rdev, bool plp, char *err, size_t errlen);
 
@@ -158,7 +158,7 @@ int syncguard_loop_under(struct syncguard_lun *lun, const char *path,
 /* Has a loop device under a plp LUN (lun->loop_dio_attr) had its
  * direct I/O turned off since the LUN opened?  Then plp's writes end in
  * the host's page cache, which nothing flushes.  false also when there
- * is no such loop, or it cannot be read (detached).  core/loop.c */
+ * is no such loop, or it cannot be read (detached).  core/loopdev.c */
 bool syncguard_loop_dio_lost(const struct syncguard_lun *lun);
 
 /* A LUN on the regular file @fd: -EBUSY (reason in @err) if it backs a
@@ -372,7 +372,7 @@ void syncguard_durable_answered(struct syncguard_lun *lun, unsigned int n);
 /* Is a call that only moves data (a plain write, a read, an open, a hole
  * punch: never one that reports writeback errors) and failed with @err
  * (positive) to be made again?  EINTR and EAGAIN, while *@tries (counted
- * here) is below SYNCGUARD_RETRIES.  core/latch.c */
+ * here) is below SYNCGUARD_RETRIES.  core/sys.c */
 bool syncguard_retry(int err, unsigned int *tries);
 
 /* fdatasync / fsync through syncguard_sys, once: any errno, EINTR and
@@ -454,8 +454,20 @@ void syncguard_stats_unpublish(struct syncguard_lun *lun);
 
 /*
  * Write @len bytes of @buf at byte offset @off and take them as far as
- * @persist says before returning (policy.c decides which).  Retries
- * EINTR, EAGAIN and short writes.  A failure latches as
+ * @persist says before returning (policy.c decides which; core/io.c).
+ * The write family's one route, from exec_write (core/exec.c, on tgt's
+ * workers) and the io_uring engine's plan (core/plan.c) alike:
+ *
+ *  - CACHED: the page cache, or O_DIRECT into the device's volatile
+ *    cache (core/mix.c decides which), counted dirty for the next flush;
+ *  - DURABLE: RWF_DSYNC on that write alone, or a cached write and a
+ *    group flush (core/flush.c) shared with concurrent commands, as
+ *    syncguard_write_sync (core/writesync.c) chooses;
+ *  - WRITTEN (plp): O_DIRECT and waited for, or a buffered write and its
+ *    write-out (sync_file_range) on a descriptor opened before it.
+ *
+ * Retries EINTR and EAGAIN of a plain write, and short writes; never of
+ * a call that reports writeback errors.  A failure latches as
  * syncguard_policy_latches says for the call that failed.  Returns 0 or
  * -errno (-SYNCGUARD_ERESOURCE: nothing written).
  */

@@ -4,7 +4,7 @@
  * its upper layer is, and where a path lies (to know one file under
  * two names).  Read from the text of /proc/self/mountinfo (proc(5)),
  * which callers read once (syncguard_mounts_read) however many LUNs
- * they check: the mount watch (bs_syncguard_watch.c) runs on every
+ * they check: the mount watch (glue/watch.c) runs on every
  * change of the table, in tgtd's event loop, and a helper's mount storm
  * with 25 LUNs and 1,025 mounts cut FUA writes from 18.0k to 5.8k IOPS
  * while each LUN read the table for itself.
@@ -294,58 +294,4 @@ int syncguard_mounts_fs_path(const char *table, const char *path,
 	if (!out[0])
 		snprintf(out, len, "/");
 	return 0;
-}
-
-/* The descriptor of the file whose file system carries @lun's flushes
- * (its file, or a loop device's backing file); -1 for a block device
- * that is no loop device (its flushes go to it) and for plp (whose
- * durability rests on no device cache flush: syncguard_lun_flushes_lost). */
-static int flushes_via(const struct syncguard_lun *lun)
-{
-	if (lun->opts.mode == SYNCGUARD_MODE_PLP)
-		return -1;
-	return lun->loop_fd >= 0 ? lun->loop_fd : lun->blockdev ? -1 : lun->fd;
-}
-
-bool syncguard_lun_needs_watch(const struct syncguard_lun *lun)
-{
-	return flushes_via(lun) >= 0 || lun->loop_dio_attr[0][0] ||
-	       lun->zfs[0][0] || lun->n_cached_dev;
-}
-
-/* Has the file system of @fd lost its flushes (remounted nobarrier),
- * or, for an overlay, its upper layer's, down to @depth 4? */
-static bool fd_flushes_lost(int fd, const char *table, int depth)
-{
-	char upper[PATH_MAX];
-	bool lost;
-	int dfd;
-
-	if (syncguard_fs_barriers(fd, table) == 0)
-		return true;
-	if (depth >= 4 || (dfd = syncguard_overlay_upper_open(fd, table,
-				upper, sizeof(upper))) < 0)
-		return false;
-	lost = fd_flushes_lost(dfd, table, depth + 1);
-	close(dfd);
-	return lost;
-}
-
-bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table)
-{
-	int fd = flushes_via(lun);
-
-	if (fd < 0)
-		return false;
-	if (fd_flushes_lost(fd, table, 0))
-		return true;
-	/* every file below, each through its overlay too (helper-75: an
-	 * overlay under a loop's backing file was looked through only at
-	 * creation, and a remount nobarrier of its upper layer's file
-	 * system went unnoticed) */
-	for (int i = 0; i < SYNCGUARD_LOOP_DEPTH; i++)
-		if (lun->under_fd[i] >= 0 &&
-		    fd_flushes_lost(lun->under_fd[i], table, 0))
-			return true;
-	return false;
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "syncguard.h"
+#include "core.h"
 #include "internal.h"
 
 static const char *const mode_names[] = {

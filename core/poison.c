@@ -1,8 +1,8 @@
 /*
  * Latches that outlive the LUN.
  *
- * Layer: a primitive of the core (core/latch.c calls it; it uses nothing
- * but libc), also linked into syncguard-stat, which clears records.
+ * Layer: a primitive of the core (core/latch.c calls it; it uses only
+ * sys.c), also linked into syncguard-stat, which clears records.
  *
  * A flush that failed may have dropped writes an earlier GOOD vouched
  * for, and Linux reports that once per open file description (errseq):
@@ -26,7 +26,7 @@
  * path; a block device is
  * its device-mapper UUID, its WWID or serial (a partition: its disk's,
  * and its number), a loop device its backing file's identity (the file
- * and the loops over it are one store, as core/loop.c takes them), and
+ * and the loops over it are one store, as core/loopdev.c takes them), and
  * only where none is known its device number.  tests/unit
  * check_exec.c, test_poison_*; tests/proto check_faults.c,
  * test_faults_latch_outlives_lun.
@@ -46,7 +46,7 @@
 #include <linux/fs.h>
 #include <pthread.h>
 
-#include "syncguard.h"
+#include "core.h"
 #include "internal.h"
 
 const char *syncguard_state_dir(const struct syncguard_opts *opts)
@@ -152,7 +152,7 @@ static int file_id(int fd, const struct stat *st, char *id, size_t len)
 static int block_id(dev_t rdev, char *id, size_t len, int depth);
 
 /* A loop device's identity: its backing file's (or the device's behind
- * it), as core/loop.c takes them for one store; -1 if @sys is no
+ * it), as core/loopdev.c takes them for one store; -1 if @sys is no
  * attached loop device. */
 static int loop_id(const char *sys, char *id, size_t len, int depth)
 {

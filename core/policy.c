@@ -61,14 +61,14 @@
  * btrfs, f2fs) sends no flush for fdatasync, so on it neither mode
  * could keep its promise, and core/lun.c refuses them there (measured on
  * a loop device: 20 fdatasyncs, 0 flushes), also under a loop device
- * whose backing file is on such a file system (core/loop.c) or as an
+ * whose backing file is on such a file system (core/loopdev.c) or as an
  * overlay's upper layer, or under the loop device its own file system
  * sits on; and a LUN whose file system (any of these) is remounted so
- * later latches an error (the mount watch, bs_syncguard_watch.c), so
- * that what it can no longer make durable is refused, not acknowledged;
- * a LUN that would need the watch is not exported while the watch
- * cannot run.  plp asks for no flush and is allowed: nobarrier is only safe where the cache is protected
- * anyway, which is what plp declares.  Whether the device honours a
+ * later latches an error (the mount watch, glue/watch.c), so that what
+ * it can no longer make durable is refused, not acknowledged; a LUN that
+ * would need the watch is not exported while the watch cannot run.  plp
+ * asks for no flush and is allowed: nobarrier is only safe where the
+ * cache is protected anyway, which is what plp declares.  Whether the device honours a
  * flush it receives is outside what a target can see; the power-cut
  * test (scripts/crashtest.sh) proves the contract on a model that does.
  *
@@ -103,7 +103,7 @@
  */
 #include <string.h>
 
-#include "syncguard.h"
+#include "core.h"
 
 static const struct syncguard_action NOTHING = {
 	.flush_before = false, .persist = SYNCGUARD_PERSIST_CACHED,
@@ -332,7 +332,7 @@ bool syncguard_policy_ram_metadata_ok(enum syncguard_mode mode)
  * and EDQUOT; WRITE PROTECTED for EROFS and EPERM; BUSY only for
  * SYNCGUARD_ERESOURCE, a resource missing before any I/O); whether the
  * LUN latches follows the call, never the errno (EINTR and EAGAIN
- * included: core/latch.c, syncguard_retry):
+ * included: core/sys.c, syncguard_retry):
  * - a flush (fdatasync, fsync, io_uring's fsync) that failed may have
  *   dropped every dirty page it could not write, and Linux reports that
  *   once: latched, whatever the errno.  fdatasync returns whatever error

@@ -4,7 +4,7 @@
  */
 #include <errno.h>
 
-#include "syncguard.h"
+#include "core.h"
 
 #define GOOD		0x00
 #define CHECK_CONDITION	0x02

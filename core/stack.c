@@ -1,13 +1,13 @@
 /*
  * What lies beneath a LUN, besides file systems and loop devices
- * (core/lun.c, core/loop.c): a ZFS zvol and its dataset's properties, the
+ * (core/lun.c, core/loopdev.c): a ZFS zvol and its dataset's properties, the
  * device-mapper and bcache layers that keep what a write needs in host
  * RAM until a flush, and a block device whose write cache setting
  * changes while the LUN lives.  What each finding means for each mode
  * is core/policy.c's (syncguard_policy_zvol, syncguard_policy_layers).
  *
- * Layer: beside loop.c (lun.c calls it at open, the mount watch while
- * the LUN lives); it uses policy.c and libc.
+ * Layer: beside loopdev.c (lun.c calls it at open, the mount watch while
+ * the LUN lives); it uses fscheck.c, mounts.c and policy.c.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -27,7 +27,7 @@
 #include <unistd.h>
 #include <linux/dm-ioctl.h>
 
-#include "syncguard.h"
+#include "core.h"
 #include "internal.h"
 
 /* ---- ZFS zvols ---- */
@@ -532,5 +532,61 @@ bool syncguard_lun_beneath_lost(struct syncguard_lun *lun, char *why,
 			 name);
 		return true;
 	}
+	return false;
+}
+
+/* ---- the file systems under a LUN, while it lives ---- */
+
+/* The descriptor of the file whose file system carries @lun's flushes
+ * (its file, or a loop device's backing file); -1 for a block device
+ * that is no loop device (its flushes go to it) and for plp (whose
+ * durability rests on no device cache flush: syncguard_lun_flushes_lost). */
+static int flushes_via(const struct syncguard_lun *lun)
+{
+	if (lun->opts.mode == SYNCGUARD_MODE_PLP)
+		return -1;
+	return lun->loop_fd >= 0 ? lun->loop_fd : lun->blockdev ? -1 : lun->fd;
+}
+
+bool syncguard_lun_needs_watch(const struct syncguard_lun *lun)
+{
+	return flushes_via(lun) >= 0 || lun->loop_dio_attr[0][0] ||
+	       lun->zfs[0][0] || lun->n_cached_dev;
+}
+
+/* Has the file system of @fd lost its flushes (remounted nobarrier),
+ * or, for an overlay, its upper layer's, down to @depth 4? */
+static bool fd_flushes_lost(int fd, const char *table, int depth)
+{
+	char upper[PATH_MAX];
+	bool lost;
+	int dfd;
+
+	if (syncguard_fs_barriers(fd, table) == 0)
+		return true;
+	if (depth >= 4 || (dfd = syncguard_overlay_upper_open(fd, table,
+				upper, sizeof(upper))) < 0)
+		return false;
+	lost = fd_flushes_lost(dfd, table, depth + 1);
+	close(dfd);
+	return lost;
+}
+
+bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table)
+{
+	int fd = flushes_via(lun);
+
+	if (fd < 0)
+		return false;
+	if (fd_flushes_lost(fd, table, 0))
+		return true;
+	/* every file below, each through its overlay too (helper-75: an
+	 * overlay under a loop's backing file was looked through only at
+	 * creation, and a remount nobarrier of its upper layer's file
+	 * system went unnoticed) */
+	for (int i = 0; i < SYNCGUARD_LOOP_DEPTH; i++)
+		if (lun->under_fd[i] >= 0 &&
+		    fd_flushes_lost(lun->under_fd[i], table, 0))
+			return true;
 	return false;
 }

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "syncguard.h"
+#include "core.h"
 #include "internal.h"
 
 /* mkdir -p of @path's parent directories; 0 or -errno */

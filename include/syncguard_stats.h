@@ -81,7 +81,7 @@ struct syncguard_stats {
 	/* the WCE the LUN reports now (SBC-3 Caching mode page): 1 while a
 	 * switch to 0 still flushes what was cached */
 	uint64_t wce;
-	/* io_uring submission batching (bs_syncguard_uring.c): reads and
+	/* io_uring submission batching (glue/uring.c): reads and
 	 * writes submitted through the ring, and the io_uring_enter calls
 	 * that carried them (equal when none was held back) */
 	uint64_t ring_ios;
@@ -93,8 +93,8 @@ struct syncguard_stats {
 	 * lost write); 0: until the LUN is re-created */
 	uint64_t latched;
 	uint64_t latched_soft;
-	/* write-back's WRITE+SYNCHRONIZE CACHE loop (core/lun.c,
-	 * note_loop_trial): way 0 leaves plain writes cached for the
+	/* write-back's WRITE+SYNCHRONIZE CACHE loop (core/writesync.c,
+	 * note_syncloop_trial): way 0 leaves plain writes cached for the
 	 * SYNCHRONIZE CACHE's group flush, way 1 makes them durable at once
 	 * (RWF_DSYNC), by the trial for several writers, rated in bytes
 	 * written per second (both rates 0 while the load is no such
@@ -107,8 +107,8 @@ struct syncguard_stats {
 /* The owner's start time of a file whose first @bytes were read into
  * @st: pid_start where the file has it (version 3 on, and not cut
  * short before it), else 0 (unknown). */
-static inline uint64_t syncguard_stats_pid_start(const struct syncguard_stats *st,
-						 size_t bytes)
+static inline uint64_t
+syncguard_stats_pid_start(const struct syncguard_stats *st, size_t bytes)
 {
 	return st->version >= 3 && bytes >= offsetof(struct syncguard_stats,
 						      pid_start) +

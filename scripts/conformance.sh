@@ -23,6 +23,8 @@
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/leftout.sh
+. "$top/scripts/leftout.sh"
 pattern=${1:-ALL}
 tp=$top/scripts/tgtd-private
 iqn=iqn.2026-11.org.syncguard:conformance
@@ -45,7 +47,8 @@ truncate -s 1M "$work/probe.img"
 if probe=$(losetup --find --show "$work/probe.img" 2>/dev/null); then
 	losetup -d "$probe"
 else
-	echo "conformance: blockdev: left out: cannot attach a loop device" >&2
+	left_out "conformance: blockdev, rdwr-blockdev" machine \
+		"cannot attach a loop device"
 	configs=${configs/blockdev /}
 	configs=${configs/ rdwr-blockdev/}
 fi

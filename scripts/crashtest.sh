@@ -56,6 +56,8 @@
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/leftout.sh
+. "$top/scripts/leftout.sh"
 cuts=20
 known="write-through write-back sync-loop plp blockdev ext4 restart nbdkit aio nbdkit-discard"
 configs=$known
@@ -390,18 +392,20 @@ if [[ " $configs " == *" blockdev "* || " $configs " == *" ext4 "* ]]; then
 	if probe=$(losetup --find --show "$work/probe.img" 2>/dev/null); then
 		losetup -d "$probe"
 	else
-		say "blockdev, ext4: left out: cannot attach a loop device"
+		left_out "crashtest: blockdev, ext4" machine \
+			"cannot attach a loop device"
 		configs=$(sed 's/\bblockdev\b//; s/\bext4\b//' <<<"$configs")
 	fi
 	rm -f "$work/probe.img"
 fi
 if [[ " $configs " == *" nbdkit"* ]] &&
    ! { command -v nbdkit && command -v nbdfuse; } >/dev/null; then
-	say "nbdkit, nbdkit-discard: left out: no nbdkit or nbdfuse (packages nbdkit, libnbd-bin)"
+	left_out "crashtest: nbdkit, nbdkit-discard" dependency \
+		"no nbdkit or nbdfuse (packages nbdkit, libnbd-bin)"
 	configs=$(sed 's/\bnbdkit\(-discard\)\?\b//g' <<<"$configs")
 fi
 if [[ " $configs " == *" ext4 "* ]] && ! command -v mkfs.ext4 >/dev/null; then
-	say "ext4: left out: no mkfs.ext4 (e2fsprogs)"
+	left_out "crashtest: ext4" dependency "no mkfs.ext4 (e2fsprogs)"
 	configs=$(sed 's/\bext4\b//' <<<"$configs")
 fi
 for config in $configs; do

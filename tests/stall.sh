@@ -1,6 +1,6 @@
 #!/bin/bash
 # stall.sh: a command on the io_uring engine never waits on unrelated,
-# stuck I/O.  Submission batching (bs_syncguard_uring.c) holds a read or
+# stuck I/O.  Submission batching (glue/uring.c) holds a read or
 # write back while others are in the kernel; on the FUSE model with a
 # long flush, io-wq's buffered writes to the file wait for that flush
 # (the kernel holds the inode lock through fsync), and a read held behind

@@ -1,11 +1,11 @@
 #!/bin/sh
 # Every system call whose result decides durability goes through the
-# table tests inject faults into (syncguard_sys, core/latch.c), so that
+# table tests inject faults into (syncguard_sys, core/sys.c), so that
 # the errno matrix (tests/unit/check_errno.c) reaches every one of them.
 #
-#   tests/syscalls.sh LATCH_OBJECT OBJECT...
+#   tests/syscalls.sh SYS_OBJECT OBJECT...
 #
-# Fails if an object other than LATCH_OBJECT (the table's own) calls a
+# Fails if an object other than SYS_OBJECT (the table's own) calls a
 # write, flush, write-out or hole punch of libc directly (nm -u), or if
 # the io_uring engine reads a completion's result anywhere but through
 # syncguard_sys.ring_result.  It first shows that it catches such a call,
@@ -45,7 +45,7 @@ if [ -n "$bad" ]; then
 	exit 1
 fi
 # io_uring completions: every cqe->res is read through ring_result()
-uring="$top/bs_syncguard_uring.c"
+uring="$top/glue/uring.c"
 all=$(grep -c 'cqe->res' "$uring")
 wrapped=$(grep -c 'ring_result(.*cqe->res' "$uring")
 if [ "$all" -ne "$wrapped" ] || [ "$all" -eq 0 ]; then

@@ -32,7 +32,7 @@ static struct {
 #define NDEVS (int)(sizeof(devs) / sizeof(devs[0]))
 
 /* Loop device over @file with @bs-byte sectors into @dev; direct I/O
- * off (loop's default) or, with @dio, on (plp needs it: core/loop.c,
+ * off (loop's default) or, with @dio, on (plp needs it: core/loopdev.c,
  * plp_over_loop).  0 or -1. */
 static int attach_as(const char *file, unsigned int bs, bool dio, char *dev,
 		     size_t len)
@@ -360,7 +360,7 @@ START_TEST(test_blockdev_held_device_refused)
 }
 END_TEST
 
-/* A loop device and its backing file are one store (core/loop.c): the
+/* A loop device and its backing file are one store (core/loopdev.c): the
  * file of an exported loop device, or a second loop device over it, is
  * refused; so is the file of a loop device someone holds (as a mount
  * does). */
@@ -391,7 +391,7 @@ END_TEST
 
 /* The same when the loop device was set up through a bind mount of the
  * file's directory: sysfs names the file by the alias, and the file
- * under its own name is still refused (core/loop.c compares where both
+ * under its own name is still refused (core/loopdev.c compares where both
  * paths lie, by the mount table). */
 START_TEST(test_blockdev_loop_file_through_bind_alias)
 {
@@ -887,7 +887,7 @@ END_TEST
  * A loop device with direct I/O off (loop's default) over a file with
  * holes: tgtd.log warns.  helper-49's RWF_DSYNC writes straight to such a
  * device read back lost for hundreds of acknowledged ones once the
- * file's file system filled up (core/loop.c); nothing above the loop
+ * file's file system filled up (core/loopdev.c); nothing above the loop
  * driver can see it.  Not with direct I/O on.
  */
 START_TEST(test_blockdev_loop_holes_warned)
@@ -1071,7 +1071,7 @@ static void dio_off_latches(struct iscsi_context *iscsi, const char *loop,
 }
 
 /*
- * plp on a loop device needs the loop's direct I/O on (core/loop.c,
+ * plp on a loop device needs the loop's direct I/O on (core/loopdev.c,
  * plp_over_loop): with it off (loop's default), helper-70's FUA writes
  * were answered GOOD from the page cache of the loop's backing file,
  * which plp never flushes.  Refused then; taken with it on; and when it
@@ -1210,8 +1210,8 @@ START_TEST(test_blockdev_fscrypt)
 			     "encrypt '%s' '%s/enc'", dev, mnt, dev, mnt, mnt, top,
 			     mnt, mnt)) {
 		/* a kernel without CONFIG_FS_ENCRYPTION: said, not faked */
-		fprintf(stderr, "blockdev: no fscrypt here: "
-			"test_blockdev_fscrypt left out\n");
+		test_left_out("test_blockdev_fscrypt", false, "no fscrypt "
+			      "here (a kernel without CONFIG_FS_ENCRYPTION)");
 		proto_sh_in_tgtd("umount '%s'; losetup -d '%s'", mnt, dev);
 		return;
 	}
@@ -1626,8 +1626,9 @@ START_TEST(test_blockdev_plp_journalled_data_refused)
 	ck_assert(wb);
 	ck_assert(default_refused);
 	if (!flagged_ok) {
-		fprintf(stderr, "blockdev: chattr +j part of test_blockdev_plp_"
-			"journalled_data_refused left out: no CAP_SYS_RESOURCE\n");
+		test_left_out("test_blockdev_plp_journalled_data_refused "
+			      "(its chattr +j part)", false,
+			      "no CAP_SYS_RESOURCE");
 		ck_assert_int_eq(proto_log_count(why), before + 3);
 		return;
 	}
@@ -1655,8 +1656,8 @@ START_TEST(test_blockdev_unwatched_lun_refused)
 	if (capped) {		/* e.g. a cgroup v2 that will not move it */
 		proto_sh("echo $(cat '%s/tgtd/pid') >%s/cgroup.procs",
 			 proto_dir(), base);
-		fprintf(stderr, "blockdev: test_blockdev_unwatched_lun_refused "
-			"left out: cannot cap tgtd's threads in %s\n", base);
+		test_left_out("test_blockdev_unwatched_lun_refused", false,
+			      "cannot cap tgtd's threads in %s", base);
 		return;
 	}
 	refused = proto_add_lun(9, file, "mode=write-back", 0) != 0;
@@ -1700,9 +1701,9 @@ Suite *blockdev_suite(void)
 	TCase *tc = tcase_create("loop");
 
 	if (!loop_available()) {
-		fprintf(stderr, "blockdev: left out: cannot attach a loop "
-			"device with 4096-byte sectors (needs root and "
-			"/dev/loop-control)\n");
+		test_left_out("tests/proto/check_blockdev.c:loop", false,
+			      "cannot attach a loop device with 4096-byte "
+			      "sectors (needs root and /dev/loop-control)");
 		return s;
 	}
 	tcase_add_unchecked_fixture(tc, setup, teardown);
@@ -1745,16 +1746,16 @@ Suite *blockdev_suite(void)
 	if (zram_unused())
 		tcase_add_test(tc, test_blockdev_ram_device_refused);
 	else
-		fprintf(stderr, "blockdev: test_blockdev_ram_device_refused "
-			"left out: no unused zram0\n");
+		test_left_out("test_blockdev_ram_device_refused", false,
+			      "no unused zram0");
 	tcase_add_test(tc, test_blockdev_write_back_page_cache);
 	tcase_add_loop_test(tc, test_blockdev_read_after_write, 0, 4);
 	tcase_add_loop_test(tc, test_blockdev_full_fs_recovers, 0, 3);
 	suite_add_tcase(s, tc);
 	if (!pids_base()) {
-		fprintf(stderr, "blockdev: test_blockdev_unwatched_lun_refused "
-			"left out: no pids cgroup controller to cap tgtd's "
-			"threads\n");
+		test_left_out("tests/proto/check_blockdev.c:watch", false,
+			      "no pids cgroup controller to cap tgtd's "
+			      "threads");
 		return s;
 	}
 	tc = tcase_create("watch");

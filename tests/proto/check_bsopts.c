@@ -143,8 +143,10 @@ Suite *bsopts_suite(void)
 	int nbad = NBAD;
 
 	if (!can_make_immutable()) {
-		fprintf(stderr, "bsopts: the unwritable-file case is left out: "
-			"chattr +i does not work on build/'s file system\n");
+		test_left_out("test_bsopts_bad_input_rejected (its unwritable-"
+			      "file case)",
+			      false, "chattr +i does not work on build/'s "
+			      "file system");
 		nbad--;		/* P_IMMUTABLE is the last case */
 	}
 	tcase_add_unchecked_fixture(tc, setup, teardown);

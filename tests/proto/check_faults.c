@@ -402,8 +402,8 @@ START_TEST(test_faults_immutable_file_recovers)
 	ck_assert_int_eq(proto_add_lun(5, file, "mode=write-through", 0), 0);
 	iscsi = proto_connect(5);
 	if (proto_sh("chattr +i '%s' 2>/dev/null", file)) {
-		fprintf(stderr, "faults: no chattr +i here: immutable test "
-			"skipped\n");
+		test_left_out("test_faults_immutable_file_recovers", false,
+			      "no chattr +i here");
 		iscsi_destroy_context(iscsi);
 		ck_assert_int_eq(proto_del_lun(5), 0);
 		return;
@@ -887,8 +887,9 @@ Suite *faults_suite(void)
 	TCase *tc = tcase_create("device-model");
 
 	if (!fuse_available()) {
-		fprintf(stderr, "faults: left out: needs /dev/fuse, fusermount3 "
-			"and tools/syncguard-devmodel\n");
+		test_left_out("tests/proto/check_faults.c:device-model", true,
+			      "needs /dev/fuse, fusermount3 (fuse3) and "
+			      "tools/syncguard-devmodel");
 		return s;
 	}
 	tcase_add_unchecked_fixture(tc, setup, teardown);

@@ -485,7 +485,7 @@ START_TEST(test_modes_path_refusals)
 END_TEST
 
 /*
- * Submission batching on the ring (bs_syncguard_uring.c): a read or
+ * Submission batching on the ring (glue/uring.c): a read or
  * write is held back for the next io_uring_enter only while others are
  * in the kernel.  At QD1 nothing may wait (each write its own enter: a
  * held write with nothing in flight would wait for ever); at QD32 on a

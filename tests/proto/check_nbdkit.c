@@ -138,8 +138,9 @@ Suite *nbdkit_suite(void)
 
 	if (proto_sh("{ command -v nbdkit && command -v nbdfuse; } >/dev/null && "
 		     "[ -w /dev/fuse ]") != 0) {
-		fprintf(stderr, "nbdkit: left out: needs nbdkit, nbdfuse "
-			"(packages nbdkit, libnbd-bin) and /dev/fuse\n");
+		test_left_out("tests/proto/check_nbdkit.c:cache-filter", true,
+			      "needs nbdkit, nbdfuse (packages nbdkit, "
+			      "libnbd-bin) and /dev/fuse");
 		return s;
 	}
 	tcase_add_unchecked_fixture(tc, setup, teardown);

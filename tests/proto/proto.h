@@ -8,6 +8,8 @@
 #define SYNCGUARD_PROTO_H
 
 #include <check.h>
+
+#include "leftout.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>

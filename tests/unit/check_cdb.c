@@ -1,7 +1,7 @@
 /* CDB decoding: field positions and flags for every handled opcode. */
 #include <errno.h>
 
-#include "syncguard.h"
+#include "core.h"
 #include "unit.h"
 
 static struct syncguard_cdb c;

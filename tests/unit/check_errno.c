@@ -14,12 +14,12 @@
  *   hole punch, an open) are retried a bounded number of times: GOOD only
  *   after a retry succeeded; from a flush, a write-out or an RWF_DSYNC
  *   write they are failures like any errno (a retry's success proves
- *   nothing: core/latch.c, syncguard_retry);
+ *   nothing: core/sys.c, syncguard_retry);
  * - a resource missing before any I/O (a pool descriptor: open's EMFILE,
  *   ENFILE, ENOMEM) is BUSY and latches nothing;
  * - WCE never reads 0 over volatile data: a switch whose flush failed
  *   fails, and WCE stays 1.
- * The io_uring engine (bs_syncguard_uring.c, compiled against tgt) is
+ * The io_uring engine (glue/uring.c, compiled against tgt) is
  * modelled here by the calls it makes into the core (syncguard_plan,
  * syncguard_plan_done, syncguard_flush_done) with its completions passed
  * through syncguard_sys.ring_result, as the engine passes them; the
@@ -34,7 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "syncguard.h"
+#include "core.h"
 #include "internal.h"
 #include "unit.h"
 
@@ -543,7 +543,7 @@ END_TEST
 
 /* Plan @cdb for the ring, carry out its write with pwritev2 (as the
  * kernel would), pass the completion through syncguard_sys.ring_result,
- * and finish it as bs_syncguard_uring.c does: an RWF_DSYNC or plain
+ * and finish it as glue/uring.c does: an RWF_DSYNC or plain
  * write is answered from its completion (syncguard_plan_done), a durable
  * one without RWF_DSYNC joins a group flush (syncguard_flush_done).
  * Returns the reason answered. */

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "syncguard.h"
+#include "core.h"
 #include "internal.h"
 #include "unit.h"
 
@@ -420,7 +420,7 @@ START_TEST(test_exec_write_sync_loop)
 	/* the counters say so; the several writers' trial is not fed
 	 * meanwhile (its two ways would be the same) */
 	ck_assert_uint_eq(lun.stats->sync_loop_way, SYNCGUARD_SYNC_LOOP_STREAK);
-	ck_assert_uint_le(lun.loop_syncs, SYNC_STREAK);
+	ck_assert_uint_le(lun.syncloop_syncs, SYNC_STREAK);
 	ck_assert_int_eq(noted_write(0), SYNCGUARD_OK);
 	ck_assert_int_eq(noted_write(8), SYNCGUARD_OK);	/* not a loop */
 	ck_assert_uint_eq(lun.stats->sync_loop_way, 0);
@@ -518,7 +518,7 @@ START_TEST(test_exec_write_sync_loop_interleaved_not)
 	ck_assert(!interleaved_loop(3, 1000, false));
 	ck_assert_int_eq(fx.dsyncs, 0);
 	ck_assert_uint_eq(lun.stats->sync_loop_rate[0], 0);
-	ck_assert_uint_gt(lun.loop_trial.t0_us, 0);	/* it ran */
+	ck_assert_uint_gt(lun.syncloop_trial.t0_us, 0);	/* it ran */
 	syncguard_lun_close(&lun);
 	unlink(path);
 	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_GROUP);
@@ -528,14 +528,14 @@ START_TEST(test_exec_write_sync_loop_interleaved_not)
 	unlink(path);
 	open_lun_ws(SYNCGUARD_MODE_WRITE_THROUGH, SYNCGUARD_WRITE_SYNC_AUTO);
 	ck_assert(!interleaved_loop(1, 300, false));
-	ck_assert_uint_eq(lun.loop_trial.t0_us, 0);	/* never ran */
+	ck_assert_uint_eq(lun.syncloop_trial.t0_us, 0);	/* never ran */
 	/* nor on write-back at WCE=0, where every write is durable */
 	syncguard_lun_close(&lun);
 	unlink(path);
 	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_AUTO);
 	ck_assert_int_eq(syncguard_lun_set_wce(&lun, false), 0);
 	ck_assert(!interleaved_loop(1, 300, false));
-	ck_assert_uint_eq(lun.loop_trial.t0_us, 0);
+	ck_assert_uint_eq(lun.syncloop_trial.t0_us, 0);
 }
 END_TEST
 
@@ -1756,7 +1756,7 @@ END_TEST
 /* The same on a real ext4 mounted nobarrier, whose fdatasync sends the
  * device no flush: write-back and write-through are refused, plp (which
  * never flushes) is not, and after a remount with barriers all are.  The
- * loop has direct I/O on, which plp needs (core/loop.c). */
+ * loop has direct I/O on, which plp needs (core/loopdev.c). */
 START_TEST(test_open_refuses_nobarrier_mount)
 {
 	char sh[1024], file[96], err[3][256] = { "", "", "" };
@@ -1862,8 +1862,8 @@ Suite *exec_suite(void)
 	    access("/dev/fuse", W_OK) == 0)
 		tcase_add_test(faults, test_poison_fuse_identity);
 	else
-		fprintf(stderr, "exec: test_poison_fuse_identity left out: "
-			"needs tools/syncguard-devmodel and /dev/fuse\n");
+		test_left_out("test_poison_fuse_identity", true,
+			      "needs tools/syncguard-devmodel and /dev/fuse");
 	tcase_add_test(open, test_open_rejects);
 	tcase_add_test(open, test_open_one_lun_per_file);
 	tcase_add_test(open, test_open_plp_needs_allocated_file);

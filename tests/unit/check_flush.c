@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "syncguard.h"
+#include "core.h"
 #include "internal.h"
 #include "unit.h"
 

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "syncguard.h"
+#include "core.h"
 #include "unit.h"
 
 static struct syncguard_opts opts;

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "syncguard.h"
+#include "core.h"
 #include "internal.h"
 #include "unit.h"
 

@@ -1,5 +1,5 @@
 /* The durability policy, cell by cell, and the invariant behind it. */
-#include "syncguard.h"
+#include "core.h"
 #include "unit.h"
 
 #define WT SYNCGUARD_MODE_WRITE_THROUGH

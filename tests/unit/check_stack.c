@@ -16,7 +16,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "syncguard.h"
+#include "core.h"
 #include "internal.h"
 #include "unit.h"
 
@@ -191,8 +191,8 @@ Suite *stack_suite(void)
 	if (geteuid() == 0)	/* mknod of a block device node */
 		tcase_add_test(tc, test_stack_zvol_dataset);
 	else
-		fprintf(stderr, "stack: test_stack_zvol_dataset left out: "
-			"mknod needs root\n");
+		test_left_out("test_stack_zvol_dataset", false,
+			      "mknod needs root");
 	tcase_add_test(tc, test_stack_zvol_policy);
 	tcase_add_test(tc, test_stack_zfs_file_dataset);
 	suite_add_tcase(s, tc);

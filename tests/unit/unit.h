@@ -4,6 +4,8 @@
 
 #include <check.h>
 
+#include "leftout.h"
+
 Suite *opts_suite(void);
 Suite *policy_suite(void);
 Suite *cdb_suite(void);

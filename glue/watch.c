@@ -49,7 +49,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 
-#include "bs_syncguard.h"
+#include "glue.h"
 #include "internal.h"
 #include "work.h"
 
@@ -123,7 +123,7 @@ static void retry_later(void)
 /* A LUN whose durability went away under it latches (core/policy.c):
  * its zvol's sync property or its device's write cache setting changed
  * (core/stack.c), its file system remounted nobarrier, or, under plp, its
- * loop device's direct I/O turned off (core/loop.c: plp_over_loop).  A
+ * loop device's direct I/O turned off (core/loopdev.c: plp_over_loop).  A
  * zvol's check runs zfs get (a few milliseconds) on tgtd's event thread,
  * every RECHECK_S seconds. */
 static void check_lun(struct syncguard_bs *bs, const char *table)

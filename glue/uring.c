@@ -32,7 +32,7 @@
 #include <unistd.h>
 #include <liburing.h>
 
-#include "bs_syncguard.h"
+#include "glue.h"
 #include "internal.h"	/* the engines share the core's primitives */
 
 #define RING_ENTRIES 256
@@ -519,11 +519,11 @@ void syncguard_uring_quiesce(struct scsi_lu *lu)
 
 /*
  * SYNCHRONIZE CACHE that needs a device flush (the event thread already
- * answered the rest, bs_syncguard_ops.c): join the engine's group flush.
+ * answered the rest, glue/synccache.c): join the engine's group flush.
  * This works with reads and writes on either engine (it only needs their
  * data written, to the page cache or the device, and counted dirty,
- * which both do before they complete), so the ring also runs for flushes alone where engine=auto
- * leaves reads and writes on the workers: a waiting SYNCHRONIZE CACHE
+ * which both do before they complete), so the ring also runs for
+ * flushes alone where engine=auto leaves reads and writes on the workers: a waiting SYNCHRONIZE CACHE
  * then holds no worker thread.  (Measured on the 2 ms-flush FUSE model,
  * write-back WRITE+SYNCHRONIZE CACHE at QD32: with every waiter parked
  * on one of tgt's 16 workers, the writes queued behind them and a flush

@@ -1,16 +1,16 @@
 /*
- * syncguard core: the tgt-independent half of bs_syncguard.
+ * The core: the tgt-independent half of bs_syncguard.
  *
  * Everything here works on a plain file descriptor and a CDB, so it is
- * unit-tested without tgtd (tests/unit).  bs_syncguard.c only translates
- * between tgt's struct scsi_cmd and these types.
+ * unit-tested without tgtd (tests/unit).  The glue (glue/) only
+ * translates between tgt's struct scsi_cmd and these types.
  *
  * Units: "bytes" and "blocks" (logical blocks of the LUN) are named in
  * every field; times are microseconds.  Functions return 0 or -errno
  * unless their comment says otherwise.
  */
-#ifndef SYNCGUARD_H
-#define SYNCGUARD_H
+#ifndef SYNCGUARD_CORE_H
+#define SYNCGUARD_CORE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,86 +19,8 @@
 #include <sys/uio.h>
 #include <pthread.h>
 
+#include "syncguard_opts.h"
 #include "syncguard_stats.h"
-
-/* ---- write-cache modes and bsopts (core/opts.c) ---- */
-
-enum syncguard_mode {
-	SYNCGUARD_MODE_WRITE_THROUGH,
-	SYNCGUARD_MODE_WRITE_BACK,
-	SYNCGUARD_MODE_PLP,
-};
-
-/* How a write that must be durable becomes durable (bsopts write_sync). */
-enum syncguard_write_sync {
-	SYNCGUARD_WRITE_SYNC_AUTO,	/* DSYNC or GROUP, whichever a running
-					 * trial measures faster (core/lun.c) */
-	SYNCGUARD_WRITE_SYNC_GROUP,	/* cached write, then a device flush
-					 * shared with concurrent commands */
-	SYNCGUARD_WRITE_SYNC_DSYNC,	/* RWF_DSYNC on that write alone */
-};
-
-/* Whether writes bypass the host page cache (bsopts direct). */
-enum syncguard_direct {
-	SYNCGUARD_DIRECT_AUTO,		/* by mode, as measured (core/lun.c) */
-	SYNCGUARD_DIRECT_YES,		/* O_DIRECT where aligned */
-	SYNCGUARD_DIRECT_NO,		/* the page cache */
-};
-
-/* How commands reach the backing file (bsopts engine). */
-enum syncguard_engine {
-	SYNCGUARD_ENGINE_AUTO,		/* io_uring where the file takes
-					 * non-blocking I/O (RWF_NOWAIT) */
-	SYNCGUARD_ENGINE_THREADS,	/* tgt's worker threads only */
-	SYNCGUARD_ENGINE_URING,		/* io_uring, or the LUN is refused */
-};
-
-struct syncguard_opts {
-	enum syncguard_mode mode;
-	enum syncguard_engine engine;
-	enum syncguard_write_sync write_sync;
-	enum syncguard_direct direct;
-	/* plp on a regular file: verify at open that every block is
-	 * allocated and written (FIEMAP).  false only when the user vouches
-	 * for it on a file system without FIEMAP. */
-	bool alloc_check;
-	/* write-through or plp: may an initiator or administrator set
-	 * WCE=1?  (write-through then behaves as write-back) */
-	bool allow_wce;
-	/* where latches that may stand for lost data are recorded
-	 * (core/poison.c); "" = $SYNCGUARD_STATE_DIR, else
-	 * SYNCGUARD_STATE_DIR_DEFAULT */
-	char state_dir[256];
-};
-
-/* The state directory when neither bsopts state_dir nor the environment
- * of tgtd (SYNCGUARD_STATE_DIR, absolute) names one */
-#define SYNCGUARD_STATE_DIR_DEFAULT "/var/lib/syncguard"
-
-/* Short name of @mode as used in bsopts ("write-back", ...). */
-const char *syncguard_mode_name(enum syncguard_mode mode);
-/* "auto", "group", "dsync" (bsopts write_sync); "?" if out of range */
-const char *syncguard_write_sync_name(enum syncguard_write_sync ws);
-
-/*
- * Parse a tgt --bsopts string: "key=value" pairs separated by ';' or
- * ':' (tgt splits its own --params on ',', so ',' never reaches us).
- * Every field of @opts is set: a key not given gets its default
- * (mode=write-back, engine/write_sync/direct auto, alloc_check yes,
- * allow_wce no, state_dir ""), so @bsopts NULL or empty gives the
- * defaults.
- * Returns 0; -EINVAL with a one-line reason in @err (NUL-terminated,
- * at most @errlen bytes) naming the offending key or value; or -ENOMEM.
- */
-int syncguard_opts_parse(const char *bsopts, struct syncguard_opts *opts,
-			 char *err, size_t errlen);
-
-/*
- * Describe every bsopts key, one line each, into @buf (@len bytes,
- * NUL-terminated when @len > 0).  Returns the bytes the full text needs,
- * excluding the NUL, as snprintf does.
- */
-size_t syncguard_opts_help(char *buf, size_t len);
 
 /* ---- durability policy (core/policy.c: the one place it is decided) ---- */
 
@@ -295,7 +217,7 @@ enum syncguard_reason syncguard_reason_of_errno(int err, bool writing);
  */
 #define SYNCGUARD_ERESOURCE 4096
 
-/* ---- the system calls the core makes, swappable by tests (core/latch.c) ---- */
+/* ---- the system calls the core makes, swappable by tests (core/sys.c) ---- */
 
 struct statx;
 
@@ -496,8 +418,8 @@ struct syncguard_lun {
 	 * SYNCHRONIZE CACHE; whether
 	 * plain writes are made durable now (sync_loop_on, read
 	 * lock-free).  tgtd's event thread alone notes them. */
-	struct syncguard_trial loop_trial;
-	uint64_t loop_writes, loop_syncs, loop_run, loop_bytes;
+	struct syncguard_trial syncloop_trial;
+	uint64_t syncloop_writes, syncloop_syncs, syncloop_run, syncloop_bytes;
 	bool sync_loop_on;
 	int async_writes;		/* planned writes in flight (any kind),
 					 * and COMPARE AND WRITEs and ORWRITEs
@@ -517,7 +439,7 @@ struct syncguard_lun {
 	int group_fd;			/* the group flushes' descriptor
 					 * (see "sync descriptors", lun.c) */
 	int loop_fd;			/* a loop device's backing file,
-					 * flocked; -1 otherwise (core/loop.c) */
+					 * flocked; -1 otherwise (core/loopdev.c) */
 	bool on_loop;			/* a loop device (over a file) */
 	bool synced_at_open;		/* the open fsynced the file (plp's
 					 * allocation check) */
@@ -525,7 +447,7 @@ struct syncguard_lun {
 					 * its file has holes (a warning) */
 	/* plp over loop devices (its own, and those under the file systems
 	 * below it): each one's sysfs dio attribute, for the mount watch;
-	 * "" past the last (core/loop.c) */
+	 * "" past the last (core/loopdev.c) */
 	char loop_dio_attr[SYNCGUARD_LOOP_DEPTH + 1][96];
 	/* The backing files of the loop devices under the file system of
 	 * the LUN's file (or of its loop device's backing file), the next
@@ -659,20 +581,41 @@ int syncguard_flush_done(struct syncguard_lun *lun, uint64_t covers, int res,
  */
 int syncguard_stats_publish(struct syncguard_lun *lun, const char *path);
 
-/* WCE the LUN currently honours for new writes (Caching mode page,
- * SBC-3 6.4.5). */
-bool syncguard_lun_wce(struct syncguard_lun *lun);
 
-/* WCE the LUN reports (MODE SENSE) and honours for SYNCHRONIZE CACHE and
- * FUA reads: 1 also while a switch to WCE=0 has not yet made durable
- * what was written under WCE=1. */
-bool syncguard_lun_reported_wce(struct syncguard_lun *lun);
 
-/* Is a switch to WCE=0 pending (asked for while WCE=1 is honoured: the
- * one at open, tgtadm's, MODE SELECT's, or one whose flush failed), or
- * still flushing?  Until it is done, SYNCHRONIZE CACHE flushes in every
- * mode, plp's included. */
-bool syncguard_lun_switch_pending(struct syncguard_lun *lun);
+
+/*
+ * The WCE of a LUN (Caching mode page, SBC-3 6.4.5), read lock-free:
+ * syncguard_lun_wce, what it honours for new writes;
+ * syncguard_lun_wanted_wce, the last asked for; syncguard_lun_reported_wce,
+ * what it reports (MODE SENSE) and honours for SYNCHRONIZE CACHE and FUA
+ * reads: 1 also while a switch to WCE=0 has not yet made durable what
+ * was written under WCE=1; syncguard_lun_switch_pending: a switch to
+ * WCE=0 asked for (the one at open, tgtadm's, MODE SELECT's, or one whose
+ * flush failed) or still flushing: until it is done, SYNCHRONIZE CACHE
+ * flushes in every mode, plp's included.
+ */
+static inline bool syncguard_lun_wce(struct syncguard_lun *lun)
+{
+	return __atomic_load_n(&lun->wce, __ATOMIC_SEQ_CST);
+}
+
+static inline bool syncguard_lun_wanted_wce(struct syncguard_lun *lun)
+{
+	return __atomic_load_n(&lun->wce_wanted, __ATOMIC_SEQ_CST);
+}
+
+static inline bool syncguard_lun_reported_wce(struct syncguard_lun *lun)
+{
+	return __atomic_load_n(&lun->wce_switching, __ATOMIC_SEQ_CST) != 0 ||
+	       syncguard_lun_wce(lun);
+}
+
+static inline bool syncguard_lun_switch_pending(struct syncguard_lun *lun)
+{
+	return __atomic_load_n(&lun->wce_switching, __ATOMIC_SEQ_CST) != 0 ||
+	       (syncguard_lun_wce(lun) && !syncguard_lun_wanted_wce(lun));
+}
 
 /*
  * Switch the WCE the LUN honours.  Waits for writes in flight; on 1 -> 0
@@ -699,7 +642,6 @@ int syncguard_lun_set_wce(struct syncguard_lun *lun, bool wce);
  */
 void syncguard_lun_want_wce(struct syncguard_lun *lun, bool wce);
 int syncguard_lun_apply_wce(struct syncguard_lun *lun);
-bool syncguard_lun_wanted_wce(struct syncguard_lun *lun);
 
 struct syncguard_req;
 

@@ -1,0 +1,93 @@
+/*
+ * The write-cache modes and the bsopts that configure a LUN
+ * (core/opts.c): what crosses from the module to the tools, which parse
+ * and name them too (syncguard-stat, iscsi-syncbench).
+ *
+ * Functions return 0 or -errno unless their comment says otherwise.
+ */
+#ifndef SYNCGUARD_OPTS_H
+#define SYNCGUARD_OPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* ---- write-cache modes and bsopts (core/opts.c) ---- */
+
+enum syncguard_mode {
+	SYNCGUARD_MODE_WRITE_THROUGH,
+	SYNCGUARD_MODE_WRITE_BACK,
+	SYNCGUARD_MODE_PLP,
+};
+
+/* How a write that must be durable becomes durable (bsopts write_sync). */
+enum syncguard_write_sync {
+	SYNCGUARD_WRITE_SYNC_AUTO,	/* DSYNC or GROUP, whichever a running
+					 * trial measures faster (core/lun.c) */
+	SYNCGUARD_WRITE_SYNC_GROUP,	/* cached write, then a device flush
+					 * shared with concurrent commands */
+	SYNCGUARD_WRITE_SYNC_DSYNC,	/* RWF_DSYNC on that write alone */
+};
+
+/* Whether writes bypass the host page cache (bsopts direct). */
+enum syncguard_direct {
+	SYNCGUARD_DIRECT_AUTO,		/* by mode, as measured (core/lun.c) */
+	SYNCGUARD_DIRECT_YES,		/* O_DIRECT where aligned */
+	SYNCGUARD_DIRECT_NO,		/* the page cache */
+};
+
+/* How commands reach the backing file (bsopts engine). */
+enum syncguard_engine {
+	SYNCGUARD_ENGINE_AUTO,		/* io_uring where the file takes
+					 * non-blocking I/O (RWF_NOWAIT) */
+	SYNCGUARD_ENGINE_THREADS,	/* tgt's worker threads only */
+	SYNCGUARD_ENGINE_URING,		/* io_uring, or the LUN is refused */
+};
+
+struct syncguard_opts {
+	enum syncguard_mode mode;
+	enum syncguard_engine engine;
+	enum syncguard_write_sync write_sync;
+	enum syncguard_direct direct;
+	/* plp on a regular file: verify at open that every block is
+	 * allocated and written (FIEMAP).  false only when the user vouches
+	 * for it on a file system without FIEMAP. */
+	bool alloc_check;
+	/* write-through or plp: may an initiator or administrator set
+	 * WCE=1?  (write-through then behaves as write-back) */
+	bool allow_wce;
+	/* where latches that may stand for lost data are recorded
+	 * (core/poison.c); "" = $SYNCGUARD_STATE_DIR, else
+	 * SYNCGUARD_STATE_DIR_DEFAULT */
+	char state_dir[256];
+};
+
+/* The state directory when neither bsopts state_dir nor the environment
+ * of tgtd (SYNCGUARD_STATE_DIR, absolute) names one */
+#define SYNCGUARD_STATE_DIR_DEFAULT "/var/lib/syncguard"
+
+/* Short name of @mode as used in bsopts ("write-back", ...). */
+const char *syncguard_mode_name(enum syncguard_mode mode);
+/* "auto", "group", "dsync" (bsopts write_sync); "?" if out of range */
+const char *syncguard_write_sync_name(enum syncguard_write_sync ws);
+
+/*
+ * Parse a tgt --bsopts string: "key=value" pairs separated by ';' or
+ * ':' (tgt splits its own --params on ',', so ',' never reaches us).
+ * Every field of @opts is set: a key not given gets its default
+ * (mode=write-back, engine/write_sync/direct auto, alloc_check yes,
+ * allow_wce no, state_dir ""), so @bsopts NULL or empty gives the
+ * defaults.
+ * Returns 0; -EINVAL with a one-line reason in @err (NUL-terminated,
+ * at most @errlen bytes) naming the offending key or value; or -ENOMEM.
+ */
+int syncguard_opts_parse(const char *bsopts, struct syncguard_opts *opts,
+			 char *err, size_t errlen);
+
+/*
+ * Describe every bsopts key, one line each, into @buf (@len bytes,
+ * NUL-terminated when @len > 0).  Returns the bytes the full text needs,
+ * excluding the NUL, as snprintf does.
+ */
+size_t syncguard_opts_help(char *buf, size_t len);
+
+#endif
