@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "syncguard.h"		/* syncguard_write_sync_name */
+#include "syncguard_opts.h"	/* syncguard_write_sync_name */
 #include "statsfile.h"
 
 /* The fields set once at open hold values the module writes: a file

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "syncguard.h"		/* syncguard_mode_name */
+#include "syncguard_opts.h"	/* syncguard_mode_name */
 #include "internal.h"		/* the latch records (core/poison.c) */
 #include "syncguard_stats.h"
 #include "statsfile.h"
