@@ -77,8 +77,9 @@ static void publish_stats(struct scsi_lu *lu)
 }
 
 /* How the LUN's writes go, for its tgtd.log line: plp never writes
- * RWF_DSYNC (its writes need no flush; helper-54 read "RWF_DSYNC ones"
- * on a plp LUN as a contradiction). */
+ * RWF_DSYNC (its writes need no flush, and "RWF_DSYNC ones" on a plp
+ * LUN would read as a contradiction: tests/syncbench.sh, "tgtd.log's
+ * plp line says no RWF_DSYNC"). */
 static const char *writes_how(const struct syncguard_bs *bs)
 {
 	bool dsync_uring = bs->lun.async_dsync_ok && bs->uring.on;
@@ -141,8 +142,10 @@ static void log_device_cache(struct scsi_lu *lu)
 
 /* A write-through LUN on a file with holes works, slowly: each durable
  * O_DIRECT write into a hole allocates and commits the file system's
- * journal (a helper's 295 IOPS at QD1 against 12k).  Said once, at
- * open (helper-54 found it only in the README). */
+ * journal (295 IOPS at QD1 against 12k on an allocated file).  Said
+ * once, at open, so the log says it where the README may go unread
+ * (tests/syncbench.sh, "the write-through LUN on a sparse file says it
+ * is slow"). */
 static void log_holes(struct scsi_lu *lu)
 {
 	struct syncguard_lun *lun = &SYNCGUARD_BS(lu)->lun;
@@ -254,11 +257,11 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
  * from tgtadm's handler on its event thread, which runs every session
  * of every target: a flush there (seconds for a write-back LUN with
  * much in the page cache, for ever on a device that stopped answering)
- * stopped every other LUN of the tgtd for as long (helper-found: 15 s
- * of 0 IOPS on an unrelated LUN while a 15 s flush ran).  Nothing waits
- * for the flush but tgtd's exit (atexit: a shutdown still leaves nothing
- * volatile); a LUN re-created on the same store meanwhile is another
- * LUN with its own flushes.
+ * would stop every other LUN of the tgtd for as long (15 s of 0 IOPS
+ * on an unrelated LUN while a 15 s flush ran: tests/stall.sh).
+ * Nothing waits for the flush but tgtd's exit (atexit: a shutdown still
+ * leaves nothing volatile); a LUN re-created on the same store
+ * meanwhile is another LUN with its own flushes.
  */
 struct final_flush {
 	int fd;

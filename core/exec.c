@@ -188,7 +188,7 @@ static bool sync_cache_quick(struct syncguard_lun *lun,
 	/* plp's SYNCHRONIZE CACHE flushes nothing, but while a switch to
 	 * WCE=0 is pending (the one at open: what the LUN found may still
 	 * be volatile) it waits for a flush as the other modes' does
-	 * (helper-67, by reading) */
+	 * (test_exec_plp_sync_cache_during_switch) */
 	if (!a.flush_before && !syncguard_lun_switch_pending(lun))
 		return true;
 	if (syncguard_lun_clean(lun)) {
@@ -379,8 +379,9 @@ static enum syncguard_reason exec_write_same(struct syncguard_lun *lun,
 	/* SBC-4 (WRITE SAME and unmap operations): with UNMAP the blocks
 	 * must read as if the block had been written, and an unmapped block
 	 * reads as zeroes (LBPRZ=1), so only a block of zeroes (or none:
-	 * NDOB, or tgt's none) is unmapped; any other is written (it was
-	 * unmapped, GOOD, and read back as zeroes: helper-53) */
+	 * NDOB, or tgt's none) is unmapped; any other is written (else it
+	 * would be unmapped, answered GOOD, and read back as zeroes:
+	 * test_exec_write_same_unmap_data) */
 	if (c->unmap && (c->ndob || req->out_len < to_bytes(lun, 1) ||
 			 (!c->lbdata && all_zero(req->out, to_bytes(lun, 1)))))
 		return unmap_ranges(lun, &c->lba, &n, NULL, 1);
@@ -403,7 +404,7 @@ static enum syncguard_reason exec_unmap(struct syncguard_lun *lun,
 	const uint8_t *desc = req->out + 8;
 	enum syncguard_reason r = SYNCGUARD_OK;
 	/* the PARAMETER LIST LENGTH, within what arrived (a descriptor
-	 * past it had been unmapped: helper-53) */
+	 * past it is not unmapped: test_exec_unmap_parameter_list_length) */
 	uint64_t plen = be(req->cdb + 7, 2), n;
 
 	(void)res;

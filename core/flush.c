@@ -264,8 +264,8 @@ unsigned int syncguard_flush_batch_us(unsigned int last_group,
  * - only while that I/O flows (one completed within SUBMIT_HOLD_US),
  *   and for SUBMIT_HOLD_US at most: the I/O ahead may be stuck (on FUSE,
  *   io-wq's writes to a file wait for its running fsync), and a command
- *   must not wait on unrelated I/O (a helper's read waited behind such
- *   writes until the initiator timed out, before both bounds);
+ *   must not wait on unrelated I/O (without both bounds a read waits
+ *   behind such writes until the initiator times out: tests/stall.sh);
  * - never page-cache I/O: it completes inside io_uring_enter and
  *   notifies no device.
  */

@@ -101,8 +101,9 @@ static int check_overlay(int fd, const char *table, const char *path,
 		return 0;	/* the kernel nests no upper layers anyway;
 				 * without a mount table nothing is known */
 	if (syncguard_fs_volatile(fd, table) == 1) {
-		/* helper-75: 48 WRITE + SYNCHRONIZE CACHE of 1 MiB on
-		 * write-back answered GOOD, 48 MiB left dirty */
+		/* else 48 WRITE + SYNCHRONIZE CACHE of 1 MiB on write-back
+		 * are answered GOOD with 48 MiB left dirty:
+		 * test_blockdev_volatile_overlay_refused */
 		syncguard_seterr(err, errlen, "%s: on an overlay mounted "
 			"volatile, which ignores fsync and drops O_DSYNC, so no "
 			"write on it can be made durable: mount it without "
@@ -133,7 +134,8 @@ static int check_overlay(int fd, const char *table, const char *path,
  * the journal and kept in memory until a commit (5 s by default, or an
  * fsync): measured on a data=journal ext4 here, 48 O_DIRECT writes of
  * 1 MiB left 48 MiB dirty, and a loop device with direct I/O on over
- * such a file buffers the same way (helper-71).  plp never forces that
+ * such a file buffers the same way
+ * (test_blockdev_plp_journalled_data_refused).  plp never forces that
  * commit, so it may not stand on such a file.
  */
 static bool journals_data(int fd, const struct statfs *sfs, const char *table)
@@ -149,7 +151,7 @@ static bool journals_data(int fd, const struct statfs *sfs, const char *table)
 		return true;
 	/* ext4's own list of the options in force: data=journal set as a
 	 * default in the superblock (tune2fs -o journal_data) is not in
-	 * mountinfo (helper-73) */
+	 * mountinfo (test_blockdev_plp_journalled_data_refused) */
 	if (!fstat(fd, &st) && !syncguard_dev_name(st.st_dev, name,
 						   sizeof(name))) {
 		snprintf(opts, sizeof(opts), "/proc/fs/ext4/%s/options", name);

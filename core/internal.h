@@ -308,7 +308,8 @@ void syncguard_latch_pending(struct syncguard_lun *lun);
  * O_DIRECT write in plp): -errno if the LUN is latched for good now, as
  * after a flush that failed while the write ran (a device that fails a
  * flush may drop all its cache held, this write's data too, though the
- * write's own flush then succeeds: helper-57), else 0.  A soft latch lost
+ * write's own flush then succeeds:
+ * test_exec_fua_with_failed_flush_meanwhile), else 0.  A soft latch lost
  * nothing (a refused write) and does not count. */
 int syncguard_lun_lost_meanwhile(struct syncguard_lun *lun);
 

@@ -25,8 +25,8 @@
  * Another descriptor of the file or device lun->fd has open, never of
  * whatever its path names now: a rename or a new file under the old name
  * after the LUN was created must not move its writes and flushes to
- * another file (a helper's test did that, and a second LUN could then be
- * created on the path).  Opening /proc/self/fd/N opens the same inode
+ * another file (test_open_rename_keeps_the_file: a second LUN could
+ * then be created on the path).  Opening /proc/self/fd/N opens the same inode
  * again with @flags (a new open file description, which sees every
  * writeback error from now on); the device and inode are checked all
  * the same.  Returns the descriptor, or -errno (-ESTALE: not the same).
@@ -67,9 +67,9 @@ int syncguard_reopen(const struct syncguard_lun *lun, int flags)
  * opened.  A group flush vouches for every write before it, so it runs
  * on lun->group_fd, opened with the LUN: group flushes run one at a time
  * (core/flush.c), and a descriptor the pool opened while another call
- * had just taken an error, not yet latched, would have missed it
- * (helper-49, by reading).  The power-cut test (scripts/crashtest.sh)
- * loses acknowledged plp writes without separate descriptors.
+ * had just taken an error, not yet latched, would have missed it.  The
+ * power-cut test (scripts/crashtest.sh) loses acknowledged plp writes
+ * without separate descriptors.
  */
 static int pool_get(struct syncguard_lun *lun, bool direct)
 {
@@ -88,8 +88,8 @@ static int pool_get(struct syncguard_lun *lun, bool direct)
 
 /* Idle descriptors a pool keeps, per kind: a queue depth of 32 or so
  * reuses them; the rest of a burst's are closed again.  Kept without a
- * bound, 260 stayed open after one run at QD128 x 2 sessions (helper-62),
- * out of tgtd's RLIMIT_NOFILE for every LUN. */
+ * bound, 260 stay open after one run at QD128 x 2 sessions, out of
+ * tgtd's RLIMIT_NOFILE for every LUN. */
 #define POOL_IDLE_MAX	64u
 
 static void pool_put(struct syncguard_lun *lun, bool direct, int fd)
@@ -169,8 +169,8 @@ static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t off,
  * miss a writeback error of that data that another descriptor had
  * already reported (errseq samples at open; see "sync descriptors").
  * Nothing for @len 0, which sync_file_range reads as "to the end of the
- * file" (a FUA write of no blocks on plp wrote out the whole file).
- * 0 or -errno. */
+ * file" (a FUA write of no blocks on plp would write out the whole
+ * file).  0 or -errno. */
 static int writeout(struct syncguard_lun *lun, int fd, uint64_t off,
 		    uint64_t len)
 {
@@ -494,8 +494,8 @@ static int zero_bytes(struct syncguard_lun *lun, uint64_t off, uint64_t len)
  * smaller blocks (512 on a 4 KiB-sector device) need not give: the
  * whole sectors inside the range are deallocated, and the blocks at
  * either end that share a sector with blocks outside it are written
- * with zeroes, so the range reads back as zeroes as LBPRZ=1 says (its
- * UNMAP had failed as a MEDIUM ERROR: helper-53).
+ * with zeroes, so the range reads back as zeroes as LBPRZ=1 says (else
+ * its UNMAP fails as a MEDIUM ERROR: test_blockdev_unmap_within_sectors).
  */
 int syncguard_lun_punch(struct syncguard_lun *lun, uint64_t off, uint64_t len)
 {

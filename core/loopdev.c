@@ -11,21 +11,23 @@
  * exporting it would write under the file system's feet, as exporting
  * the loop device would (which the O_EXCL claim refuses).
  *
- * Found by a helper's test: a loop device over a file on a nobarrier
- * ext4 took 11,413 acknowledged write-through writes with 0 flushes
- * reaching the disk; two loop devices over one file and the file itself
- * were accepted as three LUNs; and the backing file of a mounted loop
- * device was accepted as a file LUN.
+ * Without these checks, a loop device over a file on a nobarrier ext4
+ * takes acknowledged write-through writes (11,413 in one run) with 0
+ * flushes reaching the disk; two loop devices over one file and the
+ * file itself are accepted as three LUNs; and the backing file of a
+ * mounted loop device is accepted as a file LUN
+ * (test_blockdev_loop_and_its_file).
  *
  * A file LUN on a file system that sits on a loop device is checked
  * at that loop's backing file's file system too (a tmpfs file under an
  * ext4 survives nothing), and so is it by the mount watch; and so on
  * down, as loop devices stack (a loop over a file in an ext4 on another
  * loop over a file ...), SYNCGUARD_LOOP_DEPTH levels under the store at
- * most: helper-71's plp loop with direct I/O on, over a file on a loop
- * with direct I/O off, was taken when only one level was followed, and
- * its FUA writes left 48 MiB dirty in the lower loop's page cache.  A
- * deeper stack is refused, not taken unchecked.  A partition of a loop
+ * most: a plp loop with direct I/O on, over a file on a loop with
+ * direct I/O off, would be taken if only one level were followed, and
+ * its FUA writes would leave 48 MiB dirty in the lower loop's page cache
+ * (test_blockdev_plp_stacked_loops_need_direct_io).  A deeper stack is
+ * refused, not taken unchecked.  A partition of a loop
  * device is checked at the loop's file and takes a shared lock on it:
  * two partitions are two stores, but neither goes with the file itself
  * or the whole loop device exported.  A loop whose backing file
@@ -122,11 +124,12 @@ static int dio_at(const char *attr)
  * Does the loop device with sysfs directory @sys (a partition's: @part)
  * write through the page cache (direct I/O off, loop's default) into a
  * file @fd with holes?  Then Linux's loop driver can lose writes it
- * reported durable once the file's file system fills up: helper-49's
- * RWF_DSYNC writes straight to such a loop device, no tgtd involved,
+ * reported durable once the file's file system fills up: RWF_DSYNC
+ * writes straight to such a loop device, no tgtd involved,
  * read back lost for 298-426 of about 1,300 acknowledged ones, in each of
  * four runs; with direct I/O on, or nothing to allocate, none.  Nothing
- * above the loop driver sees it, so the LUN says so (bs_syncguard.c).
+ * above the loop driver sees it, so the LUN says so (bs_syncguard.c;
+ * test_blockdev_loop_holes_warned).
  */
 static bool holes_buffered(const char *sys, bool part, int fd)
 {
@@ -141,9 +144,10 @@ static bool holes_buffered(const char *sys, bool part, int fd)
 /*
  * plp sends no flush, so nothing under it may hold a write in host RAM
  * (the mode contract).  A loop device with direct I/O off completes
- * writes in its backing file's page cache: helper-70's 48 FUA writes of
- * 1 MiB to a plp LUN on such a loop were answered GOOD while Dirty grew
- * by 48 MiB, and SYNCHRONIZE CACHE (nothing to do on plp) left it so.
+ * writes in its backing file's page cache: 48 FUA writes of 1 MiB to a
+ * plp LUN on such a loop would be answered GOOD while Dirty grows by
+ * 48 MiB, and SYNCHRONIZE CACHE (nothing to do on plp) leaves it so
+ * (test_blockdev_plp_loop_needs_direct_io).
  * Refused, as tmpfs is, for a LUN on the loop device (@what names it)
  * or on a file in a file system on it, at any depth; with direct I/O
  * on, the sysfs attribute is kept (the next free lun->loop_dio_attr) for
@@ -228,8 +232,9 @@ static bool is_blk(int fd)
  * down would be: a block device's own number (a loop over a disk or
  * over another loop), a file's file system's, or for a file on an
  * overlay its upper layer's (a LUN opened read-write has its file
- * copied up there: helper-73's plp file on an overlay over an ext4 on a
- * loop with direct I/O off was taken, 50 MiB left dirty), following
+ * copied up there: a plp file on an overlay over an ext4 on a loop
+ * with direct I/O off would otherwise be taken, with 50 MiB left dirty:
+ * test_blockdev_plp_overlay_over_buffered_loop), following
  * stacked overlays as check_fs_at does.  0 or -errno.
  */
 static int data_dev(int fd, dev_t *dev, int depth)
@@ -274,7 +279,8 @@ static int check_below(struct syncguard_lun *lun, int fd, const char *path,
 /* The checks of a loop device's backing @bfd (named @label in the
  * reasons): a file's as syncguard_check_fs; a block device (losetup
  * over a disk or another loop: its node is on devtmpfs, which is no RAM
- * store, helper-73) must not be RAM.  0, or -EINVAL. */
+ * store: test_blockdev_loop_over_block_device) must not be RAM.  0, or
+ * -EINVAL. */
 static int check_backing(int bfd, const char *label, bool plp, char *err,
 			 size_t errlen)
 {
@@ -292,9 +298,10 @@ static int check_backing(int bfd, const char *label, bool plp, char *err,
 
 /* A loop device (@what) whose backing file @path cannot be opened
  * (@ret): deleted, or not in tgtd's mount name space.  What it survives,
- * and what is under it, cannot be checked, so it is refused (it was
- * taken: helper-73's plp loop over a deleted file on a loop with direct
- * I/O off left 39 MiB dirty).  -EINVAL. */
+ * and what is under it, cannot be checked, so it is refused (taken, a
+ * plp loop over a deleted file on a loop with direct I/O off would
+ * leave 39 MiB dirty: test_blockdev_loop_over_deleted_file_refused).
+ * -EINVAL. */
 static int unreachable(const char *what, const char *path, int ret,
 		       char *err, size_t errlen)
 {
@@ -456,8 +463,8 @@ static bool same_file(const char *path, const struct named_file *self,
  * paths are compared as strings, as the kernel prints them, and through
  * the mount table (a bind mount's alias of the file): nothing here may
  * touch another loop device's file system (a stopped FUSE daemon, a
- * dead NFS server would hang tgtd's event thread: a helper's test
- * stalled every LUN for the 4 s its FUSE daemon was stopped).  A hard
+ * dead NFS server would hang tgtd's event thread, and so stall every
+ * LUN for as long as that daemon or server does not answer).  A hard
  * link of the file is not recognised. */
 static bool loop_held_over(const char *name, const struct named_file *self,
 			   const char *table, char *dev, size_t devlen)

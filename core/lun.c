@@ -124,7 +124,7 @@ static int open_path(struct syncguard_lun *lun, const char *path,
  * write must be durable (measured, 4 KiB QD32 on this disk: 17.2-22.7k
  * IOPS against 13.9-16.3k buffered with group flushes).  write-back: a
  * plain write into the page cache is cheaper than one into the device
- * (measured in the README), so the page cache, and O_DIRECT only for its
+ * (docs/performance.md), so the page cache, and O_DIRECT only for its
  * RWF_DSYNC writes (mix_wanted; core/mix.c keeps the two apart).
  */
 static bool want_direct(const struct syncguard_opts *opts)
@@ -211,9 +211,9 @@ static int open_direct(struct syncguard_lun *lun, const char *path,
 	 * drop the cached pages a read brought in while they were in flight
 	 * (block/fops.c skips that for -EIOCBQUEUED), so a page-cache read
 	 * there can keep the old data cached after the write is answered,
-	 * and every later read returns it (tests/proto check_blockdev.c:
+	 * and every later read returns it (test_blockdev_read_after_write:
 	 * 9-164 stale reads in 3,000 writes with two other sessions reading
-	 * the block, before this).  Reading O_DIRECT too
+	 * the block, with page-cache reads).  Reading O_DIRECT too
 	 * leaves nothing of ours in the page cache.  File systems (iomap)
 	 * drop such pages when the write completes, so files keep their
 	 * page-cache reads. */
@@ -255,11 +255,12 @@ static void close_fds(struct syncguard_lun *lun)
  * The workers' writes hold write_lock shared; a switch to WCE=0 and a
  * COMPARE AND WRITE take it exclusive.  glibc's default lets a new
  * reader in while a writer waits, so under a steady write load the
- * writer waited for as long as the load lasted (helper-77: WCE=1 shown
- * for the 20 s of a QD16 run on a 200 ms-flush model, a MODE SELECT
- * WCE=0 unanswered as long, COMPARE AND WRITE 24-25 s, where a Linux
- * initiator gives up at 30 s).  Writers first, then: no reader takes
- * the lock twice (core/exec.c), which that kind requires.  0 or -errno.
+ * writer would wait for as long as the load lasts (WCE=1 shown for the
+ * 20 s of a QD16 run on a 200 ms-flush model, a MODE SELECT WCE=0
+ * unanswered as long, COMPARE AND WRITE 24-25 s, where a Linux
+ * initiator gives up at 30 s: test_exec_write_lock_lets_writer_in).
+ * Writers first, then: no reader takes the lock twice (core/exec.c),
+ * which that kind requires.  0 or -errno.
  */
 static int init_write_lock(pthread_rwlock_t *lock)
 {
@@ -408,7 +409,7 @@ int syncguard_lun_close_deferred(struct syncguard_lun *lun)
 	/* the final flush vouches for every write, as a group flush: on
 	 * the group flushes' descriptor (see "sync descriptors"), which
 	 * also reports a writeback error a soft latch may stand for (so
-	 * that one still flushes; helper-50 found it skipped) */
+	 * that one still flushes: test_exec_close_flushes_with_soft_latch) */
 	if ((!syncguard_lun_latched(lun) || syncguard_lun_latched_soft(lun)) &&
 	    syncguard_policy_close_flushes(lun->opts.mode,
 					   syncguard_lun_clean(lun))) {
@@ -493,8 +494,8 @@ static int switch_off(struct syncguard_lun *lun)
 		__atomic_fetch_add(&lun->wce_switching, 1, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&lun->wce, false, __ATOMIC_SEQ_CST);
 	/* a WCE=1 that came between the check above and the store: it
-	 * stored wce=1 before this stored 0, and would be lost (helper-56,
-	 * by reading); it wins, and this switch flushes nothing */
+	 * stored wce=1 before this stored 0, and would be lost; it wins,
+	 * and this switch flushes nothing */
 	if (syncguard_lun_wanted_wce(lun)) {
 		__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
 		if (flush)
@@ -512,8 +513,9 @@ static int switch_off(struct syncguard_lun *lun)
 		usleep(100);
 	ret = syncguard_lun_flush(lun, true);
 	/* WCE stays 1.  What was asked for stays 0: a request for 0 waiting
-	 * on switch_lock must still switch (setting it to 1 here read as a
-	 * later WCE=1, and that request was answered GOOD with WCE at 1);
+	 * on switch_lock must still switch (set to 1 here, it would read as
+	 * a later WCE=1, and that request would be answered GOOD with WCE at
+	 * 1: test_faults_second_wce_off_shares_failure);
 	 * a new one sees 1 shown and switches (syncguard_mode_select). */
 	if (ret)
 		__atomic_store_n(&lun->wce, true, __ATOMIC_SEQ_CST);
@@ -539,14 +541,15 @@ int syncguard_lun_apply_wce(struct syncguard_lun *lun)
 	/* One switch to 0 at a time: a second request for 0 while one
 	 * still flushes is answered after that flush, with the WCE it left
 	 * (0, or 1 when it failed: then this one flushes, and fails or
-	 * makes it 0 itself).  It was answered GOOD at once, and when the
-	 * first one's flush failed, WCE went back to 1 under an initiator
-	 * told 0 (helper-56: its plain writes lost on a power cut, 7/7). */
+	 * makes it 0 itself).  Answered GOOD at once, it would leave WCE
+	 * back at 1, when the first one's flush failed, under an initiator
+	 * told 0 (its plain writes lost on a power cut:
+	 * test_faults_second_wce_off_shares_failure). */
 	pthread_mutex_lock(&lun->switch_lock);
 	/* one that queued behind another while the LUN is closing flushes
-	 * nothing: the close's final flush does that, and the delete waited
-	 * for every queued flush in turn, with tgtd's event thread
-	 * (helper-57: 8 s of nothing answered on another LUN) */
+	 * nothing: the close's final flush does that, and the delete would
+	 * wait for every queued flush in turn, with tgtd's event thread
+	 * (seconds in which no other LUN is answered) */
 	ret = __atomic_load_n(&lun->closing, __ATOMIC_SEQ_CST) ? 0 :
 	      switch_off(lun);
 	pthread_mutex_unlock(&lun->switch_lock);

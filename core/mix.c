@@ -6,10 +6,10 @@
  * RWF_DSYNC writes (FUA, or every write while WCE=0) with O_DIRECT: one
  * FUA write to the device instead of a page-cache copy, its writeout and
  * a flush, and through io_uring without a worker thread's hand-off.
- * Measured side by side against the module before, 4 KiB write-back FUA
- * writes: 5.0-5.5k against 3.8-4.6k IOPS at QD1, with 43-52 against
- * 105-130 us of tgtd CPU per write, and 25.7-26.8k against 17.6-21.3k at
- * QD32 (the README's Performance section).
+ * Measured side by side against RWF_DSYNC through the page cache, 4 KiB
+ * write-back FUA writes: 5.0-5.5k against 3.8-4.6k IOPS at QD1, with
+ * 43-52 against 105-130 us of tgtd CPU per write, and 25.7-26.8k
+ * against 17.6-21.3k at QD32 (docs/performance.md).
  *
  * Linux lets one file be written both ways, but not at the same time on
  * the same page.  An O_DIRECT write first writes back and drops the
@@ -25,12 +25,12 @@
  *
  * Linux drops and writes back whole folios, and a file's folios can be
  * larger than a page (ext4 and XFS cache data in folios of up to a
- * PMD, 2 MiB on x86-64, naturally aligned; a helper's test saw 16 KiB
- * readahead folios and 1 MiB ones after large writes): a page-cache
+ * PMD, 2 MiB on x86-64, naturally aligned; 16 KiB readahead folios
+ * and 1 MiB ones after large writes occur): a page-cache
  * write to one page of a folio and an O_DIRECT write to another page of
- * it collide just the same (the test made Linux fail the O_DIRECT
- * write's drop and latch EIO on the file in 6 of 9 runs with 4 KiB
- * claims).  So the unit of a claim is the largest folio, the
+ * it collide just the same (with 4 KiB claims, a mixed write workload
+ * made Linux fail the O_DIRECT write's drop and latch EIO on the file
+ * in 6 of 9 runs).  So the unit of a claim is the largest folio, the
  * "granule" below (the PMD size, from transparent_hugepage/
  * hpage_pmd_size; 2 MiB when that is missing).
  *
@@ -39,7 +39,7 @@
  * other holds a granule:
  *   - an O_DIRECT write never waits: if a page-cache write holds one of
  *     its granules it takes the page cache (RWF_DSYNC through it, as
- *     before this existed), which is just as durable;
+ *     a LUN without O_DIRECT writes), which is just as durable;
  *   - a page-cache write on io_uring (tgtd's event thread, which must
  *     not block) that finds an O_DIRECT write on its granules goes to a
  *     worker thread, which claims them and waits there; its claim keeps
@@ -49,9 +49,9 @@
  * worker that may be waiting here.  It does so only for WCE changes
  * (write_lock, taken by every worker write): a switch to WCE=1 takes no
  * lock (syncguard_lun_set_wce), and one to WCE=0 from tgtadm first lets
- * the ring finish every command it has (syncguard_uring_quiesce).  A
- * helper's test hung tgtd within a second before that, by toggling WCE
- * with MODE SELECT under load.
+ * the ring finish every command it has (syncguard_uring_quiesce).
+ * Without that, toggling WCE with MODE SELECT under load hangs tgtd
+ * within a second (test_modes_wce_toggle_under_load).
  * Everything else that touches the page cache (UNMAP's hole punch, the
  * pages of WRITE SAME and COMPARE AND WRITE) claims as a page-cache
  * write.  Reads claim nothing: on a file, an O_DIRECT write drops the
@@ -64,7 +64,8 @@
  * does for a synchronous one), so a page a read cached meanwhile keeps
  * the old data, and a later page-cache write next to it would write that
  * back over the acknowledged write.  A write-back LUN on a block device
- * keeps every write in the page cache, as before this existed.
+ * keeps every write in the page cache
+ * (test_blockdev_write_back_page_cache).
  * (Measured on a loop device, a mixed write workload with random reads
  * and every block read back after: without the claims an acknowledged
  * FUA write was lost once in 282,304 writes; with them none was in

@@ -225,18 +225,20 @@ bool syncguard_policy_open_flushes(enum syncguard_mode mode, bool synced)
 	 * earlier tgtd acknowledged before it was killed (a crash, an OOM
 	 * kill, SIGKILL: no close, so no final flush), or what another
 	 * program wrote, in the page cache or the device's volatile cache.
-	 * A LUN that started out clean elided the first SYNCHRONIZE CACHE
-	 * and the first switch to WCE=0, and write-through reported WCE=0
-	 * over it (helper-61: 40-55% of the acknowledged blocks lost at a
-	 * power cut after such a GOOD, 12 of 12).  So every LUN starts
+	 * A LUN that started out clean would elide the first SYNCHRONIZE
+	 * CACHE and the first switch to WCE=0, and write-through would
+	 * report WCE=0 over it (40-55% of the acknowledged blocks lost at
+	 * a power cut after such a GOOD, 12 of 12 runs:
+	 * test_faults_fresh_lun_flushes_what_it_finds).  So every LUN starts
 	 * dirty: write-back's first SYNCHRONIZE CACHE or switch to WCE=0
 	 * flushes.  write-through and plp report WCE=0, which promises that
 	 * nothing is volatile: they open at WCE=1 and switch to 0 as tgtadm
 	 * does, in the background (the switch flushes first), unless the
 	 * open already synced the file (@synced: plp's allocation check
 	 * fsyncs it).  A flush on tgtd's event thread, which opens LUNs,
-	 * held every other LUN for as long (helper-65: 5 s beside a 5 s
-	 * flush; for ever on a device that never answers one). */
+	 * would hold every other LUN for as long (5 s beside a 5 s flush;
+	 * for ever on a device that never answers one:
+	 * test_faults_open_flush_in_background). */
 	return mode != SYNCGUARD_MODE_WRITE_BACK && !synced;
 }
 
@@ -286,8 +288,9 @@ bool syncguard_policy_enospc_refused(bool blockdev, unsigned long fs_magic)
 	 * device flush's error, and block devices, whose flush fails with
 	 * EIO (a thin pool refuses writes with ENOSPC, not flushes).  A file
 	 * system that returns a flush error it had from a server or a
-	 * device directly (FUSE: helper-47 and helper-48 lost writes that
-	 * way; network file systems) latches for good, as any failed flush. */
+	 * device directly (FUSE, where writes are lost that way:
+	 * test_faults_fua_enospc_from_flush_latches; network file systems)
+	 * latches for good, as any failed flush. */
 	return iomap_fs(blockdev, fs_magic);
 }
 

@@ -580,10 +580,10 @@ bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table)
 		return false;
 	if (fd_flushes_lost(fd, table, 0))
 		return true;
-	/* every file below, each through its overlay too (helper-75: an
-	 * overlay under a loop's backing file was looked through only at
-	 * creation, and a remount nobarrier of its upper layer's file
-	 * system went unnoticed) */
+	/* every file below, each through its overlay too (an overlay
+	 * under a loop's backing file looked through only at creation
+	 * would hide a remount nobarrier of its upper layer's file system:
+	 * test_blockdev_remount_under_overlay_in_stack) */
 	for (int i = 0; i < SYNCGUARD_LOOP_DEPTH; i++)
 		if (lun->under_fd[i] >= 0 &&
 		    fd_flushes_lost(lun->under_fd[i], table, 0))

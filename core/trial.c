@@ -62,8 +62,8 @@ bool syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 	t->answered += answered;
 	t->ticks += ticks;
 	/* ... and lasts half an epoch, also when the notes came late: a
-	 * burst 1 us after the note that began it once scored 4,000,000
-	 * durable writes per second (helper-3) */
+	 * burst 1 us after the note that began it would score 4,000,000
+	 * durable writes per second (test_flush_trial) */
 	if (t->ticks < epoch_ticks || now_us < t->t0_us + epoch_us ||
 	    now_us < t->m0_us + epoch_us / 2 || now_us <= t->m0_us)
 		return restarted;

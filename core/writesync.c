@@ -46,7 +46,7 @@
  * takes RWF_DSYNC: a group flush it cannot share answers it alone,
  * with the cached write, the flush and their hand-offs that RWF_DSYNC
  * does in one call (on O_DIRECT, often one FUA write).  At QD1 that
- * saves the trial's group epochs (measured before this rule: auto
+ * saves the trial's group epochs (measured without this rule: auto
  * 4.5-5.1k against RWF_DSYNC 4.9-5.7k, write-through QD1 4 KiB).
  */
 #define SYNC_TRIAL_WRITES 16
@@ -108,7 +108,7 @@ void syncguard_durable_answered(struct syncguard_lun *lun, unsigned int n)
  * (core/exec.c, sync_cache_quick).  Measured on this disk, QD1 4 KiB:
  * WRITE+SYNCHRONIZE CACHE on write-back ran 2.08k IOPS where
  * write-through, whose writes are made durable so, ran 4.21k (5.0k and
- * 4.5k in an earlier run).  Durable is more than WCE=1 asks, so either
+ * 4.5k in another run).  Durable is more than WCE=1 asks, so either
  * way keeps the contract (core/policy.c); this only picks the cheaper.
  * Where other writes come between the SYNCHRONIZE CACHEs (every:N, a
  * plain write load) a shared flush for many writes is cheaper than one
@@ -158,11 +158,11 @@ void syncguard_lun_note_cdb(struct syncguard_lun *lun, const uint8_t *cdb,
  * epochs of SYNCLOOP_TRIAL_US, each way once every 8, the rest the faster.
  * It is scored in bytes written per second, by every initiator of the
  * LUN: its way applies to all their plain writes, and scored in
- * SYNCHRONIZE CACHEs per second it made another initiator's plain
- * writes RWF_DSYNC and slow (helper-2: 113 MB/s against 161 with
+ * SYNCHRONIZE CACHEs per second it would make another initiator's plain
+ * writes RWF_DSYNC and slow (113 MB/s against 161 with
  * write_sync=group, beside 4 sync writers), or a poller that sends
  * SYNCHRONIZE CACHE alone, whose commands are answered at once once
- * nothing is dirty, locked it there.  At a fixed queue depth what
+ * nothing is dirty, would lock it there.  At a fixed queue depth what
  * arrives is what was answered, so it counts commands as they come.
  * It makes plain writes durable only while the load is a sync loop,
  * at least one SYNCHRONIZE CACHE for every SYNCLOOP_WRITES_PER_SYNC plain
@@ -228,11 +228,11 @@ static void note_syncloop_trial(struct syncguard_lun *lun)
 }
 
 /* A plain write.  Epochs end only at a SYNCHRONIZE CACHE: a write load
- * that follows a sync loop would have kept its writes durable for as
- * long as it sent none (a test found 32,768 writes made RWF_DSYNC after
- * the loop had ended), so SYNCLOOP_WRITES_RUN of them with no SYNCHRONIZE
- * CACHE between stop the trial at once (counted against the epoch's
- * SYNCHRONIZE CACHEs instead, 1,783 were RWF_DSYNC first). */
+ * that follows a sync loop would keep its writes durable for as long
+ * as it sends none (32,768 writes made RWF_DSYNC after the loop had
+ * ended, in one measurement), so SYNCLOOP_WRITES_RUN of them with no
+ * SYNCHRONIZE CACHE between stop the trial at once (counted against the
+ * epoch's SYNCHRONIZE CACHEs instead, 1,783 would be RWF_DSYNC first). */
 static void syncloop_note_write(struct syncguard_lun *lun)
 {
 	lun->syncloop_writes++;
@@ -243,14 +243,15 @@ static void syncloop_note_write(struct syncguard_lun *lun)
 /*
  * The streak counts only while the several writers' trial has not run
  * an epoch (epoch 0: a single writer from the start, or a LUN where the
- * trial does not run).  Once it has, the trial decides: its way 1 made
- * the writes of 32 writers on the FUSE model slow enough to arrive in
- * strict alternation, the streak then made them durable whatever the
- * trial measured, and write-back WRITE+SYNCHRONIZE CACHE at QD32 ran
- * 373 IOPS at 0.98 flushes per operation against 3,182 and 0.034 the
- * day before (make bench, 2 ms flushes).  The trial itself runs only
- * where RWF_DSYNC writes run concurrently (asynchronous O_DIRECT
- * RWF_DSYNC honoured): on FUSE they went one at a time.
+ * trial does not run).  Once it has, the trial decides: its way 1 can
+ * make the writes of 32 writers on the FUSE model slow enough to arrive
+ * in strict alternation, a streak counted then would make them durable
+ * whatever the trial measured, and write-back WRITE+SYNCHRONIZE CACHE
+ * at QD32 would run 373 IOPS at 0.98 flushes per operation against
+ * 3,182 and 0.034 with the trial deciding (make bench, 2 ms flushes).
+ * The trial itself runs only where RWF_DSYNC writes run concurrently
+ * (asynchronous O_DIRECT RWF_DSYNC honoured): on FUSE they go one at a
+ * time.
  */
 void syncguard_lun_note_sync_cache(struct syncguard_lun *lun)
 {

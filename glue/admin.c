@@ -61,7 +61,7 @@ static const char *next_caching_page(const char *params, const char *after)
 	const char *v = after;
 
 	/* tgt keeps the page code in a byte: 264 (0x108) is page 8 too
-	 * (helper-73) */
+	 * (test_modes_bad_caching_page) */
 	while ((v = param_next(params, "mode_page", v)))
 		if ((uint8_t)strtol(v, NULL, 0) == CACHING_PAGE)
 			return v;
@@ -79,16 +79,17 @@ static bool sets_caching_page(const char *params)
  * ..., to the next comma) gives: the fields after the third; or -1 if
  * one of them is not a number from 0 to 255, or the value is longer
  * than tgt takes.  tgt takes fewer than LEN
- * and fills the rest with zeroes (helper-69: "mode_page=8:0:18:0x10"
- * zeroed every other field), and reads an empty or bad field as 0
- * (helper-71: "8:0:18:0x10::::..." did the same past the count). */
+ * and fills the rest with zeroes ("mode_page=8:0:18:0x10" zeroes every
+ * other field), and reads an empty or bad field as 0
+ * ("8:0:18:0x10::::..." does the same past the count):
+ * test_modes_bad_caching_page. */
 static int page_bytes(const char *v)
 {
 	int bytes = 0;
 
 	/* tgt copies the value into 1024 bytes and drops the rest, which
-	 * it then fills with zeroes (helper-73: a field padded with 1,100
-	 * zeroes) */
+	 * it then fills with zeroes (a field padded with 1,100 zeroes:
+	 * test_modes_bad_caching_page) */
 	if (strcspn(v, ",") >= TGT_PARAM_MAX)
 		return -1;
 	for (int i = 0;; i++) {
@@ -110,9 +111,9 @@ static int page_bytes(const char *v)
 }
 
 /* Does every mode_page= of @params that sets the Caching page give
- * exactly its CACHING_PAGE_LEN bytes, each a number 0-255 (helper-71: a
- * second, short mode_page= in one update went unchecked)?  If not,
- * false, and the bytes the first bad one gives (-1: a bad field) in
+ * exactly its CACHING_PAGE_LEN bytes, each a number 0-255 (a second,
+ * short mode_page= in one update too: test_modes_bad_caching_page)?  If
+ * not, false, and the bytes the first bad one gives (-1: a bad field) in
  * @given. */
 static bool caching_pages_whole(const char *params, int *given)
 {
@@ -127,9 +128,9 @@ static bool caching_pages_whole(const char *params, int *given)
 /*
  * tgt's path= update closes the backing store and opens it again without
  * waiting for the commands in flight (offline only stops new ones), and a
- * worker still running one would use what close freed (helper-found:
- * tgtd died at a QD32 FUA load).  Refused until they are answered, as
- * tgt refuses to delete such a LUN.
+ * worker still running one would use what close freed (tgtd dies at a
+ * QD32 FUA load: test_faults_path_change_waits).  Refused until they are
+ * answered, as tgt refuses to delete such a LUN.
  */
 static bool busy_for_path(struct scsi_lu *lu, const char *params)
 {
@@ -144,14 +145,14 @@ static bool busy_for_path(struct scsi_lu *lu, const char *params)
 
 /*
  * Updates that tgt would take although they leave a LUN without a store,
- * or that tgt refuses without a word in tgtd.log (helper-50): online=1
- * with no store (after a refused path=, tgt closed the old one first;
- * online, the LUN answered as a 0-byte disk), and path= while the LUN
- * is online.  And path= with online= in one update: tgt applies them in
+ * or that tgt refuses without a word in tgtd.log: online=1 with no
+ * store (after a refused path=, tgt has closed the old one; online, the
+ * LUN would answer as a 0-byte disk), and path= while the LUN is
+ * online.  And path= with online= in one update: tgt applies them in
  * order and answers with the last one's result, so "online=1,path=X"
- * brought a storeless LUN online when X failed, and "path=X,online=0"
- * said success for a move tgt had refused (helper-51); give them one
- * update each.
+ * would bring a storeless LUN online when X fails, and "path=X,online=0"
+ * would say success for a move tgt refused; give them one update each
+ * (test_modes_path_refusals).
  */
 static bool refused_state(struct scsi_lu *lu, const char *params)
 {
@@ -175,9 +176,9 @@ static bool refused_state(struct scsi_lu *lu, const char *params)
  * After a path= move to a store of another size: every I_T nexus gets a
  * unit attention, CAPACITY DATA HAS CHANGED (SBC-3 4.10; SPC-4 unit
  * attention conditions).  Told nothing, an initiator goes on with the
- * capacity it read (helper-46: READ(16) and READ CAPACITY(16) answered
- * GOOD on a 16 MiB LUN moved to 32 MiB; tgt raises nothing, for its own
- * stores either).
+ * capacity it read (READ(16) and READ CAPACITY(16) answered GOOD on a
+ * 16 MiB LUN moved to 32 MiB; tgt raises nothing, for its own stores
+ * either: test_modes_path_capacity_change_announced).
  */
 static void announce_capacity(struct scsi_lu *lu)
 {
@@ -185,7 +186,8 @@ static void announce_capacity(struct scsi_lu *lu)
 	uint64_t before = bs->size_shown;
 
 	/* compared with what initiators were last told, not with the 0 of
-	 * a LUN a failed path= left without a store (helper-51) */
+	 * a LUN a failed path= left without a store
+	 * (test_modes_path_refusals) */
 	if (!bs->open || lu->size == before)
 		return;
 	bs->size_shown = lu->size;
@@ -212,7 +214,8 @@ tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
 	/* compared with the WCE last asked for: a switch to 0 that still
-	 * waits for the write lock honours 1 until it has it (helper-44) */
+	 * waits for the write lock honours 1 until it has it
+	 * (test_flush_wce_request_supersedes_switch) */
 	bool was = bs->open && syncguard_lun_wanted_wce(&bs->lun);
 	struct syncguard_page_copy before;
 	tgtadm_err adm;
@@ -237,7 +240,8 @@ tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	/* a WCE change is one this update makes to the page as MODE SENSE
 	 * would show it now: during a switch to WCE=0 the page says 1 until
 	 * the flush is done, and an update of another parameter (readonly=)
-	 * had read that 1 as a request and cancelled the switch */
+	 * would read that 1 as a request and cancel the switch
+	 * (test_faults_wce_switch_survives_update) */
 	if (bs->open)
 		syncguard_page_set_wce(lu, syncguard_lun_reported_wce(&bs->lun));
 	shown = syncguard_page_wce(lu);
@@ -246,8 +250,9 @@ tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	announce_capacity(lu);
 	/* tgt installs a mode_page= page and only then finds its data
 	 * longer than it says and refuses the update: a refused update
-	 * changes no WCE (it had switched WCE and told every initiator,
-	 * while tgtadm said "invalid request": helper-46) */
+	 * changes no WCE (else WCE would switch, and every initiator be
+	 * told, while tgtadm says "invalid request":
+	 * test_modes_bad_caching_page) */
 	if (adm != TGTADM_SUCCESS) {
 		syncguard_page_restore(lu, &before);
 		(void)syncguard_check_thin(lu);
@@ -264,8 +269,9 @@ tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
 	syncguard_page_set_mask(lu);	/* a new page has no mask */
 	wce = syncguard_page_wce(lu);
 	/* an update of the Caching page asks for its WCE even when the page
-	 * shows it: WCE=1 during a switch to 0 (shown 1, honoured 0) was
-	 * dropped, and the LUN ended at 0 (helper-43) */
+	 * shows it: WCE=1 during a switch to 0 (shown 1, honoured 0) would
+	 * be dropped, and the LUN end at 0
+	 * (test_faults_wce_on_over_switch_told) */
 	if (bs->open && (wce != (int)was || (!wce && shown)) &&
 	    (wce != shown || sets_caching_page(params))) {
 		err = syncguard_wce_admin_set(lu, wce);

@@ -16,11 +16,12 @@
 
 /* A failed command's log line is written at most LOG_BURST times per
  * LUN in a LOG_WINDOW_S-second window: a LUN with a latched error fails
- * every command that promises durability, and a helper's 1 s run of FUA
- * writes wrote 9,515 lines to tgtd.log (the journal, for a system
- * tgtd).  Commands the initiator got wrong (ILLEGAL REQUEST) count in a
- * window of their own, so that a burst of them cannot silence the line
- * of a failed flush.  The counters (syncguard-stat) count every error.
+ * every command that promises durability, and a 1 s run of FUA writes
+ * would write 9,515 lines to tgtd.log (the journal, for a system tgtd:
+ * test_faults_error_lines_limited).  Commands the initiator got wrong
+ * (ILLEGAL REQUEST) count in a window of their own, so that a burst of
+ * them cannot silence the line of a failed flush.  The counters
+ * (syncguard-stat) count every error.
  * Returns whether this one may be logged, and in *dropped how many of
  * its class were not since the last that was.  Races between threads
  * only make the counts approximate. */
@@ -98,8 +99,9 @@ int syncguard_start_detached(void *(*fn)(void *), void *arg)
 }
 
 /* CHECK CONDITION for @r through the one sense table, logged as every
- * failed command is (syncguard_answer: a latched LUN's SYNCHRONIZE
- * CACHE, answered here, had left no line after its first). */
+ * failed command is (syncguard_answer; else a latched LUN's SYNCHRONIZE
+ * CACHE, answered here, would leave no line after its first:
+ * test_faults_error_lines_limited). */
 int syncguard_fail(struct scsi_cmd *cmd, enum syncguard_reason r)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);

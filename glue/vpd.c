@@ -44,7 +44,8 @@ void syncguard_block_limits(struct scsi_lu *lu)
 		put_unaligned_be32(MAX_UNMAP_DESCRIPTORS, b0->data + 20);
 	/* OPTIMAL UNMAP GRANULARITY (SBC-3 6.5.3, page bytes 28-31): what
 	 * a block device deallocates in, else the physical block; an UNMAP
-	 * of less writes zeroes (syncguard_lun_punch).  It was 0 (helper-55) */
+	 * of less writes zeroes (syncguard_lun_punch).  tgt leaves it 0,
+	 * not reported (test_blockdev_unmap_within_sectors) */
 	if (b0->size >= 28) {
 		unsigned int ug = bs->lun.punch_align ?
 				  bs->lun.punch_align >> lu->blk_shift : gran;
@@ -83,8 +84,9 @@ static int install_vpd(struct scsi_lu *lu)
  * which is metadata that plp's writes never flush.  So a plp LUN on a
  * regular file stays fully allocated: thin_provisioning is refused.  So
  * on a loop device: the loop driver turns a discard into a hole punched
- * in its backing file (helper-62: UNMAP, then a plp write into the
- * hole allocated a block of the file that nothing flushed).
+ * in its backing file (UNMAP, then a plp write into the hole, would
+ * allocate a block of the file that nothing flushes:
+ * test_blockdev_plp_loop_refuses_thin).
  */
 int syncguard_check_thin(struct scsi_lu *lu)
 {
@@ -96,8 +98,9 @@ int syncguard_check_thin(struct scsi_lu *lu)
 		lu->attrs.thinprovisioning = 0;
 		/* tgt rewrote Block Limits and Logical Block Provisioning for
 		 * thin before this refusal: back to fully provisioned, or
-		 * they advertised UNMAP (LBPU, MAXIMUM UNMAP LBA COUNT) that
-		 * the LUN refuses (helper-63; SBC-3 6.6.3, 6.6.4) */
+		 * they would advertise UNMAP (LBPU, MAXIMUM UNMAP LBA COUNT)
+		 * that the LUN refuses (test_modes_thin_provisioning; SBC-3
+		 * 6.6.3, 6.6.4) */
 		for (int pg = 0xb0; pg <= 0xb2; pg += 2)
 			if (vpd[PCODE_OFFSET(pg)] &&
 			    vpd[PCODE_OFFSET(pg)]->vpd_update)

@@ -12,16 +12,16 @@
  * tgtd's own mount name space are signalled (a tgtd in a private one,
  * as tgtd-private's, sees a remount only when made there).
  *
- * Why a thread, and not the mountinfo descriptor in tgtd's event loop
- * (as the first version had it): Linux reports each change on that
- * descriptor once, to the poll that sees it, and tgtd's loop drops the
- * rest of an epoll batch whenever a handler removes an event (a
- * connection or a tgtadm request that closes, tgtd.c's
- * event_need_refresh).  A remount that came in one batch behind such a
- * close was lost for good (reproduced: test_blockdev_remount_beside_
- * closing_connection).  So a thread of ours polls the descriptor and
- * adds one to an eventfd, which stays readable until tgtd's loop has
- * read it: what a dropped batch held is reported again.
+ * Why a thread, and not the mountinfo descriptor in tgtd's event loop:
+ * Linux reports each change on that descriptor once, to the poll that
+ * sees it, and tgtd's loop drops the rest of an epoll batch whenever a
+ * handler removes an event (a connection or a tgtadm request that
+ * closes, tgtd.c's event_need_refresh).  A remount that comes in one
+ * batch behind such a close would be lost for good
+ * (test_blockdev_remount_beside_closing_connection).  So a thread of
+ * ours polls the descriptor and adds one to an eventfd, which stays
+ * readable until tgtd's loop has read it: what a dropped batch held is
+ * reported again.
  *
  * The descriptor is opened before the first LUN's own check of the
  * table (bs_syncguard_open): Linux signals the changes made after the
@@ -31,10 +31,11 @@
  * nobarrier is an option of the file system, not of one mount, so a
  * remount in another mount name space (the host's, for a tgtd in a
  * private one such as tgtd-private's) takes the flushes away from
- * tgtd's LUNs too, but Linux signals it only in that name space (a
- * helper's test: FUA writes went on GOOD, at 2.8x the rate).  A check
- * costs tgtd's event thread well under a millisecond (20 LUNs and 300
- * mounts: about 0.4 ms).
+ * tgtd's LUNs too, but Linux signals it only in that name space
+ * (without the check FUA writes go on GOOD, at 2.8x the rate:
+ * test_blockdev_remount_elsewhere_latches).  A check costs tgtd's event
+ * thread well under a millisecond (20 LUNs and 300 mounts: about
+ * 0.4 ms).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -107,12 +107,13 @@ void syncguard_page_restore(struct scsi_lu *lu,
 /*
  * tgt's MODE SENSE handler (sbc.c) writes the header's DEVICE-SPECIFIC
  * PARAMETER (byte 2 of (6)'s, 3 of (10)'s) whatever the ALLOCATION
- * LENGTH: through a NULL buffer when it is 0, which killed tgtd
- * (helper-69: one CDB from any initiator took every LUN down; tgt's rdwr
- * too), and past a shorter buffer.  So a buffer shorter than a header
- * gets the answer built in a scratch one and cut to what was asked
- * (SPC-4 4.2.5.6: an ALLOCATION LENGTH of 0 transfers nothing and is no
- * error); the CDB is still checked as ever.
+ * LENGTH: through a NULL buffer when it is 0, which kills tgtd (one CDB
+ * from any initiator takes every LUN down, on tgt's rdwr too:
+ * test_modes_mode_sense_short_allocation), and past a shorter buffer.
+ * So a buffer shorter than a header gets the answer built in a scratch
+ * one and cut to what was asked (SPC-4 4.2.5.6: an ALLOCATION LENGTH of
+ * 0 transfers nothing and is no error); tgt's handler still checks the
+ * CDB.
  */
 static int tgt_mode_sense(struct syncguard_bs *bs, int host_no,
 			  struct scsi_cmd *cmd)
@@ -133,8 +134,8 @@ static int tgt_mode_sense(struct syncguard_bs *bs, int host_no,
 
 /* MODE SENSE(6/10): show the WCE the LUN honours, and as default value
  * (PC 10b) its mode's, which a re-created LUN starts with (SPC-4 7.5.4;
- * tgt shows the current page for it: helper-70 read WCE=0 as write-back's
- * default after a MODE SELECT). */
+ * tgt shows the current page for it, where WCE=0 after a MODE SELECT
+ * would read as write-back's default: test_modes_mode_select_wce). */
 int syncguard_mode_sense(int host_no, struct scsi_cmd *cmd)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
@@ -156,7 +157,8 @@ int syncguard_mode_sense(int host_no, struct scsi_cmd *cmd)
  * (SPC-4 7.5.6: mode parameter header, block descriptors, mode pages),
  * read within the PARAMETER LIST LENGTH as tgt's handler reads it; -1 if
  * the list carries no Caching page, -2 if its PAGE LENGTH is not the
- * page's (SBC-3 6.4.5: 12h; tgt took a longer one and applied its WCE).
+ * page's (SBC-3 6.4.5: 12h; tgt takes a longer one and applies its WCE:
+ * test_modes_mode_select_wce).
  */
 static int selected_wce(struct scsi_cmd *cmd)
 {
@@ -175,9 +177,8 @@ static int selected_wce(struct scsi_cmd *cmd)
 	while (off + 2 < len) {
 		bool spf = d[off] & 0x40;	/* SUB_PAGE format: 4-byte header */
 
-		/* tgt applies the pages in order: the last one counts
-		 * (helper-55: the first was taken, and two pages 1 then 0
-		 * left WCE 1) */
+		/* tgt applies the pages in order: the last one counts (two
+		 * pages 1 then 0 leave WCE 0: test_modes_mode_select_wce) */
 		if ((d[off] & 0x3f) == CACHING_PAGE && !spf && wce != -2)
 			wce = d[off + 1] != CACHING_PAGE_LEN ? -2 :
 			      !!(d[off + 2] & WCE_BIT);
@@ -194,16 +195,17 @@ static int selected_wce(struct scsi_cmd *cmd)
  * already refuses WCE=1 where the mode does not allow it).  The page is
  * first set to what MODE SENSE shows, and WCE changes only when the
  * parameter list carries a Caching page (SPC-4 7.5: a MODE SELECT
- * changes the parameters it sends): the page said 1 during a switch to
+ * changes the parameters it sends): the page says 1 during a switch to
  * 0 and after it until a MODE SENSE, so a later select of the Control
- * page alone, or a refused one, turned WCE back on, silently, under an
- * initiator that had turned it off (helper-53).  WCE 0 -> 1 takes effect
- * at once.  WCE 1 -> 0 waits for writes in flight and flushes
- * everything dirty, which can take long: a worker thread does it
- * (syncguard_wce_off_request), so tgtd's event loop, and with it every
- * other LUN and session, goes on meanwhile.  Until it is done the LUN
- * reports WCE=1 and SYNCHRONIZE CACHE still flushes, while new writes
- * are already made durable as under WCE=0 (syncguard_lun_set_wce).
+ * page alone, or a refused one, would turn WCE back on, silently, under
+ * an initiator that had turned it off (test_modes_mode_select_wce).
+ * WCE 0 -> 1 takes effect at once.  WCE 1 -> 0 waits for writes in
+ * flight and flushes everything dirty, which can take long: a worker
+ * thread does it (syncguard_wce_off_request), so tgtd's event loop, and
+ * with it every other LUN and session, goes on meanwhile.  Until it is
+ * done the LUN reports WCE=1 and SYNCHRONIZE CACHE still flushes, while
+ * new writes are already made durable as under WCE=0
+ * (syncguard_lun_set_wce).
  */
 int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 {
@@ -213,8 +215,9 @@ int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 	int ret, wce = selected_wce(cmd);
 	/* WCE=0 on write-through or plp is their own value, though the
 	 * switch a LUN starts as it opens still shows 1: not a change of a
-	 * field that is not changeable (refused during that switch:
-	 * helper-67); it is answered once the switch is done */
+	 * field that is not changeable (not refused during that switch:
+	 * test_faults_open_flush_in_background); it is answered once the
+	 * switch is done */
 	bool to_mode = wce == 0 && !syncguard_mode_wce(bs->opts.mode);
 
 	if (wce == -2 && !device_reserved(cmd))
@@ -228,8 +231,8 @@ int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 		wce = -1;
 	/* 0 asked for while 1 is shown and 0 already wanted: a switch to 0
 	 * still runs (or failed): answered once it is done, with its
-	 * outcome (helper-56: GOOD at once, and WCE back at 1 when that
-	 * switch's flush failed) */
+	 * outcome (not GOOD at once, with WCE back at 1 when that switch's
+	 * flush fails: test_faults_second_wce_off_shares_failure) */
 	if (wce < 0 || (wce == (int)was && (wce || !shown))) {
 		syncguard_page_set_wce(cmd->dev, syncguard_lun_reported_wce(&bs->lun));
 		return ret;
@@ -240,9 +243,10 @@ int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 	}
 	if (wce) {
 		syncguard_lun_set_wce(&bs->lun, true);	/* no flush needed */
-		/* over a switch to 0 still flushing (shown 1): tgt saw no
-		 * change and told no one, and the initiator whose WCE=0 it
-		 * overrode went on without flushes (helper-55) */
+		/* over a switch to 0 still flushing (shown 1): tgt sees no
+		 * change and tells no one, and the initiator whose WCE=0 it
+		 * overrides would go on without flushes
+		 * (test_faults_wce_on_over_switch_told) */
 		if (shown)
 			ua_sense_add_other_it_nexus(cmd->cmd_itn_id, cmd->dev,
 						    ASC_MODE_PARAMETERS_CHANGED);
@@ -277,8 +281,9 @@ void syncguard_wce_off_request(struct scsi_cmd *cmd)
  * CHANGED (SPC-4, mode parameters: changed by other means than that
  * nexus's own MODE SELECT).  An initiator that set WCE=0 sends no
  * SYNCHRONIZE CACHE; told nothing, it would go on trusting plain writes
- * that now sit in a volatile cache (a helper's power-cut test lost
- * them).  tgt raises it for MODE SELECT, to the other nexuses, itself.
+ * that now sit in a volatile cache, lost on a power cut
+ * (test_modes_admin_wce_change_announced).  tgt raises it for MODE
+ * SELECT, to the other nexuses, itself.
  */
 void syncguard_wce_announce(struct scsi_lu *lu, int shown, bool was, int set)
 {
@@ -291,8 +296,9 @@ void syncguard_wce_announce(struct scsi_lu *lu, int shown, bool was, int set)
 	 * holds), but initiators hear of the change now: once at its end
 	 * would need tgtd's event thread, and an initiator that reads 1
 	 * meanwhile only flushes more than it needs to.  So WCE=1 over such
-	 * a switch shows no change, and is one: the initiator that asked
-	 * for 0 was told nothing and sent no flushes (helper-55) */
+	 * a switch shows no change, and is one: else the initiator that
+	 * asked for 0 is told nothing and sends no flushes
+	 * (test_faults_wce_on_over_switch_told) */
 	now = set >= 0 ? set : syncguard_lun_reported_wce(&bs->lun);
 	if (now == shown && (set < 0 || set == (int)was))
 		return;
@@ -309,8 +315,9 @@ void syncguard_wce_announce(struct scsi_lu *lu, int shown, bool was, int set)
  * (syncguard_lun_set_wce), which takes as long as the page cache takes
  * to reach the device, or for ever on a device that stopped answering.
  * tgt runs tgtadm's update on its event thread, which runs every LUN's
- * commands: the flush there stopped the whole tgtd for as long
- * (helper-42: 10 s of 0 IOPS on an unrelated LUN with a 10 s flush).
+ * commands: the flush there would stop the whole tgtd for as long
+ * (10 s of 0 IOPS on an unrelated LUN with a 10 s flush:
+ * tests/stall.sh).
  * So it runs on a thread of its own, as MODE SELECT's runs on a worker,
  * and tgtadm gets its answer at once; until the flush is done the LUN
  * reports WCE=1 and SYNCHRONIZE CACHE still flushes, while new writes
@@ -371,7 +378,7 @@ void syncguard_wce_open(struct scsi_lu *lu)
 	syncguard_lun_set_wce(&bs->lun, true);
 	syncguard_lun_want_wce(&bs->lun, false);
 	bs->opening = true;
-	if (wce_off_start(lu)) {		/* no thread: here, as before */
+	if (wce_off_start(lu)) {		/* no thread: switch here */
 		(void)syncguard_lun_apply_wce(&bs->lun);
 		bs->opening = false;
 		return;
@@ -388,7 +395,7 @@ void syncguard_wce_open(struct scsi_lu *lu)
 
 /* A WCE change by tgtadm to @wce: 0 or -errno (-EPERM: the mode keeps
  * WCE=0).  A switch to 0 goes on in the background (wce_off_start), or
- * here, as before, when no thread can be started. */
+ * here, on the caller's thread, when no thread can be started. */
 int syncguard_wce_admin_set(struct scsi_lu *lu, int wce)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);

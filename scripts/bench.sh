@@ -34,8 +34,8 @@
 #   --seconds   measured seconds per cell and round (default 0.6)
 #   --rounds    rounds per cell, the best reported (default 2)
 #   --qd1-rounds  the same for the QD 1 cells (default 3: a stall of the
-#               disk costs a latency-bound cell all its IOs, and two
-#               rounds of one cell were both hit in two runs)
+#               disk costs a latency-bound cell all its IOs, and one
+#               stall can span two rounds of a cell)
 #   --series-rounds  rounds of the plp series (default 5): plp's
 #               disciplines side by side at 4 KiB QD32, with tgt's null
 #               store's none and flush, which the plp target is judged
@@ -45,7 +45,7 @@
 #   --quick     disk only, 4 KiB, QD 32 (a smoke run)
 set -u
 # it starts more than one private tgtd (the memory step): ports chosen by
-# hand for scripts/tgtd-private would clash (helper-50)
+# hand for scripts/tgtd-private would clash, so tgtd-private picks free ones
 unset TGTD_PRIVATE_CTL TGTD_PRIVATE_PORT
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -205,7 +205,7 @@ setup_luns() {
 		done
 	done
 	# the limit line's O_DSYNC writes overwrite blocks written here, as
-	# the cells' writes do (the first reading allocated them)
+	# the cells' writes do (else the first reading would allocate them)
 	dd if=/dev/zero of="$(dsync_file disk)" bs=4k count=500 conv=fsync \
 		status=none || return 1
 	"$tp" start "$work/main" "$module" >/dev/null || return 1
@@ -270,8 +270,8 @@ best_rounds() {
 
 # The configurations in round $1's order: every other round reversed,
 # so no configuration always runs first after a change of cell (a slow
-# spell of the disk that outlasts one cell hit the first ones of the
-# next, syncguard's, in one run)
+# spell of the disk that outlasts one cell hits the first ones of the
+# next, which would always be syncguard's)
 round_order() {
 	if (( $1 % 2 )); then echo $configs
 	else tr ' ' '\n' <<<"$configs" | tac | paste -sd' '; fi
@@ -312,15 +312,15 @@ run_cells() {
 }
 
 # The plp target compares disciplines of one configuration, which the
-# cells measure minutes apart: the machine's mood between them decided
-# it (plp none ran 25.5k IOPS when its cell came first and 43.0k second,
-# in two runs with the disciplines' order swapped; plp does the same
-# O_DIRECT write for none and fua).  So plp's disciplines also take
+# cells measure minutes apart: the machine's mood between them can
+# decide it (plp none's IOPS can change by a large margin with whether
+# its cell comes first or second, although plp does the same O_DIRECT
+# write for none and fua).  So plp's disciplines also take
 # turns side by side, 4 KiB QD32 on the disk, --series-rounds times,
 # each round in another order, and the target is judged on each round's
 # own ratios (the median over the rounds): a discipline's best round
-# alone let one fast spell of none decide (65.3k against 25-29k in the
-# other rounds of 3c5290f's run).  tgt's null store (no I/O at all)
+# alone would let one fast spell of none decide (one round can run at
+# twice the others' rate).  tgt's null store (no I/O at all)
 # runs none and flush in the same rounds: its flush/none is what a
 # second command per operation costs in tgt and the initiator alone,
 # the most any backing store can reach.  Rows in $series_csv.
@@ -383,10 +383,10 @@ dsync_file() {
 # Before each round of a device's 4 KiB QD1 FUA cells, one reading of the
 # local O_DSYNC write, appended to $work/dsync-DEV.txt: the limit line
 # takes the least of them, so it comes from the same spells of the
-# machine as the cells it judges.  Read once, after the cells, it came
-# out of another spell: 200 us in a run whose rdwr WCE=0 FUA cells (a
-# write and an fdatasync) took 550 us, and the QD1 FUA target read 59%
-# of a limit that no configuration reached in that cell.
+# machine as the cells it judges.  Read once, after the cells, it would
+# come out of another spell: it can read well under half what the rdwr
+# WCE=0 FUA cells' own write and fdatasync take, and the QD1 FUA target
+# would then be judged against a limit no configuration reaches.
 limit_reading() {
 	[ "$2" = 4k ] && [ "$3" = 1 ] && [ "$4" = fua ] || return 0
 	local us

@@ -16,7 +16,7 @@
 # (exit 1), unless it is on the BY DESIGN list below, which every run
 # prints with its SBC reference and reason.  Also printed: every failure
 # in the suites syncguard must pass whole, and the known failures that
-# come from tgt's core (KNOWN below, and the README).  Per-LUN logs and
+# come from tgt's core (KNOWN below, and docs/conformance.md).  Per-LUN logs and
 # results go to build/conformance/.
 #
 # usage: conformance.sh [TEST-PATTERN]   (default ALL, as iscsi-test-cu -t)
@@ -133,7 +133,7 @@ for config in $configs; do
 done
 
 # KNOWN: tests that fail because of tgt's core, not the backing store
-# (they fail on rdwr too; the README says why)
+# (they fail on rdwr too; docs/conformance.md says why)
 printf '%s\n' GetLBAStatus.BeyondEol GetLBAStatus.UnmapSingle \
 	PrinServiceactionRange.Range ProutReserve.OwnershipEA \
 	ProutReserve.OwnershipWE ProutReserve.OwnershipEARO \

@@ -88,10 +88,10 @@ for mode in $modes; do
 	fi
 done
 
-# Each LUN runs 2 s unmeasured before the table: the first row after the
-# set-up's dd still ran slow with its own 0.5 s (write-through none at QD1
-# 3784 IOPS against fua's 7182 in a helper's run; 6219, then 7268, when
-# measured again by hand)
+# Each LUN runs 2 s unmeasured before the table: the set-up's dd leaves
+# the machine busy long enough that the first row runs slow even with
+# its own 0.5 s warm-up (write-through none at QD1 can come out at half
+# of fua's IOPS, which it matches when measured again)
 say "warming up: 2 s per LUN, not measured"
 lun=0
 for mode in $modes; do

@@ -4,13 +4,13 @@
 # write back while others are in the kernel; on the FUSE model with a
 # long flush, io-wq's buffered writes to the file wait for that flush
 # (the kernel holds the inode lock through fsync), and a read held behind
-# them waited until the initiator timed out (helper-39, 3 of 3 runs).
+# them would wait until the initiator timed out.
 # Here 16 writes are stuck behind a 15 s flush and a reader of cached
 # blocks must get its reads answered within its 8 s timeout.
 # Then: a LUN deleted while its final flush takes 15 s stops nothing else.
 # tgt closes a backing store on its event thread, which runs every LUN's
-# commands; the flush ran there and another LUN got no answer for 15 s
-# (helper-42).  A second LUN's commands must be answered within 8 s, and
+# commands; a flush run there would leave another LUN without an answer
+# for 15 s.  A second LUN's commands must be answered within 8 s, and
 # tgtadm's delete must return, while that flush still runs.  The same for
 # tgtadm's switch of a write-back LUN to WCE=0, which flushes first.
 # Exit 0 when all three hold.
@@ -171,15 +171,15 @@ during_switch() {
 	say "ok: $what"
 }
 during_switch 1 "$(wce_page 0x14)" \
-	"tgtadm's WCE=1 during a switch to WCE=0 stands (it was dropped)"
+	"tgtadm's WCE=1 during a switch to WCE=0 stands, not dropped"
 during_switch 0 "mode_page=2:0:14:0x80:0x80:0:0xa:0:0:0:0:0:0:0:0:0:0" \
 	"another mode page's update during a switch to WCE=0 does not cancel it"
 
 # ---- WCE=1 while the switch to 0 still waits for the writes in flight ----
 # (on worker threads, the model's engine=auto, writes hold the write lock,
-# stuck behind a 2 s flush: the switch had not turned WCE off yet, the
-# WCE=1 compared equal and was dropped, and the LUN ended at 0;
-# helper-44, 2 of 2)
+# stuck behind a 2 s flush: the switch has not turned WCE off yet, so a
+# WCE=1 compared with the page would be dropped as equal, and the LUN
+# would end at 0)
 "$tp" adm "$work/tgtd" --op delete --mode logicalunit --tid 1 --lun 3 &&
 "$tp" lun "$work/tgtd" 1 4 "$work/m/disk.img" "mode=write-back" ||
 	{ say "cannot move the model to LUN 4"; exit 1; }

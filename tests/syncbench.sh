@@ -20,7 +20,7 @@ set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 tp=$top/scripts/tgtd-private
 sb=$top/tools/iscsi-syncbench
-# the run's pid in the name: two runs on one host published their
+# the run's pid in the name: two runs on one host would publish their
 # counters under one name and read none (/run/syncguard/TARGET)
 iqn=iqn.2026-11.org.syncguard:syncbench-test-$$
 work=$(mktemp -d "$top/build/syncbench.XXXXXX") || exit 1
@@ -51,49 +51,50 @@ usage_case --full iscsi://127.0.0.1/x/1
 usage_case --preset bonnie iscsi://127.0.0.1/x/1
 usage_case --preset vdbench -q 4 iscsi://127.0.0.1/x/1	# would be ignored
 usage_case --preset iozone --sessions 3 iscsi://127.0.0.1/x/1
-usage_case -t 5 --bytes 1m iscsi://127.0.0.1/x/1		# -t was dropped
-usage_case --compare --csv a.json b.json			# --csv was ignored
+usage_case -t 5 --bytes 1m iscsi://127.0.0.1/x/1		# -t would be dropped
+usage_case --compare --csv a.json b.json			# --csv would be ignored
 usage_case --compare
 usage_case http://127.0.0.1/x/1
 usage_case -s flush-only -b 4k,64k iscsi://127.0.0.1/x/1	# one test run twice
 usage_case -s flush-only -r 50 iscsi://127.0.0.1/x/1	# labelled 50% reads, none sent
-usage_case --preset iozone --preset vdbench iscsi://127.0.0.1/x/1	# the last won
+usage_case --preset iozone --preset vdbench iscsi://127.0.0.1/x/1	# the last would win
 usage_case iscsi://127.0.0.1:99999/iqn.x/1			# connection refused
-usage_case --label $'\xff\xfe' iscsi://127.0.0.1/x/1	# invalid UTF-8 made the JSON invalid
+usage_case --label $'\xff\xfe' iscsi://127.0.0.1/x/1	# invalid UTF-8 would make the JSON invalid
 usage_case --label $'\xc0\xaf' iscsi://127.0.0.1/x/1	# an overlong '/'
 for bad in 'iscsi://bob%hunter2@127.0.0.1:1/iqn.x/' 'ISCSI://bob%hunter2@127.0.0.1:1/iqn.x/1' \
-	   'iscsi://bob%hun@ter2@127.0.0.1:1/iqn.x/1'; do	# the last two: helper-58
+	   'iscsi://bob%hun@ter2@127.0.0.1:1/iqn.x/1'; do	# upper-case scheme, '@' in the secret
 	out=$("$sb" "$bad" 2>&1); rc=$?
-	expect "a bad URL's message masks its CHAP secret (it printed it): $(head -1 <<<"$out")" \
+	expect "a bad URL's message masks its CHAP secret, never printing it: $(head -1 <<<"$out")" \
 		'[ $rc -eq 2 ] && grep -q "bob%\*\*\*@" <<<"$out" && ! grep -q "hun\|ter2" <<<"$out"'
 done
 out=$("$top/tools/syncguard-stat" iqn.2026-11.org.syncguard:none 1 --json 2>/dev/null); rc=$?
-expect "syncguard-stat takes --json after the operands (it was 'one argument too many')" \
+expect "syncguard-stat takes --json after the operands (not 'one argument too many')" \
 	'[ $rc -eq 1 ] && [ "$out" = "[]" ]'
 for a in --bogus "--watch iqn.x 1" "iqn.x abc" "iqn.x 1 extra"; do
 	out=$("$top/tools/syncguard-stat" $a 2>&1); rc=$?
-	expect "syncguard-stat $a: exit 2 with the reason (it printed the synopsis alone)" \
+	expect "syncguard-stat $a: exit 2 with the reason (not the synopsis alone)" \
 		'[ $rc -eq 2 ] && grep -q "^syncguard-stat: .* '"'"'" <<<"$out"'
 done
-# syncguard-devmodel: no mount over a file (its own image read as I/O
-# errors) or over a model still mounted (its .ctl went to the new one)
+# syncguard-devmodel: no mount over a file (its own image would read as
+# I/O errors) or over a model still mounted (its .ctl would go to the new
+# one)
 dm=$top/tools/syncguard-devmodel
 mkdir "$work/dm" && truncate -s 4M "$work/dm.img"
 "$dm" --image "$work/dm.img" "$work/dm.img" 2>/dev/null; rc=$?
 [ $rc -eq 0 ] && fusermount3 -u "$work/dm.img"
-expect "syncguard-devmodel refuses a mount point that is a file (it mounted over it)" '[ $rc -eq 1 ]'
+expect "syncguard-devmodel refuses a mount point that is a file (no mount over it)" '[ $rc -eq 1 ]'
 rc=2
 if "$dm" --image "$work/dm.img" "$work/dm"; then
 	"$dm" --image "$work/dm.img" "$work/dm" 2>/dev/null; rc=$?
 	[ $rc -eq 0 ] && fusermount3 -u "$work/dm"
 	fusermount3 -u "$work/dm"
 fi
-expect "syncguard-devmodel refuses a mount point already mounted (it mounted a second model)" '[ $rc -eq 1 ]'
+expect "syncguard-devmodel refuses a mount point already mounted (no second model on it)" '[ $rc -eq 1 ]'
 out=$("$tp" url "$work/none" "$iqn" 1 2>/dev/null); rc=$?
-expect "tgtd-private url without a tgtd fails and prints no URL (it printed one without a port, exit 0)" \
+expect "tgtd-private url without a tgtd fails and prints no URL (not one without a port, exit 0)" \
 	'[ $rc -eq 1 ] && [ -z "$out" ]'
 out=$("$tp" lun "$work/none" 1 1 /x 2>&1); rc=$?
-expect "tgtd-private lun without a tgtd fails with one reason (tgtadm ran with an empty -C)" \
+expect "tgtd-private lun without a tgtd fails with one reason (no tgtadm run with an empty -C)" \
 	'[ $rc -eq 1 ] && ! grep -q tgtadm <<<"$out"'
 
 help_opts=$("$sb" --help | grep -o -- '^  \(-., \)\?    --[a-z-]*\|^  -., --[a-z-]*' | grep -o -- '--[a-z-]*' | sort)
@@ -115,16 +116,16 @@ done
 u1=$("$tp" url "$work/tgtd" "$iqn" 1)
 u2=$("$tp" url "$work/tgtd" "$iqn" 2)
 out=$("$tp" url "$work/tgtd" "$iqn-typo" 1 2>&1); rc=$?
-expect "tgtd-private url of a target that tgtd does not have fails, naming it (it printed a URL)" \
+expect "tgtd-private url of a target that tgtd does not have fails, naming it (no URL printed)" \
 	'[ $rc -eq 1 ] && grep -q "no target $iqn-typo" <<<"$out"'
 out=$("$tp" url "$work/tgtd" "$iqn" 9 2>&1); rc=$?
 expect "tgtd-private url of a LUN the target does not have fails, naming it" \
 	'[ $rc -eq 1 ] && grep -q "has no LUN 9" <<<"$out"'
 out=$("$sb" -t 0.2 "$("$tp" url "$work/tgtd" "$iqn" 0)" 2>&1); rc=$?
-expect "LUN 0 is named as tgt's controller (it said READ CAPACITY failed: INVALID_OPERATION_CODE)" \
+expect "LUN 0 is named as tgt's controller (not 'READ CAPACITY failed: INVALID_OPERATION_CODE')" \
 	'[ $rc -eq 1 ] && grep -q "LUN 0 is no block device (peripheral device type 0x0c" <<<"$out"'
 out=$("$sb" -t 0.2 "${u1%/1}/7" 2>&1); rc=$?
-expect "a LUN the target does not have is named as such, exit 1 (it said 'cannot log in')" \
+expect "a LUN the target does not have is named as such, exit 1 (not 'cannot log in')" \
 	'[ $rc -eq 1 ] && grep -q "LUN 7 does not exist there" <<<"$out"'
 
 "$sb" -t 0.5 -q 1,4 -s fua --label wb --json --no-progress "$u1" >"$work/wb.json"
@@ -155,8 +156,9 @@ expect "--interval 0.5 over 1.2 s gives two intervals and the last, partial one"
 	 jq -e ".results[0].intervals[2][0] >= 1.1" "$work/iv.json" >/dev/null'
 
 # a target that stalls across each boundary (tgtd stopped 0.5 s around
-# it): the lines stay on the grid; they used to come up to 0.1 s late,
-# each one later than the last (poll's 100 ms wait, last line + 1 s)
+# it): the lines stay on the grid (timed from the last line + 1 s, with
+# poll's 100 ms wait, they would come up to 0.1 s late, each one later
+# than the last)
 tpid=$(cat "$work/tgtd/pid")
 ( for k in 1 2 3; do sleep 0.8; kill -STOP "$tpid"; sleep 0.5; kill -CONT "$tpid"; sleep 0.2; done ) &
 "$sb" -t 3.5 --interval 1 --json --no-progress "$u1" >"$work/iv2.json"
@@ -165,7 +167,7 @@ expect "--interval lines stay on a fixed grid while the target stalls (1.0, 2.0,
 	'jq -e "[.results[0].intervals[0:3][] | .[0]] as \$t | (\$t | length) == 3 and
 		 ([range(3)] | all(. as \$i | (\$t[\$i] - \$i - 1) | fabs < 0.06))" "$work/iv2.json" >/dev/null'
 
-expect "--compare takes --no-progress, which scripts pass everywhere (it was refused: helper-68)" \
+expect "--compare takes --no-progress, which scripts pass everywhere" \
 	'"$sb" --no-progress --compare "$work/wb.json" "$work/wt.json" >/dev/null'
 cmp=$("$sb" --compare "$work/wb.json" "$work/wt.json")
 expect "--compare matches runs with different labels by workload, with ratios" \
@@ -188,23 +190,23 @@ expect "--cache-off restores WCE=1" '[ "$(jq -r .target.wce "$work/after.json")"
 
 "$sb" --bytes 4m -p seq -q 4 --verify --state "$work/state" --span 4m --no-progress --csv "$u1" >"$work/verify.csv"
 expect "--verify passes on an honest target" '[ $? -eq 0 ]'
-# a span too small for the depth: the queue ran at about 4 of 32, under
-# the label QD 32, silently (helper-52); it says so, and a span with room
-# does not
+# a span too small for the depth: the queue runs at about 4 of 32, under
+# the label QD 32; the tool says so, and with a span with room it does
+# not
 "$sb" -t 1 -q 32 --verify --span 16k --no-progress "$u2" >/dev/null 2>"$work/starved.err"
 "$sb" -t 1 -q 4 --verify --span 4m --no-progress "$u2" >/dev/null 2>"$work/full.err"
 expect "--verify on a span too small for QD 32 says the depth it reached ($(head -c 200 "$work/starved.err"))" \
 	'grep -q "verify: the queue ran at [0-4]\.[0-9] commands in flight of 32" "$work/starved.err" &&
 	 ! grep -q "the queue ran at" "$work/full.err"'
-expect "--verify's CSV row says what was read back (it had no verify columns)" \
+expect "--verify's CSV row says what was read back, in verify columns" \
 	'[ "$(awk -F, "NR == 1 { print \$24, \$25 } NR == 2 { print \$24, \$25 }" "$work/verify.csv" | tr "\n" " ")" = "verify_checked verify_mismatches 8192 0 " ]'
 "$sb" --verify-only --state "$work/state" --span 4m "$u1" >/dev/null
 expect "--verify-only passes on the same LUN" '[ $? -eq 0 ]'
 out=$("$sb" --verify-only --state "$work/state" --span 4m "$u2" 2>&1); rc=$?
-expect "--verify-only refuses a state file saved for another LUN (it reported every block lost)" \
+expect "--verify-only refuses a state file saved for another LUN (not every block reported lost)" \
 	'[ $rc -eq 2 ] && grep -q "saved for LUN 1 of $iqn, not LUN 2" <<<"$out" && ! grep -q mismatches <<<"$out"'
 out=$("$sb" --verify-only --state "$work/state" --span 4m --csv "$u1" 2>/dev/null)
-expect "--verify-only --csv prints CSV (it printed the human line)" \
+expect "--verify-only --csv prints CSV (not the human line)" \
 	'[ "$out" = "$(printf "verify_checked,verify_mismatches,verify_complete\n8192,0,1")" ]'
 dd if=/dev/urandom of="$work/lun1.img" bs=4096 seek=3 count=1 conv=notrunc,fsync status=none
 out=$("$sb" --verify-only --state "$work/state" --span 4m "$u1" 2>&1); rc=$?
@@ -226,7 +228,7 @@ wait "$pid"
 expect "Ctrl-C in CSV: the row says interrupted" \
 	'[ "$(awk -F, "NR == 1 { print \$22 } NR == 2 { print \$22 }" "$work/int.csv" | tr "\n" " ")" = "interrupted 1 " ]'
 # Ctrl-C in the warm-up: nothing measured, and no latency of 0 us said
-# for it (helper-52): null in JSON, empty in CSV; --compare and --plot
+# for it: null in JSON, empty in CSV; --compare and --plot
 # take such a file
 "$sb" --warmup 5 -t 1 --json --no-progress "$u1" >"$work/warm.json" 2>/dev/null &
 pid=$!
@@ -235,13 +237,13 @@ kill -INT "$pid"
 wait "$pid"; rc=$?
 expect "Ctrl-C in the warm-up: JSON latency null, no CDF, exit 130" \
 	'[ $rc -eq 130 ] && jq -e ".results[0] | .ops == 0 and .latency_us.p99 == null and (.cdf | length) == 0" "$work/warm.json" >/dev/null'
-expect "JSON without --label: the top-level label is null (it was \"\"), with --label that label" \
+expect "JSON without --label: the top-level label is null (not \"\"), with --label that label" \
 	'jq -e ".label == null" "$work/warm.json" >/dev/null && jq -e ".label == \"wb\"" "$work/wb.json" >/dev/null'
 expect "--compare and --plot take a run with no operation" \
 	'"$sb" --compare "$work/warm.json" "$work/wb.json" >/dev/null &&
 	 "$sb" --plot "$work/warm.png" "$work/warm.json" "$work/wb.json" >/dev/null 2>&1 && [ -s "$work/warm.png" ]'
 # Ctrl-C during a --verify run stops the writes and still checks them,
-# and saves the state (it read back nothing and saved none: helper-52)
+# and saves the state
 rm -f "$work/int.state"
 "$sb" -t 30 -q 4 --verify --state "$work/int.state" --span 4m --no-progress "$u1" >"$work/intv.out" 2>&1 &
 pid=$!
@@ -293,11 +295,11 @@ wait "$pid"
 ctl2=$(cat "$work/tgtd2/ctl")
 sock_before=$(ls /var/run/tgtd/socket."$ctl2" /var/run/tgtd/socket."$ctl2".lock 2>/dev/null | wc -l)
 "$tp" stop "$work/tgtd2" >/dev/null
-expect "tgtd-private stop removes the control socket tgtd leaves (1,604 pairs had piled up)" \
+expect "tgtd-private stop removes the control socket tgtd leaves (else they pile up, a pair per tgtd)" \
 	'[ "$sock_before" -eq 2 ] && ! ls /var/run/tgtd/socket."$ctl2"* >/dev/null 2>&1'
 # --cache-off against a target killed mid-run: the restore says the
-# target did not answer (it gave an older command's unit attention as
-# the reason: helper-52)
+# target did not answer (an older command's unit attention is not the
+# reason)
 "$tp" start "$work/tgtd2" "$top/bs_syncguard.so" >/dev/null &&
 	"$tp" target "$work/tgtd2" 1 "$iqn" &&
 	"$tp" lun "$work/tgtd2" 1 1 "$work/other.img" mode=write-back || exit 1
@@ -317,41 +319,41 @@ expect "another tgtd's counters of the same target name are not reported as this
 # RWF_DSYNC (core/lun.c, loop_note_write): a plain write load ends it
 "$sb" --bytes 2m -b 4k -q 8 --no-progress "$u1" >/dev/null 2>&1
 out=$("$sb" -s end --bytes 16m -b 512 -p seq --json --no-progress "$u1" 2>/dev/null | jq '.results[0].device_flushes_per_op')
-expect "one flush in 32768 operations is not 0 in JSON (it read 0.0000): $out" \
+expect "one flush in 32768 operations is not 0 in JSON (not 0.0000): $out" \
 	'awk -v v="$out" "BEGIN { exit !(v > 0 && v < 0.001) }"'
 out=$("$sb" -s end --bytes 16m -b 512 -p seq --no-progress "$u1" 2>/dev/null | grep "device syncs per operation")
-expect "one flush in 32768 operations in text: three digits, fixed notation (it read 3.05e-05: helper-76): $out" \
+expect "one flush in 32768 operations in text: three digits, fixed notation (not 3.05e-05): $out" \
 	'grep -Eq "target: 0\.0000[0-9]{3} device syncs" <<<"$out"'
 out=$("$sb" -t 0.2 -S 5000 --no-progress "$u1" 2>&1); rc=$?
-expect "--span not a multiple of the block size is refused (it was cut to 9 blocks): $(head -1 <<<"$out")" \
+expect "--span not a multiple of the block size is refused (not cut to 9 blocks): $(head -1 <<<"$out")" \
 	'[ $rc -eq 2 ] && grep -q "not a multiple of the LUN" <<<"$out"'
 out=$("$sb" -t 0.2 -s flush-only --json --no-progress "$u1" 2>/dev/null | jq -r '.results[0].workload')
-expect "a flush-only run is named flush-only (it was called rand-write)" '[ "$out" = flush-only ]'
+expect "a flush-only run is named flush-only (not rand-write)" '[ "$out" = flush-only ]'
 out=$("$sb" -t 0.2 -p seq -R 50 --json --no-progress "$u1" 2>/dev/null | jq -r '.results[0].workload')
-expect "a half-random run is named rand50-write (it was called rand-write)" '[ "$out" = rand50-write ]'
+expect "a half-random run is named rand50-write (not rand-write)" '[ "$out" = rand50-write ]'
 out=$("$sb" -t 0 "$u1" 2>&1)
 expect "--time 0 says what a time must be" 'grep -q "more than 0" <<<"$out"'
 
 out=$("$sb" -s end --bytes 2m -b 64k -p seq -n 2 --split-span -S 1m --no-progress "$u1" 2>&1 >/dev/null)
 out2=$("$sb" -s end --bytes 512k -b 64k -p seq -n 2 --split-span -S 1m --no-progress "$u1" 2>&1 >/dev/null)
-expect "--bytes beyond a session's part of the span is said to wrap, and only then (iozone -e style runs rewrote it silently)" \
+expect "--bytes beyond a session's part of the span is said to wrap, and only then (else iozone -e style runs rewrite it silently)" \
 	'grep -q "each session moves 2097152 bytes within its part of the span of 524288 bytes: it wraps, 4.0 times over" <<<"$out" &&
 	 ! grep -q "wraps" <<<"$out2"'
 out=$("$sb" --bytes 1k --no-progress "$u1" 2>&1); rc=$?
-expect "--bytes less than one command is a usage error (it moved a whole one)" \
+expect "--bytes less than one command is a usage error (not a whole one moved)" \
 	'[ $rc -eq 2 ] && grep -q "less than one command" <<<"$out"'
 out=$("$sb" --compare "$work/wb.json" "$work/iozone.csv" 2>&1); rc=$?
-expect "--compare names a file with no results in it and fails (it was skipped)" \
+expect "--compare names a file with no results in it and fails (not skipped)" \
 	'[ $rc -eq 1 ] && grep -q "iozone.csv: no iscsi-syncbench --json results" <<<"$out"'
 truncate -s 16M "$work/lun3.img"
 "$tp" lun "$work/tgtd" 1 3 "$work/lun3.img" "mode=write-back" &&
 	"$tp" adm "$work/tgtd" --op update --mode logicalunit --tid 1 --lun 3 --params readonly=1 || exit 1
 u3=$("$tp" url "$work/tgtd" "$iqn" 3)
 out=$("$sb" -t 5 --no-progress "$u3" 2>&1); rc=$?
-expect "writes to a write-protected LUN are refused before they run (they failed for the whole -t)" \
+expect "writes to a write-protected LUN are refused before they run (not failing for the whole -t)" \
 	'[ $rc -eq 2 ] && grep -q "write protected" <<<"$out"'
 out=$("$sb" --preset vdbench --no-progress "$u3" 2>&1); rc=$?
-expect "a preset that writes is refused on a write-protected LUN (it ran its reads alone)" \
+expect "a preset that writes is refused on a write-protected LUN (not run with its reads alone)" \
 	'[ $rc -eq 2 ] && grep -q "write protected" <<<"$out"'
 "$sb" -t 0.2 -r 100 --json --no-progress "$u3" >"$work/wp.json"
 expect "reads of a write-protected LUN run, and JSON says write_protected" \
@@ -361,7 +363,8 @@ expect "reads of a write-protected LUN run, and JSON says write_protected" \
 "$sb" --verify-only --no-progress "$u1" >/dev/null 2>&1
 expect "--verify-only without --state is a usage error (it would pass any data)" '[ $? -eq 2 ]'
 # sessions out of free blocks (--verify keeps writes to a block apart)
-# were rated as done at that moment: per-session IOPS in the millions
+# rated as done at that moment would show per-session IOPS in the
+# millions
 out=$("$sb" -t 1 -q 64 -n 4 -b 512 --verify --span 16k --json --no-progress "$u2")
 expect "no session of a timed run is rated above the whole run (--verify on 16 KiB)" \
 	'jq -e ".results[0] | .ops > 0 and .session_iops.max <= .iops * 1.001" <<<"$out" >/dev/null'
@@ -386,7 +389,7 @@ for mode in "--bytes 1g" "-t 2"; do
 done
 
 # --cache-off, and a second Ctrl-C while the target hangs: the tool quits
-# at once, and says that the LUN's write cache may still be off (it was silent)
+# at once, and says that the LUN's write cache may still be off
 "$sb" --cache-off -t 10 -q 4 --no-progress "$u1" >/dev/null 2>"$work/wce.err" &
 pid=$!
 sleep 1
@@ -403,7 +406,7 @@ expect "tgtd.log: the write-through LUN on a sparse file says it is slow, the wr
 	'grep -q "lun 2: the file has holes" "$work/tgtd/tgtd.log" && ! grep -q "lun 1: the file has holes" "$work/tgtd/tgtd.log"'
 
 # a plp LUN: its counters and its tgtd.log line say nothing of
-# RWF_DSYNC or of flush trials, which it has none of (helper-54)
+# RWF_DSYNC or of flush trials, which it has none of
 dd if=/dev/zero of="$work/plp.img" bs=1M count=8 conv=fsync status=none
 "$tp" lun "$work/tgtd" 1 6 "$work/plp.img" "mode=plp" >/dev/null || bad "plp LUN 6"
 out=$("$top/tools/syncguard-stat" "$iqn" 6)
@@ -417,7 +420,7 @@ expect "tgtd.log's plp line says no RWF_DSYNC" \
 "$tp" adm "$work/tgtd" --op delete --mode logicalunit --tid 1 --lun 6 >/dev/null
 
 # a unit attention during a run is retried, and said once with its
-# sense (it was only counted as a retry): here tgtadm turns the write
+# sense (not only counted as a retry): here tgtadm turns the write
 # cache off and on under the run (MODE PARAMETERS CHANGED)
 "$sb" -t 3 -q 4 --no-progress "$u1" >/dev/null 2>"$work/ua.err" &
 pid=$!
@@ -432,9 +435,9 @@ expect "a unit attention mid-run: exit 0, said once with its ASC/ASCQ ($(head -c
 	'[ $rc -eq 0 ] && [ "$(grep -c "unit attention.*0x2a01 MODE PARAMETERS CHANGED" "$work/ua.err")" = 1 ]'
 
 # a store stamped earlier with another logical block size: its stale
-# stamps are no mismatch of this run (they were reported as torn blocks,
-# 642 of 2048, exit 1); a stamp written through the same block size at
-# the wrong LBA still is
+# stamps are no mismatch of this run (no torn blocks reported, no exit
+# 1); a stamp written through the same block size at the wrong LBA
+# still is
 truncate -s 8M "$work/bs.img"
 seed=0
 for bsz in 512 4096 512; do	# another seed each: the same one rewrites the same blocks
@@ -457,14 +460,14 @@ expect "--verify-only finds a stamp copied to another LBA of the same block size
 "$tp" adm "$work/tgtd" --op delete --mode logicalunit --tid 1 --lun 5
 
 # --verify's read-back after a Ctrl-C (the span 4 GiB: it lasts): a
-# second Ctrl-C stops it and the results are printed (it quit with
-# nothing: helper-58), and a target that dies during it fails it (it
-# hung for good, libiscsi reconnecting: helper-58)
+# second Ctrl-C stops it and the results are printed (no quit with
+# nothing), and a target that dies during it fails it (no hang for good,
+# libiscsi reconnecting)
 truncate -s 4G "$work/big.img"
 "$tp" lun "$work/tgtd" 1 7 "$work/big.img" "mode=write-back" 4096 >/dev/null || bad "LUN 7"
 u7=$("$tp" url "$work/tgtd" "$iqn" 7)
 in_readback() {	# PID ERRFILE: once LUN 7 has answered writes (on a busy
-	# machine the run had done none 1 s in, and reported no ops), Ctrl-C,
+	# machine the run may have done none 1 s in, and report no ops), Ctrl-C,
 	# then wait for the read-back to begin.  The run keeps 16 in flight,
 	# so a 17th write arrives only after one was answered.
 	for _ in $(seq 400); do

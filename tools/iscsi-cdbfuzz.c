@@ -217,8 +217,8 @@ static uint32_t from_template(struct fuzz *f, struct slot *s)
 /*
  * A data-in command with an ALLOCATION LENGTH of 0-4 (or any), and the
  * data-in length the initiator expects: that length, none, or any.
- * tgt's MODE SENSE wrote through a NULL buffer at 0 and killed tgtd
- * (helper-69), which random bytes reach once in millions of CDBs.
+ * tgt's MODE SENSE writes through a NULL buffer at 0 and kills tgtd,
+ * a case random bytes reach once in millions of CDBs.
  * Returns the data-in length.
  */
 static uint32_t alloc_cdb(struct fuzz *f, struct slot *s)

@@ -52,8 +52,8 @@ int syncguard_stats_load(const char *path, struct syncguard_stats *st)
 	return plausible(st) ? 0 : -EINVAL;
 }
 
-/* A trial's rate: "not yet" until that way was scored (helper-54:
- * "-" was explained nowhere). */
+/* A trial's rate: "not yet" until that way was scored (words, where a
+ * bare "-" would need explaining). */
 static const char *rate(uint64_t r, char *buf, size_t len)
 {
 	if (!r)
@@ -82,8 +82,8 @@ void syncguard_ways_writes(const struct syncguard_stats *st, char *buf,
 	int n;
 
 	/* plp writes no RWF_DSYNC and waits for no group flush: write_sync
-	 * has nothing to choose (helper-54: "now RWF_DSYNC" on a plp LUN
-	 * with none read as a contradiction) */
+	 * has nothing to choose, and "now RWF_DSYNC" on a plp LUN with
+	 * none would read as a contradiction */
 	if (st->mode == SYNCGUARD_MODE_PLP) {
 		snprintf(buf, len, "%s, no flushes (plp)", how);
 		return;
@@ -95,7 +95,7 @@ void syncguard_ways_writes(const struct syncguard_stats *st, char *buf,
 	    st->write_sync != SYNCGUARD_WRITE_SYNC_AUTO)
 		return;
 	/* the sync loop's way 1 makes its writes RWF_DSYNC whatever this
-	 * trial's way (helper-2: "now group commit" beside it) */
+	 * trial's way, so say that rather than "now group commit" */
 	snprintf(buf + n, len - (size_t)n,
 		 " (now %s%s; last epochs: RWF_DSYNC %s, group %s)",
 		 st->mode == SYNCGUARD_MODE_WRITE_BACK && st->wce &&

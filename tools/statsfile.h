@@ -22,7 +22,7 @@ int syncguard_stats_load(const char *path, struct syncguard_stats *st);
  * bytes, NUL-terminated, no newline): "O_DIRECT where aligned,
  * write_sync auto (now RWF_DSYNC; last epochs: RWF_DSYNC 5400/s, group
  * 2900/s)".  Rates are commands answered per second in each way's last
- * measured epoch, "-" before it has one. */
+ * measured epoch, "not yet" before it has one. */
 void syncguard_ways_writes(const struct syncguard_stats *st, char *buf,
 			   size_t len);
 

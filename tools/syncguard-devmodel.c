@@ -547,13 +547,13 @@ static void usage(FILE *f)
 		"MOUNTPOINT [fuse options]\n"
 		"Exports FILE as MOUNTPOINT/disk.img behind a volatile write "
 		"cache.\n--block: a power of two from 512 (default 4096); "
-		"--flush-ms: 0..60000; commands on MOUNTPOINT/.ctl: see the "
-		"README\n(Durability) or this tool's source header.\n");
+		"--flush-ms: 0..60000; commands on MOUNTPOINT/.ctl: see "
+		"docs/durability.md\nor this tool's source header.\n");
 }
 
 /* Option @opt's value @s as a number in [@lo, @hi] into *@v: 0, or -1
- * after saying why (a helper's --flush-ms -5 made every flush take 71
- * minutes, and "abc" was taken as 0). */
+ * after saying why (a --flush-ms of -5 would make every flush take 71
+ * minutes, and "abc" would be taken as 0). */
 static int number(const char *opt, const char *s, double lo, double hi,
 		  double *v)
 {
@@ -636,7 +636,7 @@ static int parse_args(int *argc, char **argv, const char **image)
  * point already: FUSE mounts over a regular file too (over the image
  * itself, which then reads as I/O errors), and over a model still
  * mounted there, whose .ctl then no longer reaches the model under a
- * LUN (helper-found).  0, or 1 after saying why.
+ * LUN.  0, or 1 after saying why.
  */
 static int check_mount_point(int argc, char **argv)
 {

@@ -68,8 +68,8 @@ static void teardown(void)
 	}
 	/* and any a failed test left attached (tests run in children):
 	 * those over files in the scratch directory, before
-	 * proto_tgtd_stop removes it (after, the filter was "/", and this
-	 * detached every loop device of the host: helper-60) */
+	 * proto_tgtd_stop removes it (after, the filter would be "/", and
+	 * this would detach every loop device of the host) */
 	proto_sh("for l in $(losetup -nO NAME,BACK-FILE | awk -v d='%s/' "
 		 "'index($2, d) == 1 { print $1 }'); do partx -d $l; "
 		 "losetup -d $l; done 2>/dev/null", proto_dir());
@@ -263,8 +263,9 @@ END_TEST
 /* UNMAP on a LUN with 512-byte blocks over a 4 KiB-sector device: the
  * device deallocates whole sectors only (fallocate: EINVAL), so the
  * blocks that share a sector with others are written with zeroes; every
- * unmapped block reads back as zeroes, the rest as written (it failed
- * with MEDIUM ERROR after unmapping the first descriptor: helper-53).
+ * unmapped block reads back as zeroes, the rest as written (taking the
+ * EINVAL for a failure, UNMAP would end with MEDIUM ERROR after the
+ * first descriptor).
  * Block Limits says the sector as OPTIMAL UNMAP GRANULARITY. */
 START_TEST(test_blockdev_unmap_within_sectors)
 {
@@ -318,7 +319,7 @@ END_TEST
 /* plp on a loop device refuses thin provisioning as on the file under
  * it: the loop driver turns UNMAP's discard into a hole in that file,
  * and a plp write into the hole allocates a block nothing flushes
- * (helper-62: thin_provisioning=1 was taken, and UNMAP punched it). */
+ * (with thin_provisioning=1 taken, UNMAP would punch such holes). */
 START_TEST(test_blockdev_plp_loop_refuses_thin)
 {
 	ck_assert_int_ne(proto_update_lun(3, "thin_provisioning=1"), 0);
@@ -503,7 +504,7 @@ static void write_two_partitions(const char *file)
 
 /* Partitions of a loop device share their file's lock: both can be
  * exported, but not beside the file or the whole device, in either
- * order (a helper exported the file, then a partition). */
+ * order (the file first, then a partition, is refused too). */
 START_TEST(test_blockdev_loop_partitions)
 {
 	char dev[64], p1[80], p2[80];
@@ -667,8 +668,8 @@ static void remount_teardown(struct iscsi_context *iscsi,
 /* A file system remounted nobarrier under a live write-back LUN latches
  * it.  The mount and the remount are made in tgtd's mount name space.
  * _i 1: the LUN's file is on an ext4 on a loop device, and the file
- * system remounted is the one under that loop's backing file (as LUN
- * creation checks it; a helper found the watch did not). */
+ * system remounted is the one under that loop's backing file (LUN
+ * creation checks it, and so must the watch). */
 START_TEST(test_blockdev_remount_nobarrier_latches)
 {
 	struct remount_fs fs = { .inner = _i == 1 };
@@ -684,9 +685,9 @@ END_TEST
 /*
  * A sparse LUN file on an ext4 that fills up: a durable write is refused
  * (DATA PROTECT / SPACE ALLOCATION FAILED) and, once space is freed, the
- * next ones and SYNCHRONIZE CACHE are GOOD again.  helper-46's LUN
- * failed every durable command until re-created: an ENOSPC latched as a
- * failed flush would (core/lun.c, syncguard_latch).  _i: write-back FUA
+ * next ones and SYNCHRONIZE CACHE are GOOD again.  An ENOSPC latched as
+ * a failed flush would (core/lun.c, syncguard_latch) fail every durable
+ * command until the LUN is re-created.  _i: write-back FUA
  * writes (O_DIRECT, io_uring), write-through (the same), write-through
  * on worker threads through the page cache.
  */
@@ -729,10 +730,10 @@ START_TEST(test_blockdev_full_fs_recovers)
 	proto_assert_sense(t, SCSI_SENSE_DATA_PROTECTION, 0x2707,
 			   "WRITE(16) on a full file system");
 	ck_assert_int_eq(proto_counter(lun, "latched.errno"), ENOSPC);
-	/* refused too, and they change nothing below (helper-48: reading
-	 * the first block back took them for writes that went in and had
-	 * their sync fail, and latched for good): a write whose first block
-	 * is allocated and the rest not, and zeroes into a hole */
+	/* refused too, and they change nothing below (reading the first
+	 * block back must not take them for writes that went in and had
+	 * their sync fail, which would latch for good): a write whose first
+	 * block is allocated and the rest not, and zeroes into a hole */
 	proto_assert_sense(iscsi_write16_sync(iscsi, lun, 98304, out,
 			   sizeof(out), 512, 0, 0, _i == 0, 0, 0),
 			   SCSI_SENSE_DATA_PROTECTION, 0x2707,
@@ -757,8 +758,8 @@ END_TEST
 /* The same when the change of the mount table reaches tgtd's event loop
  * in one batch behind a connection that closes: tgtd drops the rest of
  * a batch when a handler removes an event, and Linux signals a change
- * of /proc/self/mountinfo once, so a watch on it in tgtd's loop lost
- * this remount.  tgtd is stopped while both happen, so both are in its
+ * of /proc/self/mountinfo once, so a watch on it in tgtd's loop would
+ * lose this remount.  tgtd is stopped while both happen, so both are in its
  * next batch, the closed connection first. */
 START_TEST(test_blockdev_remount_beside_closing_connection)
 {
@@ -782,7 +783,7 @@ END_TEST
  * new one, where the same ext4 is mounted too): nobarrier belongs to
  * the file system, so tgtd's LUN loses its flushes as well, but Linux
  * signals the change only where it was made; the watch's periodic check
- * (every 2 s) finds it (a helper's test: FUA writes went on GOOD). */
+ * (every 2 s) finds it (without it, FUA writes go on GOOD). */
 START_TEST(test_blockdev_remount_elsewhere_latches)
 {
 	struct remount_fs fs = { .inner = false };
@@ -802,9 +803,9 @@ START_TEST(test_blockdev_remount_elsewhere_latches)
 END_TEST
 
 /* The same when tgtd has no descriptor free as the table changes (a
- * helper's test: the watch opened the table anew and lost the change;
- * now it reads through the descriptor it polls, and a table it cannot
- * read is tried again a second later) */
+ * watch that opened the table anew would lose the change; it reads
+ * through the descriptor it polls, and a table it cannot read is tried
+ * again a second later) */
 START_TEST(test_blockdev_remount_out_of_descriptors)
 {
 	struct remount_fs fs = { .inner = false };
@@ -885,9 +886,9 @@ END_TEST
 
 /*
  * A loop device with direct I/O off (loop's default) over a file with
- * holes: tgtd.log warns.  helper-49's RWF_DSYNC writes straight to such a
- * device read back lost for hundreds of acknowledged ones once the
- * file's file system filled up (core/loopdev.c); nothing above the loop
+ * holes: tgtd.log warns.  RWF_DSYNC writes straight to such a device
+ * can read back lost, hundreds of acknowledged ones, once the file's
+ * file system fills up (core/loopdev.c); nothing above the loop
  * driver can see it.  Not with direct I/O on.
  */
 START_TEST(test_blockdev_loop_holes_warned)
@@ -961,14 +962,14 @@ static pid_t start_reader(int lun, unsigned int bs, uint64_t lba)
 /*
  * A write answered GOOD is what the next read returns, while two other
  * sessions keep reading the block.  On a block device whose writes go
- * O_DIRECT through io_uring, a page-cache read that overlapped one kept
+ * O_DIRECT through io_uring, a page-cache read that overlaps one keeps
  * the old data cached after it (block/fops.c drops such pages only for
- * synchronous writes), and the next read returned it: 9-164 stale reads
- * in 3,000 writes, in each of three runs, before reads there went
- * O_DIRECT too (core/lun.c).  A file on the build directory's file
- * system (ext4 here: iomap drops the pages when the write completes)
- * keeps its page-cache reads, and is checked the same way, with
- * write-through's O_DIRECT writes and write-back's FUA ones (core/mix.c).
+ * synchronous writes), and the next read returns it: 9-164 stale reads
+ * in 3,000 writes, so reads there go O_DIRECT too (core/lun.c).  A file
+ * on the build directory's file system (ext4 here: iomap drops the pages
+ * when the write completes) keeps its page-cache reads, and is checked
+ * the same way, with write-through's O_DIRECT writes and write-back's
+ * FUA ones (core/mix.c).
  */
 START_TEST(test_blockdev_read_after_write)
 {
@@ -1072,8 +1073,8 @@ static void dio_off_latches(struct iscsi_context *iscsi, const char *loop,
 
 /*
  * plp on a loop device needs the loop's direct I/O on (core/loopdev.c,
- * plp_over_loop): with it off (loop's default), helper-70's FUA writes
- * were answered GOOD from the page cache of the loop's backing file,
+ * plp_over_loop): with it off (loop's default), FUA writes are
+ * answered GOOD from the page cache of the loop's backing file,
  * which plp never flushes.  Refused then; taken with it on; and when it
  * is turned off under the live LUN, the mount watch (every 2 s without
  * a signal) latches the LUN, so a FUA write fails.
@@ -1144,9 +1145,10 @@ END_TEST
 
 /* Loop devices stacked: plp on loop device A (direct I/O on) over a
  * file in an ext4 on loop device B.  Refused while B's direct I/O is
- * off (A's writes end in B's backing file's page cache: helper-71, 48
- * MiB dirty after FUA writes, when only A was checked), taken once it
- * is on, and latched by the mount watch when it is turned off again. */
+ * off (A's writes end in B's backing file's page cache, which a check
+ * of A alone misses: FUA writes leave tens of MiB dirty there), taken
+ * once it is on, and latched by the mount watch when it is turned off
+ * again. */
 START_TEST(test_blockdev_plp_stacked_loops_need_direct_io)
 {
 	const char *img = proto_file("stack.img", DEV_BYTES, false);
@@ -1184,8 +1186,8 @@ END_TEST
  * without inline crypto, which turns its O_DIRECT writes into buffered
  * ones silently (statx: dio_offset_align 0).  A plp LUN on it takes the
  * page cache and writes each write out: 8 MiB of FUA writes leave no
- * dirty page (they left 2,048, GOOD and WCE=0 all the same, when 0 was
- * read as "unknown, use 4096").  direct=yes is refused, and so is plp on
+ * dirty page (with 0 read as "unknown, use 4096", they would leave
+ * 2,048, GOOD and WCE=0 all the same).  direct=yes is refused, and so is plp on
  * a loop device with direct I/O on over such a file (the loop's dio
  * attribute says 1 and its writes are buffered just the same).
  */
@@ -1426,9 +1428,10 @@ static int overlay_in_tgtd(const char *base, const char *opts, const char *ov)
 }
 
 /* A plp file on an overlay whose upper layer is an ext4 on a loop
- * device with direct I/O off: refused (helper-73: taken, the overlay's
- * own device is no loop, and 48 MiB of FUA writes left 50 MiB dirty),
- * taken once that loop's direct I/O is on. */
+ * device with direct I/O off: refused (the overlay's own device is no
+ * loop, so a check of it alone takes the file, and then FUA writes
+ * leave their data dirty in the page cache), taken once that loop's
+ * direct I/O is on. */
 START_TEST(test_blockdev_plp_overlay_over_buffered_loop)
 {
 	const char *img = proto_file("ovl.img", DEV_BYTES, false);
@@ -1451,9 +1454,9 @@ START_TEST(test_blockdev_plp_overlay_over_buffered_loop)
 END_TEST
 
 /* An overlay mounted volatile ignores fsync and drops O_DSYNC:
- * refused in every mode (helper-75: write-back and write-through were
- * taken, and 48 WRITE + SYNCHRONIZE CACHE of 1 MiB answered GOOD left
- * 48 MiB dirty); the same overlay without volatile is taken. */
+ * refused in every mode (write-back and write-through too: there,
+ * WRITEs and SYNCHRONIZE CACHEs answered GOOD would leave all their
+ * data dirty); the same overlay without volatile is taken. */
 START_TEST(test_blockdev_volatile_overlay_refused)
 {
 	static const char *const modes[] = { "mode=write-back",
@@ -1486,9 +1489,9 @@ END_TEST
 /* A remount nobarrier of the file system under an overlay that holds a
  * loop's backing file, under the LUN's own file system (ext4 on loop A
  * over a file on an overlay whose upper layer is an ext4 on loop B):
- * the watch latches the write-back LUN (helper-75: it looked through
- * an overlay only for the LUN's own file, and FUA writes went on GOOD;
- * the creation check already refused the same stack). */
+ * the watch latches the write-back LUN (a watch that looks through an
+ * overlay only for the LUN's own file misses it, and FUA writes go on
+ * GOOD; the creation check refuses the same stack). */
 START_TEST(test_blockdev_remount_under_overlay_in_stack)
 {
 	const char *img = proto_file("ostack.img", DEV_BYTES, false);
@@ -1526,9 +1529,9 @@ START_TEST(test_blockdev_remount_under_overlay_in_stack)
 END_TEST
 
 /* A loop device whose backing file was deleted: what is under it cannot
- * be checked, so it is refused in every mode (helper-73: a plp LUN on
- * one over a file on a loop with direct I/O off was taken, 39 MiB left
- * dirty). */
+ * be checked, so it is refused in every mode (else a plp LUN on one
+ * over a file on a loop with direct I/O off would be taken, and its
+ * writes left dirty). */
 START_TEST(test_blockdev_loop_over_deleted_file_refused)
 {
 	const char *file = proto_file("deleted.img", 4u << 20, false);
@@ -1550,9 +1553,9 @@ START_TEST(test_blockdev_loop_over_deleted_file_refused)
 END_TEST
 
 /* A loop device over a block device (another loop here): its backing
- * is a device node on devtmpfs, which was refused as a RAM file system
- * in every mode (helper-73); taken now, and for plp the loop under it
- * must have direct I/O on too. */
+ * is a device node on devtmpfs, which is not taken for a RAM file
+ * system: the LUN is taken, and for plp the loop under it must have
+ * direct I/O on too. */
 START_TEST(test_blockdev_loop_over_block_device)
 {
 	const char *file = proto_file("over-dev.img", 8u << 20, false);
@@ -1615,7 +1618,7 @@ START_TEST(test_blockdev_plp_journalled_data_refused)
 		       proto_add_lun(9, flagged, "mode=plp", 0) != 0;
 	proto_sh_in_tgtd("umount '%s'; losetup -d '%s'", mnt, low);
 	/* data=journal as the superblock's default (tune2fs -o
-	 * journal_data), which mountinfo does not show (helper-73) */
+	 * journal_data), which mountinfo does not show */
 	ck_assert_int_eq(attach_in_tgtd(img, true, low, sizeof(low)), 0);
 	ck_assert_int_eq(proto_sh_in_tgtd("tune2fs -o journal_data '%s' "
 		">/dev/null && mount '%s' '%s'", low, low, mnt), 0);
@@ -1639,8 +1642,8 @@ END_TEST
 
 /* A LUN that needs the mount watch (write-back on a file) is refused
  * when the watch cannot start, here because tgtd may create no thread
- * beyond the LUN's 16 workers, which tgt starts before the LUN opens (a
- * helper's test: it was exported unwatched); a plp LUN, which needs no
+ * beyond the LUN's 16 workers, which tgt starts before the LUN opens
+ * (rather than exported unwatched); a plp LUN, which needs no
  * watch, is taken; and the write-back one once the watch can run. */
 START_TEST(test_blockdev_unwatched_lun_refused)
 {

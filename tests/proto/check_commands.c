@@ -217,8 +217,7 @@ END_TEST
 
 /* VERIFY and WRITE AND VERIFY with BYTCHK 10b, and WRITE AND VERIFY with
  * 11b (reserved in SBC-4): INVALID FIELD IN CDB, and nothing written.
- * Found by a helper: tgt's VERIFY handler reads only BYTCHK's low bit
- * and answered GOOD. */
+ * tgt's VERIFY handler reads only BYTCHK's low bit and answers GOOD. */
 START_TEST(test_cmd_bytchk_reserved)
 {
 	static const uint8_t ops[] = { 0x2f, 0x8f, 0x2e, 0x8e, 0xae };

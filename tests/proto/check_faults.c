@@ -264,9 +264,9 @@ static long long model_counter(const char *name)
  * A LUN that opens on data nobody flushed (an earlier tgtd killed before
  * its final flush; here the test writes the model's disk through the
  * page cache itself): write-through flushes as it opens, before it
- * reports WCE=0; write-back's first SYNCHRONIZE CACHE flushes.  Both
- * started clean and flushed nothing: helper-61 lost 40-55% of the
- * acknowledged blocks at a power cut after a restart, 12 of 12.
+ * reports WCE=0; write-back's first SYNCHRONIZE CACHE flushes.  A LUN
+ * that started clean and flushed nothing would lose 40-55% of the
+ * acknowledged blocks at a power cut after a restart.
  * _i 0: write-back, 1: write-through.
  */
 START_TEST(test_faults_fresh_lun_flushes_what_it_finds)
@@ -303,8 +303,8 @@ END_TEST
  * The open flush of a write-through LUN runs in the background, as
  * tgtadm's switch to WCE=0 does: on a device whose flush takes 3 s the
  * LUN is created at once (its creation waits 1 s at most) and shows
- * WCE=1 until the flush is done, then 0.  It ran on tgtd's event thread,
- * and every LUN of the tgtd waited for it (helper-65: 5 s).
+ * WCE=1 until the flush is done, then 0.  On tgtd's event thread, every
+ * LUN of the tgtd would wait for it.
  */
 START_TEST(test_faults_open_flush_in_background)
 {
@@ -325,7 +325,7 @@ START_TEST(test_faults_open_flush_in_background)
 	ck_assert_msg(wce == 1, "a write-through LUN whose open flush still "
 		      "runs shows WCE=%d (the flush ran in its creation)", wce);
 	/* WCE=0 asked for meanwhile is the mode's own: answered once the
-	 * switch is done (it was refused: helper-67) */
+	 * switch is done, not refused */
 	proto_assert_good(proto_select_wce(iscsi, 7, 0), "MODE SELECT WCE=0 "
 			  "during the switch at open", false);
 	proto_caching(iscsi, 7, &wce, &dpofua);
@@ -353,9 +353,9 @@ END_TEST
 /*
  * tgtd out of descriptors: a durable command that cannot open its sync
  * descriptor (core/lun.c) failed before any I/O, so it is answered BUSY
- * and latches nothing; once descriptors are free the LUN works.  It used
- * to latch for good: MEDIUM ERROR on every durable command until the LUN
- * was re-created (helper-62).  _i: both engines, on a regular file.
+ * and latches nothing; once descriptors are free the LUN works.  A latch
+ * for good would answer MEDIUM ERROR to every durable command until the
+ * LUN is re-created.  _i: both engines, on a regular file.
  */
 START_TEST(test_faults_out_of_descriptors_busy)
 {
@@ -391,8 +391,8 @@ END_TEST
 /*
  * A file made immutable (chattr +i) refuses writes with EPERM: WRITE
  * PROTECTED, and a soft latch, like a full file system's; once the flag
- * is gone the LUN works again.  It latched for good (helper-62).  Skipped
- * where the scratch file system has no immutable flag.
+ * is gone the LUN works again, which a latch for good would not let it
+ * do.  Skipped where the scratch file system has no immutable flag.
  */
 START_TEST(test_faults_immutable_file_recovers)
 {
@@ -435,10 +435,10 @@ END_TEST
  * its volatile cache, and with it a plain write made before.  The LUN
  * latches for good: on FUSE an ENOSPC may be such a flush's
  * (core/policy.c), and no later SYNCHRONIZE CACHE may say GOOD for the
- * lost write.  A first soft latch let a recheck clear it: two
- * SYNCHRONIZE CACHEs were GOOD (helper-47, page-cache writes, 8 of 8;
- * helper-48, 4096-byte blocks with O_DIRECT writes, whose data the failed
- * flush dropped too, after reading the block back had been added).
+ * lost write.  A soft latch would let a recheck clear it, and two
+ * SYNCHRONIZE CACHEs be GOOD: for page-cache writes, and for 4096-byte
+ * blocks with O_DIRECT writes, whose data the failed flush drops too,
+ * even where the block is read back.
  * _i 0: 512-byte blocks, page cache; 1: 4096-byte blocks, direct=yes.
  */
 START_TEST(test_faults_fua_enospc_from_flush_latches)
@@ -479,8 +479,8 @@ START_TEST(test_faults_fua_enospc_from_flush_latches)
 END_TEST
 
 /* A LUN that fails every command does not flood tgtd.log: at most 10
- * lines per LUN in 10 s (a helper's latched LUN wrote 9,515 lines in a
- * 1 s FUA run).  44 failed commands of a latched LUN, in well under
+ * lines per LUN in 10 s (without a limit, a latched LUN writes 9,515
+ * lines in a 1 s FUA run).  44 failed commands of a latched LUN, in well under
  * 10 s, span at most two windows; the SYNCHRONIZE CACHE answered from
  * the latch is logged like the rest, with the latched errno, and
  * ILLEGAL REQUEST answers before them do not use up their lines. */
@@ -502,8 +502,8 @@ START_TEST(test_faults_error_lines_limited)
 	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 4, 0, 0, 0, 0),
 			   SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
 			   "SYNCHRONIZE CACHE(10) on a failing flush");
-	/* answered in tgtd's event thread from the latch: logged too (only
-	 * the first, through a worker, was) */
+	/* answered in tgtd's event thread from the latch: logged too, not
+	 * only the first, through a worker */
 	for (int i = 0; i < 3; i++)
 		proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 4, 0, 0,
 								 0, 0),
@@ -580,8 +580,8 @@ static void *fua_write(void *arg)
 }
 
 /* tgtadm path= while a command is in flight is refused (tgt would close
- * the backing store under a worker still running it: tgtd died), and
- * done once it was answered.  The model's 400 ms flushes keep a FUA
+ * the backing store under a worker still running it, and tgtd would
+ * die), and done once it is answered.  The model's 400 ms flushes keep a FUA
  * write in flight. */
 START_TEST(test_faults_path_change_waits)
 {
@@ -637,8 +637,8 @@ static void start_slow_switch(struct iscsi_context **iscsi,
 
 /* An update of another parameter (readonly=0) while a MODE SELECT's
  * switch to WCE=0 flushes: the page shows WCE=1 until the flush is
- * done, and the update read that 1 as a request and cancelled the
- * switch (GOOD to the initiator, WCE=1 after, helper-35).  The model's
+ * done, and the update must not read that 1 as a request and cancel
+ * the switch (GOOD to the initiator, WCE=1 after).  The model's
  * 600 ms flush keeps the switch in progress. */
 START_TEST(test_faults_wce_switch_survives_update)
 {
@@ -666,11 +666,10 @@ END_TEST
 
 /* WCE=1 while another initiator's switch to WCE=0 still flushes (the
  * page shows 1 until then): WCE ends at 1, and the initiator that asked
- * for 0 hears of it, MODE PARAMETERS CHANGED.  tgt compared the 1 with
- * the 1 shown and told no one, and that initiator, believing WCE=0, sent
- * no flushes for writes that sat in a volatile cache (helper-55: lost
- * on a power cut, 6/6).  _i 0: another session's MODE SELECT, 1:
- * tgtadm. */
+ * for 0 hears of it, MODE PARAMETERS CHANGED.  tgt compares the 1 with
+ * the 1 shown and tells no one, and that initiator, believing WCE=0,
+ * sends no flushes for writes that sit in a volatile cache (lost on a
+ * power cut).  _i 0: another session's MODE SELECT, 1: tgtadm. */
 START_TEST(test_faults_wce_on_over_switch_told)
 {
 	struct iscsi_context *iscsi, *other;
@@ -707,7 +706,7 @@ static void *sync_cache(void *arg)
 /* A second initiator's WCE=0 while the first one's switch to 0 still
  * waits for its flush, which then fails: the second is answered with
  * that outcome, not GOOD at once with WCE back at 1 after the failure
- * (helper-56: its plain writes then lost on a power cut, 7/7).  A
+ * (its plain writes would then be lost on a power cut).  A
  * SYNCHRONIZE CACHE holds the model's first 1.2 s flush; the switch's
  * flush comes after it, and the fault is armed meanwhile. */
 START_TEST(test_faults_second_wce_off_shares_failure)
@@ -751,8 +750,8 @@ START_TEST(test_faults_second_wce_off_shares_failure)
 END_TEST
 
 /* MODE SELECT WCE=0 whose flush fails: MEDIUM ERROR, WCE stays 1 (what
- * was cached is not durable), and the counters count the failed command
- * (they did not). */
+ * was cached is not durable), and the counters count the failed
+ * command. */
 START_TEST(test_faults_wce_off_flush_fails)
 {
 	struct iscsi_context *iscsi;
@@ -781,7 +780,7 @@ END_TEST
  * A flush fails with an errno open(2) could also return (EMFILE,
  * ENFILE, ENOMEM: FUSE passes its daemon's errno on, CIFS maps a
  * server's too-many-open-files to EMFILE): WRITE ERROR, latched, and
- * WCE stays 1 (it was answered GOOD and nothing latched), on both
+ * WCE stays 1 (not GOOD with nothing latched), on both
  * engines.  The errno comes from below the module, from the device
  * model, where nothing in the module can bypass it.
  */
@@ -842,7 +841,7 @@ END_TEST
 /* A flush that says "not now" fails all the same: its retry's success
  * proves nothing.  The model's writeback failing once with EAGAIN makes
  * the first fdatasync report it and the next succeed, with the data gone
- * (a retried SYNCHRONIZE CACHE was answered GOOD over it); and a flush
+ * (a retried SYNCHRONIZE CACHE would be answered GOOD over it); and a flush
  * answered EINTR by the device may have dropped its cache. */
 START_TEST(test_faults_flush_eintr_fails)
 {

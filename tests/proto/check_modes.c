@@ -173,11 +173,11 @@ static struct scsi_task *select_pages(struct iscsi_context *iscsi, int lun,
 
 /* After WCE=0, MODE SELECTs that carry no Caching page (the Control
  * page alone; a list tgt refuses after its Caching page) leave WCE at 0:
- * both turned it back to 1, silently (helper-53); a Caching page with a
- * wrong PAGE LENGTH is refused (tgt applied its WCE); of two Caching
- * pages the last counts, as tgt applies them in order (the first did:
- * helper-55).  No MODE SENSE in
- * between: one reset what the selects compared with. */
+ * tgt's handler turns it back to 1 after both, silently; a Caching page
+ * with a wrong PAGE LENGTH is refused (tgt applies its WCE); of two
+ * Caching pages the last counts, as tgt applies them in order (not the
+ * first).  No MODE SENSE in between: one would reset what the selects
+ * compare with. */
 static void wce_off_stays_off(struct iscsi_context *iscsi, int lun)
 {
 	uint8_t control[64], pages[128];
@@ -238,8 +238,8 @@ START_TEST(test_modes_mode_select_wce)
 		wce_off_stays_off(iscsi, lun);
 		proto_caching(iscsi, lun, &wce, &dpofua);
 		ck_assert_int_eq(wce, 0);
-		/* the default stays the mode's (tgt showed the current
-		 * value: helper-70), and showing it changes nothing */
+		/* the default stays the mode's (tgt's handler shows the
+		 * current value), and showing it changes nothing */
 		ck_assert_int_eq(default_wce(iscsi, lun), 1);
 		proto_caching(iscsi, lun, &wce, &dpofua);
 		ck_assert_int_eq(wce, 0);
@@ -296,12 +296,12 @@ static pid_t start_writer(int lun, uint32_t blocks, unsigned int seed)
  * four sessions write: every switch is answered and no write fails.
  * On write-back with direct=auto (a 2 MiB file: one granule, where
  * page-cache and O_DIRECT FUA writes meet) a MODE SELECT setting
- * WCE=1 once took the write lock on tgtd's event thread while worker
- * threads holding it waited for that thread's O_DIRECT writes: tgtd
- * hung within a second (core/mix.c).  With that code put back this
- * test failed in 6 of 6 runs: a MODE SELECT not answered in 10 s (the
- * iSCSI timeout turns the hang into a failure), or a tgtadm switch
- * hung until the test's timeout; tgtd-private's stop then kills it.
+ * WCE=1 that took the write lock on tgtd's event thread, while worker
+ * threads holding it wait for that thread's O_DIRECT writes, would hang
+ * tgtd within a second (core/mix.c).  Such a hang fails this test: a
+ * MODE SELECT not answered in 10 s (the iSCSI timeout turns the hang
+ * into a failure), or a tgtadm switch that hangs until the test's
+ * timeout; tgtd-private's stop then kills it.
  */
 START_TEST(test_modes_wce_toggle_under_load)
 {
@@ -363,9 +363,9 @@ static void move_lun(int lun, const char *name, unsigned int bytes)
  * An administrator's WCE change (tgtadm mode_page, or path= reopening a
  * write-back store with WCE=1) after an initiator set WCE=0: that
  * initiator sends no SYNCHRONIZE CACHE, so it must hear of the change,
- * a unit attention MODE PARAMETERS CHANGED.  Without it (a helper's
- * finding) its next command got GOOD and a power cut then lost plain
- * writes acknowledged after the change.
+ * a unit attention MODE PARAMETERS CHANGED.  Without it, its next
+ * command gets GOOD and a power cut then loses plain writes
+ * acknowledged after the change.
  */
 START_TEST(test_modes_admin_wce_change_announced)
 {
@@ -396,8 +396,9 @@ END_TEST
 /*
  * A path= move to a store of another size: every initiator hears of it,
  * a unit attention CAPACITY DATA HAS CHANGED, and READ CAPACITY then
- * gives the new size (helper-46: GOOD, and the old capacity assumed,
- * as on tgt's own stores).  A move to one of the same size raises none.
+ * gives the new size (tgt's own stores answer GOOD, and the initiator
+ * goes on with the old capacity).  A move to one of the same size raises
+ * none.
  */
 START_TEST(test_modes_path_capacity_change_announced)
 {
@@ -429,9 +430,9 @@ END_TEST
 
 /*
  * path= while the LUN is online is refused with a reason in tgtd.log
- * (tgt refused it without one), and a LUN left without a store by a
- * refused path= cannot be put online (tgt took online=1, and the LUN
- * answered as a 0-byte disk: helper-50); a good path= brings it back.
+ * (tgt refuses it without one), and a LUN left without a store by a
+ * refused path= cannot be put online (tgt takes online=1, and the LUN
+ * then answers as a 0-byte disk); a good path= brings it back.
  */
 START_TEST(test_modes_path_refusals)
 {
@@ -456,7 +457,8 @@ START_TEST(test_modes_path_refusals)
 	ck_assert_int_ne(proto_update_lun(lun, "online=1"), 0);
 	ck_assert(proto_log_has("online=1 refused: no backing store"));
 	/* nor with a path= in the same update, which tgt applies after the
-	 * online=1 (helper-51: online, 0 bytes, when that path= failed) */
+	 * online=1 (taken, the LUN is online with 0 bytes when that path=
+	 * fails) */
 	snprintf(params, sizeof(params), "online=1,path=%s/none.img",
 		 proto_dir());
 	ck_assert_int_ne(proto_update_lun(lun, params), 0);
@@ -465,7 +467,7 @@ START_TEST(test_modes_path_refusals)
 			   SCSI_SENSE_NOT_READY, 0x0401,
 			   "TEST UNIT READY of the LUN without a store");
 	/* back on a store of the size initiators were told of: nothing to
-	 * announce (it said capacity 0 -> 1 MiB: helper-51) */
+	 * announce (not a change of capacity from 0 to 1 MiB) */
 	move_lun(lun, "refuse4.img", 1u << 20);
 	proto_assert_good(iscsi_testunitready_sync(iscsi, lun),
 			  "TEST UNIT READY back on a store of the same size",
@@ -537,7 +539,8 @@ START_TEST(test_modes_write_beyond_capacity)
 }
 END_TEST
 
-/* Found by the fuzzer (tests/corpus): tgt's core answered GOOD here. */
+/* A CDB of the fuzzer's corpus (tests/corpus): tgt's core answers GOOD
+ * here. */
 START_TEST(test_modes_verify_beyond_capacity)
 {
 	int lun = modes[_i].lun;
@@ -577,7 +580,7 @@ START_TEST(test_modes_thin_provisioning)
 	if (plp)
 		ck_assert(proto_log_has("thin_provisioning refused: mode=plp"));
 	/* and the VPD pages say what the LUN does: UNMAP only when thin
-	 * (a refused update left them advertising it: helper-63) */
+	 * (a refused update must not leave them advertising it) */
 	iscsi = proto_connect(lun);
 	t = iscsi_inquiry_sync(iscsi, lun, 1,
 			       SCSI_INQUIRY_PAGECODE_LOGICAL_BLOCK_PROVISIONING,
@@ -603,8 +606,8 @@ END_TEST
 /* A Caching page of the wrong size is refused and the old one stays.
  * So does one whose data is longer than its length (tgt installs it,
  * then refuses): its WCE, the other one, is neither taken nor
- * announced (helper-46: WCE changed, and a unit attention went out,
- * while tgtadm said "invalid request"). */
+ * announced (else WCE changes, and a unit attention goes out, while
+ * tgtadm says "invalid request"). */
 START_TEST(test_modes_bad_caching_page)
 {
 	int lun = modes[_i].lun, wce, dpofua;
@@ -625,16 +628,16 @@ START_TEST(test_modes_bad_caching_page)
 			  "TEST UNIT READY after a refused mode_page", false);
 	proto_caching(iscsi, lun, &wce, &dpofua);
 	ck_assert_int_eq(wce, modes[_i].wce);
-	/* fewer bytes than the 18 it declares: tgt filled the rest with
-	 * zeroes and took it (helper-69); refused, the page kept whole */
+	/* fewer bytes than the 18 it declares: tgt fills the rest with
+	 * zeroes and takes it; refused, the page kept whole */
 	sense_page(iscsi, lun, 8, before, sizeof(before));
 	ck_assert_int_ne(proto_update_lun(lun, "mode_page=8:0:18:0x10"), 0);
 	ck_assert_int_ne(proto_update_lun(lun, "mode_page=8:0:18:0x14:0:1:2:"
 					  "3:4:5:6:7:8:9:10:11"), 0);
 	ck_assert(proto_log_has("page must keep its 18 bytes (1 given)"));
-	/* helper-71: the count made up with empty fields (tgt reads them as
-	 * 0), or a bad byte; and a whole page followed by a short one in one
-	 * update (only the first was checked) */
+	/* the count made up with empty fields (tgt reads them as 0), or a
+	 * bad byte; and a whole page followed by a short one in one update
+	 * (every page is checked, not only the first) */
 	ck_assert_int_ne(proto_update_lun(lun, "mode_page=8:0:18:0x14:::::::"
 					  "::::::::::"), 0);
 	ck_assert(proto_log_has("a Caching mode page field is empty or not a "
@@ -647,8 +650,8 @@ START_TEST(test_modes_bad_caching_page)
 		 "0x14", modes[_i].wce ? "0x10" : "0x14");
 	ck_assert_int_ne(proto_update_lun(lun, params), 0);
 	/* the page code as tgt keeps it, in a byte (264 is 8), and a value
-	 * longer than tgt's 1024-byte copy of it (tgt cut it and zeroed the
-	 * rest: helper-73) */
+	 * longer than tgt's 1024-byte copy of it (tgt cuts it and zeroes
+	 * the rest) */
 	ck_assert_int_ne(proto_update_lun(lun, "mode_page=264:0:18:0x10"), 0);
 	snprintf(params, sizeof(params), "mode_page=8:0:18:%s:%01100d:0xff:"
 		 "0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0",
@@ -676,8 +679,8 @@ static struct scsi_task *mode_sense_alloc(struct iscsi_context *iscsi,
 }
 
 /* MODE SENSE with an ALLOCATION LENGTH shorter than its header: tgt's
- * handler wrote the header's DEVICE-SPECIFIC PARAMETER through a NULL
- * buffer at 0 and killed tgtd (helper-69), and past a shorter one.
+ * handler writes the header's DEVICE-SPECIFIC PARAMETER through a NULL
+ * buffer at 0, which kills tgtd, and past a shorter one.
  * GOOD, with the first bytes of the whole answer (SPC-4 4.2.5.6). */
 START_TEST(test_modes_mode_sense_short_allocation)
 {

@@ -221,8 +221,8 @@ int proto_del_left_luns(int keep)
 
 const char *proto_dir(void)
 {
-	/* never "": callers build paths and filters from it ("/" matched
-	 * every loop device of the host: helper-60) */
+	/* never "": callers build paths and filters from it ("/" matches
+	 * every loop device of the host) */
 	if (!scratch[0]) {
 		fprintf(stderr, "proto: proto_dir() with no scratch directory "
 			"(after proto_tgtd_stop?)\n");

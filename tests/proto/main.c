@@ -8,8 +8,8 @@
 
 /*
  * A loop device that is none of the tests' own, attached before and
- * checked after: the suites clean up only their own (a blockdev
- * teardown once detached every loop device of the host: helper-60).
+ * checked after: the suites clean up only their own (a teardown that
+ * filters on a wrong path detaches every loop device of the host).
  * @dev gets the device, "" if none could be set up (no loop support:
  * the check is then skipped).
  */

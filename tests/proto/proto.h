@@ -18,7 +18,7 @@
 #include <iscsi/scsi-lowlevel.h>
 
 /* The target's name, with the test run's pid in it: two runs on one host
- * (a helper's beside CI's) published each other's counters under one name
+ * (a developer's beside CI's) would publish their counters under one name
  * and read none (/run/syncguard/TARGET).  Set in the parent before any
  * test forks (main). */
 const char *proto_iqn(void);

@@ -482,8 +482,8 @@ START_TEST(test_exec_write_sync_loop_interleaved)
 	ck_assert_uint_eq(lun.stats->sync_loop_way, 1);
 	ck_assert_uint_gt(lun.stats->sync_loop_rate[0], 0);
 	/* once the trial has run an epoch, the single writer's streak no
-	 * longer counts: the trial decides (its way 1 made 32 writers on a
-	 * slow device alternate, and the streak then held them durable) */
+	 * longer counts: the trial decides (where its way 1 makes 32 writers
+	 * on a slow device alternate, the streak would hold them durable) */
 	write_sync_loop(10);
 	ck_assert_uint_eq(lun.sync_streak, 0);
 	dsyncs = fx.dsyncs;
@@ -541,7 +541,7 @@ END_TEST
 
 /* A WRITE of zero blocks does nothing and answers GOOD (SBC-3 5.32), in
  * every mode, FUA or not, with O_DIRECT writes or without; it must never
- * latch the LUN (it once did: no buffer looked like no memory). */
+ * latch the LUN (no buffer must not look like no memory). */
 START_TEST(test_exec_zero_blocks)
 {
 	static const enum syncguard_mode modes[] = {
@@ -580,7 +580,7 @@ END_TEST
 
 /* plp's SYNCHRONIZE CACHE flushes nothing, except while a switch to
  * WCE=0 is pending (the one a LUN starts as it opens, over what it found
- * there): then it waits for a flush, as every mode's does (helper-67) */
+ * there): then it waits for a flush, as every mode's does */
 START_TEST(test_exec_plp_sync_cache_during_switch)
 {
 	open_lun(SYNCGUARD_MODE_PLP);
@@ -627,7 +627,7 @@ START_TEST(test_exec_plp_costs)
 	ck_assert_int_eq(read10(32, 2, false), SYNCGUARD_OK);
 	ck_assert_mem_eq(back, data, 2 * BS);
 	/* a FUA write of no blocks writes nothing out (sync_file_range's
-	 * length 0 means to the end of the file: helper-70) */
+	 * length 0 means to the end of the file) */
 	ck_assert_int_eq(write16(40, 0, true), SYNCGUARD_OK);
 	ck_assert_int_eq(fx.writeouts, 1);
 }
@@ -686,7 +686,8 @@ END_TEST
 
 /* WRITE SAME(16) with NDOB (SBC-4): no Data-Out, the blocks become
  * zeroes, durably on write-through; with LBDATA there is no block to
- * stamp: refused.  (It was PARAMETER LIST LENGTH ERROR.) */
+ * stamp: refused, INVALID FIELD IN CDB (not PARAMETER LIST LENGTH
+ * ERROR). */
 START_TEST(test_exec_write_same_ndob)
 {
 	uint8_t ws16[16] = { 0x93, 0x01, 0, 0, 0, 0, 0, 0, 0, 20,
@@ -833,9 +834,9 @@ static void *relay_reader(void *arg)
 
 /* A switch to WCE=0 and COMPARE AND WRITE take write_lock exclusive
  * while the workers' writes keep taking it shared: the exclusive one
- * gets it (helper-77: with readers let in ahead of a waiting writer it
- * waited for as long as the load lasted, 20 s and more; this test then
- * runs into its timeout). */
+ * gets it (with readers let in ahead of a waiting writer it would wait
+ * for as long as the load lasts, 20 s and more; this test then runs
+ * into its timeout). */
 START_TEST(test_exec_write_lock_lets_writer_in)
 {
 	pthread_t t[2];
@@ -919,8 +920,8 @@ END_TEST
 
 /* WRITE SAME(10) with UNMAP and a block that is not zeroes writes it
  * (SBC-4: the blocks read as if written; an unmapped one reads zeroes):
- * it unmapped, answered GOOD and read back zeroes (helper-53).  A block
- * of zeroes still unmaps. */
+ * unmapping it would answer GOOD and read back zeroes.  A block of
+ * zeroes still unmaps. */
 START_TEST(test_exec_write_same_unmap_data)
 {
 	uint8_t ws10[10] = { 0x41, 0x08, 0, 0, 0, 8, 0, 0, 4, 0 };
@@ -940,7 +941,7 @@ START_TEST(test_exec_write_same_unmap_data)
 END_TEST
 
 /* UNMAP reads its PARAMETER LIST LENGTH: a descriptor in Data-Out past
- * it is not unmapped (it was: helper-53) */
+ * it is not unmapped */
 START_TEST(test_exec_unmap_parameter_list_length)
 {
 	uint8_t unmap[10] = { 0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0 };
@@ -968,8 +969,8 @@ static void other_flush_fails(void)
 /* A flush that fails while a FUA write's RWF_DSYNC runs (another
  * command's, latched for good): the write's own sync succeeds, but a
  * device that fails a flush may drop what its cache held, this write's
- * data too, so it is not answered GOOD (helper-57 lost one on the model,
- * once). */
+ * data too, so it is not answered GOOD (the model can lose such a
+ * write). */
 START_TEST(test_exec_fua_with_failed_flush_meanwhile)
 {
 	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_DSYNC);
@@ -1006,7 +1007,7 @@ END_TEST
 /* A group flush vouches for every write before it, so it runs on the
  * descriptor opened with the LUN, never on one the pool opens later: a
  * new description does not see a writeback error another has already
- * reported, in the moment before that one latches it (helper-49) */
+ * reported, in the moment before that one latches it */
 START_TEST(test_exec_group_flush_descriptor)
 {
 	int a, b;
@@ -1081,9 +1082,8 @@ END_TEST
 
 /* Where an RWF_DSYNC write's ENOSPC may be a flush error the file system
  * had from a server or a device (FUSE, network file systems: core/policy.c),
- * it latches for good, and no recheck clears it (helper-47, helper-48:
- * SYNCHRONIZE CACHE said GOOD for writes a FUSE model's failed flush had
- * dropped) */
+ * it latches for good, and no recheck clears it (after one, SYNCHRONIZE
+ * CACHE would say GOOD for writes a FUSE model's failed flush dropped) */
 START_TEST(test_exec_enospc_elsewhere_latches)
 {
 	open_lun_ws(SYNCGUARD_MODE_WRITE_THROUGH, SYNCGUARD_WRITE_SYNC_DSYNC);
@@ -1112,7 +1112,7 @@ static void refused_write_latches_soft(void)
 /* A LUN closed with a soft latch still gets its final flush (on
  * write-back: what it cached may be volatile), on the group flushes'
  * descriptor, which also reports a writeback error the latch may stand
- * for; it was skipped as for a latch for good (helper-50) */
+ * for; it is not skipped as for a latch for good */
 START_TEST(test_exec_close_flushes_with_soft_latch)
 {
 	int fd;
@@ -1168,7 +1168,7 @@ START_TEST(test_exec_enospc_witness_error_latches)
 END_TEST
 
 /* A file that refuses writes (immutable, a read-only remount): DATA
- * PROTECT / WRITE PROTECTED, not MEDIUM ERROR (a helper's chattr +i) */
+ * PROTECT / WRITE PROTECTED, not MEDIUM ERROR (as after chattr +i) */
 START_TEST(test_exec_write_protected)
 {
 	open_lun(SYNCGUARD_MODE_WRITE_BACK);
@@ -1497,10 +1497,6 @@ START_TEST(test_open_plp_needs_allocated_file)
 }
 END_TEST
 
-/* A LUN keeps writing and flushing the file it opened when its path is
- * renamed and a new file takes the name: its durable writes and flushes
- * go through descriptors opened later (the pools), which once reopened
- * the path and so wrote the other file (a helper's test). */
 /* statx as an inode that cannot do direct I/O answers it: STATX_DIOALIGN
  * reported, with an offset alignment of 0 (fscrypt without inline
  * crypto, fs-verity, data journalling, inline data); with @attr, an
@@ -1527,7 +1523,8 @@ static int statx_no_dio(int fd, unsigned int mask, struct statx *stx)
 /* plp on an inode that cannot do direct I/O: O_DIRECT writes would be
  * buffered silently and answered GOOD from the page cache.  direct=auto
  * takes the page cache and writes each write out (sync_file_range);
- * direct=yes is refused.  0 was read as "unknown, use 4096" before. */
+ * direct=yes is refused.  An offset alignment of 0 says no direct I/O,
+ * not "unknown, use 4096". */
 START_TEST(test_open_plp_without_direct_io)
 {
 	int (*real)(int, unsigned int, struct statx *) = syncguard_sys.statx;
@@ -1555,6 +1552,10 @@ START_TEST(test_open_plp_without_direct_io)
 }
 END_TEST
 
+/* A LUN keeps writing and flushing the file it opened when its path is
+ * renamed and a new file takes the name: its durable writes and flushes
+ * go through descriptors opened later (the pools), which do not reopen
+ * the path (that would write the other file). */
 START_TEST(test_open_rename_keeps_the_file)
 {
 	char old[96];
@@ -1651,7 +1652,8 @@ END_TEST
 
 /* syncguard_overlay_upper finds upperdir= among the super options and
  * undoes mountinfo's \ooo escapes, then overlayfs's own backslashes (a
- * comma, a backslash: a helper's bypass); a relative one is refused. */
+ * comma, a backslash: read wrongly, they name another directory, and the
+ * check of the upper layer is bypassed); a relative one is refused. */
 START_TEST(test_open_overlay_upper_from_mountinfo)
 {
 	static const struct {

@@ -164,7 +164,7 @@ END_TEST
  * io_uring_enter only behind 4 or more in the kernel that are still
  * completing, at most 8 of them, for 100 us at most; page-cache I/O and
  * QD1 never wait, nor anything behind I/O that stopped completing
- * (helper-39: a read waited behind stuck writes until it timed out). */
+ * (a read held behind stuck writes would wait until it timed out). */
 START_TEST(test_flush_submit_batching)
 {
 	ck_assert(syncguard_submit_hold(true, 1, 4, 0));
@@ -236,7 +236,7 @@ START_TEST(test_flush_trial)
 	ck_assert(t.arm);			/* then arm 1 */
 	/* the scored half lasts at least half an epoch: notes that come
 	 * late (the scored half begins 5 ms in) and then in a burst do not
-	 * end the epoch 1 us later (helper-3 saw a rate of 4,000,000/s) */
+	 * end the epoch 1 us later (a rate of 4,000,000/s) */
 	syncguard_trial_note(&t, 1, 1, now + 5000, 2, 4000);
 	ck_assert_uint_eq(t.m0_us, now + 5000);
 	syncguard_trial_note(&t, 16, 2, now + 5001, 2, 4000);
@@ -250,7 +250,7 @@ END_TEST
 START_TEST(test_flush_elision)
 {
 	/* a fresh write-back LUN starts dirty: an earlier tgtd (or another
-	 * program) may have left the file's data volatile (helper-61) */
+	 * program) may have left the file's data volatile */
 	ck_assert_int_eq(syncguard_lun_flush(&lun, true), 0);
 	ck_assert_uint_eq(nflushes, 1);
 	ck_assert_int_eq(syncguard_lun_flush(&lun, true), 0);
@@ -326,7 +326,7 @@ static void *wce_off(void *arg)
 
 /* While a switch to WCE=0 still flushes what was written under WCE=1,
  * the LUN reports WCE=1 and SYNCHRONIZE CACHE does not answer "nothing
- * volatile" (helper-found: it used to). */
+ * volatile". */
 START_TEST(test_flush_wce_switch_window)
 {
 	uint8_t sc[10] = { 0x35 };
@@ -351,8 +351,8 @@ END_TEST
 
 /* Two switches to WCE=0 overlap (WCE=1 set and written between them):
  * the first one's end must not clear the second one's window, whose
- * flush of the writes made under WCE=1 still runs (helper-43, from
- * reading the code: the window was one flag). */
+ * flush of the writes made under WCE=1 still runs (one flag for the
+ * window would let it). */
 START_TEST(test_flush_wce_switches_overlap)
 {
 	pthread_t t1, t2;
@@ -385,7 +385,7 @@ static void *wce_off_later(void *arg)
 /* A switch to WCE=0 asked for (syncguard_lun_want_wce) that has not yet
  * taken the write lock, because a write holds it, and WCE=1 asked for
  * meanwhile: the last request wins, and the switch stands down
- * (helper-44: the LUN ended at WCE=0 after tgtadm's WCE=1). */
+ * (not the LUN ending at WCE=0 after tgtadm's WCE=1). */
 START_TEST(test_flush_wce_request_supersedes_switch)
 {
 	pthread_t t;
@@ -453,8 +453,8 @@ START_TEST(test_flush_stats_over_fifo)
 END_TEST
 
 /* A publisher killed but not yet reaped (a zombie) is not alive: its
- * counters are "(gone)" and a new tgtd may take its file (a helper saw
- * tgtd_alive true for the second before a killed tgtd was reaped). */
+ * counters are "(gone)" and a new tgtd may take its file (else
+ * tgtd_alive is true for the second before a killed tgtd is reaped). */
 START_TEST(test_flush_stats_zombie_owner)
 {
 	pid_t child = fork();
@@ -478,7 +478,7 @@ END_TEST
 
 /* A pid that another process took after tgtd died does not make the
  * counters file live: its start time differs from the one the file
- * records.  (A new tgtd refused to publish over such a file.) */
+ * records.  (Else a new tgtd would refuse to publish over such a file.) */
 START_TEST(test_flush_stats_pid_reused)
 {
 	struct syncguard_proc self, parent;
@@ -517,7 +517,7 @@ START_TEST(test_flush_stats_pid_reused)
 END_TEST
 
 /* A process name may hold a newline: /proc/PID/stat is then two lines,
- * and a reader of its first line found no start time and took the
+ * and a reader of its first line would find no start time and take the
  * process for the owner of any file with its pid. */
 START_TEST(test_flush_stats_owner_newline_name)
 {

@@ -267,7 +267,7 @@ END_TEST
 
 /* WCE 0 -> 1 takes no lock: tgtd's event thread runs it for MODE
  * SELECT, and a worker's write that holds write_lock may be waiting for
- * that thread's O_DIRECT writes (core/mix.c); it used to hang tgtd */
+ * that thread's O_DIRECT writes (core/mix.c): a lock there hangs tgtd */
 START_TEST(test_wce_on_takes_no_lock)
 {
 	open_mode(SYNCGUARD_MODE_WRITE_BACK);

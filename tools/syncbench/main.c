@@ -22,15 +22,15 @@ static volatile sig_atomic_t wce_off;
 #define WCE_LEFT_OFF PROG ": the LUN's write cache may still be off " \
 	"(WCE=0): --cache-off could not restore it; check with MODE SENSE and " \
 	"set WCE=1 with MODE SELECT (sdparm --set WCE through a kernel " \
-	"initiator, or the target's own tool: tgtadm's mode_page, see the " \
-	"README)\n"
+	"initiator, or the target's own tool: tgtadm's mode_page, see " \
+	"bs_syncguard(8))\n"
 
 static void on_signal(int sig)
 {
 	(void)sig;
 	/* second Ctrl-C: give up at once, unless it stops a read-back
-	 * that follows the first (helper-58: what was measured was lost
-	 * with stdout's buffer); a third one quits */
+	 * that follows the first (_exit would lose what was measured with
+	 * stdout's buffer); a third one quits */
 	if (syncguard_interrupted == 1 && syncguard_reading_back) {
 		syncguard_interrupted = 2;
 		return;
@@ -56,7 +56,7 @@ static const char *workload_name(const struct config *c)
 	static char name[32];
 	int k = c->read_pct == 0 ? 0 : c->read_pct == 100 ? 2 : 1;
 
-	if (c->sync == SYNC_FLUSH_ONLY)	/* no writes (it said rand-write) */
+	if (c->sync == SYNC_FLUSH_ONLY)	/* no writes: not rand-write */
 		return "flush-only";
 	if (c->random_pct == 0 || c->random_pct == 100)
 		return kind[k][c->random_pct == 100];
@@ -169,7 +169,7 @@ static int check_only(const struct config *c, struct iscsi_context *iscsi,
 	ret = syncguard_verify_state(iscsi, ti->lun, ti, c->state, span, &r);
 	if (ret == -2)
 		return 2;	/* the state file does not fit: said why */
-	if (c->span && !ret && r.verify_checked != span)	/* helper-52 */
+	if (c->span && !ret && r.verify_checked != span)
 		fprintf(stderr, PROG ": --span ignored: the state file's span "
 			"(%" PRIu64 " blocks) was checked\n", r.verify_checked);
 	if (c->format == OUT_JSON)

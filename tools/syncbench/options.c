@@ -192,7 +192,7 @@ SETTER(set_warmup, c->warmup = parse_seconds("--warmup", arg, true))
 static void set_interval(struct config *c, const char *arg)
 {
 	c->interval = parse_seconds("--interval", arg, false);
-	if (c->interval < 0.1)	/* 0.0001 printed 4,318 lines a second */
+	if (c->interval < 0.1)	/* 0.0001: thousands of lines a second */
 		syncguard_usage_error("--interval: '%s' is under 0.1 s", arg);
 }
 SETTER(set_read_pct, c->read_pct = (unsigned int)parse_uint("--read-pct", arg, 0, 100))
@@ -208,15 +208,15 @@ static void set_preset(struct config *c, const char *arg)
 	    strcmp(arg, "throughput"))
 		syncguard_usage_error("--preset: '%s' is not iozone, vdbench or throughput",
 				      arg);
-	if (c->preset && strcmp(c->preset, arg))	/* the last won, silently */
+	if (c->preset && strcmp(c->preset, arg))	/* else the last wins */
 		syncguard_usage_error("--preset %s: one preset a run", arg);
 	c->preset = arg;
 }
 SETTER(set_full, c->full = true)
 /* The URL's scheme, and at most one '@' before its path: libiscsi takes
  * the first as the end of a CHAP secret, and a secret with '@' in it
- * went to the resolver as a host name, in an error message.  Messages
- * show the URL with its secret masked (helper-58: in clear here). */
+ * would go to the resolver as a host name, in an error message.
+ * Messages show the URL with its secret masked. */
 static void check_url(const char *url)
 {
 	const char *auth = strstr(url, "://"), *end, *at;
@@ -475,8 +475,8 @@ static void defaults(struct config *c)
 }
 
 /* every session keeps queue depth x transfer size bytes of buffers: 1
- * GiB at most each, 4 GiB at most in all (-q 1024 -b 1m -n 64 passed
- * the per-session check and would have asked for 64 GiB) */
+ * GiB at most each, 4 GiB at most in all (-q 1024 -b 1m -n 64 passes
+ * the per-session check and would ask for 64 GiB) */
 static void check_buffers(const struct config *c)
 {
 	uint64_t n = c->sessions ? c->sessions : 1;
@@ -492,8 +492,8 @@ static void check_buffers(const struct config *c)
 }
 
 /* Options that go with --compare and --plot: themselves, and the
- * status-line switches, which scripts pass everywhere (helper-68: a
- * --no-progress before --compare was refused) and which change nothing
+ * status-line switches, which scripts pass everywhere (a --no-progress
+ * before --compare must not be refused) and which change nothing
  * there. */
 static bool with_saved_runs(const char *name)
 {
@@ -551,10 +551,10 @@ static void check_combinations(struct config *c, int argc, char **argv)
 	if (c->bytes && c->sync == SYNC_FLUSH_ONLY)
 		syncguard_usage_error("%s", "--bytes counts data: --sync flush-only moves "
 				      "none, give it --time");
-	if (c->sync == SYNC_FLUSH_ONLY && c->read_pct)	/* helper-58 */
+	if (c->sync == SYNC_FLUSH_ONLY && c->read_pct)
 		syncguard_usage_error("%s", "--sync flush-only sends no reads: "
 				      "--read-pct would only mislabel it");
-	if (c->sync == SYNC_FLUSH_ONLY && c->nsizes > 1)	/* helper-52 */
+	if (c->sync == SYNC_FLUSH_ONLY && c->nsizes > 1)
 		syncguard_usage_error("%s", "--sync flush-only moves no data: a list "
 				      "of --block-size values would run one test again");
 	if (c->warmup > 0 && c->bytes)

@@ -28,8 +28,8 @@ void syncguard_shown_url(const char *url, char *out, size_t len)
 {
 	const char *auth = strstr(url, "://"), *slash, *at = NULL, *pct;
 
-	/* the last '@' before the path ends a secret: one with '@' in it
-	 * showed its tail (helper-58) */
+	/* the last '@' before the path ends a secret: the first would
+	 * show the tail of one with '@' in it */
 	auth = auth ? auth + 3 : url;
 	slash = strchr(auth, '/');
 	for (const char *p = auth; *p && (!slash || p < slash); p++)
@@ -68,7 +68,7 @@ void syncguard_report_target(const struct config *c, const struct target_info *t
 	if (c->format == OUT_JSON) {
 		json_escaped(url, esc, sizeof(esc));
 		json_escaped(ti->target, name, sizeof(name));
-		/* no --label: null (it was "", beside each result's own) */
+		/* no --label: null, not "" (each result has its own) */
 		printf("{\"tool\":\"" PROG "\",\"version\":1,\"url\":\"%s\","
 		       "\"label\":%s%s%s,\"target\":{\"name\":\"%s\",\"lun\":%d,"
 		       "\"block_size\":%u,\"physical_block_size\":%u,\"blocks\":%"
@@ -108,7 +108,7 @@ void syncguard_report_interval(const struct config *c, const struct interval *iv
 	if (iv->iops > 0)
 		printf("  %8.1fs %10.0f IOPS %9.2f MB/s  p99 %8.0f us\n",
 		       iv->t, iv->iops, iv->mbps, iv->p99_us);
-	else	/* nothing completed: no latency to give (helper-52) */
+	else	/* nothing completed: no latency to give */
 		printf("  %8.1fs %10.0f IOPS %9.2f MB/s  p99        - us\n",
 		       iv->t, iv->iops, iv->mbps);
 }
@@ -144,7 +144,7 @@ static void print_text(const struct config *c, const struct result *r)
 	printf("  %" PRIu64 " operations: %.0f IOPS, %.2f MB/s; errors %" PRIu64
 	       ", retries %" PRIu64 "%s\n", r->ops, r->iops, r->mbps, r->errors,
 	       r->retries, r->interrupted ? " (interrupted)" : "");
-	if (!r->ops)	/* a latency of 0 us it would print (helper-52) */
+	if (!r->ops)	/* else it would print a latency of 0 us */
 		printf("  latency us: none (no operation completed)\n");
 	else
 		printf("  latency us: mean %.1f  p50 %.1f  p90 %.1f  p99 %.1f  "
@@ -157,8 +157,8 @@ static void print_text(const struct config *c, const struct result *r)
 		       avg, mx);
 	}
 	/* three significant digits below 0.001: one flush in a --bytes
-	 * run with -s end read 0.000 (helper-54); in fixed notation, as
-	 * the other lines (3.05e-05 stood out: helper-76) */
+	 * run with -s end would read 0.000; in fixed notation, as the
+	 * other lines (not 3.05e-05) */
 	if (r->flushes_per_op >= 0) {
 		double f = r->flushes_per_op;
 		int digits = 3;
@@ -176,7 +176,7 @@ static void print_text(const struct config *c, const struct result *r)
 		printf("  target writes: %s\n  target flush batching: %s\n"
 		       "  target sync loop: %s\n", r->target_writes,
 		       r->target_batching, r->target_sync_loop);
-	if (r->verify_checked)	/* a stopped read-back said nothing of it */
+	if (r->verify_checked)	/* a stopped read-back too: "incomplete" */
 		printf("  verify: %" PRIu64 " blocks checked, %" PRIu64
 		       " mismatches%s\n", r->verify_checked, r->verify_bad,
 		       r->verify_complete ? "" : " (incomplete)");
@@ -187,14 +187,14 @@ static void print_text(const struct config *c, const struct result *r)
 static void flushes_per_op(const struct result *r, char *buf, size_t len,
 			   const char *unknown)
 {
-	if (r->flushes_per_op >= 0)	/* %.4f read 0 for 1 in 131072 */
+	if (r->flushes_per_op >= 0)	/* %.4f would read 0 for 1 in 131072 */
 		snprintf(buf, len, "%.4g", r->flushes_per_op);
 	else
 		snprintf(buf, len, "%s", unknown);
 }
 
 /* A latency of @r in microseconds as text, @none when no operation
- * completed (helper-52: a run with none said 0.0 us) */
+ * completed (rather than 0.0 us) */
 static const char *lat(const struct result *r, double v, char *buf,
 		       const char *none)
 {

@@ -156,7 +156,8 @@ static void account(struct run *rn, struct op *op, uint64_t now)
 /* A command ended: @status is libiscsi's (GOOD, another SCSI status the
  * target sent, or its own CANCELLED, ERROR, TIMEOUT; -1: not sent).
  * Only an answer from the target is progress (give_up): with libiscsi's
- * timeouts counted, a hung target kept a --bytes run going for ever. */
+ * timeouts counted, a hung target would keep a --bytes run going for
+ * ever. */
 static void op_done(struct op *op, int status)
 {
 	struct sess *s = op->s;
@@ -621,7 +622,7 @@ const char *syncguard_point_problem(const struct config *c, const struct target_
 	else if (span > lun_bytes)
 		snprintf(msg, sizeof(msg), "--span %" PRIu64 " is larger than the "
 			 "LUN (%" PRIu64 " bytes)", span, lun_bytes);
-	else if (span % ti->block_size)	/* it was cut down, silently */
+	else if (span % ti->block_size)	/* else cut down, silently */
 		snprintf(msg, sizeof(msg), "--span %" PRIu64 " is not a multiple "
 			 "of the LUN's %u-byte logical block", span,
 			 ti->block_size);
@@ -669,7 +670,7 @@ static void summarize(struct run *rn, uint64_t end)
 
 /* --verify keeps a second write off a block until the first is
  * answered: on a small span the queue runs below its depth, which the
- * result (labelled with the depth asked for) must not hide (helper-52).
+ * result (labelled with the depth asked for) must not hide.
  * The depth reached is Little's: commands per second x mean latency. */
 static void note_starved(const struct run *rn, const struct result *r)
 {
@@ -751,15 +752,15 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 			ret = -1;
 		} else if (rn.vmap) {
 			/* a target that dies now fails the READs: libiscsi's
-			 * reconnect had retried them for ever (helper-58) */
+			 * reconnect would retry them for ever */
 			iscsi_set_noautoreconnect(rn.s[0].iscsi, 1);
 			ret = syncguard_verify_readback(rn.vmap, rn.s[0].iscsi, rn.s[0].lun,
 							ti, c->state, r);
 			r->verify_ran = true;
 			r->verify_complete = !ret;
 		}
-		/* it holds what a complete read-back found (helper-52: none
-		 * was written, silently, after a cut-short run) */
+		/* it holds what a complete read-back found: when none is
+		 * written (a cut-short run), say so */
 		if (ret && rn.vmap && c->state)
 			fprintf(stderr, PROG ": verify: %s not saved: the "
 				"read-back did not complete (to check a LUN "

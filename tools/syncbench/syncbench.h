@@ -147,7 +147,8 @@ struct result {
 
 extern volatile sig_atomic_t syncguard_interrupted;	/* Ctrl-Cs so far */
 /* set while --verify reads back: a second Ctrl-C then stops the
- * read-back, and the results are printed (it quit with nothing) */
+ * read-back, and the results are printed (rather than quitting with
+ * nothing) */
 extern volatile sig_atomic_t syncguard_reading_back;
 
 /* options.c: fill @c from the command line; a usage error exits 2 */

@@ -57,7 +57,7 @@ const char *syncguard_sense_text(const struct scsi_sense *sense, char *buf,
 	if (ascq && n >= 0 && (size_t)n < len) {
 		snprintf(buf + n, len - (size_t)n, "%s", ascq);
 		/* libiscsi writes CAPACITY_DATA_HAS_CHANGED: SPC-4 has
-		 * spaces (helper-58) */
+		 * spaces */
 		for (p = buf + n; *p; p++)
 			if (*p == '_')
 				*p = ' ';
@@ -111,7 +111,7 @@ static void login_failed(const struct config *c, struct iscsi_context *iscsi,
 }
 
 /* Is the port of "host[:port]" (or "[v6][:port]") 1..65535, or absent?
- * libiscsi took 99999 and failed to connect (helper-52). */
+ * libiscsi takes 99999 and fails to connect. */
 static bool portal_port_ok(const char *portal)
 {
 	const char *colon = strrchr(portal, ':'), *bracket = strrchr(portal, ']');
@@ -142,8 +142,8 @@ struct iscsi_context *syncguard_target_login(const struct config *c, int *lun,
 	if (!u || u->lun < 0 || u->lun > 16383) {	/* SAM's flat space */
 		char why[1024];
 
-		/* libiscsi's message quotes the URL: its CHAP secret masked
-		 * (it was printed in clear: helper-52) */
+		/* libiscsi's message quotes the URL: its CHAP secret masked,
+		 * not printed in clear */
 		syncguard_shown_url(u ? "the LUN must be 0..16383" :
 				    iscsi_get_error(iscsi), why, sizeof(why));
 		syncguard_usage_error("bad URL: %s", why);
@@ -267,7 +267,7 @@ static int set_wce_once(struct iscsi_context *iscsi, int lun, int wce,
 {
 	/* libiscsi's last error, to tell a new one from it: a command that
 	 * got no answer sets none, and an older command's (a unit attention
-	 * the run retried) was given as the reason (helper-52) */
+	 * the run retried) would be given as the reason */
 	char before[256];
 	struct scsi_task *t, *sel = NULL, *failed;
 	struct scsi_mode_sense *ms;

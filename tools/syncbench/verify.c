@@ -115,8 +115,8 @@ void syncguard_verify_note_acked(struct verify_map *m, uint64_t lba, uint32_t bl
  * block in its place (a 4096-byte block's first 512 bytes, stamped
  * with 512-byte LBA 8 x @lba), or the first bytes of a larger one
  * (whose checksum spans more than this block)?  Only for a stamp that
- * is not whole at this size.  A helper's run found such stale stamps
- * reported as torn blocks, and the run failed. */
+ * is not whole at this size.  Such stale stamps would otherwise be
+ * reported as torn blocks, and fail the run. */
 static bool other_block_size(const struct stamp *st, const unsigned char *b,
 			     uint32_t bs, uint64_t lba)
 {
