@@ -32,7 +32,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer \
 DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
 	gcc make util-linux mount iproute2 e2fsprogs sdparm libfuse3-dev fuse3 \
 	liburing-dev gnuplot-nox jq binutils procps libjson-c-dev \
-	nbdkit libnbd-bin
+	nbdkit libnbd-bin groff-base man-db
 
 CORE_SRCS := core/sys.c core/opts.c core/policy.c core/cdb.c core/sense.c \
 	     core/latch.c core/poison.c core/lun.c core/fscheck.c core/io.c \
@@ -69,10 +69,11 @@ CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 	check-proto \
 	check-crash crashtest check-fuzz fuzz check-lifecycle soak conformance \
 	check-conf check-tools check-stall check-syscalls check-deps check-names \
+	check-history check-man check-deb \
 	bench clean \
-	tgt-src FORCE
+	tgt-src deb FORCE
 
-all: bs_syncguard.so $(TOOLS) tools/iscsi-syncbench.1
+all: bs_syncguard.so $(TOOLS) $(MANS)
 
 deps:
 	apt-get update
@@ -163,23 +164,57 @@ bs_syncguard.so: $(GLUE_PIC) $(CORE_PIC)
 $(BUILD)/san/bs_syncguard.so: $(GLUE_SANPIC) $(CORE_SANPIC)
 	$(call link_module,-O1 -g $(SAN),$(GLUE_SANPIC) $(CORE_SANPIC))
 
-install: bs_syncguard.so tools/iscsi-syncbench tools/iscsi-syncbench.1 \
-	 tools/syncguard-stat
+# the manual pages: two printed by their tool from its own option or
+# field table, bs_syncguard(8) with the bsopts table of core/opts.c
+MANS := tools/iscsi-syncbench.1 tools/syncguard-stat.1 \
+	man/openiscsi-syncbench.1 man/bs_syncguard.8
+
+$(BUILD)/manopts: tools/manopts.c core/opts.c include/syncguard_opts.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(CFLAGS) tools/manopts.c core/opts.c -o $@
+
+man/bs_syncguard.8: man/bs_syncguard.8.in $(BUILD)/manopts
+	$(BUILD)/manopts $< > $@.tmp && mv $@.tmp $@
+
+# PREFIX for the tools and manual pages (make deb: /usr); the module goes
+# where tgtd looks (BSDIR)
+PREFIX ?= /usr/local
+BINS := tools/iscsi-syncbench tools/openiscsi-syncbench tools/syncguard-stat
+
+install: bs_syncguard.so $(BINS) $(MANS)
 	install -D -m 0644 bs_syncguard.so $(DESTDIR)$(BSDIR)/bs_syncguard.so
-	install -D -m 0755 tools/iscsi-syncbench $(DESTDIR)/usr/local/bin/iscsi-syncbench
-	install -D -m 0755 tools/openiscsi-syncbench \
-	  $(DESTDIR)/usr/local/bin/openiscsi-syncbench
-	install -D -m 0755 tools/syncguard-stat \
-	  $(DESTDIR)/usr/local/bin/syncguard-stat
-	install -D -m 0644 tools/iscsi-syncbench.1 \
-	  $(DESTDIR)/usr/local/share/man/man1/iscsi-syncbench.1
+	for b in $(BINS); do \
+	  install -D -m 0755 $$b $(DESTDIR)$(PREFIX)/bin/$$(basename $$b) \
+	  || exit 1; done
+	for m in $(MANS); do \
+	  s=$${m##*.}; install -D -m 0644 $$m \
+	  $(DESTDIR)$(PREFIX)/share/man/man$$s/$$(basename $$m) || exit 1; done
+
+# the Debian package tgt-syncguard, for the installed tgt exactly
+VERSION := 0.9
+deb: bs_syncguard.so $(BINS) $(MANS)
+	BSDIR=$(BSDIR) scripts/mkdeb.sh $(VERSION) $(BUILD)
+
+# the package installs with apt, loads in a private tgtd from tgtd's own
+# directory, and purges leaving nothing (a module make install put there
+# is put back)
+check-deb: bs_syncguard.so $(BINS) $(MANS)
+	deb=$$(BSDIR=$(BSDIR) scripts/mkdeb.sh $(VERSION) $(BUILD)) && \
+	  tests/deb.sh "$$deb"
+
+# every manual page renders without a warning
+check-man: $(MANS)
+	@for m in $(MANS); do \
+	  out=$$(groff -man -Tutf8 -ww -z $$m 2>&1); \
+	  [ -z "$$out" ] || { echo "man: $$m: $$out" >&2; exit 1; }; \
+	  man -l $$m >/dev/null || exit 1; \
+	done; echo "man: ok ($(words $(MANS)) pages)"
 
 uninstall:
-	rm -f $(DESTDIR)$(BSDIR)/bs_syncguard.so \
-	  $(DESTDIR)/usr/local/bin/iscsi-syncbench \
-	  $(DESTDIR)/usr/local/bin/openiscsi-syncbench \
-	  $(DESTDIR)/usr/local/bin/syncguard-stat \
-	  $(DESTDIR)/usr/local/share/man/man1/iscsi-syncbench.1
+	rm -f $(DESTDIR)$(BSDIR)/bs_syncguard.so
+	for b in $(BINS); do rm -f $(DESTDIR)$(PREFIX)/bin/$$(basename $$b); done
+	for m in $(MANS); do \
+	  rm -f $(DESTDIR)$(PREFIX)/share/man/man$${m##*.}/$$(basename $$m); done
 
 # ---- the tester ----
 SYNCBENCH_SRCS := $(wildcard tools/syncbench/*.c) tools/histogram.c \
@@ -192,9 +227,12 @@ tools/iscsi-syncbench: $(SYNCBENCH_SRCS) $(SYNCBENCH_HDRS)
 	$(CC) $(BASE) -Itools -Itools/syncbench $(CFLAGS) $(SYNCBENCH_SRCS) \
 	  -o $@ $(ISCSI_LIBS) $(JSONC_LIBS) -lm
 
-# the manual page, printed from the option table (never out of date)
+# the manual pages, printed from the option and field tables
 tools/iscsi-syncbench.1: tools/iscsi-syncbench
 	tools/iscsi-syncbench --man > $@
+
+tools/syncguard-stat.1: tools/syncguard-stat
+	tools/syncguard-stat --man > $@
 
 tools/iscsi-crashtest: tools/iscsi-crashtest.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
@@ -229,8 +267,8 @@ check:
 	@$(MAKE) --no-print-directory check-all
 
 check-all: check-unit check-proto check-names check-conf check-tools \
-	check-stall check-syscalls check-deps check-fuzz check-lifecycle \
-	check-crash
+	check-stall check-syscalls check-deps check-history check-man \
+	check-deb check-fuzz check-lifecycle check-crash
 
 # each test binary writes the tests that passed (TAP) and those it left
 # out, with the reason (tests/leftout.h), for check-names
@@ -238,6 +276,11 @@ check-unit: $(BUILD)/unit-tests check-syscalls check-deps tools/syncguard-devmod
 	rm -f $(BUILD)/unit.left-out
 	CK_TAP_LOG_FILE_NAME=$(BUILD)/unit.tap \
 	SYNCGUARD_LEFT_OUT=$(CURDIR)/$(BUILD)/unit.left-out $(BUILD)/unit-tests
+
+# no citation of who found what, no commit hash, no date outside
+# docs/bench-history.md
+check-history:
+	tests/history.sh
 
 # every test in tests/names.txt passed or was left out with its reason;
 # no test outside the list ran (tests/names.sh --update rewrites it)
@@ -331,4 +374,5 @@ demo-run: all install
 clean:
 	rm -rf $(BUILD)/pic $(BUILD)/san $(BUILD)/sanpic $(BUILD)/abi \
 	  $(BUILD)/unit-tests \
-	  $(BUILD)/proto-tests bs_syncguard.so $(TOOLS) tools/iscsi-syncbench.1
+	  $(BUILD)/proto-tests bs_syncguard.so $(TOOLS) tools/iscsi-syncbench.1 \
+	  tools/syncguard-stat.1 man/bs_syncguard.8 $(BUILD)/manopts

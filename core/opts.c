@@ -151,8 +151,8 @@ struct opt_def {
 
 static const struct opt_def opt_table[] = {
 	{ "mode", parse_mode, "write-through, write-back or plp",
-	  "write-cache mode (default write-back); see the README's mode "
-	  "contract" },
+	  "write-cache mode (default write-back); see MODES in "
+	  "bs_syncguard(8)" },
 	{ "alloc_check", parse_alloc_check, "yes or no",
 	  "plp on a regular file: check at open that every block is "
 	  "allocated and written (default yes)" },
@@ -199,6 +199,16 @@ size_t syncguard_opts_help(char *buf, size_t len)
 			used += (size_t)n;
 	}
 	return used;
+}
+
+const char *syncguard_opts_doc(size_t i, const char **values,
+			       const char **help)
+{
+	if (i >= NR_OPTS)
+		return NULL;
+	*values = opt_table[i].values;
+	*help = opt_table[i].help;
+	return opt_table[i].name;
 }
 
 static const struct opt_def *find_opt(const char *name)

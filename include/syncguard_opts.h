@@ -90,4 +90,12 @@ int syncguard_opts_parse(const char *bsopts, struct syncguard_opts *opts,
  */
 size_t syncguard_opts_help(char *buf, size_t len);
 
+/*
+ * The @i-th bsopts key (0 on), with its accepted values and meaning in
+ * *@values and *@help (static strings), for the manual page; NULL past
+ * the last key.
+ */
+const char *syncguard_opts_doc(size_t i, const char **values,
+			       const char **help);
+
 #endif

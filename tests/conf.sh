@@ -19,7 +19,7 @@ done
 # the example with its device paths pointed at files here, plus two LUNs
 # whose bsopts have two keys: quoted twice with ";", and unquoted with
 # ":" (the mode last: a separator the shell ate would lose it)
-# the run's pid in the targets' names: two runs on one host published
+# the run's pid in the targets' names: two runs on one host would publish
 # their counters under one name and read none (/run/syncguard/TARGET)
 p=iqn.2026-11.org.example:c$$-
 sed -e "s|/dev/zvol/tank/iscsi0|$work/zvol.img|" \
@@ -67,6 +67,17 @@ ${p}plp plp plp auto
 ${p}two-keys two write-through dsync
 ${p}colon colon write-through group
 EXPECT
+# syncguard-stat(1) documents exactly the JSON fields it prints
+keys=$("$top/tools/syncguard-stat" --json "${p}zvol" 1 | jq -r '.[0] | keys[]' | sort)
+documented=$("$top/tools/syncguard-stat" --man |
+	awk '/^\.SH JSON FIELDS/ { on = 1; next } /^\.SH/ { on = 0 }
+	     on && prev == ".TP" { sub(/^\.B /, ""); gsub(/\\/, ""); print }
+	     { prev = $0 }' | sort)
+if [ -z "$keys" ] || [ "$keys" != "$documented" ]; then
+	say "syncguard-stat --json and its manual page differ:"
+	diff <(echo "$keys") <(echo "$documented") >&2
+	fail=1
+fi
 grep -q "Block size: 4096" <<<"$(awk -v t="${p}plp" '/^Target [0-9]+:/ { on = ($3 == t) } on' <<<"$show")" ||
 	{ say "plp LUN: block-size 4096 not applied"; fail=1; }
 [ "$fail" -eq 0 ] && say "ok: 5 targets loaded by tgt-admin and read back" || say FAILED

@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +77,7 @@ static void print_ways(const struct syncguard_stats *st)
 
 static void print_ways_json(const struct syncguard_stats *st)
 {
-	/* plp has no trials: null ways (it said dsync and at_once: helper-58) */
+	/* plp has no trials: null ways, not dsync and at_once */
 	bool plp = st->mode == SYNCGUARD_MODE_PLP;
 
 	printf(",\"write_sync\":\"%s\",\"direct_io\":%s,\"dsync_direct_io\":%s,"
@@ -183,6 +184,102 @@ static void print_latch_json(const struct syncguard_stats *st)
 	printf("\",\"rechecked\":%s}", st->latched_soft ? "true" : "false");
 }
 
+/* A field --json prints whose value is its own code's, not a counter */
+#define OWN_CODE ((size_t)-1)
+
+/*
+ * The fields of --json, in order, with their meaning: the counters are
+ * printed from this table, and the manual page (--man) documents every
+ * field from it, so neither can miss one.
+ */
+static const struct field {
+	const char *name;
+	size_t off;	/* of a uint64_t in struct syncguard_stats, or OWN_CODE */
+	const char *meaning;
+} fields[] = {
+	{ "target", OWN_CODE, "the target's name (IQN)" },
+	{ "lun", OWN_CODE, "the LUN number" },
+	{ "mode", OWN_CODE, "write-through, write-back or plp (bsopts mode)" },
+	{ "wce", offsetof(struct syncguard_stats, wce),
+	  "the WCE the LUN reports now: 1 while a switch to 0 still flushes" },
+	{ "tgtd_pid", OWN_CODE, "the tgtd that owns the LUN" },
+	{ "tgtd_alive", OWN_CODE, "false for a tgtd that has exited "
+	  "(the text output says (gone))" },
+	{ "reads", offsetof(struct syncguard_stats, reads),
+	  "READ commands" },
+	{ "writes", offsetof(struct syncguard_stats, writes),
+	  "writes without FUA (durable or not, as the mode and WCE make "
+	  "them)" },
+	{ "fua_writes", offsetof(struct syncguard_stats, fua_writes),
+	  "writes with FUA, WRITE AND VERIFY, and COMPARE AND WRITE with "
+	  "FUA=1" },
+	{ "sync_caches", offsetof(struct syncguard_stats, sync_caches),
+	  "SYNCHRONIZE CACHE(10/16) commands" },
+	{ "errors", offsetof(struct syncguard_stats, errors),
+	  "commands answered with an error" },
+	{ "device_flushes", offsetof(struct syncguard_stats, device_flushes),
+	  "device cache flushes (fdatasync), including the one a LUN runs "
+	  "as it opens" },
+	{ "dsync_writes", offsetof(struct syncguard_stats, dsync_writes),
+	  "RWF_DSYNC writes (each one a write and a flush of its own)" },
+	{ "writeouts", offsetof(struct syncguard_stats, writeouts),
+	  "plp's write-outs (sync_file_range) of page-cache writes" },
+	{ "direct_writes", offsetof(struct syncguard_stats, direct_writes),
+	  "O_DIRECT writes" },
+	{ "flushes_coalesced",
+	  offsetof(struct syncguard_stats, flushes_coalesced),
+	  "durability waits answered by a flush another command started "
+	  "(group commit)" },
+	{ "flushes_elided", offsetof(struct syncguard_stats, flushes_elided),
+	  "flushes asked for with nothing written since the last completed "
+	  "one" },
+	{ "flush_us_total", offsetof(struct syncguard_stats, flush_us_total),
+	  "microseconds spent in device flushes" },
+	{ "ring_ios", offsetof(struct syncguard_stats, ring_ios),
+	  "reads and writes submitted through io_uring" },
+	{ "ring_submits", offsetof(struct syncguard_stats, ring_submits),
+	  "the io_uring_enter calls that carried them (fewer when "
+	  "submissions were batched)" },
+	{ "write_sync", OWN_CODE, "bsopts write_sync: auto, group or dsync" },
+	{ "direct_io", OWN_CODE, "true when every aligned write goes "
+	  "O_DIRECT" },
+	{ "dsync_direct_io", OWN_CODE, "true when RWF_DSYNC writes at least "
+	  "go O_DIRECT" },
+	{ "write_sync_way", OWN_CODE, "the way write_sync=auto's trial takes "
+	  "now: dsync or group; null on plp or another write_sync" },
+	{ "write_sync_rate", OWN_CODE, "{dsync, group}: durable writes "
+	  "answered per second by each way in its last epoch (0: none yet)" },
+	{ "batch_way", OWN_CODE, "the flush batching trial's way: at_once or "
+	  "hold; null on plp" },
+	{ "batch_rate", OWN_CODE, "{at_once, hold}: commands answered per "
+	  "second by each way's flushes in its last epoch" },
+	{ "sync_loop_way", OWN_CODE, "write-back's WRITE+SYNCHRONIZE CACHE "
+	  "loop: cached, at_once or single_writer; null where it does not "
+	  "run" },
+	{ "sync_loop_rate", OWN_CODE, "{cached, at_once}: bytes written per "
+	  "second by each way in its last epoch" },
+	{ "latched", OWN_CODE, "null, or {errno, error, rechecked} for the "
+	  "error the LUN has latched (rechecked: a soft latch, cleared once "
+	  "the next durable command finds the device sound)" },
+	{ "flush_latency_us", OWN_CODE, "[[lower bound, count], ...]: device "
+	  "flushes by latency, in buckets of [2^i, 2^(i+1)) microseconds" },
+};
+
+#define NR_FIELDS (sizeof(fields) / sizeof(fields[0]))
+
+/* The counters of @st that the table prints, as ",\"name\":value" */
+static void print_counters_json(const struct syncguard_stats *st)
+{
+	for (size_t i = 0; i < NR_FIELDS; i++) {
+		uint64_t v;
+
+		if (fields[i].off == OWN_CODE || !strcmp(fields[i].name, "wce"))
+			continue;
+		memcpy(&v, (const char *)st + fields[i].off, sizeof(v));
+		printf(",\"%s\":%" PRIu64, fields[i].name, v);
+	}
+}
+
 static void print(const char *target, unsigned long lun,
 		  const struct syncguard_stats *st, bool json, bool *first)
 {
@@ -193,20 +290,9 @@ static void print(const char *target, unsigned long lun,
 		printf("%s{\"target\":\"", *first ? "" : ",");
 		print_json_string(target);
 		printf("\",\"lun\":%lu,\"mode\":\"%s\",\"wce\":%" PRIu64 ","
-		       "\"tgtd_pid\":%u,\"tgtd_alive\":%s,\"reads\":%" PRIu64
-		       ",\"writes\":%" PRIu64 ",\"fua_writes\":%" PRIu64
-		       ",\"sync_caches\":%" PRIu64 ",\"errors\":%" PRIu64
-		       ",\"device_flushes\":%" PRIu64 ",\"dsync_writes\":%" PRIu64
-		       ",\"writeouts\":%" PRIu64 ",\"direct_writes\":%" PRIu64
-		       ",\"flushes_coalesced\":%" PRIu64 ",\"flushes_elided\":%"
-		       PRIu64 ",\"flush_us_total\":%" PRIu64
-		       ",\"ring_ios\":%" PRIu64 ",\"ring_submits\":%" PRIu64,
-		       lun, mode, st->wce, st->pid, alive ? "true" : "false",
-		       st->reads, st->writes, st->fua_writes, st->sync_caches,
-		       st->errors, st->device_flushes, st->dsync_writes,
-		       st->writeouts, st->direct_writes, st->flushes_coalesced,
-		       st->flushes_elided, st->flush_us_total, st->ring_ios,
-		       st->ring_submits);
+		       "\"tgtd_pid\":%u,\"tgtd_alive\":%s", lun, mode, st->wce,
+		       st->pid, alive ? "true" : "false");
+		print_counters_json(st);
 		print_ways_json(st);
 		print_latch_json(st);
 		print_histogram(st);
@@ -327,8 +413,77 @@ static const char help_text[] =
 	"--state-dir DIR: where the records are (bsopts state_dir; "
 	"default\n$SYNCGUARD_STATE_DIR, else " SYNCGUARD_STATE_DIR_DEFAULT
 	").\n"
+	"--man: the manual page, syncguard-stat(1).\n"
 	"Exit status: 0 counters printed (a record listed or cleared), 1 "
 	"none\nmatched, 2 a usage error.\n";
+
+/* @s for roff: backslashes and hyphens escaped */
+static void roff(const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\')
+			fputs("\\e", stdout);
+		else if (*s == '-')
+			fputs("\\-", stdout);
+		else
+			putchar(*s);
+	}
+}
+
+/* The manual page, syncguard-stat(1): the fields from the table */
+static void print_man(void)
+{
+	printf(".TH SYNCGUARD-STAT 1 \"2026-12\" syncguard\n.SH NAME\n"
+	       "syncguard\\-stat \\- counters and latch records of syncguard "
+	       "LUNs\n.SH SYNOPSIS\n.nf\n");
+	roff("syncguard-stat [--json] [TARGET-IQN [LUN]]\n"
+	     "syncguard-stat --latched [--state-dir DIR]\n"
+	     "syncguard-stat --clear-latch PATH [--state-dir DIR]\n");
+	printf(".fi\n.SH DESCRIPTION\n");
+	roff("Prints the counters a running tgtd's syncguard LUNs publish in "
+	     SYNCGUARD_STATS_DIR "/TARGET/lunN.stats (bs_syncguard(8)): "
+	     "commands by kind, device flushes and their latency, RWF_DSYNC "
+	     "writes, plp write-outs and O_DIRECT writes, flushes saved by "
+	     "coalescing and elision; whether writes go O_DIRECT, which way "
+	     "each running trial takes now, with each way's rate in its last "
+	     "measured epoch; and an error the LUN has latched.  Without "
+	     "arguments, every LUN's, by target and LUN; a LUN of a tgtd that "
+	     "has exited is marked (gone).\n");
+	printf(".SH OPTIONS\n.TP\n\\fB\\-\\-json\\fR\n");
+	roff("one JSON array of objects, one per LUN, with the fields below.\n");
+	printf(".TP\n\\fB\\-\\-latched\\fR\n");
+	roff("the stores whose LUN latched an error that may have lost "
+	     "acknowledged writes (a failed flush, or a failed final flush); "
+	     "a LUN created on one starts latched: its SYNCHRONIZE CACHE and "
+	     "durable writes fail.\n");
+	printf(".TP\n\\fB\\-\\-clear\\-latch\\fR \\fIPATH\\fR\n");
+	roff("once the data on PATH (the LUN's file or block device) has been "
+	     "checked, remove its record; then delete and re-create the "
+	     "LUN.\n");
+	printf(".TP\n\\fB\\-\\-state\\-dir\\fR \\fIDIR\\fR\n");
+	roff("where the records are (bsopts state_dir); default "
+	     "$SYNCGUARD_STATE_DIR, else " SYNCGUARD_STATE_DIR_DEFAULT ".\n");
+	printf(".TP\n\\fB\\-\\-man\\fR\nthis manual page.\n"
+	       ".TP\n\\fB\\-\\-help\\fR\nthe options.\n"
+	       ".SH JSON FIELDS\n");
+	for (size_t i = 0; i < NR_FIELDS; i++) {
+		printf(".TP\n.B ");
+		roff(fields[i].name);
+		putchar('\n');
+		roff(fields[i].meaning);
+		putchar('\n');
+	}
+	printf(".SH FILES\n.TP\n.I " SYNCGUARD_STATS_DIR "/\n");
+	roff("counters files, one per LUN, named by target and LUN\n");
+	printf(".TP\n.I ");
+	roff(SYNCGUARD_STATE_DIR_DEFAULT "/latched/\n");
+	roff("latch records, one per store\n");
+	printf(".SH EXIT STATUS\n");
+	roff("0 counters printed (a record listed or cleared); 1 none matched, "
+	     "with the reason; 2 a usage error.\n");
+	printf(".SH SEE ALSO\n.BR bs_syncguard (8),\n.BR tgtadm (8),\n"
+	       ".BR iscsi\\-syncbench (1)\n");
+}
 
 /* The records in @dir/latched, one per store: path, errno, time. */
 static int list_latched(const char *dir)
@@ -396,8 +551,8 @@ static int clear_latch(const char *path, const char *dir)
 	return 0;
 }
 
-/* Options anywhere among the arguments (helper-54: `IQN 1 --json` was
- * refused as an argument too many), up to two operands into @pos;
+/* Options anywhere among the arguments (`IQN 1 --json` as well as
+ * `--json IQN 1`), up to two operands into @pos;
  * -1 to go on, else the exit status. */
 /* --latched, --clear-latch PATH and --state-dir DIR */
 struct latch_args {
@@ -425,6 +580,9 @@ static int parse_args(int argc, char **argv, bool *json, char **pos,
 		} else if (!operands_only && (!strcmp(a, "--help") ||
 					      !strcmp(a, "-h"))) {
 			fputs(help_text, stdout);
+			return 0;
+		} else if (!operands_only && !strcmp(a, "--man")) {
+			print_man();
 			return 0;
 		} else if (!operands_only && !strcmp(a, "--json")) {
 			*json = true;
