@@ -43,8 +43,14 @@ static void bs_syncguard_request(struct scsi_cmd *cmd)
 		.in = scsi_get_in_buffer(cmd),
 		.in_len = scsi_get_in_length(cmd),
 	};
-	struct syncguard_result res;
+	struct syncguard_result res = { .reason = SYNCGUARD_ERR_NO_MEDIUM };
 
+	/* no store (a refused path=): tgt hands an offline disk's commands
+	 * other than READ and WRITE to the store all the same */
+	if (!__atomic_load_n(&bs->open, __ATOMIC_ACQUIRE)) {
+		syncguard_answer(cmd, &res);
+		return;
+	}
 	if (cmd->scb[0] == MODE_SELECT || cmd->scb[0] == MODE_SELECT_10) {
 		syncguard_wce_off_request(cmd);
 		return;
@@ -219,7 +225,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		syncguard_watch_close_unused();
 		return ret;
 	}
-	bs->open = true;
+	__atomic_store_n(&bs->open, true, __ATOMIC_RELEASE);
 	if (!bs->size_shown)	/* a LUN's first store: what it starts with */
 		bs->size_shown = bs->lun.size;
 	publish_stats(lu);
@@ -229,7 +235,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 			"unavailable: %s\n", lu->lun, strerror(-ret));
 	if (ret) {
 		syncguard_lun_close(&bs->lun);
-		bs->open = false;
+		__atomic_store_n(&bs->open, false, __ATOMIC_RELEASE);
 		syncguard_watch_close_unused();
 		return ret;
 	}
@@ -361,7 +367,7 @@ static void bs_syncguard_close(struct scsi_lu *lu)
 	latched = syncguard_lun_latched_soft(&bs->lun) ? 0 :
 		  syncguard_lun_latched(&bs->lun);
 	fd = syncguard_lun_close_deferred(&bs->lun);
-	bs->open = false;
+	__atomic_store_n(&bs->open, false, __ATOMIC_RELEASE);
 	if (latched)
 		eprintf("syncguard: lun %" PRIu64 ": closed with the error "
 			"latched earlier (%s): no final flush\n", lu->lun,

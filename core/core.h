@@ -188,6 +188,8 @@ enum syncguard_reason {
 					 * COMMAND INFORMATION UNIT */
 	SYNCGUARD_ERR_BUSY,		/* status BUSY, no sense: a resource
 					 * short for now (SAM-5 5.3) */
+	SYNCGUARD_ERR_NO_MEDIUM,	/* NOT READY, MEDIUM NOT PRESENT: the
+					 * LUN has no store (a refused path=) */
 	SYNCGUARD_ERR_INTERNAL,		/* HARDWARE ERROR, INTERNAL TARGET
 					 * FAILURE (a reason out of range) */
 	SYNCGUARD_REASON_COUNT,
@@ -504,7 +506,9 @@ int syncguard_lun_close(struct syncguard_lun *lun);
  * the caller, who may run it on another thread: a sync descriptor of
  * the file or device (>= 0; fdatasync it, then close it) when a flush is
  * owed (syncguard_policy_close_flushes, and no error latched for good:
- * that LUN's data is already reported lost), -1 when none is.  It is the
+ * that LUN's data is already reported lost), -1 when none is; the
+ * flush's -errno when it had to run here, because the store could not
+ * be marked for it (syncguard_final_flush_begin), and failed.  It is the
  * group flushes' descriptor, opened with the LUN, so it reports every
  * writeback error since the last one it reported, as every group
  * flush's does.

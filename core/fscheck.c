@@ -353,9 +353,9 @@ int syncguard_check_plp_file(struct syncguard_lun *lun, int fd,
 
 	/* a failed fsync of the store: what an earlier LUN left may be
 	 * lost, and the kernel now takes the error as seen (core/poison.c) */
-	if (ret && lun->store_id[0])
-		syncguard_final_flush_end(syncguard_state_dir(&lun->opts),
-					  lun->store_id, lun->path, -ret);
+	if (ret)
+		syncguard_store_failed(syncguard_state_dir(&lun->opts),
+				       lun->store_id, lun->path, -ret);
 	if (!ret && fstat(fd, &st))
 		ret = -errno;
 	if (ret) {

@@ -250,15 +250,22 @@ int syncguard_poison_clear(const char *dir, const char *id);
 
 /* A LUN on store @id is about to let go of it with a final flush still
  * to run: mark the store until syncguard_final_flush_end.  0, or
- * -ENOSPC (too many at once: the store goes unmarked). */
+ * -ENOMEM (no mark: the caller flushes before it lets go). */
 int syncguard_final_flush_begin(const char *id);
 
-/* That final flush ended with @err (0 or positive errno): recorded in
- * @dir when it failed (at @path, for the administrator), and the mark
- * taken off, or kept with @err when the record could not be written.
- * 0, or the record's -errno. */
+/* That final flush, marked by syncguard_final_flush_begin, ended with
+ * @err (0 or positive errno): recorded as syncguard_store_failed does,
+ * and the mark's flush taken off.  0, or the record's -errno. */
 int syncguard_final_flush_end(const char *dir, const char *id,
 			      const char *path, int err);
+
+/* A flush of store @id, by a LUN letting go of it or opening it, failed
+ * with @err (positive): what an earlier GOOD vouched for may be lost.
+ * Recorded in @dir (at @path, for the administrator); where the record
+ * cannot be written, the store is marked with @err for the rest of the
+ * process.  0, or the record's -errno; 0 for an @id of "". */
+int syncguard_store_failed(const char *dir, const char *id,
+			   const char *path, int err);
 
 /* A latch of store @id whose record could not be written: its next LUN
  * in this process starts latched all the same. */

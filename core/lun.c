@@ -400,6 +400,20 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	return ret;
 }
 
+/* The final flush on @fd, now, for a store that could not be marked:
+ * closes @fd; -1 (nothing left to flush) or the flush's -errno, recorded
+ * as a final flush's failure is. */
+static int final_flush_unmarked(struct syncguard_lun *lun, int fd)
+{
+	int ret = syncguard_datasync(fd);
+
+	close(fd);
+	if (ret)
+		syncguard_store_failed(syncguard_state_dir(&lun->opts),
+				       lun->store_id, lun->path, -ret);
+	return ret ? ret : -1;
+}
+
 int syncguard_lun_close_deferred(struct syncguard_lun *lun)
 {
 	int fd = -1;
@@ -415,8 +429,10 @@ int syncguard_lun_close_deferred(struct syncguard_lun *lun)
 					   syncguard_lun_clean(lun))) {
 		fd = lun->group_fd;
 		lun->group_fd = -1;
-		/* the store is marked before this LUN lets go of it */
-		syncguard_final_flush_begin(lun->store_id);
+		/* the store is marked before this LUN lets go of it; where no
+		 * mark can be had, the flush runs here, before it does */
+		if (syncguard_final_flush_begin(lun->store_id))
+			fd = final_flush_unmarked(lun, fd);
 	}
 	syncguard_stats_unpublish(lun);
 	close_fds(lun);

@@ -342,30 +342,41 @@ int syncguard_poison_clear(const char *dir, const char *id)
  * outcome (a soft latch: core/latch.c).  A record that cannot be written
  * leaves the mark, with its errno, for the rest of the process.
  */
-#define MARKS 64
-
 static pthread_mutex_t marks_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t marks_done = PTHREAD_COND_INITIALIZER;
-static struct {
+static struct mark {
 	char id[256];
 	int flushes;	/* final flushes on their way */
 	int err;	/* one that failed, unrecorded: its errno */
-} marks[MARKS];
+} *marks;
+static int nr_marks;	/* allocated; it grows, so no store goes unmarked */
 
-/* With marks_lock held: @id's mark, or a free one (@make), or NULL */
+/* With marks_lock held: @id's mark, or a free one (@make; -1 when none
+ * can be allocated), or -1 */
 static int mark_of(const char *id, bool make)
 {
 	int free_at = -1;
+	struct mark *grown;
 
-	for (int i = 0; i < MARKS; i++) {
+	for (int i = 0; i < nr_marks; i++) {
 		if (!strcmp(marks[i].id, id))
 			return i;
 		if (free_at < 0 && !marks[i].id[0])
 			free_at = i;
 	}
-	if (make && free_at >= 0)
-		snprintf(marks[free_at].id, sizeof(marks[0].id), "%s", id);
-	return make ? free_at : -1;
+	if (!make)
+		return -1;
+	if (free_at < 0) {
+		grown = realloc(marks, (size_t)(nr_marks + 16) * sizeof(*marks));
+		if (!grown)
+			return -1;
+		memset(grown + nr_marks, 0, 16 * sizeof(*marks));
+		marks = grown;
+		free_at = nr_marks;
+		nr_marks += 16;
+	}
+	snprintf(marks[free_at].id, sizeof(marks[0].id), "%s", id);
+	return free_at;
 }
 
 /* With marks_lock held: forget mark @i if it holds nothing */
@@ -385,23 +396,31 @@ int syncguard_final_flush_begin(const char *id)
 	if ((i = mark_of(id, true)) >= 0)
 		marks[i].flushes++;
 	pthread_mutex_unlock(&marks_lock);
-	return i < 0 ? -ENOSPC : 0;
+	return i < 0 ? -ENOMEM : 0;
+}
+
+int syncguard_store_failed(const char *dir, const char *id,
+			   const char *path, int err)
+{
+	int ret = id[0] ? syncguard_poison_write(dir, id, path, err) : 0;
+
+	if (ret)
+		syncguard_store_unrecorded(id, err);
+	return ret;
 }
 
 int syncguard_final_flush_end(const char *dir, const char *id,
 			      const char *path, int err)
 {
-	int ret = err && id[0] ? syncguard_poison_write(dir, id, path, err) : 0;
+	int ret = err ? syncguard_store_failed(dir, id, path, err) : 0;
 	int i;
 
 	if (!id[0])
 		return ret;
 	pthread_mutex_lock(&marks_lock);
-	if ((i = mark_of(id, ret != 0)) >= 0) {
+	if ((i = mark_of(id, false)) >= 0) {
 		if (marks[i].flushes)
 			marks[i].flushes--;
-		if (ret)
-			marks[i].err = err;
 		unmark(i);
 	}
 	pthread_cond_broadcast(&marks_done);

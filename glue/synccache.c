@@ -123,12 +123,16 @@ static bool immed(const struct scsi_cmd *cmd)
  * family.  It takes one of four paths:
  *
  *  1. no I/O, on tgtd's event thread (syncguard_sync_cache_now,
- *     core/exec.c): a range beyond the capacity, a latched error,
- *     nothing volatile in this mode, or nothing written since the last
- *     completed flush (elision);
- *  2. IMMED=1: GOOD once the CDB is valid; the flush runs on the LUN's
- *     flusher thread (immed_flush, above), and its failure comes back
- *     as a deferred error (SPC-4 4.5.5) on that nexus's next command;
+ *     core/exec.c): a range beyond the capacity, an error latched for
+ *     good (a soft latch goes on, to be rechecked on a worker), nothing
+ *     volatile in this mode, or nothing written since the last completed
+ *     flush (elision);
+ *  2. IMMED=1, where the LUN's flusher thread runs or can start: GOOD
+ *     once the CDB is valid; the flush runs on that thread (immed_flush,
+ *     above), and its failure comes back as a deferred error (SPC-4
+ *     4.5.5) on that nexus's next command but INQUIRY, REPORT LUNS and
+ *     REQUEST SENSE (for 16 nexuses at a time; the latch fails the
+ *     rest's durable commands); else path 3 or 4;
  *  3. the io_uring engine's group flush (syncguard_uring_sync_cache,
  *     glue/uring.c), answered when a flush that started after every
  *     write completed before this command completes;
@@ -136,8 +140,10 @@ static bool immed(const struct scsi_cmd *cmd)
  *     exec_sync_cache (core/exec.c), which joins the core's group flush
  *     (syncguard_lun_flush, core/flush.c).
  *
- * A LUN without a store and a reservation conflict go straight to tgt's
- * handler.  What "volatile" means per mode is core/policy.c's.
+ * A reservation conflict goes straight to tgt's handler; a LUN without a
+ * store (a refused path=) gets NOT READY, MEDIUM NOT PRESENT, as tgt
+ * answers a READ or WRITE of an offline LUN: tgt would hand the command
+ * to the closed store (test_modes_path_refusals).  What "volatile" means per mode is core/policy.c's.
  * Tests: test_modes_sync_cache_ranges (path 1), test_cmd_sync_cache_immed
  * and test_faults_immed_deferred_error (2), test_flush_* in tests/unit
  * and the power-cut test's configurations (3 and 4).
@@ -147,8 +153,10 @@ int syncguard_sync_cache(int host_no, struct scsi_cmd *cmd)
 	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
 	enum syncguard_reason r;
 
-	if (!bs->open || device_reserved(cmd))
+	if (device_reserved(cmd))
 		return bs->tgt_ops[cmd->scb[0]](host_no, cmd);
+	if (!bs->open)		/* no store: nothing to vouch for */
+		return syncguard_fail(cmd, SYNCGUARD_ERR_NO_MEDIUM);
 	syncguard_lun_note_sync_cache(&bs->lun);
 	if (syncguard_sync_cache_now(&bs->lun, cmd->scb, (size_t)cmd->scb_len,
 				     &r))

@@ -432,12 +432,17 @@ END_TEST
  * path= while the LUN is online is refused with a reason in tgtd.log
  * (tgt refuses it without one), and a LUN left without a store by a
  * refused path= cannot be put online (tgt takes online=1, and the LUN
- * then answers as a 0-byte disk); a good path= brings it back.
+ * then answers as a 0-byte disk); a good path= brings it back.  A LUN
+ * without a store answers SYNCHRONIZE CACHE NOT READY, MEDIUM NOT
+ * PRESENT: tgt hands it to the store even offline, and a closed LUN has
+ * nothing volatile of its own, so it would answer GOOD for the write the
+ * old store's final flush may yet lose.
  */
 START_TEST(test_modes_path_refusals)
 {
 	const int lun = 14, other = 15;
 	struct iscsi_context *iscsi;
+	unsigned char block[BS];
 	char params[512];
 
 	ck_assert_int_eq(proto_add_lun(lun, proto_file("refuse1.img", 1u << 20,
@@ -449,11 +454,23 @@ START_TEST(test_modes_path_refusals)
 		 1u << 20, false));
 	ck_assert_int_ne(proto_update_lun(lun, params), 0);
 	ck_assert(proto_log_has("path change refused: the LUN is online"));
+	memset(block, 0x5a, sizeof(block));
+	proto_assert_good(iscsi_write10_sync(iscsi, lun, 0, block, BS, BS, 0,
+					     0, 0, 0, 0),
+			  "WRITE(10), cached, before the move", false);
 	ck_assert_int_eq(proto_update_lun(lun, "online=0"), 0);
 	/* another LUN's file: refused by the module, after tgt closed the
 	 * LUN's own store */
 	snprintf(params, sizeof(params), "path=%s/refuse2.img", proto_dir());
 	ck_assert_int_ne(proto_update_lun(lun, params), 0);
+	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, lun, 0, 0, 0,
+							 0),
+			   SCSI_SENSE_NOT_READY, 0x3a00,
+			   "SYNCHRONIZE CACHE(10) of the LUN without a store");
+	proto_assert_sense(iscsi_synchronizecache16_sync(iscsi, lun, 0, 0, 0,
+							 0),
+			   SCSI_SENSE_NOT_READY, 0x3a00,
+			   "SYNCHRONIZE CACHE(16) of the LUN without a store");
 	ck_assert_int_ne(proto_update_lun(lun, "online=1"), 0);
 	ck_assert(proto_log_has("online=1 refused: no backing store"));
 	/* nor with a path= in the same update, which tgt applies after the

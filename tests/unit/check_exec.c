@@ -1367,6 +1367,43 @@ START_TEST(test_poison_final_flush_pending)
 }
 END_TEST
 
+/*
+ * However many stores have a final flush on its way, each is marked: a
+ * LUN re-created on the last of 100 waits for its flush as on the first
+ * (a fixed table of marks left the stores past it unmarked).  And a
+ * failed flush of a store that is not a final flush (plp's fsync at
+ * open: syncguard_store_failed) records the failure without taking off
+ * another LUN's mark.
+ */
+START_TEST(test_poison_marks_many_stores)
+{
+	const char *dir_state = syncguard_state_dir(NULL);
+	char id[64];
+
+	for (int i = 0; i < 100; i++) {
+		snprintf(id, sizeof(id), "test-marks-%d", i);
+		ck_assert_int_eq(syncguard_final_flush_begin(id), 0);
+	}
+	for (int i = 0; i < 100; i++) {
+		snprintf(id, sizeof(id), "test-marks-%d", i);
+		ck_assert_int_eq(syncguard_store_marked(id, false), EINPROGRESS);
+	}
+	ck_assert_int_eq(syncguard_store_failed(dir_state, "test-marks-99",
+						path, EIO), 0);
+	ck_assert_int_eq(syncguard_store_marked("test-marks-99", false),
+			 EINPROGRESS);	/* its final flush still runs */
+	ck_assert_int_gt(syncguard_poison_read(dir_state, "test-marks-99", id,
+					       sizeof(id)), 0);
+	ck_assert_int_eq(syncguard_poison_clear(dir_state, "test-marks-99"), 0);
+	for (int i = 0; i < 100; i++) {
+		snprintf(id, sizeof(id), "test-marks-%d", i);
+		ck_assert_int_eq(syncguard_final_flush_end(dir_state, id, path,
+							   0), 0);
+		ck_assert_int_eq(syncguard_store_marked(id, false), 0);
+	}
+}
+END_TEST
+
 /* On a file system without a UUID or fsid (FUSE: its device number is
  * handed out afresh at every mount) the store is its path: the same
  * after a remount, as the device model is mounted again */
@@ -1860,6 +1897,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_poison_final_flush_recorded);
 	tcase_add_test(faults, test_poison_state_dir);
 	tcase_add_test(faults, test_poison_final_flush_pending);
+	tcase_add_test(faults, test_poison_marks_many_stores);
 	if (access("tools/syncguard-devmodel", X_OK) == 0 &&
 	    access("/dev/fuse", W_OK) == 0)
 		tcase_add_test(faults, test_poison_fuse_identity);
