@@ -208,6 +208,10 @@ check-man: $(MANS)
 	  out=$$(groff -man -Tutf8 -ww -z $$m 2>&1); \
 	  [ -z "$$out" ] || { echo "man: $$m: $$out" >&2; exit 1; }; \
 	  man -l $$m >/dev/null || exit 1; \
+	  left=$$(MANWIDTH=80 man -l $$m 2>/dev/null | \
+	    grep -nE '\.(br|TP|BI|BR|SH|PP|nf|fi)([[:space:]]|$$)|@[A-Z]+@'); \
+	  [ -z "$$left" ] || { echo "man: $$m: roff left in the text:" \
+	    "$$left" >&2; exit 1; }; \
 	done; echo "man: ok ($(words $(MANS)) pages)"
 
 uninstall:

@@ -151,8 +151,8 @@ struct opt_def {
 
 static const struct opt_def opt_table[] = {
 	{ "mode", parse_mode, "write-through, write-back or plp",
-	  "write-cache mode (default write-back); see MODES in "
-	  "bs_syncguard(8)" },
+	  "the write-cache mode (default write-back): what WRITE, FUA and "
+	  "SYNCHRONIZE CACHE promise" },
 	{ "alloc_check", parse_alloc_check, "yes or no",
 	  "plp on a regular file: check at open that every block is "
 	  "allocated and written (default yes)" },

@@ -34,7 +34,7 @@ static void bsopts(void)
 	for (size_t i = 0; (name = syncguard_opts_doc(i, &values, &help)); i++) {
 		printf(".TP\n.BI %s= value\n", name);
 		roff(help);
-		printf(".br\nValues: ");
+		printf("\n.br\nValues: ");
 		roff(values);
 		putchar('\n');
 	}

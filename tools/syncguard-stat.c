@@ -396,9 +396,10 @@ static const char help_text[] =
 	"flushes (fdatasync) and their latency, RWF_DSYNC\n"
 	"writes, plp writeouts and O_DIRECT writes, flushes "
 	"saved by coalescing and\nelision; whether writes go "
-	"O_DIRECT, and which way write_sync and flush\n"
-	"batching run now, with each way's rate in its last "
-	"measured epoch;\nan error the LUN has latched.\n"
+	"O_DIRECT, and which way each running trial\n"
+	"(write_sync, flush batching, write-back's sync loop) takes now, "
+	"with each\nway's rate in its last measured epoch; an error the "
+	"LUN has latched.\n"
 	"Without arguments, every LUN's, by target and "
 	"LUN.\nCounters of a tgtd "
 	"that has exited are marked (gone).\n--json: one array "
@@ -414,6 +415,7 @@ static const char help_text[] =
 	"default\n$SYNCGUARD_STATE_DIR, else " SYNCGUARD_STATE_DIR_DEFAULT
 	").\n"
 	"--man: the manual page, syncguard-stat(1).\n"
+	"-h, --help: this text.\n"
 	"Exit status: 0 counters printed (a record listed or cleared), 1 "
 	"none\nmatched, 2 a usage error.\n";
 
@@ -445,7 +447,8 @@ static void print_man(void)
 	     "commands by kind, device flushes and their latency, RWF_DSYNC "
 	     "writes, plp write-outs and O_DIRECT writes, flushes saved by "
 	     "coalescing and elision; whether writes go O_DIRECT, which way "
-	     "each running trial takes now, with each way's rate in its last "
+	     "each running trial (write_sync, flush batching, write-back's "
+	     "sync loop) takes now, with each way's rate in its last "
 	     "measured epoch; and an error the LUN has latched.  Without "
 	     "arguments, every LUN's, by target and LUN; a LUN of a tgtd that "
 	     "has exited is marked (gone).\n");
@@ -464,7 +467,7 @@ static void print_man(void)
 	roff("where the records are (bsopts state_dir); default "
 	     "$SYNCGUARD_STATE_DIR, else " SYNCGUARD_STATE_DIR_DEFAULT ".\n");
 	printf(".TP\n\\fB\\-\\-man\\fR\nthis manual page.\n"
-	       ".TP\n\\fB\\-\\-help\\fR\nthe options.\n"
+	       ".TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nthe options.\n"
 	       ".SH JSON FIELDS\n");
 	for (size_t i = 0; i < NR_FIELDS; i++) {
 		printf(".TP\n.B ");
