@@ -169,9 +169,10 @@ $(BUILD)/san/bs_syncguard.so: $(GLUE_SANPIC) $(CORE_SANPIC)
 MANS := tools/iscsi-syncbench.1 tools/syncguard-stat.1 \
 	man/openiscsi-syncbench.1 man/bs_syncguard.8
 
-$(BUILD)/manopts: tools/manopts.c core/opts.c include/syncguard_opts.h
+$(BUILD)/manopts: tools/manopts.c tools/roff.h core/opts.c \
+		  include/syncguard_opts.h
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) $(CFLAGS) tools/manopts.c core/opts.c -o $@
+	$(CC) $(BASE) -Itools $(CFLAGS) tools/manopts.c core/opts.c -o $@
 
 man/bs_syncguard.8: man/bs_syncguard.8.in $(BUILD)/manopts
 	$(BUILD)/manopts $< > $@.tmp && mv $@.tmp $@
@@ -242,7 +243,7 @@ tools/iscsi-crashtest: tools/iscsi-crashtest.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
 
 STAT_CORE := core/sys.c core/opts.c core/poison.c core/latch.c core/policy.c
-tools/syncguard-stat: tools/syncguard-stat.c tools/statsfile.c \
+tools/syncguard-stat: tools/syncguard-stat.c tools/statsfile.c tools/roff.h \
 		      tools/statsfile.h $(STAT_CORE) $(HDRS)
 	$(CC) $(BASE) -Itools $(CFLAGS) tools/syncguard-stat.c \
 	  tools/statsfile.c $(STAT_CORE) -o $@ -lpthread

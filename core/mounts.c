@@ -104,43 +104,57 @@ static int field(const char *line, bool after_sep, int n, char *out,
 	return 0;
 }
 
+/* The line of @fd's mount in the mountinfo text @table, found by mount
+ * ID, else (@by_dev) by device number.  NULL with *@err set to -errno
+ * (-ENOENT: not listed; -EOPNOTSUPP: a kernel without STATX_MNT_ID). */
+static const char *mount_line(int fd, const char *table, bool by_dev,
+			      int *err)
+{
+	char dev[32], got[32];
+	struct statx stx;
+
+	*err = 0;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx)) {
+		*err = -errno;
+		return NULL;
+	}
+	if (!(stx.stx_mask & STATX_MNT_ID)) {
+		*err = -EOPNOTSUPP;
+		return NULL;
+	}
+	for (const char *l = table; l && *l; l = strchr(l, '\n'), l += !!l)
+		if (strtoull(l, NULL, 10) == stx.stx_mnt_id)
+			return l;
+	snprintf(dev, sizeof(dev), "%u:%u", stx.stx_dev_major,
+		 stx.stx_dev_minor);
+	for (const char *l = table; by_dev && l && *l;
+	     l = strchr(l, '\n'), l += !!l)
+		if (!field(l, false, 2, got, sizeof(got)) && !strcmp(got, dev))
+			return l;
+	*err = -ENOENT;
+	return NULL;
+}
+
 /* The super options of @fd's mount in the mountinfo text @table into
  * @opts: 0, or -errno (-ENOENT: neither its mount ID nor its device is
  * listed). */
 static int mount_options(int fd, const char *table, char *opts, size_t len)
 {
-	char dev[32], got[32];
-	struct statx stx;
+	int err;
+	const char *l = mount_line(fd, table, true, &err);
 
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx))
-		return -errno;
-	if (!(stx.stx_mask & STATX_MNT_ID))
-		return -EOPNOTSUPP;
-	for (const char *l = table; l && *l; l = strchr(l, '\n'), l += !!l)
-		if (strtoull(l, NULL, 10) == stx.stx_mnt_id)
-			return field(l, true, 2, opts, len);
-	snprintf(dev, sizeof(dev), "%u:%u", stx.stx_dev_major,
-		 stx.stx_dev_minor);
-	for (const char *l = table; l && *l; l = strchr(l, '\n'), l += !!l)
-		if (!field(l, false, 2, got, sizeof(got)) && !strcmp(got, dev))
-			return field(l, true, 2, opts, len);
-	return -ENOENT;
+	return l ? field(l, true, 2, opts, len) : err;
 }
 
 int syncguard_mount_source(int fd, const char *table, char *type,
 			   size_t tlen, char *src, size_t slen)
 {
-	struct statx stx;
+	int err;
+	const char *l = mount_line(fd, table, false, &err);
 
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx))
-		return -errno;
-	if (!(stx.stx_mask & STATX_MNT_ID))
-		return -EOPNOTSUPP;
-	for (const char *l = table; l && *l; l = strchr(l, '\n'), l += !!l)
-		if (strtoull(l, NULL, 10) == stx.stx_mnt_id)
-			return field(l, true, 0, type, tlen) ?:
-			       field(l, true, 1, src, slen);
-	return -ENOENT;
+	if (!l)
+		return err;
+	return field(l, true, 0, type, tlen) ?: field(l, true, 1, src, slen);
 }
 
 /* Is one of @want (NULL-terminated) among the super options of @fd's

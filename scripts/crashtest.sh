@@ -283,11 +283,16 @@ start_nbdkit() {
 		say "nbdkit did not start:"; tail -n 3 "$work/model.log" >&2; return 1; }
 	nbdfuse "$mnt/disk.img" --unix "$work/nbd.sock" >>"$work/model.log" 2>&1 &
 	mpid=$!
+	disk_appears nbdfuse
+}
+
+# wait up to 2 s for $mnt/disk.img, which $1 (just started) exports
+disk_appears() {
 	for _ in $(seq 100); do
 		[ -e "$mnt/disk.img" ] && return 0
 		sleep 0.02
 	done
-	say "nbdfuse did not start:"; tail -n 3 "$work/model.log" >&2
+	say "$1 did not start:"; tail -n 3 "$work/model.log" >&2
 	return 1
 }
 
@@ -310,12 +315,7 @@ start_model() {
 	"$model" --image "$work/stable.img" --block 4096 $plp --seed "$seed" \
 		"$mnt" -f >>"$work/model.log" 2>&1 &
 	mpid=$!
-	for _ in $(seq 100); do
-		[ -e "$mnt/disk.img" ] && return 0
-		sleep 0.02
-	done
-	say "device model did not start:"; tail -n 3 "$work/model.log" >&2
-	return 1
+	disk_appears "the device model"
 }
 
 # one cut; prints the checker's line "writes W durable D lost L bad_blocks B"

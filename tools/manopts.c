@@ -9,23 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "roff.h"
 #include "syncguard_opts.h"
-
-/* @s with roff's special characters escaped: backslash, and a leading
- * dot or quote */
-static void roff(const char *s)
-{
-	if (*s == '.' || *s == '\'')
-		fputs("\\&", stdout);
-	for (; *s; s++) {
-		if (*s == '\\')
-			fputs("\\e", stdout);
-		else if (*s == '-')
-			fputs("\\-", stdout);
-		else
-			putchar(*s);
-	}
-}
 
 static void bsopts(void)
 {
@@ -33,9 +18,9 @@ static void bsopts(void)
 
 	for (size_t i = 0; (name = syncguard_opts_doc(i, &values, &help)); i++) {
 		printf(".TP\n.BI %s= value\n", name);
-		roff(help);
+		roff_print(help);
 		printf("\n.br\nValues: ");
-		roff(values);
+		roff_print(values);
 		putchar('\n');
 	}
 }

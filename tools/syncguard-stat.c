@@ -26,6 +26,7 @@
 #include "internal.h"		/* the latch records (core/poison.c) */
 #include "syncguard_stats.h"
 #include "statsfile.h"
+#include "roff.h"
 
 /* Why files were skipped, said on stderr: then the closing "no
  * counters" line would contradict it. */
@@ -419,30 +420,17 @@ static const char help_text[] =
 	"Exit status: 0 counters printed (a record listed or cleared), 1 "
 	"none\nmatched, 2 a usage error.\n";
 
-/* @s for roff: backslashes and hyphens escaped */
-static void roff(const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '\\')
-			fputs("\\e", stdout);
-		else if (*s == '-')
-			fputs("\\-", stdout);
-		else
-			putchar(*s);
-	}
-}
-
 /* The manual page, syncguard-stat(1): the fields from the table */
 static void print_man(void)
 {
 	printf(".TH SYNCGUARD-STAT 1 \"2026-12\" syncguard\n.SH NAME\n"
 	       "syncguard\\-stat \\- counters and latch records of syncguard "
 	       "LUNs\n.SH SYNOPSIS\n.nf\n");
-	roff("syncguard-stat [--json] [TARGET-IQN [LUN]]\n"
+	roff_print("syncguard-stat [--json] [TARGET-IQN [LUN]]\n"
 	     "syncguard-stat --latched [--state-dir DIR]\n"
 	     "syncguard-stat --clear-latch PATH [--state-dir DIR]\n");
 	printf(".fi\n.SH DESCRIPTION\n");
-	roff("Prints the counters a running tgtd's syncguard LUNs publish in "
+	roff_print("Prints the counters a running tgtd's syncguard LUNs publish in "
 	     SYNCGUARD_STATS_DIR "/TARGET/lunN.stats (bs_syncguard(8)): "
 	     "commands by kind, device flushes and their latency, RWF_DSYNC "
 	     "writes, plp write-outs and O_DIRECT writes, flushes saved by "
@@ -453,36 +441,36 @@ static void print_man(void)
 	     "arguments, every LUN's, by target and LUN; a LUN of a tgtd that "
 	     "has exited is marked (gone).\n");
 	printf(".SH OPTIONS\n.TP\n\\fB\\-\\-json\\fR\n");
-	roff("one JSON array of objects, one per LUN, with the fields below.\n");
+	roff_print("one JSON array of objects, one per LUN, with the fields below.\n");
 	printf(".TP\n\\fB\\-\\-latched\\fR\n");
-	roff("the stores whose LUN latched an error that may have lost "
+	roff_print("the stores whose LUN latched an error that may have lost "
 	     "acknowledged writes (a failed flush, or a failed final flush); "
 	     "a LUN created on one starts latched: its SYNCHRONIZE CACHE and "
 	     "durable writes fail.\n");
 	printf(".TP\n\\fB\\-\\-clear\\-latch\\fR \\fIPATH\\fR\n");
-	roff("once the data on PATH (the LUN's file or block device) has been "
+	roff_print("once the data on PATH (the LUN's file or block device) has been "
 	     "checked, remove its record; then delete and re-create the "
 	     "LUN.\n");
 	printf(".TP\n\\fB\\-\\-state\\-dir\\fR \\fIDIR\\fR\n");
-	roff("where the records are (bsopts state_dir); default "
+	roff_print("where the records are (bsopts state_dir); default "
 	     "$SYNCGUARD_STATE_DIR, else " SYNCGUARD_STATE_DIR_DEFAULT ".\n");
 	printf(".TP\n\\fB\\-\\-man\\fR\nthis manual page.\n"
 	       ".TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nthe options.\n"
 	       ".SH JSON FIELDS\n");
 	for (size_t i = 0; i < NR_FIELDS; i++) {
 		printf(".TP\n.B ");
-		roff(fields[i].name);
+		roff_print(fields[i].name);
 		putchar('\n');
-		roff(fields[i].meaning);
+		roff_print(fields[i].meaning);
 		putchar('\n');
 	}
 	printf(".SH FILES\n.TP\n.I " SYNCGUARD_STATS_DIR "/\n");
-	roff("counters files, one per LUN, named by target and LUN\n");
+	roff_print("counters files, one per LUN, named by target and LUN\n");
 	printf(".TP\n.I ");
-	roff(SYNCGUARD_STATE_DIR_DEFAULT "/latched/\n");
-	roff("latch records, one per store\n");
+	roff_print(SYNCGUARD_STATE_DIR_DEFAULT "/latched/\n");
+	roff_print("latch records, one per store\n");
 	printf(".SH EXIT STATUS\n");
-	roff("0 counters printed (a record listed or cleared); 1 none matched, "
+	roff_print("0 counters printed (a record listed or cleared); 1 none matched, "
 	     "with the reason; 2 a usage error.\n");
 	printf(".SH SEE ALSO\n.BR bs_syncguard (8),\n.BR tgtadm (8),\n"
 	       ".BR iscsi\\-syncbench (1)\n");

@@ -1260,6 +1260,23 @@ END_TEST
  * sync=disabled while it lives latches.  The same holds for a zvol under
  * a loop device and under a file system the LUN stands on.
  */
+/* FUA writes to LUN 9 every 0.1 s until one fails (the watch latched the
+ * LUN), for 6 s at most: whether one did */
+static bool fua_writes_fail(struct iscsi_context *iscsi, unsigned char *out)
+{
+	struct scsi_task *t;
+	bool latched = false;
+
+	for (int i = 0; i < 60 && !latched; i++) {
+		usleep(100000);
+		t = iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1, 0, 0);
+		ck_assert_ptr_nonnull(t);
+		latched = t->status == SCSI_STATUS_CHECK_CONDITION;
+		scsi_free_scsi_task(t);
+	}
+	return latched;
+}
+
 static void zfs_props(const char *file, const char *sync)
 {
 	FILE *f = fopen(file, "w");
@@ -1325,13 +1342,7 @@ START_TEST(test_blockdev_zvol)
 	proto_assert_good(iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1,
 			  0, 0), "FUA WRITE(10) at sync=standard", false);
 	zfs_props(props, "disabled");		/* zfs set sync=disabled */
-	for (int i = 0; i < 60 && !latched; i++) {
-		usleep(100000);
-		t = iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1, 0, 0);
-		ck_assert_ptr_nonnull(t);
-		latched = t->status == SCSI_STATUS_CHECK_CONDITION;
-		scsi_free_scsi_task(t);
-	}
+	latched = fua_writes_fail(iscsi, out);
 	iscsi_destroy_context(iscsi);
 	proto_del_lun(9);
 	proto_sh("'%s/tools/syncguard-stat' --clear-latch '%s' --state-dir "
@@ -1390,8 +1401,7 @@ START_TEST(test_blockdev_write_cache_changed)
 	unsigned char out[512] = { 0x5c };
 	char dev[64], wc[128];
 	struct iscsi_context *iscsi;
-	struct scsi_task *t;
-	int latched = 0;
+	int latched;
 
 	ck_assert_int_eq(attach(img, 512, dev, sizeof(dev)), 0);
 	snprintf(wc, sizeof(wc), "/sys/block/%s/queue/write_cache", dev + 5);
@@ -1401,13 +1411,7 @@ START_TEST(test_blockdev_write_cache_changed)
 	proto_assert_good(iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1,
 			  0, 0), "FUA WRITE(10)", false);
 	ck_assert_int_eq(proto_sh("echo 'write through' >'%s'", wc), 0);
-	for (int i = 0; i < 60 && !latched; i++) {
-		usleep(100000);
-		t = iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1, 0, 0);
-		ck_assert_ptr_nonnull(t);
-		latched = t->status == SCSI_STATUS_CHECK_CONDITION;
-		scsi_free_scsi_task(t);
-	}
+	latched = fua_writes_fail(iscsi, out);
 	iscsi_destroy_context(iscsi);
 	proto_del_lun(9);
 	proto_sh("echo 'write back' >'%s'; losetup -d '%s'", wc, dev);

@@ -442,7 +442,7 @@ static void man_text(const char *s)
 
 static void print_man(void)
 {
-	printf(".TH ISCSI-SYNCBENCH 1 \"2026-11\" syncguard\n.SH NAME\n"
+	printf(".TH ISCSI-SYNCBENCH 1 \"2026-12\" syncguard\n.SH NAME\n"
 	       PROG " \\- what a sync write costs on an iSCSI LUN\n"
 	       ".SH SYNOPSIS\n.nf\n");
 	man_text(PROG " " SYNOPSIS_URL "\n" PROG " " SYNOPSIS_CMP "\n" PROG " "
