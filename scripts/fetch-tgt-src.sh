@@ -12,6 +12,7 @@
 set -eu
 
 dest=${1:?usage: fetch-tgt-src.sh DEST}
+mkdir -p "$(dirname "$dest")"
 ver=$(dpkg-query -W -f '${Version}' tgt 2>/dev/null) || {
 	echo "fetch-tgt-src: tgt is not installed (run 'make deps' first)" >&2
 	exit 1

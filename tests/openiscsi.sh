@@ -60,7 +60,7 @@ for args in "" "--target iqn.x:y" "--portal 192.0.2.7" "--portal 192.0.2.7 --tar
 	expect "usage error '$args': exit 2 with a message and the usage" \
 		'[ $rc -eq 2 ] && head -1 <<<"$err" | grep -q "^openiscsi-syncbench: " && sed -n 2p <<<"$err" | grep -q "^usage:"'
 done
-help_opts=$("$ob" --help | grep -o '^  --[a-z-]*' | tr -d ' ' | sort | tr '\n' ' ')
+help_opts=$("$ob" --help | grep -oE '^  (-[a-z], )?--[a-z-]*' | sed 's/.*--/--/' | sort | tr '\n' ' ')
 parse_opts=$(sed -n '/^parse()/,/^}/p' "$ob" | grep -o '^\s*--[a-z-]*[|)]' | tr -d ' \t|)' | sort -u | tr '\n' ' ')
 expect "--help lists exactly the options the script parses" '[ "$help_opts" = "$parse_opts" ]'
 
