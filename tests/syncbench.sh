@@ -187,6 +187,36 @@ expect "--plot writes a PNG" '[ "$(head -c 4 "$work/p.png" | od -An -c | tr -d "
 expect "--cache-off runs with WCE=0" '[ "$(jq -r .target.wce "$work/off.json")" = 0 ]'
 "$sb" -t 0.1 --json --no-progress "$u1" >"$work/after.json"
 expect "--cache-off restores WCE=1" '[ "$(jq -r .target.wce "$work/after.json")" = 1 ]'
+# a hang-up ends the run as Ctrl-C does, and restores WCE (the signal's
+# default would end the process with WCE=0 left behind)
+"$sb" -t 20 --cache-off --no-progress "$u1" >/dev/null 2>"$work/hup.err" &
+pid=$!
+sleep 1.5
+kill -HUP "$pid"
+wait "$pid"; rc=$?
+"$sb" -t 0.1 --json --no-progress "$u1" >"$work/after.json"
+expect "--cache-off ended by SIGHUP: exit 130 and WCE=1 again" \
+	'[ $rc -eq 130 ] && [ "$(jq -r .target.wce "$work/after.json")" = 1 ]'
+# the control session, idle for the whole run, dropped by the target
+# (as a keepalive nobody answered would): the restore logs in again
+"$sb" -t 3 --cache-off --no-progress "$u1" >/dev/null 2>"$work/drop.err" &
+pid=$!
+sleep 1
+ctlsid=$("$tp" adm "$work/tgtd" --op show --mode conn --tid 1 |
+	 awk '/^Session:/ { print $2 }' | sort -n | head -1)	# the first login
+"$tp" adm "$work/tgtd" --op delete --mode conn --tid 1 --sid "$ctlsid" --cid 0
+wait "$pid"; rc=$?
+"$sb" -t 0.1 --json --no-progress "$u1" >"$work/after.json"
+expect "--cache-off whose control session the target dropped: restored over a new one ($(tail -1 "$work/drop.err"))" \
+	'[ $rc -eq 0 ] && grep -q "over a new session" "$work/drop.err" && [ "$(jq -r .target.wce "$work/after.json")" = 1 ]'
+
+# the offsets' seed: from the clock unless given, and printed
+s1=$("$sb" -t 0.1 --no-progress "$u1" | awk '/^seed:/ { print $2 }')
+s2=$("$sb" -t 0.1 --no-progress "$u1" | awk '/^seed:/ { print $2 }')
+expect "two runs without --seed get different seeds ($s1, $s2), so a read run does not re-read what the write run before it wrote" \
+	'[ -n "$s1" ] && [ -n "$s2" ] && [ "$s1" != "$s2" ]'
+"$sb" -t 0.1 --seed 77 --json --no-progress "$u1" >"$work/seed.json"
+expect "--seed 77 is the run's seed, in JSON too" '[ "$(jq -r .seed "$work/seed.json")" = 77 ]'
 
 "$sb" --bytes 4m -p seq -q 4 --verify --state "$work/state" --span 4m --no-progress --csv "$u1" >"$work/verify.csv"
 expect "--verify passes on an honest target" '[ $? -eq 0 ]'

@@ -83,6 +83,14 @@ static unsigned int matrix(const struct config *c, struct run_params *pts,
 /* --cache-off: WCE=0 for the run (0), unchanged (1), refused (-1) */
 static int cache_off(struct iscsi_context *iscsi, const struct target_info *ti)
 {
+	/* a WCE it could not read, it could not put back as it was */
+	if (ti->wce < 0) {
+		fprintf(stderr, PROG ": --cache-off: the LUN's Caching page "
+			"could not be read (MODE SENSE failed), so the write "
+			"cache it would have to restore is unknown: not "
+			"changed\n");
+		return -1;
+	}
 	if (ti->wce == 0)
 		return 1;
 	if (ti->wce_changeable == 0) {
@@ -192,6 +200,39 @@ static int check_only(const struct config *c, struct iscsi_context *iscsi,
 
 /* --state: fail before the run, not after it, when the file cannot be
  * written */
+/* WCE=1 again after --cache-off, and read back: 0, or -1 after saying
+ * loudly that it could not be.  The control session has been idle for
+ * the whole run, and a target may have dropped it (a keepalive nobody
+ * answered): then over a new one. */
+static int restore_wce(const struct config *c, struct iscsi_context *iscsi,
+		       int lun)
+{
+	struct iscsi_context *fresh = NULL;
+	struct target_info now;
+	int ret = syncguard_target_set_wce(iscsi, lun, 1), l;
+
+	if (ret) {
+		fprintf(stderr, PROG ": --cache-off: restoring WCE=1 over a new "
+			"session\n");
+		fresh = syncguard_target_login(c, &l, NULL, 0);
+		iscsi = fresh;
+		ret = fresh ? syncguard_target_set_wce(fresh, lun, 1) : -1;
+	}
+	if (!ret && (syncguard_target_describe(iscsi, lun, &now) ||
+		     now.wce != 1)) {
+		fprintf(stderr, PROG ": --cache-off: MODE SENSE after the "
+			"restore does not show WCE=1\n");
+		ret = -1;
+	}
+	if (fresh) {
+		iscsi_logout_sync(fresh);
+		iscsi_destroy_context(fresh);
+	}
+	if (ret)
+		fputs(WCE_LEFT_OFF, stderr);
+	return ret;
+}
+
 static int state_writable(const char *path)
 {
 	struct stat st;
@@ -253,10 +294,8 @@ static int measure(const struct config *c)
 	}
 	syncguard_report_target(c, &ti);
 	status = run_all(c, &ti, pts, n, &gone);
-	if (wce == 0 && syncguard_target_set_wce(iscsi, lun, 1)) {
-		fputs(WCE_LEFT_OFF, stderr);
+	if (wce == 0 && restore_wce(c, iscsi, lun))
 		status = status ? status : 1;	/* could not restore */
-	}
 	wce_off = 0;
 	if (!gone)
 		iscsi_logout_sync(iscsi);
@@ -276,7 +315,10 @@ int main(int argc, char **argv)
 
 		return status || !c.plot ? status : syncguard_plot_files(&c);
 	}
+	/* the end of a terminal (SIGHUP) too: a run ends, and --cache-off's
+	 * WCE=0 is restored, as after Ctrl-C */
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
 	return measure(&c);
 }

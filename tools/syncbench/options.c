@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "syncbench.h"
@@ -273,7 +274,7 @@ static void set_label(struct config *c, const char *arg)
 		syncguard_usage_error("--label: '%s': 1 to 60 characters", arg);
 	c->label = arg;
 }
-SETTER(set_seed, c->seed = parse_uint("--seed", arg, 0, ULONG_MAX))
+SETTER(set_seed, c->seed = parse_uint("--seed", arg, 0, ULONG_MAX); c->seed_given = true)
 SETTER(set_timeout, c->timeout = (unsigned int)parse_uint("--timeout", arg, 0, 86400))
 SETTER(set_digest, c->header_digest = true)
 SETTER(set_initiator, c->initiator = arg)
@@ -354,7 +355,10 @@ static const struct opt opts[] = {
 	{ "label", 0, "TEXT", "name this run in JSON, CSV and comparisons "
 	  "(1-60 bytes of UTF-8; no commas, quotes, backslashes or control "
 	  "characters)", set_label },
-	{ "seed", 0, "N", "seed of the random offsets; default 1", set_seed },
+	{ "seed", 0, "N", "seed of the random offsets, printed with the "
+	  "text and JSON results; default: from the clock, so that a run does not re-read "
+	  "exactly the blocks the run before it wrote (--seed repeats a run's "
+	  "offsets)", set_seed },
 	{ "timeout", 0, "SECONDS", "a command unanswered this long fails, and "
 	  "a run ends at most this long after its time; 0 waits for ever; "
 	  "default 30", set_timeout },
@@ -463,6 +467,21 @@ static void print_man(void)
 	man_text(EXIT_STATUS);
 }
 
+/* A seed no earlier run of this host had: the clock's nanoseconds and
+ * the pid, mixed (splitmix64's finaliser) */
+static uint64_t clock_seed(void)
+{
+	struct timespec ts;
+	uint64_t x;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	x = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	x ^= (uint64_t)getpid() << 32;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return (x ^ (x >> 31)) % 1000000000000ull;	/* 12 digits: typable */
+}
+
 static void defaults(struct config *c)
 {
 	*c = (struct config){
@@ -470,7 +489,7 @@ static void defaults(struct config *c)
 		.nqds = 1, .sessions = 1, .seconds = 10, .random_pct = 100,
 		.format = OUT_TEXT, .csv_header = true, .progress = -1,
 		.initiator = "iqn.2026-11.org.syncguard:syncbench",
-		.timeout = 30, .seed = 1,
+		.timeout = 30,
 	};
 }
 
@@ -621,6 +640,8 @@ void syncguard_parse_args(int argc, char **argv, struct config *c)
 			c->run_opt = opts[i].name;
 	}
 	check_combinations(c, argc, argv);
+	if (!c->seed_given)
+		c->seed = clock_seed();
 	if (c->progress < 0)
 		c->progress = isatty(STDERR_FILENO);
 }

@@ -70,12 +70,12 @@ void syncguard_report_target(const struct config *c, const struct target_info *t
 		json_escaped(ti->target, name, sizeof(name));
 		/* no --label: null, not "" (each result has its own) */
 		printf("{\"tool\":\"" PROG "\",\"version\":1,\"url\":\"%s\","
-		       "\"label\":%s%s%s,\"target\":{\"name\":\"%s\",\"lun\":%d,"
+		       "\"seed\":%" PRIu64 ",\"label\":%s%s%s,\"target\":{\"name\":\"%s\",\"lun\":%d,"
 		       "\"block_size\":%u,\"physical_block_size\":%u,\"blocks\":%"
 		       PRIu64 ",\"wce\":%d,\"wce_changeable\":%d,\"dpofua\":%d,"
 		       "\"max_transfer_blocks\":%u,\"wce_forced_off\":%s,"
 		       "\"write_protected\":%s},"
-		       "\"results\":[\n", esc, c->label ? "\"" : "",
+		       "\"results\":[\n", esc, c->seed, c->label ? "\"" : "",
 		       c->label ? c->label : "null", c->label ? "\"" : "", name, ti->lun,
 		       ti->block_size, ti->phys_block_size, ti->blocks, ti->wce,
 		       ti->wce_changeable, ti->dpofua, ti->max_transfer,
@@ -99,6 +99,8 @@ void syncguard_report_target(const struct config *c, const struct target_info *t
 	if (ti->max_transfer)
 		printf("         MAXIMUM TRANSFER LENGTH %u blocks\n",
 		       ti->max_transfer);
+	printf("seed:    %" PRIu64 " (--seed %" PRIu64 " repeats these "
+	       "offsets)\n", c->seed, c->seed);
 }
 
 void syncguard_report_interval(const struct config *c, const struct interval *iv)

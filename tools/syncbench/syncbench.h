@@ -75,7 +75,9 @@ struct config {
 					 * --compare and --plot, or NULL */
 	unsigned int timeout;		/* seconds per command; 0 none */
 	bool header_digest;
-	uint64_t seed;
+	uint64_t seed;			/* of the random offsets: --seed,
+					 * else from the clock (printed) */
+	bool seed_given;
 	/* --compare / --plot */
 	const char *plot;
 	char **files;
