@@ -270,6 +270,7 @@ $(BUILD)/proto-tests: $(PROTO_SRCS) tests/proto/proto.h tests/leftout.h
 check:
 	@scripts/need-deps.sh $(DEB_PACKAGES)
 	@$(MAKE) --no-print-directory check-all
+	@echo "make check: every test passed (the lines above say what each ran)"
 
 check-all: check-unit check-proto check-names check-conf check-tools \
 	check-stall check-syscalls check-deps check-history check-man \

@@ -369,6 +369,25 @@ out2=$("$sb" -s end --bytes 512k -b 64k -p seq -n 2 --split-span -S 1m --no-prog
 expect "--bytes beyond a session's part of the span is said to wrap, and only then (else iozone -e style runs rewrite it silently)" \
 	'grep -q "each session moves 2097152 bytes within its part of the span of 524288 bytes: it wraps, 4.0 times over" <<<"$out" &&
 	 ! grep -q "wraps" <<<"$out2"'
+# --split-span among 3 sessions of a 40 KiB span on a LUN with 512-byte
+# logical and 4096-byte physical blocks: each part starts on a physical
+# block (an equal share, 13,312 bytes, would start two parts 1 and 2 KiB
+# into one): one 4 KiB write each lands in 4 KiB chunks 0, 3 and 6
+truncate -s 1M "$work/split.img"
+"$tp" lun "$work/tgtd" 1 8 "$work/split.img" "mode=write-back" >/dev/null || bad "LUN 8"
+u8=$("$tp" url "$work/tgtd" "$iqn" 8)
+"$sb" -s flush --bytes 4k -b 4k -p seq -n 3 --split-span -S 40k --json --no-progress "$u8" >"$work/split.json" 2>/dev/null
+chunks=$(for i in $(seq 0 9); do
+	dd if="$work/split.img" bs=4k skip="$i" count=1 status=none | tr -d '\0' | grep -q . && echo "$i"
+done | tr '\n' ' ')
+expect "--split-span parts start on the LUN's physical blocks (4 KiB chunks written: $chunks)" \
+	'[ "$(jq -r .target.physical_block_size "$work/split.json")" = 4096 ] && [ "$chunks" = "0 3 6 " ]'
+# and the data written does not compress (a compressing backend would
+# flatter a repeating pattern: 4 KiB of one compressed to 321 bytes)
+packed=$(dd if="$work/split.img" bs=4k count=1 status=none | gzip -9 -c | wc -c)
+expect "write data does not compress (4096 bytes gzip to $packed)" '[ "$packed" -ge 4000 ]'
+"$tp" adm "$work/tgtd" --op delete --mode logicalunit --tid 1 --lun 8 >/dev/null
+
 out=$("$sb" --bytes 1k --no-progress "$u1" 2>&1); rc=$?
 expect "--bytes less than one command is a usage error (not a whole one moved)" \
 	'[ $rc -eq 2 ] && grep -q "less than one command" <<<"$out"'

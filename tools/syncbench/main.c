@@ -282,6 +282,14 @@ static int measure(const struct config *c)
 	n = c->preset ? syncguard_preset_points(c, pts, MAX_LIST * MAX_LIST) :
 			matrix(c, pts, MAX_LIST * MAX_LIST);
 	n = usable_points(c, &ti, pts, n);
+	for (unsigned int i = 0; i < n && ti.dpofua == 0; i++)
+		if (pts[i].sync == SYNC_FUA) {
+			fprintf(stderr, PROG ": note: the LUN reports DPOFUA=0 "
+				"(no FUA support): its FUA writes may be cached "
+				"like plain ones, and the fua discipline then "
+				"measures no durability\n");
+			break;
+		}
 	if ((c->cache_off || (c->preset && !strcmp(c->preset, "throughput"))) &&
 	    (wce = cache_off(iscsi, &ti)) < 0) {
 		iscsi_destroy_context(iscsi);

@@ -524,12 +524,46 @@ static int no_memory(const struct run_params *p)
 	return -1;
 }
 
+/* @len bytes of xorshift64* output from @seed: write data that does not
+ * compress (a compressing backend, such as a zvol with compression on,
+ * would flatter a repeating pattern) */
+static void fill_random(uint8_t *buf, uint64_t len, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull | 1;
+
+	for (uint64_t b = 0; b < len; b++) {
+		if (!(b % 8)) {
+			x ^= x >> 12;
+			x ^= x << 25;
+			x ^= x >> 27;
+		}
+		buf[b] = (uint8_t)((x * 0x2545f4914f6cdd1dull) >> (8 * (b % 8)));
+	}
+}
+
+/*
+ * A session's part of a split span of @span bytes among @nsess sessions,
+ * in bytes: an equal share, cut down to a multiple of the LUN's physical
+ * block, so that every part starts on one (else, with 3 sessions on a
+ * 4 KiB-physical LUN, two parts would start 1 and 2 KiB into a physical
+ * block, and every aligned-looking write of theirs would straddle two).
+ */
+static uint64_t split_part(const struct target_info *ti, uint64_t span,
+			   unsigned int nsess)
+{
+	uint64_t unit = ti->phys_block_size > ti->block_size ?
+			ti->phys_block_size : ti->block_size;
+
+	return span / nsess / unit * unit;
+}
+
 static int open_session(struct run *rn, struct sess *s, unsigned int i,
 			uint64_t span_blocks)
 {
 	const struct run_params *p = rn->p;
 	uint64_t xfer_blocks = p->xfer / rn->ti->block_size;
-	uint64_t part = span_blocks / rn->nsess;
+	uint64_t part = split_part(rn->ti, span_blocks * rn->ti->block_size,
+				   rn->nsess) / rn->ti->block_size;
 	bool split = rn->c->split_span || p->split;
 
 	s->run = rn;
@@ -549,8 +583,7 @@ static int open_session(struct run *rn, struct sess *s, unsigned int i,
 		op->s = s;
 		if (posix_memalign((void **)&op->buf, 4096, p->xfer))
 			return no_memory(p);
-		for (uint64_t b = 0; b < p->xfer; b++)	/* not all zeroes */
-			op->buf[b] = (unsigned char)(b * 131 + k + 7);
+		fill_random(op->buf, p->xfer, rn->c->seed + i * 1024 + k);
 		s->free[s->nfree++] = op;
 	}
 	s->iscsi = syncguard_target_login(rn->c, &s->lun, NULL, 0);
@@ -626,11 +659,11 @@ const char *syncguard_point_problem(const struct config *c, const struct target_
 		snprintf(msg, sizeof(msg), "--span %" PRIu64 " is not a multiple "
 			 "of the LUN's %u-byte logical block", span,
 			 ti->block_size);
-	else if ((split ? span / nsess : span) < p->xfer)
+	else if ((split ? split_part(ti, span, nsess) : span) < p->xfer)
 		snprintf(msg, sizeof(msg), "%s (%" PRIu64 " bytes) cannot hold "
 			 "one command of %" PRIu64 " bytes", split ?
 			 "each session's part of the span" : "the span",
-			 split ? span / nsess : span, p->xfer);
+			 split ? split_part(ti, span, nsess) : span, p->xfer);
 	else if (p->bytes && p->bytes < p->xfer)
 		snprintf(msg, sizeof(msg), "--bytes %" PRIu64 " is less than one "
 			 "command of %" PRIu64 " bytes", p->bytes, p->xfer);
@@ -692,7 +725,7 @@ static void note_wrap(const struct config *c, const struct target_info *ti,
 {
 	uint64_t span = c->span ? c->span : ti->blocks * ti->block_size;
 	bool split = c->split_span || p->split;
-	uint64_t part = split ? span / nsess : span;
+	uint64_t part = split ? split_part(ti, span, nsess) : span;
 
 	if (p->bytes > part && part)
 		fprintf(stderr, PROG ": note: each session moves %" PRIu64
