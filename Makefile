@@ -303,6 +303,11 @@ check-syscalls: $(CORE_PIC) $(GLUE_PIC)
 check-deps: $(CORE_PIC) $(GLUE_PIC)
 	tests/deps.sh $(CORE_PIC) $(GLUE_PIC)
 
+# a shim under iscsi-syncbench: every:N's flushes wait for their writes
+$(BUILD)/flushorder.so: tests/flushorder.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(CFLAGS) -fPIC -shared $< -o $@ -ldl -lpthread
+
 # a helper of the protocol tests (fscrypt, cachestat)
 $(BUILD)/fsprobe: tests/fsprobe.c
 	$(CC) $(BASE) $(CFLAGS) $< -o $@
@@ -328,7 +333,8 @@ check-conf: bs_syncguard.so $(TOOLS)
 
 # iscsi-syncbench against a private tgtd; openiscsi-syncbench --dry-run;
 # the module refusing a tgtd it was not built for
-check-tools: bs_syncguard.so $(TOOLS) $(BUILD)/abi/bs_syncguard.so
+check-tools: bs_syncguard.so $(TOOLS) $(BUILD)/abi/bs_syncguard.so \
+	     $(BUILD)/flushorder.so
 	tests/syncbench.sh
 	tests/openiscsi.sh
 	tests/abi.sh $(BUILD)/abi/bs_syncguard.so

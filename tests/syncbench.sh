@@ -210,6 +210,16 @@ wait "$pid"; rc=$?
 expect "--cache-off whose control session the target dropped: restored over a new one ($(tail -1 "$work/drop.err"))" \
 	'[ $rc -eq 0 ] && grep -q "over a new session" "$work/drop.err" && [ "$(jq -r .target.wce "$work/after.json")" = 1 ]'
 
+# every:N at QD16: a session's k-th SYNCHRONIZE CACHE goes only once its
+# first 4k WRITEs are answered, as libiscsi's side of the wire sees it
+# (tests/flushorder.c; sent after the 4th write's answer alone, about
+# half of the flushes left earlier writes uncovered)
+rm -f "$work/order.log"
+FLUSHORDER_N=4 FLUSHORDER_LOG="$work/order.log" LD_PRELOAD="$top/build/flushorder.so" \
+	"$sb" -s every:4 -q 16 -t 1 --no-progress "$u1" >/dev/null 2>&1
+expect "every:4's flushes wait for the 4 writes they cover ($(grep -c "sent before" "$work/order.log") early; $(tail -1 "$work/order.log"))" \
+	'! grep -q "sent before" "$work/order.log" && grep -q "^flushes [1-9][0-9]* writes" "$work/order.log"'
+
 # the offsets' seed: from the clock unless given, and printed
 s1=$("$sb" -t 0.1 --no-progress "$u1" | awk '/^seed:/ { print $2 }')
 s2=$("$sb" -t 0.1 --no-progress "$u1" | awk '/^seed:/ { print $2 }')

@@ -305,7 +305,7 @@ SETTER(set_man, print_man(); exit(0))
 static const struct opt opts[] = {
 	{ "sync", 's', "MODE", "how writes are made durable: none (FUA=0), fua "
 	  "(FUA=1), flush (each WRITE then SYNCHRONIZE CACHE, timed as one "
-	  "operation), every:N (SYNCHRONIZE CACHE after every N writes), end "
+	  "operation), every:N (SYNCHRONIZE CACHE once every N writes are answered, timed with the Nth), end "
 	  "(one SYNCHRONIZE CACHE at the end, inside the timing, as iozone -e), "
 	  "flush-only (SYNCHRONIZE CACHE alone); default none", set_sync },
 	{ "block-size", 'b', "SIZES", "bytes per command, a comma list to sweep "

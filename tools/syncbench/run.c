@@ -23,6 +23,10 @@ struct op {
 	uint32_t blocks;
 	bool read, flush_after;
 	bool flushing;		/* its WRITE is done, its flush is out */
+	bool active;		/* in flight: neither free nor done */
+	bool parked;		/* every:N: its WRITE is done, its flush waits
+				 * for the writes issued before it */
+	uint64_t write_no;	/* a WRITE's number in its session, from 1 */
 	unsigned int retries;
 	uint64_t start_ns;
 	uint64_t seq;		/* --verify stamp */
@@ -42,7 +46,7 @@ struct sess {
 				 * in libiscsi, and writes keep their data */
 	uint64_t base, blocks;	/* region, logical blocks */
 	uint64_t cursor;	/* next sequential offset in the region */
-	uint64_t issued_bytes, writes_since_flush;
+	uint64_t issued_bytes, writes_since_flush, writes_issued;
 	uint64_t done_ns;	/* when it had nothing left to do; 0 running */
 	struct session_result res;
 };
@@ -177,13 +181,37 @@ static void op_done(struct op *op, int status)
 	}
 	if (ok && op->start_ns >= rn->t_measure)
 		account(rn, op, now);
+	op->active = false;
 	s->inflight--;
 	s->free[s->nfree++] = op;
+}
+
+/*
+ * every:N: may the SYNCHRONIZE CACHE that follows write @op go?  Only
+ * once every write the session issued before it is answered: a flush
+ * covers the writes completed before it (SBC-3 5.22), so one sent while
+ * some of the N were still in flight would not cover them, and the
+ * discipline would measure less than it promises.
+ */
+static bool earlier_writes_answered(const struct op *op)
+{
+	const struct sess *s = op->s;
+
+	for (unsigned int k = 0; k < s->run->p->qd; k++) {
+		const struct op *o = &s->slots[k];
+
+		if (o != op && o->active && !o->parked && !o->flushing &&
+		    !o->read && o->blocks && o->write_no < op->write_no)
+			return false;
+	}
+	return true;
 }
 
 static int submit_flush(struct op *op);
 
 static void resubmit(struct op *op);
+
+static void release_parked(struct sess *s);
 
 static void data_cb(struct iscsi_context *iscsi, int status, void *data,
 		    void *priv)
@@ -212,11 +240,33 @@ static void data_cb(struct iscsi_context *iscsi, int status, void *data,
 		scsi_free_scsi_task(data);
 	if (status == SCSI_STATUS_GOOD && op->flush_after) {
 		op->flush_after = false;
+		if (rn->p->sync == SYNC_EVERY && !earlier_writes_answered(op)) {
+			op->parked = true;
+			return;		/* release_parked sends its flush */
+		}
 		op->flushing = true;
 		if (!submit_flush(op))
 			return;
 	}
 	op_done(op, status);
+	release_parked(op->s);
+}
+
+/* every:N: the flushes whose earlier writes are now all answered */
+static void release_parked(struct sess *s)
+{
+	for (unsigned int k = 0; k < s->run->p->qd; k++) {
+		struct op *o = &s->slots[k];
+
+		if (!o->parked || !earlier_writes_answered(o))
+			continue;
+		o->parked = false;
+		o->flushing = true;
+		if (submit_flush(o)) {
+			note_error(s->run, o, "SYNCHRONIZE CACHE(16)", -1, NULL);
+			op_done(o, -1);
+		}
+	}
 }
 
 /* ---- submitting ---- */
@@ -295,6 +345,8 @@ static bool next_op(struct sess *s, struct op *op)
 	op->lba = op->blocks ? pick_lba(s, blocks) : 0;
 	if (op->lba == UINT64_MAX)
 		return false;
+	if (!op->read && op->blocks)
+		op->write_no = ++s->writes_issued;
 	if (rn->vmap && !op->read) {
 		op->seq = syncguard_verify_next_seq(rn->vmap);
 		syncguard_verify_stamp(op->buf, op->lba, blocks, rn->ti->block_size,
@@ -325,7 +377,7 @@ static void fill(struct sess *s)
 		struct op *op = s->free[--s->nfree];
 
 		op->retries = 0;
-		op->flushing = false;
+		op->flushing = op->parked = false;
 		if (!next_op(s, op)) {
 			s->free[s->nfree++] = op;
 			s->run->starved++;
@@ -338,6 +390,7 @@ static void fill(struct sess *s)
 			s->dead = true;
 			return;
 		}
+		op->active = true;
 		s->inflight++;
 	}
 }
@@ -359,6 +412,7 @@ static void end_flush(struct sess *s)
 		s->free[s->nfree++] = op;
 		return;
 	}
+	op->active = true;
 	s->inflight++;
 }
 
