@@ -277,6 +277,20 @@ kill -INT "$pid"
 wait "$pid"; rc=$?
 expect "Ctrl-C in the warm-up: JSON latency null, no CDF, exit 130" \
 	'[ $rc -eq 130 ] && jq -e ".results[0] | .ops == 0 and .latency_us.p99 == null and (.cdf | length) == 0" "$work/warm.json" >/dev/null'
+# commands answered after the warm-up count, with their whole latency:
+# tgtd stopped from 0.5 s to 1.5 s into a 1 s warm-up holds 4 commands
+# across it, which come back about 1 s old (counting only commands
+# issued after the warm-up left them out, and the window's first
+# latency's worth of time empty)
+"$sb" --warmup 1 -t 1 -q 4 --json --no-progress "$u1" >"$work/held.json" 2>/dev/null &
+pid=$!
+sleep 0.5
+kill -STOP "$(cat "$work/tgtd/pid")"
+sleep 1
+kill -CONT "$(cat "$work/tgtd/pid")"
+wait "$pid"
+expect "a command held across the warm-up's end counts, with its latency ($(jq -r '.results[0].latency_us.max' "$work/held.json") us)" \
+	'jq -e ".results[0].latency_us.max >= 500000" "$work/held.json" >/dev/null'
 expect "JSON without --label: the top-level label is null (not \"\"), with --label that label" \
 	'jq -e ".label == null" "$work/warm.json" >/dev/null && jq -e ".label == \"wb\"" "$work/wb.json" >/dev/null'
 expect "--compare and --plot take a run with no operation" \

@@ -321,7 +321,9 @@ static const struct opt opts[] = {
 	  "bytes per run (at least one command), rounded up to whole "
 	  "commands of --block-size",
 	  set_bytes },
-	{ "warmup", 0, "SECONDS", "run that long first, unmeasured; default 0",
+	{ "warmup", 0, "SECONDS", "run that long first, unmeasured (commands "
+	  "answered after it count, with their whole latency, as after fio's "
+	  "ramp_time); default 0",
 	  set_warmup },
 	{ "interval", 0, "SECONDS", "a report line per interval, as vdbench "
 	  "interval= (at least 0.1); with --preset, replaces the preset's "

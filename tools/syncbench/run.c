@@ -179,7 +179,11 @@ static void op_done(struct op *op, int status)
 	} else if (status >= SCSI_STATUS_CANCELLED) {
 		rn->unheard++;
 	}
-	if (ok && op->start_ns >= rn->t_measure)
+	/* counted when answered in the measured window, as fio counts after
+	 * its ramp_time: counting only commands *issued* in it would leave
+	 * its first latency's worth of answers out of a window that still
+	 * counts that time (dead time that lowers IOPS) */
+	if (ok && now >= rn->t_measure)
 		account(rn, op, now);
 	op->active = false;
 	s->inflight--;
