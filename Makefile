@@ -303,8 +303,8 @@ check-syscalls: $(CORE_PIC) $(GLUE_PIC)
 check-deps: $(CORE_PIC) $(GLUE_PIC)
 	tests/deps.sh $(CORE_PIC) $(GLUE_PIC)
 
-# a shim under iscsi-syncbench: every:N's flushes wait for their writes
-$(BUILD)/flushorder.so: tests/flushorder.c
+# a shim under iscsi-syncbench: what iscsi-syncbench puts on the wire
+$(BUILD)/wirecheck.so: tests/wirecheck.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(CFLAGS) -fPIC -shared $< -o $@ -ldl -lpthread
 
@@ -334,7 +334,7 @@ check-conf: bs_syncguard.so $(TOOLS)
 # iscsi-syncbench against a private tgtd; openiscsi-syncbench --dry-run;
 # the module refusing a tgtd it was not built for
 check-tools: bs_syncguard.so $(TOOLS) $(BUILD)/abi/bs_syncguard.so \
-	     $(BUILD)/flushorder.so
+	     $(BUILD)/wirecheck.so
 	tests/syncbench.sh
 	tests/openiscsi.sh
 	tests/abi.sh $(BUILD)/abi/bs_syncguard.so

@@ -51,6 +51,7 @@ usage_case --full iscsi://127.0.0.1/x/1
 usage_case --preset bonnie iscsi://127.0.0.1/x/1
 usage_case --preset vdbench -q 4 iscsi://127.0.0.1/x/1	# would be ignored
 usage_case --preset iozone --sessions 3 iscsi://127.0.0.1/x/1
+usage_case --preset iozone --span 8m iscsi://127.0.0.1/x/1	# its files are its own
 usage_case -t 5 --bytes 1m iscsi://127.0.0.1/x/1		# -t would be dropped
 usage_case --compare --csv a.json b.json			# --csv would be ignored
 usage_case --compare
@@ -212,10 +213,10 @@ expect "--cache-off whose control session the target dropped: restored over a ne
 
 # every:N at QD16: a session's k-th SYNCHRONIZE CACHE goes only once its
 # first 4k WRITEs are answered, as libiscsi's side of the wire sees it
-# (tests/flushorder.c; sent after the 4th write's answer alone, about
+# (tests/wirecheck.c; sent after the 4th write's answer alone, about
 # half of the flushes left earlier writes uncovered)
 rm -f "$work/order.log"
-FLUSHORDER_N=4 FLUSHORDER_LOG="$work/order.log" LD_PRELOAD="$top/build/flushorder.so" \
+WIRECHECK_EVERY=4 WIRECHECK_LOG="$work/order.log" LD_PRELOAD="$top/build/wirecheck.so" \
 	"$sb" -s every:4 -q 16 -t 1 --no-progress "$u1" >/dev/null 2>&1
 expect "every:4's flushes wait for the 4 writes they cover ($(grep -c "sent before" "$work/order.log") early; $(tail -1 "$work/order.log"))" \
 	'! grep -q "sent before" "$work/order.log" && grep -q "^flushes [1-9][0-9]* writes" "$work/order.log"'
@@ -309,9 +310,20 @@ expect "Ctrl-C under --verify: read back, 0 mismatches, state saved, exit 130 ($
 	 "$sb" --verify-only --state "$work/int.state" --span 4m "$u1" >/dev/null 2>&1'
 
 
-"$sb" --preset iozone --csv --no-progress "$u2" >"$work/iozone.csv"
+# on a sparse 1 GiB LUN, which its writers cannot fill in the short form
+rm -f "$work/iozone.log"
+truncate -s 1G "$work/iozone.img"
+"$tp" lun "$work/tgtd" 1 9 "$work/iozone.img" "mode=write-through" >/dev/null || bad "LUN 9"
+WIRECHECK_LOG="$work/iozone.log" LD_PRELOAD="$top/build/wirecheck.so" \
+	"$sb" --preset iozone --csv --no-progress "$("$tp" url "$work/tgtd" "$iqn" 9)" >"$work/iozone.csv"
+"$tp" adm "$work/tgtd" --op delete --mode logicalunit --tid 1 --lun 9 >/dev/null
+rm -f "$work/iozone.img"
 expect "the iozone preset: 4 phases of 8 KiB, FUA writes and plain reads, 2 sessions" \
 	'[ "$(awk -F, "NR > 1 && \$3 == 8192 && \$5 == 2 { print \$21 \":\" \$2 }" "$work/iozone.csv" | tr "\n" " ")" = "initial-writers:fua rewriters:fua random-readers:none random-writers:fua " ]'
+# its random readers read only what its initial writers wrote, as
+# iozone's stay in their files (reads of holes flatter a sparse LUN)
+expect "the iozone preset reads only blocks it wrote ($(tail -1 "$work/iozone.log"))" \
+	'grep -q "reads [1-9][0-9]* unwritten_reads 0$" "$work/iozone.log"'
 
 "$sb" -t 0.2 --json --no-progress --label 'a,b' "$u1" >/dev/null 2>&1
 expect "a label that would break CSV, JSON or gnuplot is a usage error" '[ $? -eq 2 ]'

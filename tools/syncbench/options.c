@@ -352,7 +352,8 @@ static const struct opt opts[] = {
 	{ "preset", 0, "NAME", "a classic study from the list of presets "
 	  "below (short form unless --full); it sets --sync, --block-size, --queue-depth, --time "
 	  "or --bytes, --read-pct and --random-pct (and so --pattern) itself "
-	  "(iozone also --sessions), so those cannot go with it", set_preset },
+	  "(iozone also --sessions and --span), so those cannot go with it",
+	  set_preset },
 	{ "full", 0, NULL, "with --preset: the full form", set_full },
 	{ "label", 0, "TEXT", "name this run in JSON, CSV and comparisons "
 	  "(1-60 bytes of UTF-8; no commas, quotes, backslashes or control "
@@ -558,6 +559,10 @@ static void check_combinations(struct config *c, int argc, char **argv)
 	if (c->preset && !strcmp(c->preset, "iozone") && c->sessions_given)
 		syncguard_usage_error("%s", "--sessions: the iozone preset runs 2 sessions "
 				      "(iozone -l 2)");
+	if (c->preset && !strcmp(c->preset, "iozone") && c->span)
+		syncguard_usage_error("%s", "--span: the iozone preset's sessions "
+				      "work in files of their own at the LUN's "
+				      "start");
 	if (c->verify && (c->read_pct == 100 || c->sync == SYNC_FLUSH_ONLY))
 		syncguard_usage_error("%s", "--verify needs writes (--read-pct below 100, "
 				      "not --sync flush-only)");

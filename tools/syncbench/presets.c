@@ -1,7 +1,7 @@
 /*
- * The classic studies of ../shared/CONTEXT.md as presets, each with a
- * short form (seconds, for the demo) and a full form (--full: the
- * study's own sizes and durations).
+ * The classic studies of the field reports this project grew from, as
+ * presets, each with a short form (seconds, for the demo) and a full form
+ * (--full: the study's own sizes and durations).
  */
 #include <stdio.h>
 #include <string.h>
@@ -13,8 +13,9 @@ const char *syncguard_preset_help(void)
 	return
 "  iozone      8 KiB writes with O_SYNC semantics (FUA), 2 sessions on\n"
 "              separate regions: initial writers, rewriters (sequential),\n"
-"              random readers, random writers (iozone -o -I -l 2);\n"
-"              short: 3 s each; full: 128 MiB per session each\n"
+"              random readers, random writers (iozone -o -I -l 2),\n"
+"              each phase in each session's own file, which its initial\n"
+"              writers write whole: short: 16 MiB files; full: 128 MiB\n"
 "  vdbench     DWR (100% reads), ETL (100% writes), OLTP (70% reads),\n"
 "              80% random, 8 in flight, transfer sizes 1k..128k;\n"
 "              short: 1 s a point; full: 30 min a point, 30 s intervals\n"
@@ -37,6 +38,10 @@ static unsigned int iozone(const struct config *c, struct run_params *pts,
 	static const struct { const char *label; unsigned int read, random; }
 	phases[] = { { "initial-writers", 0, 0 }, { "rewriters", 0, 0 },
 		     { "random-readers", 100, 100 }, { "random-writers", 0, 100 } };
+	/* each session's file: the readers read only what the initial
+	 * writers wrote (never holes, which a sparse LUN answers without
+	 * touching the device), as iozone's stay inside their files */
+	uint64_t file = c->full ? 128u << 20 : 16u << 20;
 	unsigned int n = 0;
 
 	for (int i = 0; i < 4; i++)
@@ -44,8 +49,8 @@ static unsigned int iozone(const struct config *c, struct run_params *pts,
 			.xfer = 8192, .qd = 1,
 			.sync = phases[i].read ? SYNC_NONE : SYNC_FUA,
 			.read_pct = phases[i].read, .random_pct = phases[i].random,
-			.seconds = c->full ? 0 : 3, .bytes = c->full ? 128u << 20 : 0,
-			.sessions = 2, .split = true });
+			.bytes = file, .sessions = 2, .split = true,
+			.span = 2 * file });
 	return n;
 }
 

@@ -582,6 +582,15 @@ static int no_memory(const struct run_params *p)
 	return -1;
 }
 
+/* The bytes from the LUN's start a point's commands go to: the preset's
+ * own (iozone's files), else --span, else the whole LUN */
+static uint64_t point_span(const struct config *c, const struct target_info *ti,
+			   const struct run_params *p)
+{
+	return p->span ? p->span : c->span ? c->span :
+	       ti->blocks * ti->block_size;
+}
+
 /* @len bytes of xorshift64* output from @seed: write data that does not
  * compress (a compressing backend, such as a zvol with compression on,
  * would flatter a repeating pattern) */
@@ -698,7 +707,7 @@ const char *syncguard_point_problem(const struct config *c, const struct target_
 {
 	static char msg[200];
 	uint64_t lun_bytes = ti->blocks * ti->block_size;
-	uint64_t span = c->span ? c->span : lun_bytes;
+	uint64_t span = point_span(c, ti, p);
 	unsigned int nsess = p->sessions ? p->sessions : c->sessions;
 	bool split = c->split_span || p->split;
 
@@ -781,7 +790,7 @@ static void note_starved(const struct run *rn, const struct result *r)
 static void note_wrap(const struct config *c, const struct target_info *ti,
 		      const struct run_params *p, unsigned int nsess)
 {
-	uint64_t span = c->span ? c->span : ti->blocks * ti->block_size;
+	uint64_t span = point_span(c, ti, p);
 	bool split = c->split_span || p->split;
 	uint64_t part = split ? split_part(ti, span, nsess) : span;
 
@@ -799,7 +808,7 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 	struct run rn = { .c = c, .ti = ti, .p = p, .r = r,
 			  .nsess = p->sessions ? p->sessions : c->sessions,
 			  .rng = c->seed * 0x9e3779b97f4a7c15ull + 1 };
-	uint64_t span_blocks = (c->span ? c->span : ti->blocks * ti->block_size) /
+	uint64_t span_blocks = point_span(c, ti, p) /
 			       ti->block_size;
 	const char *why = syncguard_point_problem(c, ti, p);
 	int ret = why ? -2 : 0;

@@ -113,6 +113,8 @@ struct run_params {
 	unsigned int sessions;		/* 0: --sessions */
 	bool split;			/* sessions on separate regions */
 	double interval;		/* seconds; 0: --interval */
+	uint64_t span;			/* bytes from the LUN's start; 0:
+					 * --span, else the whole LUN */
 };
 
 struct interval {

@@ -1,19 +1,25 @@
 /*
- * flushorder.so: an LD_PRELOAD shim under iscsi-syncbench that checks,
- * from libiscsi's side of the wire, that `--sync every:N` sends its k-th
- * SYNCHRONIZE CACHE of a session only once the session's first k x N
- * WRITEs are answered (a flush covers the writes completed before it,
- * SBC-3 5.22).  tests/syncbench.sh runs it.
+ * wirecheck.so: an LD_PRELOAD shim under iscsi-syncbench that checks,
+ * from libiscsi's side of the wire, what the tool sends.  tests/
+ * syncbench.sh runs it.
  *
- *   FLUSHORDER_N=N FLUSHORDER_LOG=FILE LD_PRELOAD=build/flushorder.so \
- *     iscsi-syncbench -s every:N ...
+ *   WIRECHECK_EVERY=N WIRECHECK_LOG=FILE LD_PRELOAD=build/wirecheck.so \
+ *     iscsi-syncbench ...
  *
- * Each violation appends a line to FILE; at exit the shim appends
- * "flushes F writes W" (per session, the totals), so an empty run is
- * told from a clean one.
+ * - With WIRECHECK_EVERY=N (for `--sync every:N`): a session's k-th
+ *   SYNCHRONIZE CACHE(16) goes only once its first k x N WRITE(16)s are
+ *   answered (a flush covers the writes completed before it, SBC-3
+ *   5.22); each violation appends a line to FILE.
+ * - Always: READ(16)s of blocks no WRITE(16) of this process wrote
+ *   before are counted (a preset that reads what it did not write reads
+ *   holes, which a sparse LUN answers without touching the device).
+ *
+ * At exit it appends "flushes F writes W reads R unwritten_reads U"
+ * (totals), so that an empty run is told from a clean one.
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +37,23 @@ static struct ctx {
 	unsigned char *answered;	/* [write number]: its answer came */
 } ctx[MAX_CTX];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* the logical blocks this process's WRITE(16)s went to (one LUN) */
+#define MAX_BLOCKS (1u << 26)
+static unsigned char *written;
+static unsigned long reads, unwritten_reads;
+
+static void note_blocks(uint64_t lba, uint64_t n, bool write, bool *hole)
+{
+	if (!written)
+		written = calloc(MAX_BLOCKS / 8, 1);
+	for (uint64_t b = lba; written && b < lba + n && b < MAX_BLOCKS; b++) {
+		if (write)
+			written[b / 8] |= (unsigned char)(1u << (b % 8));
+		else if (!(written[b / 8] & (1u << (b % 8))))
+			*hole = true;
+	}
+}
 
 /* a write's callback, wrapped: notes the answer, then the tool's own */
 struct wrapped {
@@ -56,7 +79,7 @@ static struct ctx *ctx_of(struct iscsi_context *iscsi)
 
 static void say(const char *fmt, unsigned long a, unsigned long b)
 {
-	const char *path = getenv("FLUSHORDER_LOG");
+	const char *path = getenv("WIRECHECK_LOG");
 	FILE *f = path ? fopen(path, "a") : NULL;
 
 	if (f) {
@@ -93,6 +116,8 @@ struct scsi_task *iscsi_write16_task(struct iscsi_context *iscsi, int lun,
 		real = dlsym(RTLD_NEXT, "iscsi_write16_task");
 	pthread_mutex_lock(&lock);
 	c = ctx_of(iscsi);
+	if (blocksize > 0)
+		note_blocks(lba, datalen / (uint32_t)blocksize, true, NULL);
 	pthread_mutex_unlock(&lock);
 	if (!w || !c || c->writes + 1 >= MAX_WRITES) {
 		free(w);
@@ -114,7 +139,7 @@ struct scsi_task *iscsi_synchronizecache16_task(struct iscsi_context *iscsi,
 	static struct scsi_task *(*real)(struct iscsi_context *, int,
 					 uint64_t, uint32_t, int, int,
 					 iscsi_command_cb, void *);
-	const char *n_env = getenv("FLUSHORDER_N");
+	const char *n_env = getenv("WIRECHECK_EVERY");
 	unsigned long n = n_env ? strtoul(n_env, NULL, 10) : 0, upto;
 	struct ctx *c;
 
@@ -136,13 +161,44 @@ struct scsi_task *iscsi_synchronizecache16_task(struct iscsi_context *iscsi,
 		    private_data);
 }
 
+struct scsi_task *iscsi_read16_iov_task(struct iscsi_context *iscsi, int lun,
+					uint64_t lba, uint32_t datalen,
+					int blocksize, int rdprotect, int dpo,
+					int fua, int fua_nv, int group_number,
+					iscsi_command_cb cb, void *private_data,
+					struct scsi_iovec *iov, int niov)
+{
+	static struct scsi_task *(*real)(struct iscsi_context *, int,
+					 uint64_t, uint32_t, int, int, int,
+					 int, int, int, iscsi_command_cb,
+					 void *, struct scsi_iovec *, int);
+	bool hole = false;
+
+	if (!real)
+		real = dlsym(RTLD_NEXT, "iscsi_read16_iov_task");
+	pthread_mutex_lock(&lock);
+	reads++;
+	if (blocksize > 0)
+		note_blocks(lba, datalen / (uint32_t)blocksize, false, &hole);
+	unwritten_reads += hole;
+	pthread_mutex_unlock(&lock);
+	return real(iscsi, lun, lba, datalen, blocksize, rdprotect, dpo, fua,
+		    fua_nv, group_number, cb, private_data, iov, niov);
+}
+
 __attribute__((destructor)) static void totals(void)
 {
+	const char *path = getenv("WIRECHECK_LOG");
 	unsigned long f = 0, w = 0;
+	FILE *out = path ? fopen(path, "a") : NULL;
 
 	for (int i = 0; i < MAX_CTX; i++) {
 		f += ctx[i].flushes;
 		w += ctx[i].writes;
 	}
-	say("flushes %lu writes %lu\n", f, w);
+	if (out) {
+		fprintf(out, "flushes %lu writes %lu reads %lu unwritten_reads "
+			"%lu\n", f, w, reads, unwritten_reads);
+		fclose(out);
+	}
 }
