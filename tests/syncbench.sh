@@ -178,6 +178,17 @@ cat "$work/wb.json" "$work/wt.json" >"$work/two.json"	# appended with >>
 expect "--compare reads what a run cut short wrote, and runs appended to one file" \
 	'[ "$("$sb" --compare "$work/cut.json" | grep -c "^wb ")" = 1 ] &&
 	 [ "$("$sb" --compare "$work/two.json" | grep -c "^w[bt] ")" = 4 ]'
+# rows of runs saved without --label are named by their files; a ratio
+# only between runs of one discipline (fua against flush would be quoted
+# as the targets' difference); each row's errors beside it
+"$sb" -t 0.3 -s fua --json --no-progress "$u1" >"$work/nolabel-fua.json"
+"$sb" -t 0.3 -s flush --json --no-progress "$u1" >"$work/nolabel-flush.json"
+"$sb" -t 0.3 -s fua --json --no-progress "$u2" >"$work/other-fua.json"
+cmp2=$("$sb" --compare "$work/nolabel-fua.json" "$work/nolabel-flush.json" "$work/other-fua.json")
+expect "--compare: rows named by file, no ratio across disciplines, errors shown" \
+	'[ "$(awk "NR == 2 && \$1 == \"nolabel-fua\" && \$8 == \"1.00\" && \$11 == 0 ||
+		  NR == 3 && \$1 == \"nolabel-flush\" && \$8 == \"-\" && \$11 == 0 ||
+		  NR == 4 && \$1 == \"other-fua\" && \$8 ~ /^[0-9.]+\$/ && \$11 == 0" <<<"$cmp2" | wc -l)" = 3 ]'
 jq . "$work/wb.json" >"$work/pretty.json"; jq -c . "$work/wt.json" >"$work/compact.json"
 expect "--compare reads JSON that went through jq (pretty-printed, compacted) the same" \
 	'[ "$("$sb" --compare "$work/pretty.json" "$work/compact.json" | sed "s|$work/[a-z]*.json||g")" = "$(sed "s|$work/[a-z]*.json||g" <<<"$cmp")" ]'

@@ -20,7 +20,8 @@
 struct row {
 	int file;			/* index in the files given */
 	char label[64], workload[64], sync[24];
-	double size, qd, sessions, iops, mbps, p99;
+	double size, qd, sessions, read_pct, random_pct, iops, mbps, p99;
+	double errors;
 	double cdf[11][2];
 	int ncdf;
 };
@@ -93,6 +94,17 @@ static void gnuplot_safe(char *s)
 
 /* One result object of file @f (named @file) into @r: false when it is
  * none (no IOPS or sync discipline) */
+/* @file's name without its directory and ".json", into @out */
+static void file_label(const char *file, char *out, size_t len)
+{
+	const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+	size_t n = strlen(base);
+
+	if (n > 5 && !strcmp(base + n - 5, ".json"))
+		n -= 5;
+	snprintf(out, len, "%.*s", (int)n, base);
+}
+
 static bool load_result(json_object *res, int f, const char *file,
 			struct row *r)
 {
@@ -105,11 +117,16 @@ static bool load_result(json_object *res, int f, const char *file,
 	r->file = f;
 	str(res, "label", r->label, sizeof(r->label));
 	str(res, "workload", r->workload, sizeof(r->workload));
-	if (!r->label[0])
-		snprintf(r->label, sizeof(r->label), "%s", file);
+	/* no --label (the result's label is its workload's name): the
+	 * file's name, so that rows of two such files can be told apart */
+	if (!r->label[0] || !strcmp(r->label, r->workload))
+		file_label(file, r->label, sizeof(r->label));
 	r->size = num(res, "block_size");
 	r->qd = num(res, "queue_depth");
 	r->sessions = num(res, "sessions");
+	r->read_pct = num(res, "read_pct");
+	r->random_pct = num(res, "random_pct");
+	r->errors = num(res, "errors");
 	r->mbps = num(res, "mb_per_s");
 	r->p99 = num(res, "latency_us.p99");
 	parse_cdf(res, r);
@@ -266,28 +283,25 @@ static int load(char **files, int nfiles, struct row *rows)
 	return n;
 }
 
+/* Two runs of one workload: the same mix, size, depth, sessions and
+ * sync discipline (a ratio between two disciplines would be quoted as
+ * the targets' difference) */
 static bool same_point(const struct row *a, const struct row *b)
 {
 	return !strcmp(a->workload, b->workload) && a->size == b->size &&
-	       a->qd == b->qd && a->sessions == b->sessions;
+	       a->qd == b->qd && a->sessions == b->sessions &&
+	       a->read_pct == b->read_pct && a->random_pct == b->random_pct &&
+	       !strcmp(a->sync, b->sync);
 }
 
-/* the first file's row for the same workload, size and depth: with the
- * same sync discipline if it has one, else any (so "fua on A" can be
- * set against "flush on B") */
+/* the first file's row for the same workload, or NULL (no ratio) */
 static const struct row *base_of(const struct row *rows, int n,
 				 const struct row *r)
 {
-	const struct row *any = NULL;
-
-	for (int i = 0; i < n && rows[i].file == rows[0].file; i++) {
-		if (!same_point(&rows[i], r))
-			continue;
-		if (!strcmp(rows[i].sync, r->sync))
+	for (int i = 0; i < n && rows[i].file == rows[0].file; i++)
+		if (same_point(&rows[i], r))
 			return &rows[i];
-		any = any ? any : &rows[i];
-	}
-	return any;
+	return NULL;
 }
 
 int syncguard_compare_files(const struct config *c)
@@ -297,9 +311,9 @@ int syncguard_compare_files(const struct config *c)
 
 	if (n < 0)
 		return 1;
-	printf("%-20s %-16s %-10s %8s %4s %4s %10s %8s %10s %8s\n", "run",
+	printf("%-20s %-16s %-10s %8s %4s %4s %10s %8s %10s %8s %7s\n", "run",
 	       "workload", "sync", "size", "QD", "sess", "IOPS", "IOPS x",
-	       "p99 us", "p99 x");
+	       "p99 us", "p99 x", "errors");
 	for (int i = 0; i < n; i++) {
 		const struct row *r = &rows[i], *b = base_of(rows, n, r);
 
@@ -307,12 +321,17 @@ int syncguard_compare_files(const struct config *c)
 		       r->label, r->workload, r->sync, r->size, r->qd,
 		       r->sessions, r->iops);
 		if (b && b->iops > 0 && b->p99 > 0 && r->p99 >= 0)
-			printf("%8.2f %10.0f %8.2f\n", r->iops / b->iops, r->p99,
+			printf("%8.2f %10.0f %8.2f", r->iops / b->iops, r->p99,
 			       r->p99 / b->p99);
 		else if (r->p99 >= 0)
-			printf("%8s %10.0f %8s\n", "-", r->p99, "-");
+			printf("%8s %10.0f %8s", "-", r->p99, "-");
 		else	/* null: no operation completed */
-			printf("%8s %10s %8s\n", "-", "-", "-");
+			printf("%8s %10s %8s", "-", "-", "-");
+		/* beside the ratio: a run with errors is no fair comparison */
+		if (r->errors >= 0)
+			printf(" %7.0f\n", r->errors);
+		else
+			printf(" %7s\n", "-");
 	}
 	return 0;
 }
