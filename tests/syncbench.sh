@@ -232,6 +232,13 @@ WIRECHECK_EVERY=4 WIRECHECK_LOG="$work/order.log" LD_PRELOAD="$top/build/wireche
 expect "every:4's flushes wait for the 4 writes they cover ($(grep -c "sent before" "$work/order.log") early; $(tail -1 "$work/order.log"))" \
 	'! grep -q "sent before" "$work/order.log" && grep -q "^flushes [1-9][0-9]* writes" "$work/order.log"'
 
+# the queue depth on the wire (IOPS x latency outside libiscsi's queue)
+# and the time commands waited in that queue: reported, and no more in
+# flight than asked
+"$sb" -t 0.5 -q 8 --json --no-progress "$u1" >"$work/wire.json"
+expect "the run reports its queue depth on the wire ($(jq -r '.results[0].queue_depth_on_wire' "$work/wire.json") of 8) and the initiator's queueing ($(jq -r '.results[0].initiator_queued_us' "$work/wire.json") us)" \
+	'jq -e ".results[0] | .queue_depth_on_wire > 0 and .queue_depth_on_wire <= 8.05 and .initiator_queued_us >= 0" "$work/wire.json" >/dev/null'
+
 # the offsets' seed: from the clock unless given, and printed
 s1=$("$sb" -t 0.1 --no-progress "$u1" | awk '/^seed:/ { print $2 }')
 s2=$("$sb" -t 0.1 --no-progress "$u1" | awk '/^seed:/ { print $2 }')

@@ -134,6 +134,26 @@ static const char *run_label(const struct config *c, const struct result *r)
 	return c->label ? c->label : r->p.label;
 }
 
+/* The mean time a counted command waited in libiscsi's queue before it
+ * went out, us (-1: none timed) */
+static double queued_us(const struct result *r)
+{
+	return r->queued_n ? (double)r->queued_ns / (double)r->queued_n / 1e3 :
+	       -1;
+}
+
+/* Commands in flight on the wire, all sessions, the run's mean (Little's
+ * law: IOPS x the latency outside the initiator's queue); -1 unknown */
+static double wire_qd(const struct result *r)
+{
+	double lat_s = syncguard_hist_mean(&r->hist) / 1e9, q = queued_us(r);
+
+	if (!r->ops || q < 0 || r->iops <= 0)
+		return -1;
+	lat_s -= q / 1e6;
+	return lat_s > 0 ? r->iops * lat_s : 0;
+}
+
 static void print_text(const struct config *c, const struct result *r)
 {
 	char sy[24];
@@ -153,6 +173,10 @@ static void print_text(const struct config *c, const struct result *r)
 		       "p99.9 %.1f  max %.1f\n", syncguard_hist_mean(&r->hist) / 1e3,
 		       us(r, 50), us(r, 90), us(r, 99), us(r, 99.9),
 		       (double)r->hist.max_ns / 1e3);
+	if (wire_qd(r) >= 0)
+		printf("  on the wire: %.1f commands in flight (mean, of %u "
+		       "asked); %.1f us queued in the initiator first (mean)\n",
+		       wire_qd(r), r->p.qd * r->nsess, queued_us(r));
 	if (r->nsess > 1) {
 		session_spread(r, &mn, &avg, &mx);
 		printf("  per session IOPS: min %.0f  avg %.0f  max %.0f\n", mn,
@@ -209,11 +233,15 @@ static const char *lat(const struct result *r, double v, char *buf,
 static void print_json(const struct config *c, const struct result *r,
 		       bool first)
 {
-	char sy[24], fpo[32], l[6][32];
+	char sy[24], fpo[32], l[6][32], wq[32] = "null", qu[32] = "null";
 	double mn, avg, mx;
 
 	session_spread(r, &mn, &avg, &mx);
 	flushes_per_op(r, fpo, sizeof(fpo), "null");
+	if (wire_qd(r) >= 0) {
+		snprintf(wq, sizeof(wq), "%.1f", wire_qd(r));
+		snprintf(qu, sizeof(qu), "%.1f", queued_us(r));
+	}
 	printf("%s{\"label\":\"%s\",\"workload\":\"%s\",\"sync\":\"%s\","
 	       "\"block_size\":%" PRIu64
 	       ",\"queue_depth\":%u,\"sessions\":%u,\"read_pct\":%u,"
@@ -224,6 +252,7 @@ static void print_json(const struct config *c, const struct result *r,
 	       "\"device_flushes_per_op\":%s,\"latency_us\":{\"mean\":%s,"
 	       "\"p50\":%s,\"p90\":%s,\"p99\":%s,\"p99_9\":%s,\"max\":%s},"
 	       "\"session_iops\":{\"min\":%.1f,\"avg\":%.1f,\"max\":%.1f},"
+	       "\"queue_depth_on_wire\":%s,\"initiator_queued_us\":%s,"
 	       "\"verify\":{\"ran\":%s,\"checked\":%" PRIu64 ",\"mismatches\":%"
 	       PRIu64 ",\"complete\":%s},"
 	       "\"cdf\":[", first ? "" : ",\n", run_label(c, r), r->p.label,
@@ -236,7 +265,7 @@ static void print_json(const struct config *c, const struct result *r,
 	       lat(r, us(r, 50), l[1], "null"), lat(r, us(r, 90), l[2], "null"),
 	       lat(r, us(r, 99), l[3], "null"), lat(r, us(r, 99.9), l[4], "null"),
 	       lat(r, (double)r->hist.max_ns / 1e3, l[5], "null"), mn, avg, mx,
-	       r->verify_ran ? "true" : "false", r->verify_checked,
+	       wq, qu, r->verify_ran ? "true" : "false", r->verify_checked,
 	       r->verify_bad, r->verify_complete ? "true" : "false");
 	for (size_t i = 0; r->ops && i < NCDF; i++)	/* none: [] */
 		printf("%s[%g,%.1f]", i ? "," : "", cdf_points[i],

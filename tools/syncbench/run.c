@@ -29,6 +29,8 @@ struct op {
 	uint64_t write_no;	/* a WRITE's number in its session, from 1 */
 	unsigned int retries;
 	uint64_t start_ns;
+	uint64_t sent_ns;	/* when libiscsi's queue was empty after it
+				 * was queued: it was on the wire; 0 not yet */
 	uint64_t seq;		/* --verify stamp */
 	unsigned char *buf;	/* data of this op */
 	struct scsi_iovec rd;	/* a READ's data goes to the session's rbuf */
@@ -183,8 +185,13 @@ static void op_done(struct op *op, int status)
 	 * its ramp_time: counting only commands *issued* in it would leave
 	 * its first latency's worth of answers out of a window that still
 	 * counts that time (dead time that lowers IOPS) */
-	if (ok && now >= rn->t_measure)
+	if (ok && now >= rn->t_measure) {
 		account(rn, op, now);
+		if (op->sent_ns >= op->start_ns) {
+			rn->r->queued_ns += op->sent_ns - op->start_ns;
+			rn->r->queued_n++;
+		}
+	}
 	op->active = false;
 	s->inflight--;
 	s->free[s->nfree++] = op;
@@ -388,6 +395,7 @@ static void fill(struct sess *s)
 			return;
 		}
 		op->start_ns = now_ns();
+		op->sent_ns = 0;
 		if (submit_data(op)) {
 			note_error(s->run, op, "submit", -1, NULL);
 			s->free[s->nfree++] = op;
@@ -503,6 +511,33 @@ static bool give_up(const struct run *rn, uint64_t now)
 	       now - rn->t_stop > limit;
 }
 
+/* Once libiscsi's queue of @s is empty, every command queued before is
+ * on the wire: stamp those not stamped yet */
+static void note_sent(struct sess *s)
+{
+	uint64_t now;
+
+	if (iscsi_out_queue_length(s->iscsi))
+		return;
+	now = now_ns();
+	for (unsigned int k = 0; k < s->run->p->qd; k++)
+		if (s->slots[k].active && !s->slots[k].sent_ns)
+			s->slots[k].sent_ns = now;
+}
+
+/* What answers freed, queued again and written out at once: waiting
+ * for the next poll to say that the socket takes it would add a round
+ * of the loop (about 15 of 82 us at QD1) to every command */
+static void refill(struct sess *s)
+{
+	fill(s);
+	for (int i = 0; i < 8 && !s->dead && iscsi_out_queue_length(s->iscsi) &&
+	     (iscsi_which_events(s->iscsi) & POLLOUT); i++)
+		if (iscsi_service(s->iscsi, POLLOUT) < 0)
+			return;		/* the next pump says so */
+	note_sent(s);
+}
+
 static unsigned int pump(struct run *rn)
 {
 	struct pollfd pfd[MAX_SESSIONS];
@@ -535,6 +570,8 @@ static unsigned int pump(struct run *rn)
 			rn->r->errors += s->inflight;
 			rn->r->unanswered += s->inflight;
 		}
+		if (!s->dead)
+			refill(s);
 	}
 	return busy;
 }

@@ -140,6 +140,9 @@ struct result {
 	struct session_result sess[MAX_SESSIONS];
 	unsigned int nsess;
 	double flushes_per_op;		/* device flushes (syncguard), -1 */
+	/* time counted commands waited in libiscsi's queue before they
+	 * went out on the wire, ns, and how many were timed */
+	uint64_t queued_ns, queued_n;
 	/* how the syncguard LUN ran, as its counters said at the end
 	 * (tools/statsfile.h); empty when it is no syncguard LUN here */
 	char target_writes[256], target_batching[160], target_sync_loop[160];
