@@ -525,7 +525,7 @@ expect "tgtd.log's plp line says no RWF_DSYNC" \
 # a unit attention during a run is retried, and said once with its
 # sense (not only counted as a retry): here tgtadm turns the write
 # cache off and on under the run (MODE PARAMETERS CHANGED)
-"$sb" -t 3 -q 4 --no-progress "$u1" >/dev/null 2>"$work/ua.err" &
+"$sb" -t 3 -q 4 --json --no-progress "$u1" >"$work/ua.json" 2>"$work/ua.err" &
 pid=$!
 sleep 1
 for wce in 0x10 0x14; do
@@ -536,6 +536,12 @@ done
 wait "$pid"; rc=$?
 expect "a unit attention mid-run: exit 0, said once with its ASC/ASCQ ($(head -c 300 "$work/ua.err"))" \
 	'[ $rc -eq 0 ] && [ "$(grep -c "unit attention.*0x2a01 MODE PARAMETERS CHANGED" "$work/ua.err")" = 1 ]'
+# ... and counted in the result: the unit attentions, the operations
+# retried (their latency kept apart from the clean ones'), and that
+# the mode parameters changed under the run
+expect "a unit attention mid-run is in the result ($(jq -c '.results[0] | [.unit_attentions, .retried.ops, .mode_parameters_changed]' "$work/ua.json"))" \
+	'jq -e ".results[0] | .unit_attentions >= 1 and .retried.ops >= 1 and .retried.ops <= .ops and
+		.retried.latency_us.max != null and .mode_parameters_changed" "$work/ua.json" >/dev/null'
 
 # a store stamped earlier with another logical block size: its stale
 # stamps are no mismatch of this run (no torn blocks reported, no exit

@@ -173,6 +173,19 @@ static void print_text(const struct config *c, const struct result *r)
 		       "p99.9 %.1f  max %.1f\n", syncguard_hist_mean(&r->hist) / 1e3,
 		       us(r, 50), us(r, 90), us(r, 99), us(r, 99.9),
 		       (double)r->hist.max_ns / 1e3);
+	if (r->retried_hist.count)
+		printf("  retried: %" PRIu64 " operations (after %" PRIu64
+		       " unit attentions, %" PRIu64 " BUSY or TASK SET FULL), "
+		       "latency us mean %.1f p99 %.1f max %.1f: kept out of the "
+		       "latency above\n", r->retried_hist.count,
+		       r->unit_attentions, r->busy_answers,
+		       syncguard_hist_mean(&r->retried_hist) / 1e3,
+		       (double)syncguard_hist_percentile(&r->retried_hist, 99) /
+		       1e3, (double)r->retried_hist.max_ns / 1e3);
+	if (r->mode_changed)
+		printf("  the LUN's mode parameters changed during the run "
+		       "(MODE PARAMETERS CHANGED: another initiator or the "
+		       "administrator): its WCE may no longer be the one above\n");
 	if (wire_qd(r) >= 0)
 		printf("  on the wire: %.1f commands in flight (mean, of %u "
 		       "asked); %.1f us queued in the initiator first (mean)\n",
@@ -234,6 +247,7 @@ static void print_json(const struct config *c, const struct result *r,
 		       bool first)
 {
 	char sy[24], fpo[32], l[6][32], wq[32] = "null", qu[32] = "null";
+	char rl[3][32] = { "null", "null", "null" };
 	double mn, avg, mx;
 
 	session_spread(r, &mn, &avg, &mx);
@@ -241,6 +255,14 @@ static void print_json(const struct config *c, const struct result *r,
 	if (wire_qd(r) >= 0) {
 		snprintf(wq, sizeof(wq), "%.1f", wire_qd(r));
 		snprintf(qu, sizeof(qu), "%.1f", queued_us(r));
+	}
+	if (r->retried_hist.count) {
+		snprintf(rl[0], sizeof(rl[0]), "%.1f",
+			 syncguard_hist_mean(&r->retried_hist) / 1e3);
+		snprintf(rl[1], sizeof(rl[1]), "%.1f", (double)
+			 syncguard_hist_percentile(&r->retried_hist, 99) / 1e3);
+		snprintf(rl[2], sizeof(rl[2]), "%.1f",
+			 (double)r->retried_hist.max_ns / 1e3);
 	}
 	printf("%s{\"label\":\"%s\",\"workload\":\"%s\",\"sync\":\"%s\","
 	       "\"block_size\":%" PRIu64
@@ -253,6 +275,9 @@ static void print_json(const struct config *c, const struct result *r,
 	       "\"p50\":%s,\"p90\":%s,\"p99\":%s,\"p99_9\":%s,\"max\":%s},"
 	       "\"session_iops\":{\"min\":%.1f,\"avg\":%.1f,\"max\":%.1f},"
 	       "\"queue_depth_on_wire\":%s,\"initiator_queued_us\":%s,"
+	       "\"unit_attentions\":%" PRIu64 ",\"busy_answers\":%" PRIu64 ","
+	       "\"mode_parameters_changed\":%s,\"retried\":{\"ops\":%" PRIu64
+	       ",\"latency_us\":{\"mean\":%s,\"p99\":%s,\"max\":%s}},"
 	       "\"verify\":{\"ran\":%s,\"checked\":%" PRIu64 ",\"mismatches\":%"
 	       PRIu64 ",\"complete\":%s},"
 	       "\"cdf\":[", first ? "" : ",\n", run_label(c, r), r->p.label,
@@ -265,7 +290,10 @@ static void print_json(const struct config *c, const struct result *r,
 	       lat(r, us(r, 50), l[1], "null"), lat(r, us(r, 90), l[2], "null"),
 	       lat(r, us(r, 99), l[3], "null"), lat(r, us(r, 99.9), l[4], "null"),
 	       lat(r, (double)r->hist.max_ns / 1e3, l[5], "null"), mn, avg, mx,
-	       wq, qu, r->verify_ran ? "true" : "false", r->verify_checked,
+	       wq, qu, r->unit_attentions, r->busy_answers,
+	       r->mode_changed ? "true" : "false", r->retried_hist.count,
+	       rl[0], rl[1], rl[2],
+	       r->verify_ran ? "true" : "false", r->verify_checked,
 	       r->verify_bad, r->verify_complete ? "true" : "false");
 	for (size_t i = 0; r->ops && i < NCDF; i++)	/* none: [] */
 		printf("%s[%g,%.1f]", i ? "," : "", cdf_points[i],

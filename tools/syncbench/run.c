@@ -29,6 +29,8 @@ struct op {
 	uint64_t write_no;	/* a WRITE's number in its session, from 1 */
 	unsigned int retries;
 	uint64_t start_ns;
+	uint64_t retry_at;	/* waiting to be sent again from then, ns;
+				 * 0 not waiting */
 	uint64_t sent_ns;	/* when libiscsi's queue was empty after it
 				 * was queued: it was on the wire; 0 not yet */
 	uint64_t seq;		/* --verify stamp */
@@ -68,6 +70,7 @@ struct run {
 	struct verify_map *vmap;
 	uint8_t *busy;		/* --verify: blocks with a write in flight */
 	uint64_t starved;	/* --verify: no free block for a command */
+	unsigned int retry_waiting;	/* commands in their backoff */
 	uint16_t ua_shown[8];	/* unit attentions (ASC/ASCQ) said so far */
 	unsigned int n_ua_shown;
 	struct target_sample at_measure; /* the target's counters when the
@@ -121,6 +124,11 @@ static void note_unit_attention(struct run *rn, struct scsi_task *t)
 
 	if (!t || t->sense.key != SCSI_SENSE_UNIT_ATTENTION)
 		return;
+	rn->r->unit_attentions++;
+	/* another initiator or the administrator changed a mode page (the
+	 * Caching page's WCE among them) under the run */
+	if (t->sense.ascq == 0x2a01)
+		rn->r->mode_changed = true;
 	for (unsigned int i = 0; i < rn->n_ua_shown; i++)
 		if (rn->ua_shown[i] == t->sense.ascq)
 			return;
@@ -142,8 +150,14 @@ static void account(struct run *rn, struct op *op, uint64_t now)
 		rn->r->flushes++;
 		return;
 	}
-	syncguard_hist_add(&rn->r->hist, now - op->start_ns);
-	syncguard_hist_add(&rn->iv_hist, now - op->start_ns);
+	/* a retried command's latency holds its backoff and the answers it
+	 * got before: kept apart, so that the distribution is of clean ones */
+	if (op->retries) {
+		syncguard_hist_add(&rn->r->retried_hist, now - op->start_ns);
+	} else {
+		syncguard_hist_add(&rn->r->hist, now - op->start_ns);
+		syncguard_hist_add(&rn->iv_hist, now - op->start_ns);
+	}
 	rn->r->ops++;
 	rn->r->bytes += bytes;
 	rn->iv_ops++;
@@ -240,8 +254,13 @@ static void data_cb(struct iscsi_context *iscsi, int status, void *data,
 		rn->r->retries++;
 		if (status == SCSI_STATUS_CHECK_CONDITION)
 			note_unit_attention(rn, data);
+		else
+			rn->r->busy_answers++;
 		scsi_free_scsi_task(data);
-		resubmit(op);
+		/* sent again after a backoff (1, 2, 4, 8, 16 ms): at once, a
+		 * busy target would get it back while still busy */
+		op->retry_at = now_ns() + (1000000ull << (op->retries - 1));
+		rn->retry_waiting++;
 		return;
 	}
 	if (status != SCSI_STATUS_GOOD)
@@ -538,14 +557,40 @@ static void refill(struct sess *s)
 	note_sent(s);
 }
 
+/* Send again the commands of @s whose backoff is over; the earliest
+ * backoff still running into *@next (ns; kept when later) */
+static void retry_due(struct sess *s, uint64_t now, uint64_t *next)
+{
+	struct run *rn = s->run;
+
+	for (unsigned int k = 0; rn->retry_waiting && k < rn->p->qd; k++) {
+		struct op *op = &s->slots[k];
+
+		if (!op->retry_at)
+			continue;
+		if (op->retry_at > now) {
+			*next = *next && *next < op->retry_at ? *next :
+				op->retry_at;
+			continue;
+		}
+		op->retry_at = 0;
+		rn->retry_waiting--;
+		resubmit(op);
+	}
+}
+
 static unsigned int pump(struct run *rn)
 {
 	struct pollfd pfd[MAX_SESSIONS];
 	unsigned int busy = 0;
+	uint64_t next_retry = 0;
+	int ms;
 
 	for (unsigned int i = 0; i < rn->nsess; i++) {
 		struct sess *s = &rn->s[i];
 
+		if (!s->dead)
+			retry_due(s, now_ns(), &next_retry);
 		fill(s);
 		end_flush(s);
 		/* done: nothing in flight and nothing more due (with none in
@@ -558,7 +603,15 @@ static unsigned int pump(struct run *rn)
 	}
 	if (!busy)
 		return 0;
-	if (poll(pfd, rn->nsess, wait_ms(rn)) < 0 && errno != EINTR)
+	ms = wait_ms(rn);
+	if (next_retry) {	/* no later than the first backoff's end */
+		uint64_t now = now_ns();
+		int retry_ms = next_retry <= now ? 0 :
+			       (int)((next_retry - now + 999999) / 1000000);
+
+		ms = retry_ms < ms ? retry_ms : ms;
+	}
+	if (poll(pfd, rn->nsess, ms) < 0 && errno != EINTR)
 		return 0;
 	for (unsigned int i = 0; i < rn->nsess; i++) {
 		struct sess *s = &rn->s[i];
@@ -858,6 +911,7 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 	r->p = *p;
 	r->flushes_per_op = -1;
 	syncguard_hist_init(&r->hist);
+	syncguard_hist_init(&r->retried_hist);
 	syncguard_hist_init(&rn.iv_hist);
 	if (!ret && c->verify && !(rn.vmap = syncguard_verify_map_new(span_blocks,
 							     &rn.busy)))

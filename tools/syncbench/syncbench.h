@@ -143,6 +143,12 @@ struct result {
 	/* time counted commands waited in libiscsi's queue before they
 	 * went out on the wire, ns, and how many were timed */
 	uint64_t queued_ns, queued_n;
+	/* operations that needed a retry, counted in ops but with their
+	 * latency kept out of @hist; the unit attentions and BUSY or TASK
+	 * SET FULL answers behind the retries */
+	struct histogram retried_hist;
+	uint64_t unit_attentions, busy_answers;
+	bool mode_changed;		/* MODE PARAMETERS CHANGED came */
 	/* how the syncguard LUN ran, as its counters said at the end
 	 * (tools/statsfile.h); empty when it is no syncguard LUN here */
 	char target_writes[256], target_batching[160], target_sync_loop[160];
