@@ -681,20 +681,17 @@ static uint64_t point_span(const struct config *c, const struct target_info *ti,
 	       ti->blocks * ti->block_size;
 }
 
-/* @len bytes of xorshift64* output from @seed: write data that does not
+/* @len bytes of xorshift64 output from @seed: write data that does not
  * compress (a compressing backend, such as a zvol with compression on,
  * would flatter a repeating pattern) */
 static void fill_random(uint8_t *buf, uint64_t len, uint64_t seed)
 {
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull | 1;
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull | 1, v = 0;
 
 	for (uint64_t b = 0; b < len; b++) {
-		if (!(b % 8)) {
-			x ^= x >> 12;
-			x ^= x << 25;
-			x ^= x >> 27;
-		}
-		buf[b] = (uint8_t)((x * 0x2545f4914f6cdd1dull) >> (8 * (b % 8)));
+		if (!(b % 8))
+			v = xorshift64(&x);
+		buf[b] = (uint8_t)(v >> (8 * (b % 8)));
 	}
 }
 
