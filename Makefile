@@ -244,9 +244,10 @@ tools/iscsi-crashtest: tools/iscsi-crashtest.c tools/toolutil.h
 
 STAT_CORE := core/sys.c core/opts.c core/poison.c core/latch.c core/policy.c
 tools/syncguard-stat: tools/syncguard-stat.c tools/statsfile.c tools/roff.h \
-		      tools/statsfile.h $(STAT_CORE) $(HDRS)
+		      tools/statsfile.h tools/prometheus.c tools/prometheus.h \
+		      $(STAT_CORE) $(HDRS)
 	$(CC) $(BASE) -Itools $(CFLAGS) tools/syncguard-stat.c \
-	  tools/statsfile.c $(STAT_CORE) -o $@ -lpthread
+	  tools/statsfile.c tools/prometheus.c $(STAT_CORE) -o $@ -lpthread
 
 tools/iscsi-cdbfuzz: tools/iscsi-cdbfuzz.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)

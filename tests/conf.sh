@@ -78,6 +78,30 @@ if [ -z "$keys" ] || [ "$keys" != "$documented" ]; then
 	diff <(echo "$keys") <(echo "$documented") >&2
 	fail=1
 fi
+# --prometheus: the text format, parsed back: every sample a
+# syncguard_ name with target and lun labels and a number, one HELP and
+# TYPE per family before its samples, the mode of each LUN in
+# syncguard_info, and each flush histogram's +Inf bucket its count
+"$top/tools/syncguard-stat" --prometheus "$work/sg.prom" || { say "--prometheus failed"; fail=1; }
+bad=$(awk '
+	/^# HELP / { help[$3] = 1; next }
+	/^# TYPE / { if (!help[$3] || type[$3]) { print "TYPE " $3; }; type[$3] = $4; next }
+	/^#/ { next }
+	!/^syncguard_[a-z_]+\{target="[^"]*",lun="[0-9]+"(,[a-z_]+="[^"]*")*\} [0-9.e+-]+$/ { print "line " NR; next }
+	{ fam = $1; sub(/\{.*/, "", fam); base = fam; sub(/_(bucket|sum|count)$/, "", base)
+	  if (!type[fam] && !type[base]) print "no TYPE before " fam
+	  if (fam ~ /_bucket$/ && $1 ~ /le="\+Inf"/) { k = $1; sub(/,le=.*/, "", k); sub(/^[a-z_]*_bucket/, "", k); inf[k] = $2 }
+	  if (fam ~ /_seconds_count$/) { k = $1; sub(/^[a-z_]*_count/, "", k); sub(/\}$/, "", k); cnt[k] = $2 } }
+	END { for (k in cnt) if (inf[k] != cnt[k]) print "+Inf " k }' "$work/sg.prom")
+for t in zvol:write-back file:write-through plp:plp; do
+	grep -q "^syncguard_info{target=\"${p}${t%%:*}\",lun=\"1\",mode=\"${t#*:}\"" "$work/sg.prom" ||
+		bad="$bad; no syncguard_info for ${t%%:*}"
+done
+if [ -n "$bad" ] || ! grep -q '^syncguard_device_flushes_total{' "$work/sg.prom"; then
+	say "--prometheus output does not parse back: $bad"
+	fail=1
+fi
+
 grep -q "Block size: 4096" <<<"$(awk -v t="${p}plp" '/^Target [0-9]+:/ { on = ($3 == t) } on' <<<"$show")" ||
 	{ say "plp LUN: block-size 4096 not applied"; fail=1; }
 [ "$fail" -eq 0 ] && say "ok: 5 targets loaded by tgt-admin and read back" || say FAILED

@@ -168,3 +168,81 @@ void syncguard_ways_sync_loop(const struct syncguard_stats *st, char *buf,
 		 mb_rate(st->sync_loop_rate[0], a, sizeof(a)),
 		 mb_rate(st->sync_loop_rate[1], b, sizeof(b)));
 }
+
+/*
+ * The fields of syncguard-stat --json, in order, with their meaning: the
+ * counters are printed from this table, in JSON and for Prometheus, and
+ * the manual page (--man) documents every field from it, so none can
+ * miss one.
+ */
+const struct syncguard_stats_field syncguard_stats_fields[] = {
+	{ "target", SYNCGUARD_OWN_CODE, "the target's name (IQN)" },
+	{ "lun", SYNCGUARD_OWN_CODE, "the LUN number" },
+	{ "mode", SYNCGUARD_OWN_CODE, "write-through, write-back or plp (bsopts mode)" },
+	{ "wce", offsetof(struct syncguard_stats, wce),
+	  "the WCE the LUN reports now: 1 while a switch to 0 still flushes" },
+	{ "tgtd_pid", SYNCGUARD_OWN_CODE, "the tgtd that owns the LUN" },
+	{ "tgtd_alive", SYNCGUARD_OWN_CODE, "false for a tgtd that has exited "
+	  "(the text output says (gone))" },
+	{ "reads", offsetof(struct syncguard_stats, reads),
+	  "READ commands" },
+	{ "writes", offsetof(struct syncguard_stats, writes),
+	  "writes without FUA (durable or not, as the mode and WCE make "
+	  "them)" },
+	{ "fua_writes", offsetof(struct syncguard_stats, fua_writes),
+	  "writes with FUA, WRITE AND VERIFY, and COMPARE AND WRITE with "
+	  "FUA=1" },
+	{ "sync_caches", offsetof(struct syncguard_stats, sync_caches),
+	  "SYNCHRONIZE CACHE(10/16) commands" },
+	{ "errors", offsetof(struct syncguard_stats, errors),
+	  "commands answered with an error" },
+	{ "device_flushes", offsetof(struct syncguard_stats, device_flushes),
+	  "device cache flushes (fdatasync), including the one a LUN runs "
+	  "as it opens" },
+	{ "dsync_writes", offsetof(struct syncguard_stats, dsync_writes),
+	  "RWF_DSYNC writes (each one a write and a flush of its own)" },
+	{ "writeouts", offsetof(struct syncguard_stats, writeouts),
+	  "plp's write-outs (sync_file_range) of page-cache writes" },
+	{ "direct_writes", offsetof(struct syncguard_stats, direct_writes),
+	  "O_DIRECT writes" },
+	{ "flushes_coalesced",
+	  offsetof(struct syncguard_stats, flushes_coalesced),
+	  "durability waits answered by a flush another command started "
+	  "(group commit)" },
+	{ "flushes_elided", offsetof(struct syncguard_stats, flushes_elided),
+	  "flushes asked for with nothing written since the last completed "
+	  "one" },
+	{ "flush_us_total", offsetof(struct syncguard_stats, flush_us_total),
+	  "microseconds spent in device flushes" },
+	{ "ring_ios", offsetof(struct syncguard_stats, ring_ios),
+	  "reads and writes submitted through io_uring" },
+	{ "ring_submits", offsetof(struct syncguard_stats, ring_submits),
+	  "the io_uring_enter calls that carried them (fewer when "
+	  "submissions were batched)" },
+	{ "write_sync", SYNCGUARD_OWN_CODE, "bsopts write_sync: auto, group or dsync" },
+	{ "direct_io", SYNCGUARD_OWN_CODE, "true when every aligned write goes "
+	  "O_DIRECT" },
+	{ "dsync_direct_io", SYNCGUARD_OWN_CODE, "true when RWF_DSYNC writes at least "
+	  "go O_DIRECT" },
+	{ "write_sync_way", SYNCGUARD_OWN_CODE, "the way write_sync=auto's trial takes "
+	  "now: dsync or group; null on plp or another write_sync" },
+	{ "write_sync_rate", SYNCGUARD_OWN_CODE, "{dsync, group}: durable writes "
+	  "answered per second by each way in its last epoch (0: none yet)" },
+	{ "batch_way", SYNCGUARD_OWN_CODE, "the flush batching trial's way: at_once or "
+	  "hold; null on plp" },
+	{ "batch_rate", SYNCGUARD_OWN_CODE, "{at_once, hold}: commands answered per "
+	  "second by each way's flushes in its last epoch" },
+	{ "sync_loop_way", SYNCGUARD_OWN_CODE, "write-back's WRITE+SYNCHRONIZE CACHE "
+	  "loop: cached, at_once or single_writer; null where it does not "
+	  "run" },
+	{ "sync_loop_rate", SYNCGUARD_OWN_CODE, "{cached, at_once}: bytes written per "
+	  "second by each way in its last epoch" },
+	{ "latched", SYNCGUARD_OWN_CODE, "null, or {errno, error, rechecked} for the "
+	  "error the LUN has latched (rechecked: a soft latch, cleared once "
+	  "the next durable command finds the device sound)" },
+	{ "flush_latency_us", SYNCGUARD_OWN_CODE, "[[lower bound, count], ...]: device "
+	  "flushes by latency, in buckets of [2^i, 2^(i+1)) microseconds" },
+};
+
+const size_t syncguard_stats_nfields =
+	sizeof(syncguard_stats_fields) / sizeof(syncguard_stats_fields[0]);

@@ -39,4 +39,17 @@ void syncguard_ways_batching(const struct syncguard_stats *st, char *buf,
 void syncguard_ways_sync_loop(const struct syncguard_stats *st, char *buf,
 			      size_t len);
 
+/* A field of syncguard-stat's output: its JSON name, where its counter
+ * is (the offset of a uint64_t in struct syncguard_stats, or
+ * SYNCGUARD_OWN_CODE for a value some code of its own prints), and what
+ * it means */
+#define SYNCGUARD_OWN_CODE ((size_t)-1)
+struct syncguard_stats_field {
+	const char *name;
+	size_t off;
+	const char *meaning;
+};
+extern const struct syncguard_stats_field syncguard_stats_fields[];
+extern const size_t syncguard_stats_nfields;
+
 #endif

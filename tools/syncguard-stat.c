@@ -26,6 +26,7 @@
 #include "internal.h"		/* the latch records (core/poison.c) */
 #include "syncguard_stats.h"
 #include "statsfile.h"
+#include "prometheus.h"
 #include "roff.h"
 
 /* Why files were skipped, said on stderr: then the closing "no
@@ -185,100 +186,41 @@ static void print_latch_json(const struct syncguard_stats *st)
 	printf("\",\"rechecked\":%s}", st->latched_soft ? "true" : "false");
 }
 
-/* A field --json prints whose value is its own code's, not a counter */
-#define OWN_CODE ((size_t)-1)
-
-/*
- * The fields of --json, in order, with their meaning: the counters are
- * printed from this table, and the manual page (--man) documents every
- * field from it, so neither can miss one.
- */
-static const struct field {
-	const char *name;
-	size_t off;	/* of a uint64_t in struct syncguard_stats, or OWN_CODE */
-	const char *meaning;
-} fields[] = {
-	{ "target", OWN_CODE, "the target's name (IQN)" },
-	{ "lun", OWN_CODE, "the LUN number" },
-	{ "mode", OWN_CODE, "write-through, write-back or plp (bsopts mode)" },
-	{ "wce", offsetof(struct syncguard_stats, wce),
-	  "the WCE the LUN reports now: 1 while a switch to 0 still flushes" },
-	{ "tgtd_pid", OWN_CODE, "the tgtd that owns the LUN" },
-	{ "tgtd_alive", OWN_CODE, "false for a tgtd that has exited "
-	  "(the text output says (gone))" },
-	{ "reads", offsetof(struct syncguard_stats, reads),
-	  "READ commands" },
-	{ "writes", offsetof(struct syncguard_stats, writes),
-	  "writes without FUA (durable or not, as the mode and WCE make "
-	  "them)" },
-	{ "fua_writes", offsetof(struct syncguard_stats, fua_writes),
-	  "writes with FUA, WRITE AND VERIFY, and COMPARE AND WRITE with "
-	  "FUA=1" },
-	{ "sync_caches", offsetof(struct syncguard_stats, sync_caches),
-	  "SYNCHRONIZE CACHE(10/16) commands" },
-	{ "errors", offsetof(struct syncguard_stats, errors),
-	  "commands answered with an error" },
-	{ "device_flushes", offsetof(struct syncguard_stats, device_flushes),
-	  "device cache flushes (fdatasync), including the one a LUN runs "
-	  "as it opens" },
-	{ "dsync_writes", offsetof(struct syncguard_stats, dsync_writes),
-	  "RWF_DSYNC writes (each one a write and a flush of its own)" },
-	{ "writeouts", offsetof(struct syncguard_stats, writeouts),
-	  "plp's write-outs (sync_file_range) of page-cache writes" },
-	{ "direct_writes", offsetof(struct syncguard_stats, direct_writes),
-	  "O_DIRECT writes" },
-	{ "flushes_coalesced",
-	  offsetof(struct syncguard_stats, flushes_coalesced),
-	  "durability waits answered by a flush another command started "
-	  "(group commit)" },
-	{ "flushes_elided", offsetof(struct syncguard_stats, flushes_elided),
-	  "flushes asked for with nothing written since the last completed "
-	  "one" },
-	{ "flush_us_total", offsetof(struct syncguard_stats, flush_us_total),
-	  "microseconds spent in device flushes" },
-	{ "ring_ios", offsetof(struct syncguard_stats, ring_ios),
-	  "reads and writes submitted through io_uring" },
-	{ "ring_submits", offsetof(struct syncguard_stats, ring_submits),
-	  "the io_uring_enter calls that carried them (fewer when "
-	  "submissions were batched)" },
-	{ "write_sync", OWN_CODE, "bsopts write_sync: auto, group or dsync" },
-	{ "direct_io", OWN_CODE, "true when every aligned write goes "
-	  "O_DIRECT" },
-	{ "dsync_direct_io", OWN_CODE, "true when RWF_DSYNC writes at least "
-	  "go O_DIRECT" },
-	{ "write_sync_way", OWN_CODE, "the way write_sync=auto's trial takes "
-	  "now: dsync or group; null on plp or another write_sync" },
-	{ "write_sync_rate", OWN_CODE, "{dsync, group}: durable writes "
-	  "answered per second by each way in its last epoch (0: none yet)" },
-	{ "batch_way", OWN_CODE, "the flush batching trial's way: at_once or "
-	  "hold; null on plp" },
-	{ "batch_rate", OWN_CODE, "{at_once, hold}: commands answered per "
-	  "second by each way's flushes in its last epoch" },
-	{ "sync_loop_way", OWN_CODE, "write-back's WRITE+SYNCHRONIZE CACHE "
-	  "loop: cached, at_once or single_writer; null where it does not "
-	  "run" },
-	{ "sync_loop_rate", OWN_CODE, "{cached, at_once}: bytes written per "
-	  "second by each way in its last epoch" },
-	{ "latched", OWN_CODE, "null, or {errno, error, rechecked} for the "
-	  "error the LUN has latched (rechecked: a soft latch, cleared once "
-	  "the next durable command finds the device sound)" },
-	{ "flush_latency_us", OWN_CODE, "[[lower bound, count], ...]: device "
-	  "flushes by latency, in buckets of [2^i, 2^(i+1)) microseconds" },
-};
-
-#define NR_FIELDS (sizeof(fields) / sizeof(fields[0]))
 
 /* The counters of @st that the table prints, as ",\"name\":value" */
 static void print_counters_json(const struct syncguard_stats *st)
 {
-	for (size_t i = 0; i < NR_FIELDS; i++) {
+	for (size_t i = 0; i < syncguard_stats_nfields; i++) {
 		uint64_t v;
 
-		if (fields[i].off == OWN_CODE || !strcmp(fields[i].name, "wce"))
+		if (syncguard_stats_fields[i].off == SYNCGUARD_OWN_CODE || !strcmp(syncguard_stats_fields[i].name, "wce"))
 			continue;
-		memcpy(&v, (const char *)st + fields[i].off, sizeof(v));
-		printf(",\"%s\":%" PRIu64, fields[i].name, v);
+		memcpy(&v, (const char *)st + syncguard_stats_fields[i].off, sizeof(v));
+		printf(",\"%s\":%" PRIu64, syncguard_stats_fields[i].name, v);
 	}
+}
+
+/* --prometheus FILE: the LUNs found, kept for one write at the end */
+static const char *prom_path;
+static struct syncguard_prom_lun *prom;
+static size_t nprom;
+
+static void keep_for_prometheus(const char *target, unsigned long lun,
+				const struct syncguard_stats *st, bool alive)
+{
+	struct syncguard_prom_lun *more = realloc(prom, (nprom + 1) *
+						  sizeof(*prom));
+
+	if (!more) {
+		fprintf(stderr, "syncguard-stat: out of memory: %s lun %lu "
+			"left out\n", target, lun);
+		return;
+	}
+	prom = more;
+	snprintf(prom[nprom].target, sizeof(prom[0].target), "%s", target);
+	prom[nprom].lun = lun;
+	prom[nprom].alive = alive;
+	prom[nprom++].st = *st;
 }
 
 static void print(const char *target, unsigned long lun,
@@ -287,6 +229,10 @@ static void print(const char *target, unsigned long lun,
 	const char *mode = syncguard_mode_name((enum syncguard_mode)st->mode);
 	bool alive = syncguard_stats_owner_alive(st->pid, st->pid_start);
 
+	if (prom_path) {
+		keep_for_prometheus(target, lun, st, alive);
+		return;
+	}
 	if (json) {
 		printf("%s{\"target\":\"", *first ? "" : ",");
 		print_json_string(target);
@@ -379,7 +325,7 @@ static int walk_target(const char *target, long want_lun, bool json,
 }
 
 #define SYNOPSIS							\
-	"usage: syncguard-stat [--json] [TARGET-IQN [LUN]]\n"		\
+	"usage: syncguard-stat [--json | --prometheus FILE] [TARGET-IQN [LUN]]\n" \
 	"       syncguard-stat --latched [--state-dir DIR]\n"		\
 	"       syncguard-stat --clear-latch PATH [--state-dir DIR]\n"
 
@@ -415,6 +361,10 @@ static const char help_text[] =
 	"--state-dir DIR: where the records are (bsopts state_dir; "
 	"default\n$SYNCGUARD_STATE_DIR, else " SYNCGUARD_STATE_DIR_DEFAULT
 	").\n"
+	"--prometheus FILE: the counters in Prometheus's text format, "
+	"written whole\n(a temporary file renamed over FILE; - for "
+	"standard output), for\nnode_exporter's textfile collector; "
+	"exit status 0 once written.\n"
 	"--man: the manual page, syncguard-stat(1).\n"
 	"-h, --help: this text.\n"
 	"Exit status: 0 counters printed (a record listed or cleared), 1 "
@@ -426,7 +376,7 @@ static void print_man(void)
 	printf(".TH SYNCGUARD-STAT 1 \"2026-12\" syncguard\n.SH NAME\n"
 	       "syncguard\\-stat \\- counters and latch records of syncguard "
 	       "LUNs\n.SH SYNOPSIS\n.nf\n");
-	roff_print("syncguard-stat [--json] [TARGET-IQN [LUN]]\n"
+	roff_print("syncguard-stat [--json | --prometheus FILE] [TARGET-IQN [LUN]]\n"
 	     "syncguard-stat --latched [--state-dir DIR]\n"
 	     "syncguard-stat --clear-latch PATH [--state-dir DIR]\n");
 	printf(".fi\n.SH DESCRIPTION\n");
@@ -442,6 +392,15 @@ static void print_man(void)
 	     "has exited is marked (gone).\n");
 	printf(".SH OPTIONS\n.TP\n\\fB\\-\\-json\\fR\n");
 	roff_print("one JSON array of objects, one per LUN, with the fields below.\n");
+	printf(".TP\n\\fB\\-\\-prometheus\\fR \\fIFILE\\fR\n");
+	roff_print("the same counters in Prometheus's text exposition format "
+		   "(syncguard_<field>_total counters, syncguard_wce, "
+		   "syncguard_latched, syncguard_tgtd_up, syncguard_info, and "
+		   "the syncguard_device_flush_seconds histogram, labelled by "
+		   "target and LUN), written whole: a temporary file is renamed "
+		   "over FILE, so node_exporter's textfile collector never "
+		   "reads half of it; - writes to standard output.  With no "
+		   "LUN found, an empty set.\n");
 	printf(".TP\n\\fB\\-\\-latched\\fR\n");
 	roff_print("the stores whose LUN latched an error that may have lost "
 	     "acknowledged writes (a failed flush, or a failed final flush); "
@@ -457,11 +416,11 @@ static void print_man(void)
 	printf(".TP\n\\fB\\-\\-man\\fR\nthis manual page.\n"
 	       ".TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nthe options.\n"
 	       ".SH JSON FIELDS\n");
-	for (size_t i = 0; i < NR_FIELDS; i++) {
+	for (size_t i = 0; i < syncguard_stats_nfields; i++) {
 		printf(".TP\n.B ");
-		roff_print(fields[i].name);
+		roff_print(syncguard_stats_fields[i].name);
 		putchar('\n');
-		roff_print(fields[i].meaning);
+		roff_print(syncguard_stats_fields[i].meaning);
 		putchar('\n');
 	}
 	printf(".SH FILES\n.TP\n.I " SYNCGUARD_STATS_DIR "/\n");
@@ -559,7 +518,11 @@ static int parse_args(int argc, char **argv, bool *json, char **pos,
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
-		if (!operands_only && (!strcmp(a, "--clear-latch") ||
+		if (!operands_only && !strcmp(a, "--prometheus")) {
+			if (i + 1 == argc)
+				return usage_error("a value is missing for", a);
+			prom_path = argv[++i];
+		} else if (!operands_only && (!strcmp(a, "--clear-latch") ||
 				       !strcmp(a, "--state-dir"))) {
 			if (i + 1 == argc)
 				return usage_error("a value is missing for", a);
@@ -600,7 +563,11 @@ int main(int argc, char **argv)
 	ret = parse_args(argc, argv, &json, pos, &npos, &la);
 	if (ret >= 0)
 		return ret;
-	if ((la.list || la.clear) && (npos || json || (la.list && la.clear)))
+	if (prom_path && json)
+		return usage_error("--json and --prometheus exclude each other:",
+				   prom_path);
+	if ((la.list || la.clear) &&
+	    (npos || json || prom_path || (la.list && la.clear)))
 		return usage_error("--latched and --clear-latch take no other "
 				   "arguments but --state-dir:", argv[1]);
 	if (la.dir && la.dir[0] != '/')
@@ -632,6 +599,14 @@ int main(int argc, char **argv)
 	}
 	if (json)
 		printf("]\n");
+	if (prom_path) {	/* none found: an empty file, no stale LUNs */
+		ret = syncguard_prometheus_write(prom_path, prom, nprom);
+		free(prom);
+		if (ret)
+			fprintf(stderr, "syncguard-stat: --prometheus %s: %s\n",
+				prom_path, strerror(-ret));
+		return ret ? 1 : 0;
+	}
 	if (!n && reasons_said)
 		;				/* said why above */
 	else if (!n && npos == 2)
