@@ -239,6 +239,41 @@ expect "every:4's flushes wait for the 4 writes they cover ($(grep -c "sent befo
 expect "the run reports its queue depth on the wire ($(jq -r '.results[0].queue_depth_on_wire' "$work/wire.json") of 8) and the initiator's queueing ($(jq -r '.results[0].initiator_queued_us' "$work/wire.json") us)" \
 	'jq -e ".results[0] | .queue_depth_on_wire > 0 and .queue_depth_on_wire <= 8.05 and .initiator_queued_us >= 0" "$work/wire.json" >/dev/null'
 
+# --merge: two processes started together (--start-at) on two LUNs,
+# their results merged: operations and sessions add up, the histograms
+# bin by bin, and the merged p99 is the p99 of the union of both runs'
+# operations, computed here from their bins (in jq, with the buckets'
+# own middles), not an average of the two p99s.  (Two processes of this
+# host stand in for two hosts: both talk to the private tgtd over
+# loopback.)
+t0=$(( $(date +%s) + 2 ))
+"$sb" -s fua -q 4 -t 1 --start-at "$t0" --json --no-progress "$u1" >"$work/m1.json" 2>/dev/null &
+"$sb" -s fua -q 4 -t 1 --start-at "$t0" --json --no-progress "$u2" >"$work/m2.json" 2>/dev/null
+wait
+"$sb" --merge "$work/m1.json" "$work/m2.json" >"$work/merged.json"
+union_p99=$(jq -s '
+	def mid($i): if $i < 64 then $i else
+		(($i / 64 | floor) + 5) as $e | pow(2; $e - 6) as $w |
+		(64 + ($i % 64)) * $w + ($w / 2 | floor) end;
+	[.[].results[0].latency_hist] as $h |
+	([$h[].bins[]] | group_by(.[0]) | map([.[0][0], (map(.[1]) | add)]) | sort_by(.[0])) as $bins |
+	([$bins[][1]] | add) as $n | (0.99 * $n + 0.999999 | floor) as $want |
+	(reduce $bins[] as $b ({seen: 0, v: null};
+		if .v == null then .seen += $b[1] | (if .seen >= $want then .v = mid($b[0]) else . end) else . end) | .v) as $v |
+	([$h[].min_ns] | min) as $lo | ([$h[].max_ns] | max) as $hi |
+	(if $v > $hi then $hi elif $v < $lo then $lo else $v end) / 1000 * 10 | round / 10' "$work/m1.json" "$work/m2.json")
+expect "--merge: operations and sessions add up, and the merged p99 ($(jq '.results[0].latency_us.p99' "$work/merged.json") us) is the union's ($union_p99 us)" \
+	'jq -e --slurpfile a "$work/m1.json" --slurpfile b "$work/m2.json" --argjson p "$union_p99" ".results[0] |
+		.ops == (\$a[0].results[0].ops + \$b[0].results[0].ops) and .sessions == 2 and
+		(.sources | length) == 2 and (.latency_us.p99 - \$p | fabs) < 0.11" "$work/merged.json" >/dev/null'
+cp "$work/m1.json" "$work/m3.json"
+sed -i 's/"block_size":4096/"block_size":8192/' "$work/m3.json"
+out=$("$sb" --merge "$work/m1.json" "$work/m3.json" 2>&1); rc=$?
+expect "--merge of runs of another block size: exit 2, naming the file and the field" \
+	'[ $rc -eq 2 ] && grep -q "m3.json: another value than the first file.s: block_size" <<<"$out"'
+out=$("$sb" -t 1 --start-at 1000 "$u1" 2>&1); rc=$?
+expect "--start-at in the past is refused" '[ $rc -eq 2 ] && grep -q "in the past" <<<"$out"'
+
 # the offsets' seed: from the clock unless given, and printed
 s1=$("$sb" -t 0.1 --no-progress "$u1" | awk '/^seed:/ { print $2 }')
 s2=$("$sb" -t 0.1 --no-progress "$u1" | awk '/^seed:/ { print $2 }')

@@ -66,6 +66,20 @@ uint64_t syncguard_hist_percentile(const struct histogram *h, double pct)
 	return h->max_ns;
 }
 
+void syncguard_hist_merge(struct histogram *into, const struct histogram *from)
+{
+	if (!from->count)
+		return;
+	for (unsigned int i = 0; i < HIST_BUCKETS; i++)
+		into->bucket[i] += from->bucket[i];
+	into->count += from->count;
+	into->sum_ns += from->sum_ns;
+	if (from->min_ns < into->min_ns)
+		into->min_ns = from->min_ns;
+	if (from->max_ns > into->max_ns)
+		into->max_ns = from->max_ns;
+}
+
 double syncguard_hist_mean(const struct histogram *h)
 {
 	return h->count ? (double)h->sum_ns / (double)h->count : 0.0;

@@ -31,4 +31,9 @@ uint64_t syncguard_hist_percentile(const struct histogram *h, double pct);
 /* Mean in nanoseconds, 0 if empty. */
 double syncguard_hist_mean(const struct histogram *h);
 
+/* Add @from's samples to @into, bucket by bucket: the percentiles of the
+ * result are those of the union of the samples (never an average of
+ * percentiles). */
+void syncguard_hist_merge(struct histogram *into, const struct histogram *from);
+
 #endif

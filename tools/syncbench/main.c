@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "syncbench.h"
@@ -233,6 +234,26 @@ static int restore_wce(const struct config *c, struct iscsi_context *iscsi,
 	return ret;
 }
 
+/* --start-at: sleep until UNIX time @t (seconds); Ctrl-C ends the wait */
+static void wait_until(double t)
+{
+	struct timespec now, gap;
+	double left;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	fprintf(stderr, PROG ": --start-at: measuring starts in %.1f s\n",
+		t - ((double)now.tv_sec + (double)now.tv_nsec / 1e9));
+	for (;;) {
+		clock_gettime(CLOCK_REALTIME, &now);
+		left = t - ((double)now.tv_sec + (double)now.tv_nsec / 1e9);
+		if (left <= 0 || syncguard_interrupted)
+			return;
+		gap.tv_sec = (time_t)left;
+		gap.tv_nsec = (long)((left - (double)gap.tv_sec) * 1e9);
+		nanosleep(&gap, NULL);
+	}
+}
+
 static int state_writable(const char *path)
 {
 	struct stat st;
@@ -301,6 +322,8 @@ static int measure(const struct config *c)
 		wce_off = 1;
 	}
 	syncguard_report_target(c, &ti);
+	if (c->start_at)
+		wait_until(c->start_at);
 	status = run_all(c, &ti, pts, n, &gone);
 	if (wce == 0 && restore_wce(c, iscsi, lun))
 		status = status ? status : 1;	/* could not restore */
@@ -317,6 +340,8 @@ int main(int argc, char **argv)
 
 	syncguard_parse_args(argc, argv, &c);
 	signal(SIGPIPE, SIG_IGN);
+	if (c.merge)
+		return syncguard_merge_files(&c);
 	if (c.compare || c.plot) {	/* both, when both are asked for; a
 					 * signal kills them as it would cat */
 		int status = c.compare ? syncguard_compare_files(&c) : 0;

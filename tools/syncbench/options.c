@@ -284,6 +284,28 @@ SETTER(set_no_header, c->csv_header = false)
 SETTER(set_progress, c->progress = 1)
 SETTER(set_no_progress, c->progress = 0)
 SETTER(set_compare, c->compare = true)
+SETTER(set_merge, c->merge = true)
+
+/* --start-at: UNIX time in seconds (date +%s, a fraction allowed), in
+ * the future: the run starts then, after the login, so that runs on
+ * several hosts measure the same seconds */
+static void set_start_at(struct config *c, const char *arg)
+{
+	struct timespec now;
+	char *end;
+	double t = strtod(arg, &end);
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (end == arg || *end || !(t > 0))
+		syncguard_usage_error("--start-at: '%s' is not a UNIX time in "
+				      "seconds (date +%%s)", arg);
+	if (t <= (double)now.tv_sec + (double)now.tv_nsec / 1e9)
+		syncguard_usage_error("--start-at: %s is in the past", arg);
+	if (t > (double)now.tv_sec + 86400)
+		syncguard_usage_error("--start-at: %s is more than a day away",
+				      arg);
+	c->start_at = t;
+}
 static void set_plot(struct config *c, const char *arg)
 {
 	size_t n = strlen(arg);
@@ -380,6 +402,14 @@ static const struct opt opts[] = {
 	  "one side-by-side table with ratios to the first", set_compare },
 	{ "plot", 0, "FILE", "instead of a URL, JSON files of earlier runs: "
 	  "plot them with gnuplot to FILE (.png or .svg)", set_plot },
+	{ "merge", 0, NULL, "instead of a URL, JSON files of runs of the same "
+	  "points made at the same time (several processes or hosts, started "
+	  "together with --start-at): one result per point as JSON, latency "
+	  "histograms added bin by bin (exact merged percentiles), IOPS and "
+	  "MB/s summed, each source listed", set_merge },
+	{ "start-at", 0, "TIME", "start measuring at TIME, UNIX seconds (date "
+	  "+%s), after logging in: runs on several hosts then cover the same "
+	  "seconds, for --merge", set_start_at },
 	{ "man", 0, NULL, "print the manual page (troff)", set_man },
 	{ "help", 'h', NULL, "print this help (the options and the presets)",
 	  set_help },
@@ -409,6 +439,7 @@ static void print_opt(FILE *f, const struct opt *o)
 #define SYNOPSIS_URL "[options] iscsi://[user%%password@]host[:port]/target-iqn/lun"
 #define SYNOPSIS_CMP "--compare FILE.json..."
 #define SYNOPSIS_PLOT "--plot OUT.png|OUT.svg FILE.json..."
+#define SYNOPSIS_MERGE "--merge FILE.json FILE.json..."
 #define DESCRIPTION \
 	"Measures what writes under a sync discipline cost on an iSCSI LUN:\n" \
 	"IOPS, MB/s, latency percentiles (microseconds), per interval and\n" \
@@ -424,7 +455,8 @@ static void print_opt(FILE *f, const struct opt *o)
 void syncguard_synopsis(FILE *f)
 {
 	fprintf(f, "usage: " PROG " " SYNOPSIS_URL "\n       " PROG " "
-		SYNOPSIS_CMP "\n       " PROG " " SYNOPSIS_PLOT "\n");
+		SYNOPSIS_CMP "\n       " PROG " " SYNOPSIS_PLOT "\n       "
+		PROG " " SYNOPSIS_MERGE "\n");
 }
 
 void syncguard_usage(FILE *f)
@@ -453,7 +485,7 @@ static void print_man(void)
 	       PROG " \\- what a sync write costs on an iSCSI LUN\n"
 	       ".SH SYNOPSIS\n.nf\n");
 	man_text(PROG " " SYNOPSIS_URL "\n" PROG " " SYNOPSIS_CMP "\n" PROG " "
-		 SYNOPSIS_PLOT "\n");
+		 SYNOPSIS_PLOT "\n" PROG " " SYNOPSIS_MERGE "\n");
 	printf(".fi\n.SH DESCRIPTION\n");
 	man_text(DESCRIPTION);
 	printf(".SH OPTIONS\n");
@@ -520,7 +552,7 @@ static void check_buffers(const struct config *c)
 static bool with_saved_runs(const char *name)
 {
 	static const char *const ok[] = {
-		"compare", "plot", "progress", "no-progress",
+		"compare", "plot", "merge", "progress", "no-progress",
 	};
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
@@ -531,13 +563,17 @@ static bool with_saved_runs(const char *name)
 
 static void check_combinations(struct config *c, int argc, char **argv)
 {
-	if (c->compare || c->plot) {
+	if (c->merge && (c->compare || c->plot))
+		syncguard_usage_error("%s", "--merge writes JSON: run --compare or "
+				      "--plot on its output");
+	if (c->compare || c->plot || c->merge) {
 		if (c->run_opt)		/* else silently ignored */
-			syncguard_usage_error("--%s: --compare and --plot read saved runs; "
-					      "no other option but --no-progress goes "
-					      "with them", c->run_opt);
+			syncguard_usage_error("--%s: --compare, --plot and --merge read "
+					      "saved runs; no other option but "
+					      "--no-progress goes with them", c->run_opt);
 		if (optind >= argc)
-			syncguard_usage_error("%s", "--compare and --plot need JSON files");
+			syncguard_usage_error("%s", "--compare, --plot and --merge need "
+					      "JSON files");
 		c->files = argv + optind;
 		c->nfiles = argc - optind;
 		return;

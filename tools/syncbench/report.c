@@ -243,6 +243,26 @@ static const char *lat(const struct result *r, double v, char *buf,
 	return buf;
 }
 
+/* ],"latency_hist":{...}, the distribution itself (tools/histogram.h),
+ * non-empty buckets as [index, count]: --merge adds histograms of runs
+ * bucket by bucket, so that merged percentiles are exact */
+static void print_hist_json(const struct histogram *h)
+{
+	bool first = true;
+
+	printf("],\"latency_hist\":{\"sub_bits\":%d,\"count\":%" PRIu64
+	       ",\"sum_ns\":%" PRIu64 ",\"min_ns\":%" PRIu64 ",\"max_ns\":%"
+	       PRIu64 ",\"bins\":[", HIST_SUB_BITS, h->count, h->sum_ns,
+	       h->count ? h->min_ns : 0, h->max_ns);
+	for (unsigned int i = 0; i < HIST_BUCKETS; i++) {
+		if (!h->bucket[i])
+			continue;
+		printf("%s[%u,%" PRIu64 "]", first ? "" : ",", i, h->bucket[i]);
+		first = false;
+	}
+	printf("]}");
+}
+
 static void print_json(const struct config *c, const struct result *r,
 		       bool first)
 {
@@ -298,13 +318,14 @@ static void print_json(const struct config *c, const struct result *r,
 	for (size_t i = 0; r->ops && i < NCDF; i++)	/* none: [] */
 		printf("%s[%g,%.1f]", i ? "," : "", cdf_points[i],
 		       us(r, cdf_points[i]));
+	print_hist_json(&r->hist);
 	if (r->target_writes[0])	/* plain text: no quotes in it */
-		printf("],\"target_writes\":\"%s\",\"target_flush_batching\""
+		printf(",\"target_writes\":\"%s\",\"target_flush_batching\""
 		       ":\"%s\",\"target_sync_loop\":\"%s\",\"intervals\":[",
 		       r->target_writes, r->target_batching,
 		       r->target_sync_loop);
 	else
-		printf("],\"target_writes\":null,\"target_flush_batching\":"
+		printf(",\"target_writes\":null,\"target_flush_batching\":"
 		       "null,\"target_sync_loop\":null,\"intervals\":[");
 	for (unsigned int i = 0; i < r->niv; i++) {
 		char p99[32] = "null";	/* nothing completed: no latency */

@@ -25,6 +25,8 @@
 #define MAX_SESSIONS 64
 #define MAX_LIST 32		/* entries in a size or depth list */
 #define MAX_RETRIES 5		/* BUSY, TASK SET FULL, UNIT ATTENTION */
+#define MAX_MERGE 16		/* --merge's files */
+#define MAX_MERGE_TEXT "16"
 
 /* How writes are made durable (--sync). */
 enum sync_mode {
@@ -78,11 +80,12 @@ struct config {
 	uint64_t seed;			/* of the random offsets: --seed,
 					 * else from the clock (printed) */
 	bool seed_given;
-	/* --compare / --plot */
+	/* --compare / --plot / --merge */
 	const char *plot;
 	char **files;
 	int nfiles;
-	bool compare;
+	bool compare, merge;
+	double start_at;		/* --start-at: epoch seconds; 0 none */
 };
 
 /* What the LUN says about itself (MODE SENSE, READ CAPACITY(16),
@@ -229,6 +232,10 @@ void syncguard_report_interval(const struct config *c, const struct interval *iv
 /* compare.c: --compare and --plot over saved JSON runs; exit status */
 int syncguard_compare_files(const struct config *c);
 int syncguard_plot_files(const struct config *c);
+
+/* merge.c: --merge of runs made at the same time, as JSON on stdout;
+ * exit status (a mismatch is a usage error) */
+int syncguard_merge_files(const struct config *c);
 
 /* presets.c: the classic studies; fills @points, returns their count */
 unsigned int syncguard_preset_points(const struct config *c, struct run_params *points,
