@@ -105,7 +105,7 @@ runs=$(( $(echo $modes | wc -w) * 2 * 3 ))
 say "$runs runs of ${secs}s: 4 KiB random writes, sync none/fua/flush, QD 1 and 16"
 final_csv=$csv
 csv=$work/results.csv	# moved into place only when the run completes
-echo "mode,lun,label,sync,block_size,queue_depth,sessions,read_pct,random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op,workload,interrupted,unanswered,verify_checked,verify_mismatches,verify_complete" >"$csv"
+echo "mode,lun,label,sync,block_size,queue_depth,sessions,read_pct,random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op,workload,interrupted,unanswered,verify_checked,verify_mismatches,verify_complete,read_ops,read_lat_mean_us,read_lat_p99_us,write_ops,write_lat_mean_us,write_lat_p99_us,write_fua_ops,write_fua_lat_mean_us,write_fua_lat_p99_us,synchronize_cache_ops,synchronize_cache_lat_mean_us,synchronize_cache_lat_p99_us" >"$csv"
 n=0 failed=0
 eol='\n'; [ -t 2 ] && eol='\r'
 lun=0
@@ -133,12 +133,18 @@ NR == 1 { next }
 {
 	key = $1 "," $6 "," $4; iops[key] = $15
 	if (!($1 in seen)) { order[++n] = $1; seen[$1] = 1 }
-	rows[++r] = sprintf("%-13s %3s  %-5s  %3s %10.0f %8.1f %9.0f %9.0f %9.0f %6s",
-		$1, $6, $4, $10, $15, $16, $17, $19, $20, $14)
+	# the WRITE (with or without FUA) and the SYNCHRONIZE CACHE apart:
+	# under sync=flush the p99 before them is the pair acknowledged as one
+	wp = $34 != "" ? $34 : $37 != "" ? $37 : "-"
+	sp = $40 != "" ? $40 : "-"
+	rows[++r] = sprintf("%-13s %3s  %-5s  %3s %10.0f %8.1f %9.0f %9.0f %9.0f %10s %9s %6s",
+		$1, $6, $4, $10, $15, $16, $17, $19, $20, wp == "-" ? wp : sprintf("%.0f", wp),
+		sp == "-" ? sp : sprintf("%.0f", sp), $14)
 }
 END {
-	printf "%-13s %3s  %-5s  %3s %10s %8s %9s %9s %9s %6s\n", "mode", "QD",
-		"sync", "WCE", "IOPS", "MB/s", "mean us", "p99 us", "p99.9 us", "errors"
+	printf "%-13s %3s  %-5s  %3s %10s %8s %9s %9s %9s %10s %9s %6s\n", "mode", "QD",
+		"sync", "WCE", "IOPS", "MB/s", "mean us", "p99 us", "p99.9 us",
+		"WRITE p99", "SYNC p99", "errors"
 	for (i = 1; i <= r; i++) print rows[i]
 	print ""
 	for (q = 1; q <= 16; q += 15) {

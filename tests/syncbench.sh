@@ -186,9 +186,9 @@ expect "--compare reads what a run cut short wrote, and runs appended to one fil
 "$sb" -t 0.3 -s fua --json --no-progress "$u2" >"$work/other-fua.json"
 cmp2=$("$sb" --compare "$work/nolabel-fua.json" "$work/nolabel-flush.json" "$work/other-fua.json")
 expect "--compare: rows named by file, no ratio across disciplines, errors shown" \
-	'[ "$(awk "NR == 2 && \$1 == \"nolabel-fua\" && \$8 == \"1.00\" && \$11 == 0 ||
-		  NR == 3 && \$1 == \"nolabel-flush\" && \$8 == \"-\" && \$11 == 0 ||
-		  NR == 4 && \$1 == \"other-fua\" && \$8 ~ /^[0-9.]+\$/ && \$11 == 0" <<<"$cmp2" | wc -l)" = 3 ]'
+	'[ "$(awk "NR == 2 && \$1 == \"nolabel-fua\" && \$8 == \"1.00\" && \$NF == 0 ||
+		  NR == 3 && \$1 == \"nolabel-flush\" && \$8 == \"-\" && \$NF == 0 ||
+		  NR == 4 && \$1 == \"other-fua\" && \$8 ~ /^[0-9.]+\$/ && \$NF == 0" <<<"$cmp2" | wc -l)" = 3 ]'
 jq . "$work/wb.json" >"$work/pretty.json"; jq -c . "$work/wt.json" >"$work/compact.json"
 expect "--compare reads JSON that went through jq (pretty-printed, compacted) the same" \
 	'[ "$("$sb" --compare "$work/pretty.json" "$work/compact.json" | sed "s|$work/[a-z]*.json||g")" = "$(sed "s|$work/[a-z]*.json||g" <<<"$cmp")" ]'
@@ -273,6 +273,41 @@ expect "--merge of runs of another block size: exit 2, naming the file and the f
 	'[ $rc -eq 2 ] && grep -q "m3.json: another value than the first file.s: block_size" <<<"$out"'
 out=$("$sb" -t 1 --start-at 1000 "$u1" 2>&1); rc=$?
 expect "--start-at in the past is refused" '[ $rc -eq 2 ] && grep -q "in the past" <<<"$out"'
+
+# Latency per command: under -s flush an operation is a WRITE and its
+# SYNCHRONIZE CACHE acknowledged as one.  Each command is timed from the
+# moment it is handed to libiscsi, so every operation's latency is at
+# least its WRITE's plus its SYNCHRONIZE CACHE's: the operation's mean
+# is at least the sum of the two commands' means, and its p50 at least
+# the WRITE's.  Counts: one of each per operation (give or take the
+# operations in flight when the warm-up ended).
+"$sb" -s flush -q 4 -t 1 --json --no-progress "$u1" >"$work/pc.json" 2>/dev/null
+expect "per command on a flush run: $(jq -c '.results[0] | [.ops, .latency_us.mean, (.commands | map_values([.ops, .latency_us.mean]))]' "$work/pc.json")" \
+	'jq -e ".results[0] | .ops as \$n | .commands as \$c |
+		(\$c.synchronize_cache.ops - \$n | fabs) <= 4 and (\$c.write.ops - \$n | fabs) <= 4 and
+		\$c.read.ops == 0 and \$c.write_fua.ops == 0 and \$c.write_fua.latency_us.p99 == null and
+		.latency_us.mean >= 0.97 * (\$c.write.latency_us.mean + \$c.synchronize_cache.latency_us.mean) and
+		.latency_us.p50 >= 0.97 * \$c.write.latency_us.p50 and
+		(\$c.synchronize_cache.cdf | length) == 11" "$work/pc.json" >/dev/null'
+"$sb" -s fua -q 2 -t 0.5 -r 30 --json --no-progress "$u1" >"$work/pcf.json" 2>/dev/null
+expect "per command on a 30% read fua run: READs and WRITE FUAs apart, no plain WRITE or SYNCHRONIZE CACHE" \
+	'jq -e ".results[0] | .commands as \$c | \$c.read.ops == .reads and \$c.write_fua.ops == .writes and
+		\$c.write.ops == 0 and \$c.synchronize_cache.ops == 0" "$work/pcf.json" >/dev/null'
+out=$("$sb" -s flush -q 2 -t 0.5 --no-progress "$u1" 2>/dev/null)
+expect "the text table of a flush run shows WRITE and SYNCHRONIZE CACHE latency apart" \
+	'grep -q "per command, us:" <<<"$out" && grep -Eq "^ +WRITE +[0-9]+ " <<<"$out" &&
+	 grep -Eq "^ +SYNCHRONIZE CACHE +[0-9]+ " <<<"$out"'
+out=$("$sb" -s flush -q 2 -t 0.5 --csv --no-progress "$u1" 2>/dev/null)
+expect "CSV: the SYNCHRONIZE CACHE p99 column of a flush run is filled, the WRITE FUA one empty" \
+	'awk -F, "NR == 1 { for (i = 1; i <= NF; i++) col[\$i] = i }
+		  NR == 2 { exit !(\$col[\"synchronize_cache_lat_p99_us\"] > 0 && \$col[\"write_fua_lat_p99_us\"] == \"\" && \$col[\"synchronize_cache_ops\"] > 0) }" <<<"$out"'
+out=$("$sb" --compare "$work/pc.json" "$work/pcf.json")
+expect "--compare shows each run's WRITE and SYNCHRONIZE CACHE p99" \
+	'grep -q "WRITE p99 *SYNC p99" <<<"$out" &&
+	 awk "\$1 == \"pc\" && \$(NF-2) ~ /^[0-9]+$/ && \$(NF-1) ~ /^[0-9]+$/ { f = 1 } END { exit !f }" <<<"$out"'
+expect "--merge adds each command's histogram" \
+	'jq -e --slurpfile a "$work/m1.json" --slurpfile b "$work/m2.json" ".results[0].commands.write_fua.ops ==
+		(\$a[0].results[0].commands.write_fua.ops + \$b[0].results[0].commands.write_fua.ops)" "$work/merged.json" >/dev/null'
 
 # the offsets' seed: from the clock unless given, and printed
 s1=$("$sb" -t 0.1 --no-progress "$u1" | awk '/^seed:/ { print $2 }')

@@ -1,3 +1,5 @@
+#include <inttypes.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "histogram.h"
@@ -83,4 +85,39 @@ void syncguard_hist_merge(struct histogram *into, const struct histogram *from)
 double syncguard_hist_mean(const struct histogram *h)
 {
 	return h->count ? (double)h->sum_ns / (double)h->count : 0.0;
+}
+
+void syncguard_hist_print_json(FILE *f, const struct histogram *h)
+{
+	bool first = true;
+
+	fprintf(f, "{\"sub_bits\":%d,\"count\":%" PRIu64 ",\"sum_ns\":%"
+		PRIu64 ",\"min_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64
+		",\"bins\":[", HIST_SUB_BITS, h->count, h->sum_ns,
+		h->count ? h->min_ns : 0, h->max_ns);
+	for (unsigned int i = 0; i < HIST_BUCKETS; i++) {
+		if (!h->bucket[i])
+			continue;
+		fprintf(f, "%s[%u,%" PRIu64 "]", first ? "" : ",", i,
+			h->bucket[i]);
+		first = false;
+	}
+	fprintf(f, "]}");
+}
+
+void syncguard_hist_print_summary(FILE *f, const struct histogram *h)
+{
+	static const double pct[] = { 50, 90, 99, 99.9 };
+	static const char *const key[] = { "p50", "p90", "p99", "p99_9" };
+
+	if (!h->count) {
+		fprintf(f, "\"mean\":null,\"p50\":null,\"p90\":null,"
+			"\"p99\":null,\"p99_9\":null,\"max\":null");
+		return;
+	}
+	fprintf(f, "\"mean\":%.1f", syncguard_hist_mean(h) / 1e3);
+	for (size_t i = 0; i < sizeof(pct) / sizeof(pct[0]); i++)
+		fprintf(f, ",\"%s\":%.1f", key[i],
+			(double)syncguard_hist_percentile(h, pct[i]) / 1e3);
+	fprintf(f, ",\"max\":%.1f", (double)h->max_ns / 1e3);
 }

@@ -7,6 +7,7 @@
 #define SYNCGUARD_HISTOGRAM_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #define HIST_SUB_BITS	6
 #define HIST_SUB	(1u << HIST_SUB_BITS)
@@ -35,5 +36,15 @@ double syncguard_hist_mean(const struct histogram *h);
  * result are those of the union of the samples (never an average of
  * percentiles). */
 void syncguard_hist_merge(struct histogram *into, const struct histogram *from);
+
+/* @h to @f as a JSON object: {"sub_bits":6,"count":N,"sum_ns":N,
+ * "min_ns":N,"max_ns":N,"bins":[[index,count],...]}, the non-empty
+ * buckets only (fio's layout: 64 per power of two); what --merge reads. */
+void syncguard_hist_print_json(FILE *f, const struct histogram *h);
+
+/* @h's summary to @f as the JSON members (no braces) "mean":..,"p50":..,
+ * "p90":..,"p99":..,"p99_9":..,"max":.. in microseconds, each null when
+ * @h is empty. */
+void syncguard_hist_print_summary(FILE *f, const struct histogram *h);
 
 #endif

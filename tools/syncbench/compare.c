@@ -24,6 +24,11 @@ struct row {
 	double errors;
 	double cdf[11][2];
 	int ncdf;
+	/* per command (enum syncguard_cmd): p99, us (-1: none sent) and
+	 * latency CDF */
+	double cmd_p99[SYNCGUARD_NCMD];
+	double cmd_cdf[SYNCGUARD_NCMD][11][2];
+	int cmd_ncdf[SYNCGUARD_NCMD];
 };
 
 /* @obj's member @key (a dotted path one level deep: "latency_us.p99")
@@ -60,26 +65,45 @@ static void str(json_object *obj, const char *key, char *out, size_t len)
 		snprintf(out, len, "%s", json_object_get_string(v));
 }
 
-/* "cdf": [[percentile, latency us], ...] */
-static void parse_cdf(json_object *obj, struct row *r)
+/* "cdf": [[percentile, latency us], ...] of @obj into @pts; their
+ * number */
+static int parse_cdf(json_object *obj, double pts[11][2])
 {
 	json_object *cdf, *pt;
+	int n = 0;
 
-	r->ncdf = 0;
 	if (!json_object_object_get_ex(obj, "cdf", &cdf) ||
 	    !json_object_is_type(cdf, json_type_array))
-		return;
-	for (size_t i = 0; i < json_object_array_length(cdf) && r->ncdf < 11;
-	     i++) {
+		return 0;
+	for (size_t i = 0; i < json_object_array_length(cdf) && n < 11; i++) {
 		pt = json_object_array_get_idx(cdf, i);
 		if (!json_object_is_type(pt, json_type_array) ||
 		    json_object_array_length(pt) != 2)
 			continue;
-		r->cdf[r->ncdf][0] = json_object_get_double(
+		pts[n][0] = json_object_get_double(
 			json_object_array_get_idx(pt, 0));
-		r->cdf[r->ncdf][1] = json_object_get_double(
+		pts[n][1] = json_object_get_double(
 			json_object_array_get_idx(pt, 1));
-		r->ncdf++;
+		n++;
+	}
+	return n;
+}
+
+/* "commands": each command's p99 and CDF (none: p99 -1) */
+static void parse_commands(json_object *res, struct row *r)
+{
+	json_object *cmds, *one;
+
+	for (int k = 0; k < SYNCGUARD_NCMD; k++) {
+		r->cmd_p99[k] = -1;
+		r->cmd_ncdf[k] = 0;
+		if (!json_object_object_get_ex(res, "commands", &cmds) ||
+		    !json_object_object_get_ex(cmds, syncguard_cmd_key[k], &one))
+			continue;
+		if (num(one, "ops") > 0) {
+			r->cmd_p99[k] = num(one, "latency_us.p99");
+			r->cmd_ncdf[k] = parse_cdf(one, r->cmd_cdf[k]);
+		}
 	}
 }
 
@@ -129,7 +153,8 @@ static bool load_result(json_object *res, int f, const char *file,
 	r->errors = num(res, "errors");
 	r->mbps = num(res, "mb_per_s");
 	r->p99 = num(res, "latency_us.p99");
-	parse_cdf(res, r);
+	r->ncdf = parse_cdf(res, r->cdf);
+	parse_commands(res, r);
 	gnuplot_safe(r->label);
 	gnuplot_safe(r->workload);
 	gnuplot_safe(r->sync);
@@ -304,6 +329,25 @@ static const struct row *base_of(const struct row *rows, int n,
 	return NULL;
 }
 
+/* the p99 of @r's WRITEs (with or without FUA) and of its SYNCHRONIZE
+ * CACHEs, us, "-" for none: under -s flush the operation's p99 is the
+ * pair's, and these tell which of the two costs */
+static void print_command_p99s(const struct row *r)
+{
+	double w = r->cmd_p99[CMD_WRITE] >= 0 ? r->cmd_p99[CMD_WRITE] :
+		   r->cmd_p99[CMD_WRITE_FUA];
+	double sc = r->cmd_p99[CMD_SYNC_CACHE];
+
+	if (w >= 0)
+		printf(" %10.0f", w);
+	else
+		printf(" %10s", "-");
+	if (sc >= 0)
+		printf(" %10.0f", sc);
+	else
+		printf(" %10s", "-");
+}
+
 int syncguard_compare_files(const struct config *c)
 {
 	static struct row rows[MAX_ROWS];
@@ -311,9 +355,9 @@ int syncguard_compare_files(const struct config *c)
 
 	if (n < 0)
 		return 1;
-	printf("%-20s %-16s %-10s %8s %4s %4s %10s %8s %10s %8s %7s\n", "run",
-	       "workload", "sync", "size", "QD", "sess", "IOPS", "IOPS x",
-	       "p99 us", "p99 x", "errors");
+	printf("%-20s %-16s %-10s %8s %4s %4s %10s %8s %10s %8s %10s %10s "
+	       "%7s\n", "run", "workload", "sync", "size", "QD", "sess", "IOPS",
+	       "IOPS x", "p99 us", "p99 x", "WRITE p99", "SYNC p99", "errors");
 	for (int i = 0; i < n; i++) {
 		const struct row *r = &rows[i], *b = base_of(rows, n, r);
 
@@ -327,6 +371,7 @@ int syncguard_compare_files(const struct config *c)
 			printf("%8s %10.0f %8s", "-", r->p99, "-");
 		else	/* null: no operation completed */
 			printf("%8s %10s %8s", "-", "-", "-");
+		print_command_p99s(r);
 		/* beside the ratio: a run with errors is no fair comparison */
 		if (r->errors >= 0)
 			printf(" %7.0f\n", r->errors);
@@ -370,6 +415,39 @@ static int write_series(const struct row *rows, int n, bool by_size,
 	return ns;
 }
 
+/* Kinds of command in @r with a latency CDF */
+static int cdf_kinds(const struct row *r)
+{
+	int n = 0;
+
+	for (int k = 0; k < SYNCGUARD_NCMD; k++)
+		n += r->cmd_ncdf[k] > 0;
+	return n;
+}
+
+/* file @f's per-command CDFs (c@f-K.dat), when it sent more than one
+ * kind of command: a flush run's WRITE and SYNCHRONIZE CACHE apart */
+static int write_command_cdfs(const struct row *r, const char *dir, int f)
+{
+	char path[512];
+	FILE *fp;
+
+	if (cdf_kinds(r) < 2)
+		return 0;
+	for (int k = 0; k < SYNCGUARD_NCMD; k++) {
+		if (!r->cmd_ncdf[k])
+			continue;
+		snprintf(path, sizeof(path), "%s/c%d-%d.dat", dir, f, k);
+		if (!(fp = fopen(path, "w")))
+			return -1;
+		for (int i = 0; i < r->cmd_ncdf[k]; i++)
+			fprintf(fp, "%g %g\n", r->cmd_cdf[k][i][1],
+				r->cmd_cdf[k][i][0]);
+		fclose(fp);
+	}
+	return 0;
+}
+
 /* one latency CDF per file (its first result); @first[k] is its row */
 static int write_cdfs(const struct row *rows, int n, const char *dir,
 		      int *first, int max)
@@ -391,6 +469,8 @@ static int write_cdfs(const struct row *rows, int n, const char *dir,
 		for (int k = 0; k < rows[i].ncdf; k++)
 			fprintf(f, "%g %g\n", rows[i].cdf[k][1], rows[i].cdf[k][0]);
 		fclose(f);
+		if (write_command_cdfs(&rows[i], dir, nf - 1))
+			return -1;
 	}
 	return nf;
 }
@@ -458,11 +538,18 @@ static void gnuplot_script(FILE *g, const struct config *c, bool by_size,
 		"set logscale x 10\n"
 		"set xlabel 'latency "
 		"(us)'\nset ylabel 'percentile'\nplot ");
-	for (int f = 0; f < nf; f++)
+	for (int f = 0; f < nf; f++) {
+		const struct row *r = &rows[first[f]];
+
 		fprintf(g, "%s'%s/c%d.dat' using 1:2 with linespoints title "
 			"'%s %s %s %.0f bytes QD %.0f'", f ? ", " : "", dir, f,
-			rows[first[f]].label, rows[first[f]].workload,
-			rows[first[f]].sync, rows[first[f]].size, rows[first[f]].qd);
+			r->label, r->workload, r->sync, r->size, r->qd);
+		for (int k = 0; cdf_kinds(r) > 1 && k < SYNCGUARD_NCMD; k++)
+			if (r->cmd_ncdf[k])
+				fprintf(g, ", '%s/c%d-%d.dat' using 1:2 with "
+					"lines dashtype 2 title '%s %s'", dir,
+					f, k, r->label, syncguard_cmd_name[k]);
+	}
 	fprintf(g, "\nunset multiplot\n");
 }
 

@@ -24,6 +24,7 @@ struct part {
 	int64_t ops, reads, writes, flushes, errors, retries, unanswered;
 	double seconds, iops, mbps;
 	struct histogram hist;
+	struct histogram cmd[SYNCGUARD_NCMD];	/* "commands" */
 };
 
 static void bad(const char *file, const char *what, const char *field)
@@ -97,6 +98,16 @@ static void hist_of(json_object *o, struct histogram *h, const char *file)
 	}
 }
 
+/* each command's histogram, from the result's "commands" */
+static void commands_of(json_object *o, struct part *p, const char *file)
+{
+	json_object *cmds = member(o, "commands", json_type_object, file);
+
+	for (int k = 0; k < SYNCGUARD_NCMD; k++)
+		hist_of(member(cmds, syncguard_cmd_key[k], json_type_object,
+			       file), &p->cmd[k], file);
+}
+
 static void part_of(json_object *o, struct part *p, const char *file)
 {
 	str_of(o, "label", p->label, sizeof(p->label), file);
@@ -118,6 +129,7 @@ static void part_of(json_object *o, struct part *p, const char *file)
 	p->iops = num_of(o, "iops", file);
 	p->mbps = num_of(o, "mb_per_s", file);
 	hist_of(o, &p->hist, file);
+	commands_of(o, p, file);
 }
 
 /* @file's results: the whole file is one run's JSON */
@@ -194,7 +206,10 @@ static void print_merged(const struct part *m, const struct part *src,
 		       "\"p99\":null,\"p99_9\":null,\"max\":null},\"cdf\":[");
 	for (size_t i = 0; h->count && i < sizeof(cdf) / sizeof(cdf[0]); i++)
 		printf("%s[%g,%.1f]", i ? "," : "", cdf[i], pct_us(h, cdf[i]));
-	printf("],\"sources\":[");
+	printf("],\"latency_hist\":");
+	syncguard_hist_print_json(stdout, h);
+	syncguard_print_commands_json(m->cmd);
+	printf(",\"sources\":[");
 	for (int f = 0; f < nfiles; f++) {
 		json_object *name = json_object_new_string(files[f]);
 		json_object *label = json_object_new_string(src[f].label);
@@ -231,6 +246,8 @@ static void add_part(struct part *m, const struct part *p, bool first)
 	if (p->seconds > m->seconds)
 		m->seconds = p->seconds;
 	syncguard_hist_merge(&m->hist, &p->hist);
+	for (int k = 0; k < SYNCGUARD_NCMD; k++)
+		syncguard_hist_merge(&m->cmd[k], &p->cmd[k]);
 }
 
 int syncguard_merge_files(const struct config *c)

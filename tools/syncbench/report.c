@@ -14,6 +14,11 @@ static const double cdf_points[] = { 1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9,
 				     99.99 };
 #define NCDF (sizeof(cdf_points) / sizeof(cdf_points[0]))
 
+const char *const syncguard_cmd_name[SYNCGUARD_NCMD] = {
+	"READ", "WRITE", "WRITE FUA", "SYNCHRONIZE CACHE" };
+const char *const syncguard_cmd_key[SYNCGUARD_NCMD] = {
+	"read", "write", "write_fua", "synchronize_cache" };
+
 static double us(const struct result *r, double pct)
 {
 	return (double)syncguard_hist_percentile(&r->hist, pct) / 1e3;
@@ -154,6 +159,40 @@ static double wire_qd(const struct result *r)
 	return lat_s > 0 ? r->iops * lat_s : 0;
 }
 
+/* Kinds of command with an answer counted in @r */
+static int command_kinds(const struct result *r)
+{
+	int n = 0;
+
+	for (int k = 0; k < SYNCGUARD_NCMD; k++)
+		n += r->cmd_hist[k].count > 0;
+	return n;
+}
+
+/* Latency per command, when the run sent more than one kind: under -s
+ * flush the operation's latency above is the WRITE and its SYNCHRONIZE
+ * CACHE together, and a mix blends reads with writes. */
+static void print_commands_text(const struct result *r)
+{
+	if (command_kinds(r) < 2)
+		return;
+	printf("  per command, us: %10s %9s %9s %9s %9s %9s\n", "count",
+	       "mean", "p50", "p99", "p99.9", "max");
+	for (int k = 0; k < SYNCGUARD_NCMD; k++) {
+		const struct histogram *h = &r->cmd_hist[k];
+
+		if (!h->count)
+			continue;
+		printf("    %-17s %10" PRIu64 " %9.1f %9.1f %9.1f %9.1f %9.1f\n",
+		       syncguard_cmd_name[k], h->count,
+		       syncguard_hist_mean(h) / 1e3,
+		       (double)syncguard_hist_percentile(h, 50) / 1e3,
+		       (double)syncguard_hist_percentile(h, 99) / 1e3,
+		       (double)syncguard_hist_percentile(h, 99.9) / 1e3,
+		       (double)h->max_ns / 1e3);
+	}
+}
+
 static void print_text(const struct config *c, const struct result *r)
 {
 	char sy[24];
@@ -173,6 +212,7 @@ static void print_text(const struct config *c, const struct result *r)
 		       "p99.9 %.1f  max %.1f\n", syncguard_hist_mean(&r->hist) / 1e3,
 		       us(r, 50), us(r, 90), us(r, 99), us(r, 99.9),
 		       (double)r->hist.max_ns / 1e3);
+	print_commands_text(r);
 	if (r->retried_hist.count)
 		printf("  retried: %" PRIu64 " operations (after %" PRIu64
 		       " unit attentions, %" PRIu64 " BUSY or TASK SET FULL), "
@@ -243,24 +283,23 @@ static const char *lat(const struct result *r, double v, char *buf,
 	return buf;
 }
 
-/* ],"latency_hist":{...}, the distribution itself (tools/histogram.h),
- * non-empty buckets as [index, count]: --merge adds histograms of runs
- * bucket by bucket, so that merged percentiles are exact */
-static void print_hist_json(const struct histogram *h)
+void syncguard_print_commands_json(const struct histogram *cmd)
 {
-	bool first = true;
-
-	printf("],\"latency_hist\":{\"sub_bits\":%d,\"count\":%" PRIu64
-	       ",\"sum_ns\":%" PRIu64 ",\"min_ns\":%" PRIu64 ",\"max_ns\":%"
-	       PRIu64 ",\"bins\":[", HIST_SUB_BITS, h->count, h->sum_ns,
-	       h->count ? h->min_ns : 0, h->max_ns);
-	for (unsigned int i = 0; i < HIST_BUCKETS; i++) {
-		if (!h->bucket[i])
-			continue;
-		printf("%s[%u,%" PRIu64 "]", first ? "" : ",", i, h->bucket[i]);
-		first = false;
+	printf(",\"commands\":{");
+	for (int k = 0; k < SYNCGUARD_NCMD; k++) {
+		printf("%s\"%s\":{\"ops\":%" PRIu64 ",\"latency_us\":{",
+		       k ? "," : "", syncguard_cmd_key[k], cmd[k].count);
+		syncguard_hist_print_summary(stdout, &cmd[k]);
+		printf("},\"cdf\":[");
+		for (size_t i = 0; cmd[k].count && i < NCDF; i++)
+			printf("%s[%g,%.1f]", i ? "," : "", cdf_points[i],
+			       (double)syncguard_hist_percentile(&cmd[k],
+						cdf_points[i]) / 1e3);
+		printf("],\"latency_hist\":");
+		syncguard_hist_print_json(stdout, &cmd[k]);
+		printf("}");
 	}
-	printf("]}");
+	printf("}");
 }
 
 static void print_json(const struct config *c, const struct result *r,
@@ -318,7 +357,11 @@ static void print_json(const struct config *c, const struct result *r,
 	for (size_t i = 0; r->ops && i < NCDF; i++)	/* none: [] */
 		printf("%s[%g,%.1f]", i ? "," : "", cdf_points[i],
 		       us(r, cdf_points[i]));
-	print_hist_json(&r->hist);
+	/* the distribution itself: --merge adds histograms of runs bucket
+	 * by bucket, so that merged percentiles are exact */
+	printf("],\"latency_hist\":");
+	syncguard_hist_print_json(stdout, &r->hist);
+	syncguard_print_commands_json(r->cmd_hist);
 	if (r->target_writes[0])	/* plain text: no quotes in it */
 		printf(",\"target_writes\":\"%s\",\"target_flush_batching\""
 		       ":\"%s\",\"target_sync_loop\":\"%s\",\"intervals\":[",
@@ -343,7 +386,10 @@ static void print_json(const struct config *c, const struct result *r,
 	"random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us," \
 	"lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op," \
 	"workload,interrupted,unanswered,verify_checked,verify_mismatches," \
-	"verify_complete"
+	"verify_complete,read_ops,read_lat_mean_us,read_lat_p99_us," \
+	"write_ops,write_lat_mean_us,write_lat_p99_us,write_fua_ops," \
+	"write_fua_lat_mean_us,write_fua_lat_p99_us,synchronize_cache_ops," \
+	"synchronize_cache_lat_mean_us,synchronize_cache_lat_p99_us"
 
 static void print_csv(const struct config *c, const struct target_info *ti,
 		      const struct result *r, bool first)
@@ -359,7 +405,7 @@ static void print_csv(const struct config *c, const struct target_info *ti,
 		snprintf(vd, sizeof(vd), "%d", r->verify_complete ? 1 : 0);
 	}
 	printf("%s,%s,%" PRIu64 ",%u,%u,%u,%u,%d,%d,%.3f,%" PRIu64 ",%" PRIu64
-	       ",%.1f,%.3f,%s,%s,%s,%s,%s,%s,%s,%d,%" PRIu64 ",%s,%s,%s\n",
+	       ",%.1f,%.3f,%s,%s,%s,%s,%s,%s,%s,%d,%" PRIu64 ",%s,%s,%s",
 	       run_label(c, r),
 	       syncguard_sync_name(r->p.sync, c->every, sy, sizeof(sy)), r->p.xfer, r->p.qd,
 	       r->nsess, r->p.read_pct, r->p.random_pct, ti->wce, ti->dpofua,
@@ -370,6 +416,18 @@ static void print_csv(const struct config *c, const struct target_info *ti,
 	       lat(r, (double)r->hist.max_ns / 1e3, l[4], ""),
 	       fpo, r->p.label, r->interrupted ? 1 : 0, r->unanswered, vc, vm,
 	       vd);
+	/* per command: its count, mean and p99 (empty when none was sent) */
+	for (int k = 0; k < SYNCGUARD_NCMD; k++) {
+		const struct histogram *h = &r->cmd_hist[k];
+
+		if (h->count)
+			printf(",%" PRIu64 ",%.1f,%.1f", h->count,
+			       syncguard_hist_mean(h) / 1e3, (double)
+			       syncguard_hist_percentile(h, 99) / 1e3);
+		else
+			printf(",0,,");
+	}
+	printf("\n");
 }
 
 void syncguard_report_result(const struct config *c, const struct target_info *ti,

@@ -29,6 +29,7 @@ struct op {
 	uint64_t write_no;	/* a WRITE's number in its session, from 1 */
 	unsigned int retries;
 	uint64_t start_ns;
+	uint64_t cmd_ns;	/* when its current command went to libiscsi */
 	uint64_t retry_at;	/* waiting to be sent again from then, ns;
 				 * 0 not waiting */
 	uint64_t sent_ns;	/* when libiscsi's queue was empty after it
@@ -173,6 +174,24 @@ static void account(struct run *rn, struct op *op, uint64_t now)
 		rn->r->flushes++;
 }
 
+/* One answered command of @op into its command's histogram: counted as
+ * its operation is (in the measured window, not retried). */
+static void account_command(struct run *rn, const struct op *op)
+{
+	uint64_t now = now_ns();
+	enum syncguard_cmd k;
+
+	if (now < rn->t_measure || op->retries)
+		return;
+	if (op->flushing || !op->blocks)
+		k = CMD_SYNC_CACHE;
+	else if (op->read)
+		k = CMD_READ;
+	else
+		k = rn->p->sync == SYNC_FUA ? CMD_WRITE_FUA : CMD_WRITE;
+	syncguard_hist_add(&rn->r->cmd_hist[k], now - op->cmd_ns);
+}
+
 /* A command ended: @status is libiscsi's (GOOD, another SCSI status the
  * target sent, or its own CANCELLED, ERROR, TIMEOUT; -1: not sent).
  * Only an answer from the target is progress (give_up): with libiscsi's
@@ -266,6 +285,8 @@ static void data_cb(struct iscsi_context *iscsi, int status, void *data,
 	if (status != SCSI_STATUS_GOOD)
 		note_error(rn, op, op->read ? "READ(16)" : op->blocks ?
 			   "WRITE(16)" : "SYNCHRONIZE CACHE(16)", status, data);
+	else
+		account_command(rn, op);
 	if (data)
 		scsi_free_scsi_task(data);
 	if (status == SCSI_STATUS_GOOD && op->flush_after) {
@@ -305,6 +326,7 @@ static int submit_flush(struct op *op)
 {
 	struct sess *s = op->s;
 
+	op->cmd_ns = now_ns();
 	return iscsi_synchronizecache16_task(s->iscsi, s->lun, 0, 0, 0, 0,
 					     data_cb, op) ? 0 : -1;
 }
@@ -318,6 +340,7 @@ static int submit_data(struct op *op)
 
 	if (!op->blocks)
 		return submit_flush(op);
+	op->cmd_ns = now_ns();
 	if (op->read) {
 		op->rd.iov_base = s->rbuf;
 		op->rd.iov_len = len;
@@ -909,6 +932,8 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 	r->flushes_per_op = -1;
 	syncguard_hist_init(&r->hist);
 	syncguard_hist_init(&r->retried_hist);
+	for (int k = 0; k < SYNCGUARD_NCMD; k++)
+		syncguard_hist_init(&r->cmd_hist[k]);
 	syncguard_hist_init(&rn.iv_hist);
 	if (!ret && c->verify && !(rn.vmap = syncguard_verify_map_new(span_blocks,
 							     &rn.busy)))

@@ -130,6 +130,22 @@ struct session_result {
 	double iops;
 };
 
+/* The SCSI commands a run sends, each with a latency histogram of its
+ * own beside the operation's (which, under -s flush, is the WRITE and
+ * its SYNCHRONIZE CACHE acknowledged as one) */
+enum syncguard_cmd {
+	CMD_READ,		/* READ(16) */
+	CMD_WRITE,		/* WRITE(16), FUA=0 */
+	CMD_WRITE_FUA,		/* WRITE(16), FUA=1 */
+	CMD_SYNC_CACHE,		/* SYNCHRONIZE CACHE(16) */
+	SYNCGUARD_NCMD
+};
+
+/* report.c: the command's name in text ("WRITE FUA") and as a JSON key
+ * ("write_fua") */
+extern const char *const syncguard_cmd_name[SYNCGUARD_NCMD];
+extern const char *const syncguard_cmd_key[SYNCGUARD_NCMD];
+
 struct result {
 	struct run_params p;
 	double seconds;
@@ -138,6 +154,10 @@ struct result {
 	bool gone;	/* the target stopped answering (no logout then) */
 	double iops, mbps;
 	struct histogram hist;		/* per operation, ns */
+	/* per command, ns: from the moment it was handed to libiscsi to
+	 * its answer (the operation's latency also holds the time before:
+	 * its WRITE, a parked every:N flush's wait) */
+	struct histogram cmd_hist[SYNCGUARD_NCMD];
 	struct interval *iv;
 	unsigned int niv;
 	struct session_result sess[MAX_SESSIONS];
@@ -226,6 +246,9 @@ void syncguard_report_target(const struct config *c, const struct target_info *t
 void syncguard_report_result(const struct config *c, const struct target_info *ti,
 			     const struct result *r, bool first);
 void syncguard_report_end(const struct config *c);
+/* ,"commands":{"read":{"ops":N,"latency_us":{...},"cdf":[...],
+ * "latency_hist":{...}},...} of the SYNCGUARD_NCMD histograms @cmd, to stdout */
+void syncguard_print_commands_json(const struct histogram *cmd);
 /* one --interval line (text only; JSON and CSV carry none) */
 void syncguard_report_interval(const struct config *c, const struct interval *iv);
 
