@@ -32,7 +32,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer \
 DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
 	gcc make util-linux mount iproute2 e2fsprogs sdparm libfuse3-dev fuse3 \
 	liburing-dev gnuplot-nox jq binutils procps libjson-c-dev \
-	nbdkit libnbd-bin groff-base man-db
+	nbdkit libnbd-bin groff-base man-db fio
 
 CORE_SRCS := core/sys.c core/opts.c core/policy.c core/cdb.c core/sense.c \
 	     core/latch.c core/poison.c core/lun.c core/fscheck.c core/io.c \
@@ -229,7 +229,8 @@ SYNCBENCH_HDRS := $(wildcard tools/syncbench/*.h) tools/histogram.h \
 		  include/syncguard_stats.h include/syncguard_opts.h
 
 tools/iscsi-syncbench: $(SYNCBENCH_SRCS) $(SYNCBENCH_HDRS)
-	$(CC) $(BASE) -Itools -Itools/syncbench $(CFLAGS) $(SYNCBENCH_SRCS) \
+	$(CC) $(BASE) -Itools -Itools/syncbench $(CFLAGS) \
+	  -DSYNCGUARD_VERSION='"$(VERSION)"' $(SYNCBENCH_SRCS) \
 	  -o $@ $(ISCSI_LIBS) $(JSONC_LIBS) -lm
 
 # the manual pages, printed from the option and field tables

@@ -19,6 +19,8 @@ set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 tp=$top/scripts/tgtd-private
+# shellcheck source=scripts/leftout.sh
+. "$top/scripts/leftout.sh"
 sb=$top/tools/iscsi-syncbench
 # the run's pid in the name: two runs on one host would publish their
 # counters under one name and read none (/run/syncguard/TARGET)
@@ -308,6 +310,50 @@ expect "--compare shows each run's WRITE and SYNCHRONIZE CACHE p99" \
 expect "--merge adds each command's histogram" \
 	'jq -e --slurpfile a "$work/m1.json" --slurpfile b "$work/m2.json" ".results[0].commands.write_fua.ops ==
 		(\$a[0].results[0].commands.write_fua.ops + \$b[0].results[0].commands.write_fua.ops)" "$work/merged.json" >/dev/null'
+
+# fio's language.  --fio-json writes fio's json+ layout: fio's own
+# fio_jsonplus_clat2csv (Debian's fio package; code this project did not
+# write) reads it, and its bins add up to each section's total_ios; a
+# JSON made by fio itself is read by --compare beside a run of ours.
+"$sb" -s flush -q 2 -t 0.5 -r 30 --fio-json --no-progress "$u1" >"$work/fj.json" 2>/dev/null
+expect "--fio-json: a job with fio's read, write and sync sections, bins adding up to total_ios" \
+	'jq -e ".jobs[0] | .\"job options\".fsync == \"1\" and .\"job options\".rw == \"randrw\" and
+		.read.total_ios > 0 and .write.total_ios > 0 and (.sync.total_ios - .write.total_ios | fabs) <= 2 and
+		([.write.clat_ns.bins[]] | add) == .write.total_ios and ([.sync.lat_ns.bins[]] | add) == .sync.total_ios and
+		.write.clat_ns.percentile[\"99.000000\"] <= .write.clat_ns.max" "$work/fj.json" >/dev/null'
+if command -v fio_jsonplus_clat2csv >/dev/null; then
+	(cd "$work" && fio_jsonplus_clat2csv fj.json fjclat.csv >/dev/null 2>&1)
+	expect "fio's fio_jsonplus_clat2csv reads --fio-json: write clat count $(awk -F, 'NR > 1 && $14 ~ /[0-9]/ { n += $14 } END { print n + 0 }' "$work/fjclat_job0.csv" 2>/dev/null) of $(jq '.jobs[0].write.total_ios' "$work/fj.json")" \
+		'[ "$(awk -F, "NR > 1 && \$14 ~ /[0-9]/ { n += \$14 } END { print n + 0 }" "$work/fjclat_job0.csv")" = "$(jq ".jobs[0].write.total_ios" "$work/fj.json")" ]'
+else
+	left_out "fio_jsonplus_clat2csv reading --fio-json" dependency "no fio_jsonplus_clat2csv (package fio)"
+fi
+if command -v fio >/dev/null; then
+	fio --name=kernel --filename="$work/fio.img" --size=8m --rw=randwrite --bs=4k \
+		--ioengine=psync --fsync=1 --runtime=0.5 --time_based \
+		--output-format=json+ >"$work/fio.json" 2>/dev/null
+	"$sb" -s flush -q 1 -t 0.5 --json --no-progress "$u1" >"$work/ours.json" 2>/dev/null
+	out=$("$sb" --compare "$work/ours.json" "$work/fio.json")
+	expect "--compare reads fio's own JSON beside ours: one rand-write flush row of 4096 bytes with its IOPS ratio and SYNC p99 ($(grep '^fio ' <<<"$out"))" \
+		'awk "\$1 == \"fio\" && \$2 == \"rand-write\" && \$3 == \"flush\" && \$4 == 4096 && \$5 == 1 &&
+			\$8 ~ /^[0-9.]+$/ && \$9 == \"-\" && \$(NF-1) ~ /^[0-9]+$/ { f = 1 } END { exit !f }" <<<"$out"'
+else
+	left_out "--compare reading fio's JSON" dependency "no fio (package fio)"
+fi
+echo '{"fio version":"fio-3.33","jobs":[{"jobname":"x"}]}' >"$work/odd.json"
+out=$("$sb" --compare "$work/ours.json" "$work/odd.json" 2>&1); rc=$?
+expect "--compare of fio JSON of another shape: exit 2 naming the file and the field" \
+	'[ $rc -eq 2 ] && grep -q "odd.json: fio JSON: a job without job options" <<<"$out"'
+out=$("$sb" --version)
+expect "--version prints the Makefile's version ($out)" \
+	'[ "$out" = "iscsi-syncbench $(sed -n "s/^VERSION := //p" "$top/Makefile")" ]'
+expect "the JSON records the run: tool version, host, start, command line" \
+	'jq -e "(.tool_version | length) > 0 and .host == \"$(hostname)\" and (.start | test(\"^[0-9-]+T\")) and
+		(.command_line | test(\"-s flush -q 1\"))" "$work/ours.json" >/dev/null'
+sed 's/"tool_version":"[^"]*"/"tool_version":"0.1"/' "$work/m2.json" >"$work/m4.json"
+out=$("$sb" --merge "$work/m1.json" "$work/m4.json" 2>&1); rc=$?
+expect "--merge of runs of another tool version: exit 2 naming the field" \
+	'[ $rc -eq 2 ] && grep -q "m4.json: another tool version than the first file.s: tool_version" <<<"$out"'
 
 # the offsets' seed: from the clock unless given, and printed
 s1=$("$sb" -t 0.1 --no-progress "$u1" | awk '/^seed:/ { print $2 }')

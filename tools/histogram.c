@@ -1,4 +1,5 @@
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -120,4 +121,24 @@ void syncguard_hist_print_summary(FILE *f, const struct histogram *h)
 		fprintf(f, ",\"%s\":%.1f", key[i],
 			(double)syncguard_hist_percentile(h, pct[i]) / 1e3);
 	fprintf(f, ",\"max\":%.1f", (double)h->max_ns / 1e3);
+}
+
+uint64_t syncguard_hist_bucket_value(unsigned int i)
+{
+	return bucket_mid(i);
+}
+
+double syncguard_hist_stddev(const struct histogram *h)
+{
+	double mean = syncguard_hist_mean(h), sq = 0;
+
+	if (!h->count)
+		return 0;
+	for (unsigned int i = 0; i < HIST_BUCKETS; i++) {
+		double d = (double)bucket_mid(i) - mean;
+
+		if (h->bucket[i])
+			sq += (double)h->bucket[i] * d * d;
+	}
+	return sqrt(sq / (double)h->count);
 }

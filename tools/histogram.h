@@ -37,6 +37,14 @@ double syncguard_hist_mean(const struct histogram *h);
  * percentiles). */
 void syncguard_hist_merge(struct histogram *into, const struct histogram *from);
 
+/* Standard deviation in nanoseconds, from the buckets' middles (so
+ * within the buckets' 1.6%), 0 if empty. */
+double syncguard_hist_stddev(const struct histogram *h);
+
+/* The value bucket @i (0 <= i < HIST_BUCKETS) stands for, ns: its
+ * middle (fio's json+ "bins" keys, the same layout). */
+uint64_t syncguard_hist_bucket_value(unsigned int i);
+
 /* @h to @f as a JSON object: {"sub_bits":6,"count":N,"sum_ns":N,
  * "min_ns":N,"max_ns":N,"bins":[[index,count],...]}, the non-empty
  * buckets only (fio's layout: 64 per power of two); what --merge reads. */

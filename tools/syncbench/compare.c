@@ -15,21 +15,7 @@
 
 #include "syncbench.h"
 
-#define MAX_ROWS 4096
-
-struct row {
-	int file;			/* index in the files given */
-	char label[64], workload[64], sync[24];
-	double size, qd, sessions, read_pct, random_pct, iops, mbps, p99;
-	double errors;
-	double cdf[11][2];
-	int ncdf;
-	/* per command (enum syncguard_cmd): p99, us (-1: none sent) and
-	 * latency CDF */
-	double cmd_p99[SYNCGUARD_NCMD];
-	double cmd_cdf[SYNCGUARD_NCMD][11][2];
-	int cmd_ncdf[SYNCGUARD_NCMD];
-};
+#include "rows.h"
 
 /* @obj's member @key (a dotted path one level deep: "latency_us.p99")
  * as a number, -1 when absent or not a number */
@@ -67,7 +53,7 @@ static void str(json_object *obj, const char *key, char *out, size_t len)
 
 /* "cdf": [[percentile, latency us], ...] of @obj into @pts; their
  * number */
-static int parse_cdf(json_object *obj, double pts[11][2])
+static int parse_cdf(json_object *obj, double pts[ROW_CDF][2])
 {
 	json_object *cdf, *pt;
 	int n = 0;
@@ -75,7 +61,8 @@ static int parse_cdf(json_object *obj, double pts[11][2])
 	if (!json_object_object_get_ex(obj, "cdf", &cdf) ||
 	    !json_object_is_type(cdf, json_type_array))
 		return 0;
-	for (size_t i = 0; i < json_object_array_length(cdf) && n < 11; i++) {
+	for (size_t i = 0; i < json_object_array_length(cdf) && n < ROW_CDF;
+	     i++) {
 		pt = json_object_array_get_idx(cdf, i);
 		if (!json_object_is_type(pt, json_type_array) ||
 		    json_object_array_length(pt) != 2)
@@ -109,7 +96,7 @@ static void parse_commands(json_object *res, struct row *r)
 
 /* The strings go into gnuplot's single-quoted titles, and the files may
  * come from anyone: nothing that could end the quote survives. */
-static void gnuplot_safe(char *s)
+void syncguard_gnuplot_safe(char *s)
 {
 	for (; *s; s++)
 		if (*s == '\'' || *s == '\\' || *s == '"' || (unsigned char)*s < 0x20)
@@ -118,8 +105,7 @@ static void gnuplot_safe(char *s)
 
 /* One result object of file @f (named @file) into @r: false when it is
  * none (no IOPS or sync discipline) */
-/* @file's name without its directory and ".json", into @out */
-static void file_label(const char *file, char *out, size_t len)
+void syncguard_file_label(const char *file, char *out, size_t len)
 {
 	const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
 	size_t n = strlen(base);
@@ -144,7 +130,7 @@ static bool load_result(json_object *res, int f, const char *file,
 	/* no --label (the result's label is its workload's name): the
 	 * file's name, so that rows of two such files can be told apart */
 	if (!r->label[0] || !strcmp(r->label, r->workload))
-		file_label(file, r->label, sizeof(r->label));
+		syncguard_file_label(file, r->label, sizeof(r->label));
 	r->size = num(res, "block_size");
 	r->qd = num(res, "queue_depth");
 	r->sessions = num(res, "sessions");
@@ -155,9 +141,9 @@ static bool load_result(json_object *res, int f, const char *file,
 	r->p99 = num(res, "latency_us.p99");
 	r->ncdf = parse_cdf(res, r->cdf);
 	parse_commands(res, r);
-	gnuplot_safe(r->label);
-	gnuplot_safe(r->workload);
-	gnuplot_safe(r->sync);
+	syncguard_gnuplot_safe(r->label);
+	syncguard_gnuplot_safe(r->workload);
+	syncguard_gnuplot_safe(r->sync);
 	return true;
 }
 
@@ -182,6 +168,8 @@ static int add_results(json_object *v, int f, const char *file,
 	json_object *results;
 	struct row r;
 
+	if (syncguard_is_fio_json(v))
+		return syncguard_fio_rows(v, f, file, rows, n);
 	if (json_object_object_get_ex(v, "results", &results) &&
 	    json_object_is_type(results, json_type_array)) {
 		for (size_t i = 0; n >= 0 &&
@@ -267,6 +255,13 @@ static int load_file(char **files, int f, struct row *rows, int n)
 		json_tokener_free(tok);
 		return -1;
 	}
+	/* fio writes its notes ("note: both iodepth >= 1 and synchronous
+	 * I/O engine...") to stdout before its JSON: skip lines of text */
+	while (at < len && text[at] != '{' && text[at] != '[') {
+		char *nl = strchr(text + at, '\n');
+
+		at = nl ? (size_t)(nl - text) + 1 : len;
+	}
 	while (n >= 0 && (at += strspn(text + at, " \t\r\n")) < len) {
 		json_object *v = json_tokener_parse_ex(tok, text + at,
 						       (int)(len - at));
@@ -329,6 +324,26 @@ static const struct row *base_of(const struct row *rows, int n,
 	return NULL;
 }
 
+/* IOPS x, p99 us, p99 x of @r against its base @b (NULL: none).  A
+ * p99 of -1 is none: no operation completed, or a fio job under fsync,
+ * whose write and sync latencies fio keeps apart (no WRITE+flush
+ * operation to compare with this tool's). */
+static void print_ratios(const struct row *r, const struct row *b)
+{
+	if (b && b->iops > 0)
+		printf("%8.2f", r->iops / b->iops);
+	else
+		printf("%8s", "-");
+	if (r->p99 >= 0)
+		printf(" %10.0f", r->p99);
+	else
+		printf(" %10s", "-");
+	if (b && b->p99 > 0 && r->p99 >= 0)
+		printf(" %8.2f", r->p99 / b->p99);
+	else
+		printf(" %8s", "-");
+}
+
 /* the p99 of @r's WRITEs (with or without FUA) and of its SYNCHRONIZE
  * CACHEs, us, "-" for none: under -s flush the operation's p99 is the
  * pair's, and these tell which of the two costs */
@@ -364,13 +379,7 @@ int syncguard_compare_files(const struct config *c)
 		printf("%-20.20s %-16.16s %-10s %8.0f %4.0f %4.0f %10.0f ",
 		       r->label, r->workload, r->sync, r->size, r->qd,
 		       r->sessions, r->iops);
-		if (b && b->iops > 0 && b->p99 > 0 && r->p99 >= 0)
-			printf("%8.2f %10.0f %8.2f", r->iops / b->iops, r->p99,
-			       r->p99 / b->p99);
-		else if (r->p99 >= 0)
-			printf("%8s %10.0f %8s", "-", r->p99, "-");
-		else	/* null: no operation completed */
-			printf("%8s %10s %8s", "-", "-", "-");
+		print_ratios(r, b);
 		print_command_p99s(r);
 		/* beside the ratio: a run with errors is no fair comparison */
 		if (r->errors >= 0)

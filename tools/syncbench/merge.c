@@ -133,7 +133,8 @@ static void part_of(json_object *o, struct part *p, const char *file)
 }
 
 /* @file's results: the whole file is one run's JSON */
-static json_object *results_of(const char *file)
+static json_object *results_of(const char *file, char *version,
+			       size_t vlen)
 {
 	json_object *top = json_object_from_file(file), *res;
 	char tool[64];
@@ -145,6 +146,7 @@ static json_object *results_of(const char *file)
 		bad(file, "not a run of " PROG ":", "tool");
 	if (int_of(top, "version", file) != 1)
 		bad(file, "another version of the format:", "version");
+	str_of(top, "tool_version", version, vlen, file);
 	res = member(top, "results", json_type_array, file);
 	json_object_get(res);
 	json_object_put(top);
@@ -254,13 +256,20 @@ int syncguard_merge_files(const struct config *c)
 {
 	json_object *res[MAX_MERGE];
 	static struct part src[MAX_MERGE], m;
+	char version[2][32];
 	size_t n;
 
 	if (c->nfiles < 2 || c->nfiles > MAX_MERGE)
 		syncguard_usage_error("--merge takes 2 to %s JSON files",
 				      MAX_MERGE_TEXT);
-	for (int f = 0; f < c->nfiles; f++)
-		res[f] = results_of(c->files[f]);
+	/* another version of the tool may time or count otherwise */
+	for (int f = 0; f < c->nfiles; f++) {
+		res[f] = results_of(c->files[f], version[f > 0],
+				    sizeof(version[0]));
+		if (f && strcmp(version[0], version[1]))
+			bad(c->files[f], "another tool version than the first "
+			    "file's:", "tool_version");
+	}
 	n = json_object_array_length(res[0]);
 	for (int f = 1; f < c->nfiles; f++)
 		if (json_object_array_length(res[f]) != n)

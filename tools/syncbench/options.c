@@ -179,7 +179,8 @@ static void set_bytes(struct config *c, const char *arg)
 static void set_format(struct config *c, enum out_format f)
 {
 	if (c->format != OUT_TEXT && c->format != f)
-		syncguard_usage_error("%s", "--json and --csv exclude each other");
+		syncguard_usage_error("%s", "--json, --fio-json and --csv exclude "
+				      "each other");
 	c->format = f;
 }
 
@@ -280,6 +281,15 @@ SETTER(set_digest, c->header_digest = true)
 SETTER(set_initiator, c->initiator = arg)
 SETTER(set_json, set_format(c, OUT_JSON))
 SETTER(set_csv, set_format(c, OUT_CSV))
+SETTER(set_fio_json, set_format(c, OUT_FIO))
+
+static void set_version(struct config *c, const char *arg)
+{
+	(void)c;
+	(void)arg;
+	printf(PROG " " SYNCGUARD_VERSION "\n");
+	exit(0);
+}
 SETTER(set_no_header, c->csv_header = false)
 SETTER(set_progress, c->progress = 1)
 SETTER(set_no_progress, c->progress = 0)
@@ -394,6 +404,10 @@ static const struct opt opts[] = {
 	{ "json", 0, NULL, "results as JSON on stdout (one result object per "
 	  "line inside the results array)", set_json },
 	{ "csv", 0, NULL, "results as CSV on stdout", set_csv },
+	{ "fio-json", 0, NULL, "results as JSON in the layout of fio's "
+	  "--output-format=json+ (a job per point; read, write and sync "
+	  "sections with percentiles and bins), for tools that read fio's",
+	  set_fio_json },
 	{ "no-header", 0, NULL, "with --csv: rows only", set_no_header },
 	{ "progress", 0, NULL, "a status line each second on stderr (default "
 	  "when stderr is a terminal)", set_progress },
@@ -411,6 +425,7 @@ static const struct opt opts[] = {
 	  "+%s), after logging in: runs on several hosts then cover the same "
 	  "seconds, for --merge", set_start_at },
 	{ "man", 0, NULL, "print the manual page (troff)", set_man },
+	{ "version", 0, NULL, "print the version", set_version },
 	{ "help", 'h', NULL, "print this help (the options and the presets)",
 	  set_help },
 };
@@ -645,6 +660,8 @@ void syncguard_parse_args(int argc, char **argv, struct config *c)
 	int opt, idx;
 
 	defaults(c);
+	c->argc = argc;
+	c->argv = argv;
 	for (size_t i = 0; i < NOPTS; i++) {
 		lopts[i] = (struct option){ opts[i].name, opts[i].arg ?
 			required_argument : no_argument, NULL, 1000 + (int)i };

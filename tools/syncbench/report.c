@@ -7,6 +7,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
 
 #include "syncbench.h"
 
@@ -65,16 +69,60 @@ static void json_escaped(const char *in, char *out, size_t len)
 	out[n] = '\0';
 }
 
+void syncguard_print_command_line(const struct config *c)
+{
+	char line[4096] = "", url[1024];
+	size_t n = 0;
+	json_object *o;
+
+	for (int i = 0; i < c->argc && n + 1 < sizeof(line); i++) {
+		/* a URL's CHAP secret stays out of the record */
+		syncguard_shown_url(c->argv[i], url, sizeof(url));
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s",
+				      i ? " " : "", strstr(c->argv[i], "://") ?
+				      url : c->argv[i]);
+	}
+	o = json_object_new_string(line);
+	fputs(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+	      stdout);
+	json_object_put(o);
+}
+
+/* ,"tool_version":..,"host":..,"start":..,"command_line":.. */
+static void run_details(const struct config *c)
+{
+	char host[256] = "", when[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	json_object *o;
+
+	gethostname(host, sizeof(host) - 1);
+	gmtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	o = json_object_new_string(host);
+	printf(",\"tool_version\":\"" SYNCGUARD_VERSION "\",\"host\":%s,"
+	       "\"start\":\"%s\",\"command_line\":",
+	       json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), when);
+	json_object_put(o);
+	syncguard_print_command_line(c);
+}
+
 void syncguard_report_target(const struct config *c, const struct target_info *ti)
 {
 	char url[1024], esc[2048], name[600];
 
 	syncguard_shown_url(c->url, url, sizeof(url));
+	if (c->format == OUT_FIO) {
+		syncguard_fio_target(c, ti);
+		return;
+	}
 	if (c->format == OUT_JSON) {
 		json_escaped(url, esc, sizeof(esc));
 		json_escaped(ti->target, name, sizeof(name));
 		/* no --label: null, not "" (each result has its own) */
-		printf("{\"tool\":\"" PROG "\",\"version\":1,\"url\":\"%s\","
+		printf("{\"tool\":\"" PROG "\",\"version\":1");
+		run_details(c);
+		printf(",\"url\":\"%s\","
 		       "\"seed\":%" PRIu64 ",\"label\":%s%s%s,\"target\":{\"name\":\"%s\",\"lun\":%d,"
 		       "\"block_size\":%u,\"physical_block_size\":%u,\"blocks\":%"
 		       PRIu64 ",\"wce\":%d,\"wce_changeable\":%d,\"dpofua\":%d,"
@@ -433,7 +481,9 @@ static void print_csv(const struct config *c, const struct target_info *ti,
 void syncguard_report_result(const struct config *c, const struct target_info *ti,
 			     const struct result *r, bool first)
 {
-	if (c->format == OUT_JSON)
+	if (c->format == OUT_FIO)
+		syncguard_fio_result(c, ti, r, first);
+	else if (c->format == OUT_JSON)
 		print_json(c, r, first);
 	else if (c->format == OUT_CSV)
 		print_csv(c, ti, r, first);
@@ -446,5 +496,7 @@ void syncguard_report_end(const struct config *c)
 {
 	if (c->format == OUT_JSON)
 		printf("\n]}\n");
+	else if (c->format == OUT_FIO)
+		syncguard_fio_end();
 	fflush(stdout);
 }

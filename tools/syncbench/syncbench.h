@@ -39,7 +39,11 @@ enum sync_mode {
 	SYNC_FLUSH_ONLY,	/* SYNCHRONIZE CACHE alone */
 };
 
-enum out_format { OUT_TEXT, OUT_JSON, OUT_CSV };
+enum out_format { OUT_TEXT, OUT_JSON, OUT_CSV, OUT_FIO };
+
+#ifndef SYNCGUARD_VERSION
+#define SYNCGUARD_VERSION "unknown"
+#endif
 
 struct config {
 	const char *url;
@@ -86,6 +90,8 @@ struct config {
 	int nfiles;
 	bool compare, merge;
 	double start_at;		/* --start-at: epoch seconds; 0 none */
+	int argc;			/* the command line, for the record */
+	char **argv;
 };
 
 /* What the LUN says about itself (MODE SENSE, READ CAPACITY(16),
@@ -251,6 +257,17 @@ void syncguard_report_end(const struct config *c);
 void syncguard_print_commands_json(const struct histogram *cmd);
 /* one --interval line (text only; JSON and CSV carry none) */
 void syncguard_report_interval(const struct config *c, const struct interval *iv);
+
+/* report.c: the command line as one JSON string, to stdout */
+void syncguard_print_command_line(const struct config *c);
+
+/* fiojson.c: --fio-json, fio's --output-format=json+ layout: the
+ * opening (run details, the target's report), one job per result (the
+ * first without a leading comma), the end */
+void syncguard_fio_target(const struct config *c, const struct target_info *ti);
+void syncguard_fio_result(const struct config *c, const struct target_info *ti,
+			  const struct result *r, bool first);
+void syncguard_fio_end(void);
 
 /* compare.c: --compare and --plot over saved JSON runs; exit status */
 int syncguard_compare_files(const struct config *c);

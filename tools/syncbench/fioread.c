@@ -1,0 +1,278 @@
+/*
+ * fio's JSON (--output-format=json or json+, from fio itself or from
+ * this tool's --fio-json) as rows of --compare and --plot, so that a
+ * kernel-initiator run (openiscsi-syncbench, fio) sits beside a
+ * libiscsi one.  Each job becomes a row: its rw, bs, iodepth and
+ * numjobs map to the workload, size, depth and sessions; its sync
+ * options to a discipline (writefua=1 or sync/dsync: fua, each write
+ * durable when answered; fsync=1 or fdatasync=1: flush; fsync=N:
+ * every:N; end_fsync=1: end); its write (or read) completion latency to
+ * the p99 and CDF, and its read, write and sync sections to the
+ * per-command columns.  fio has no WRITE+flush operation: under fsync
+ * a job's p99 is left empty and only the per-command p99s compare.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rows.h"
+
+/* a one-line error naming the file and the field; exits 2 */
+static void bad(const char *file, const char *what, const char *field)
+{
+	char msg[512];
+
+	snprintf(msg, sizeof(msg), "%s: fio JSON: %s %s", file, what, field);
+	syncguard_usage_error("%s", msg);
+}
+
+bool syncguard_is_fio_json(json_object *top)
+{
+	json_object *v;
+
+	return json_object_is_type(top, json_type_object) &&
+	       json_object_object_get_ex(top, "fio version", &v);
+}
+
+/* option @key of the job (else of the file's global options) as a
+ * string, NULL when neither sets it */
+static const char *option(json_object *job, json_object *global,
+			  const char *key)
+{
+	json_object *opts, *v;
+
+	if (json_object_object_get_ex(job, "job options", &opts) &&
+	    json_object_object_get_ex(opts, key, &v))
+		return json_object_get_string(v);
+	if (global && json_object_object_get_ex(global, key, &v))
+		return json_object_get_string(v);
+	return NULL;
+}
+
+/* fio's size syntax, as bs takes it ("4k", "64KiB", "4096", the first
+ * of "4k,8k" or "4k-16k"; k = 1024, fio's default kb_base): bytes, 0
+ * when it is none */
+static double fio_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	switch (tolower((unsigned char)*end)) {
+	case 'k': return v * 1024;
+	case 'm': return v * 1024 * 1024;
+	case 'g': return v * 1024 * 1024 * 1024;
+	case '\0': case ',': case '-': case ':': return v;
+	default: return 0;
+	}
+}
+
+/* a numeric option, @dflt when not set; a value that is no number is a
+ * usage error */
+static double num_option(json_object *job, json_object *global,
+			 const char *key, double dflt, const char *file)
+{
+	const char *s = option(job, global, key);
+	char *end;
+	double v;
+
+	if (!s)
+		return dflt;
+	v = strtod(s, &end);
+	if (end == s)
+		bad(file, "not a number in job options:", key);
+	return v;
+}
+
+/* rw= into the row's mix and workload name (this tool's names) */
+static void mix(json_object *job, json_object *global, const char *file,
+		struct row *r)
+{
+	static const struct { const char *rw; int read, rnd; } map[] = {
+		{ "read", 100, 0 }, { "write", 0, 0 }, { "randread", 100, 1 },
+		{ "randwrite", 0, 1 }, { "rw", -1, 0 }, { "readwrite", -1, 0 },
+		{ "randrw", -1, 1 } };
+	const char *rw = option(job, global, "rw");
+	char kind[16];
+	size_t i;
+
+	rw = rw ? rw : option(job, global, "readwrite");
+	rw = rw ? rw : "read";			/* fio's default */
+	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (!strncmp(rw, map[i].rw, strlen(map[i].rw)) &&
+		    (!rw[strlen(map[i].rw)] || rw[strlen(map[i].rw)] == ':'))
+			break;
+	if (i == sizeof(map) / sizeof(map[0]))
+		bad(file, "an rw this tool has no workload for:", "rw");
+	r->read_pct = map[i].read >= 0 ? map[i].read :
+		      num_option(job, global, "rwmixread", 50, file);
+	r->random_pct = num_option(job, global, "percentage_random",
+				   map[i].rnd ? 100 : 0, file);
+	snprintf(kind, sizeof(kind), "%s", r->read_pct == 0 ? "write" :
+		 r->read_pct == 100 ? "read" : "mixed");
+	if (r->random_pct == 0 || r->random_pct == 100)
+		snprintf(r->workload, sizeof(r->workload), "%s-%s",
+			 r->random_pct ? "rand" : "seq", kind);
+	else
+		snprintf(r->workload, sizeof(r->workload), "rand%.0f-%s",
+			 r->random_pct, kind);
+}
+
+/* the sync options into this tool's discipline */
+static void discipline(json_object *job, json_object *global,
+		       const char *file, struct row *r)
+{
+	const char *sync = option(job, global, "sync");
+	double fsync = num_option(job, global, "fsync", 0, file);
+	double fdatasync = num_option(job, global, "fdatasync", 0, file);
+	double n = fsync > 0 ? fsync : fdatasync;
+
+	if (num_option(job, global, "writefua", 0, file) > 0 ||
+	    (sync && (!strcmp(sync, "1") || !strcmp(sync, "sync") ||
+		      !strcmp(sync, "dsync"))))
+		snprintf(r->sync, sizeof(r->sync), "fua");
+	else if (n == 1)
+		snprintf(r->sync, sizeof(r->sync), "flush");
+	else if (n > 1)
+		snprintf(r->sync, sizeof(r->sync), "every:%.0f", n);
+	else if (num_option(job, global, "end_fsync", 0, file) > 0)
+		snprintf(r->sync, sizeof(r->sync), "end");
+	else
+		snprintf(r->sync, sizeof(r->sync), "none");
+}
+
+/* a stat block's percentiles ({"99.000000": ns, ...}) as a CDF in us,
+ * in increasing order; the number of points */
+static int percentiles(json_object *stat, double pts[ROW_CDF][2])
+{
+	json_object *pct;
+	int n = 0;
+
+	if (!json_object_object_get_ex(stat, "percentile", &pct) ||
+	    !json_object_is_type(pct, json_type_object))
+		return 0;
+	json_object_object_foreach(pct, key, val) {
+		double p = strtod(key, NULL), v = json_object_get_double(val);
+		int at = n;
+
+		if (n == ROW_CDF || p <= 0 || p > 100)
+			continue;
+		while (at > 0 && pts[at - 1][0] > p) {	/* insertion sort */
+			pts[at][0] = pts[at - 1][0];
+			pts[at][1] = pts[at - 1][1];
+			at--;
+		}
+		pts[at][0] = p;
+		pts[at][1] = v / 1e3;
+		n++;
+	}
+	return n;
+}
+
+/* the p99 of a CDF, -1 when it has none */
+static double p99_of(double pts[ROW_CDF][2], int n)
+{
+	for (int i = 0; i < n; i++)
+		if (pts[i][0] == 99)
+			return pts[i][1];
+	return -1;
+}
+
+/* section @dir ("read", "write", "sync") of @job: its operations, and
+ * its latency CDF into the row's command @k */
+static double section(json_object *job, const char *dir, int k,
+		      const char *file, struct row *r)
+{
+	json_object *sec, *stat;
+	const char *lat = strcmp(dir, "sync") ? "clat_ns" : "lat_ns";
+	double ios;
+
+	if (!json_object_object_get_ex(job, dir, &sec) ||
+	    !json_object_is_type(sec, json_type_object)) {
+		if (strcmp(dir, "sync"))	/* old fio: no sync section */
+			bad(file, "a job without its section", dir);
+		return 0;
+	}
+	ios = json_object_get_double(json_object_object_get(sec, "total_ios"));
+	if (ios > 0 && json_object_object_get_ex(sec, lat, &stat)) {
+		r->cmd_ncdf[k] = percentiles(stat, r->cmd_cdf[k]);
+		r->cmd_p99[k] = p99_of(r->cmd_cdf[k], r->cmd_ncdf[k]);
+	}
+	return ios;
+}
+
+static double field(json_object *job, const char *dir, const char *key)
+{
+	json_object *sec, *v;
+
+	return json_object_object_get_ex(job, dir, &sec) &&
+	       json_object_object_get_ex(sec, key, &v) ?
+	       json_object_get_double(v) : 0;
+}
+
+static void job_row(json_object *job, json_object *global, int f,
+		    const char *file, struct row *r)
+{
+	json_object *e;
+	const char *bs;
+	int w, k;
+
+	memset(r, 0, sizeof(*r));
+	if (!json_object_is_type(job, json_type_object) ||
+	    !json_object_object_get_ex(job, "job options", NULL))
+		bad(file, "a job without", "job options");
+	r->file = f;
+	syncguard_file_label(file, r->label, sizeof(r->label));
+	mix(job, global, file, r);
+	discipline(job, global, file, r);
+	bs = option(job, global, "bs");
+	bs = bs ? bs : option(job, global, "blocksize");
+	r->size = bs ? fio_size(bs) : 4096;	/* fio's default */
+	if (r->size <= 0)
+		bad(file, "a size this tool cannot read in job options:", "bs");
+	r->qd = num_option(job, global, "iodepth", 1, file);
+	r->sessions = num_option(job, global, "numjobs", 1, file);
+	w = !strcmp(r->sync, "fua") ? CMD_WRITE_FUA : CMD_WRITE;
+	for (int k = 0; k < SYNCGUARD_NCMD; k++)
+		r->cmd_p99[k] = -1;
+	section(job, "read", CMD_READ, file, r);
+	section(job, "write", w, file, r);
+	section(job, "sync", CMD_SYNC_CACHE, file, r);
+	r->iops = field(job, "read", "iops") + field(job, "write", "iops");
+	r->mbps = (field(job, "read", "bw_bytes") +
+		   field(job, "write", "bw_bytes")) / 1e6;
+	r->errors = json_object_object_get_ex(job, "error", &e) &&
+		    json_object_get_int(e) ? 1 : 0;
+	/* the row's own latency: the writes' (a read job's reads'); none
+	 * under fsync, where fio keeps the write and the flush apart */
+	k = r->cmd_ncdf[w] ? w : CMD_READ;
+	r->ncdf = r->cmd_ncdf[k];
+	memcpy(r->cdf, r->cmd_cdf[k], sizeof(r->cdf));
+	r->p99 = strcmp(r->sync, "none") && strcmp(r->sync, "fua") ? -1 :
+		 r->cmd_p99[k];
+	syncguard_gnuplot_safe(r->label);
+	syncguard_gnuplot_safe(r->workload);
+}
+
+int syncguard_fio_rows(json_object *top, int f, const char *file,
+		       struct row *rows, int n)
+{
+	json_object *jobs, *global = NULL;
+	size_t njobs;
+
+	if (!json_object_object_get_ex(top, "jobs", &jobs) ||
+	    !json_object_is_type(jobs, json_type_array))
+		bad(file, "no array of", "jobs");
+	json_object_object_get_ex(top, "global options", &global);
+	njobs = json_object_array_length(jobs);
+	for (size_t i = 0; i < njobs; i++) {
+		if (n == MAX_ROWS) {
+			fprintf(stderr, PROG ": more than %d results in the "
+				"files: compare fewer\n", MAX_ROWS);
+			return -1;
+		}
+		job_row(json_object_array_get_idx(jobs, i), global, f, file,
+			&rows[n++]);
+	}
+	return n;
+}
