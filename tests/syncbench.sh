@@ -245,13 +245,44 @@ expect "the run reports its queue depth on the wire ($(jq -r '.results[0].queue_
 # their results merged: operations and sessions add up, the histograms
 # bin by bin, and the merged p99 is the p99 of the union of both runs'
 # operations, computed here from their bins (in jq, with the buckets'
-# own middles), not an average of the two p99s.  (Two processes of this
-# host stand in for two hosts: both talk to the private tgtd over
-# loopback.)
-t0=$(( $(date +%s) + 2 ))
-"$sb" -s fua -q 4 -t 1 --start-at "$t0" --json --no-progress "$u1" >"$work/m1.json" 2>/dev/null &
-"$sb" -s fua -q 4 -t 1 --start-at "$t0" --json --no-progress "$u2" >"$work/m2.json" 2>/dev/null
-wait
+# own middles), not an average of the two p99s.  Each process runs in a
+# network namespace of its own, reaching tgtd over a veth pair through
+# a portal added for it: they stand in for two initiator hosts (one
+# kernel, one clock here).  Where namespaces cannot be made, two
+# processes on the host's loopback stand in, said out loud.
+ns_up() {	# NAME INDEX: a namespace at 10.213.INDEX.2, this host .1
+	ip netns add "$1" 2>/dev/null || return 1
+	netns="$netns $1"
+	ip link add "$1-h" type veth peer name "$1-n" &&
+	ip link set "$1-n" netns "$1" &&
+	ip addr add "10.213.$2.1/30" dev "$1-h" && ip link set "$1-h" up &&
+	ip -n "$1" addr add "10.213.$2.2/30" dev "$1-n" &&
+	ip -n "$1" link set "$1-n" up && ip -n "$1" link set lo up &&
+	"$tp" adm "$work/tgtd" --lld iscsi --op new --mode portal \
+		--param "portal=10.213.$2.1:$port" >/dev/null
+}
+netns=
+trap 'for n in $netns; do ip link del "$n-h" 2>/dev/null; ip netns del "$n" 2>/dev/null; done;
+	"$tp" stop "$work/tgtd" >/dev/null 2>&1; "$tp" stop "$work/tgtd2" >/dev/null 2>&1; rm -rf "$work"' EXIT
+port=$(sed 's|iscsi://[^:]*:\([0-9]*\)/.*|\1|' <<<"$u1")
+t0=$(( $(date +%s) + 3 ))
+if ns_up "sbA$$" 1 && ns_up "sbB$$" 2; then
+	ip netns exec "sbA$$" "$sb" -s fua -q 4 -t 1 --start-at "$t0" --json --no-progress \
+		"iscsi://10.213.1.1:$port/$iqn/1" >"$work/m1.json" 2>"$work/m1.err" &
+	ip netns exec "sbB$$" "$sb" -s fua -q 4 -t 1 --start-at "$t0" --json --no-progress \
+		"iscsi://10.213.2.1:$port/$iqn/2" >"$work/m2.json" 2>"$work/m2.err"
+	wait
+	expect "two runs from two network namespaces, each over its own veth ($(jq -r '.url' "$work/m1.json" 2>/dev/null), $(jq -r '.url' "$work/m2.json" 2>/dev/null))" \
+		'jq -e ".url | test(\"10.213.1.1\")" "$work/m1.json" >/dev/null && jq -e ".url | test(\"10.213.2.1\")" "$work/m2.json" >/dev/null'
+else
+	left_out "--merge of runs from two network namespaces" machine "no network namespace or veth here: two processes on loopback instead"
+	"$sb" -s fua -q 4 -t 1 --start-at "$t0" --json --no-progress "$u1" >"$work/m1.json" 2>/dev/null &
+	"$sb" -s fua -q 4 -t 1 --start-at "$t0" --json --no-progress "$u2" >"$work/m2.json" 2>/dev/null
+	wait
+fi
+expect "--start-at: both runs record the agreed start ($t0)" \
+	'[ "$(jq -r .start "$work/m1.json")" = "$(date -u -d "@$t0" +%Y-%m-%dT%H:%M:%SZ)" ] &&
+	 [ "$(jq -r .start "$work/m2.json")" = "$(jq -r .start "$work/m1.json")" ]'
 "$sb" --merge "$work/m1.json" "$work/m2.json" >"$work/merged.json"
 union_p99=$(jq -s '
 	def mid($i): if $i < 64 then $i else

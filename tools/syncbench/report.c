@@ -92,7 +92,8 @@ void syncguard_print_command_line(const struct config *c)
 static void run_details(const struct config *c)
 {
 	char host[256] = "", when[32];
-	time_t now = time(NULL);
+	/* the measuring starts then: with --start-at, at the time asked */
+	time_t now = c->start_at ? (time_t)c->start_at : time(NULL);
 	struct tm tm;
 	json_object *o;
 
