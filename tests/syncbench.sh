@@ -307,6 +307,23 @@ expect "--merge of runs of another block size: exit 2, naming the file and the f
 out=$("$sb" -t 1 --start-at 1000 "$u1" 2>&1); rc=$?
 expect "--start-at in the past is refused" '[ $rc -eq 2 ] && grep -q "in the past" <<<"$out"'
 
+# Several URLs in one run: a process per LUN, started together, merged.
+# LUN 1 is write-back and LUN 2 write-through, so the merged WCE is
+# unknown (-1) and each source says its own; the merged p99 lies between
+# the two LUNs' (the union's percentile cannot leave their range).
+"$sb" -s fua -q 2 -t 1 --json --no-progress "$u1" "$u2" >"$work/multi.json" 2>"$work/multi.err"; rc=$?
+expect "two URLs in one run: exit $rc, per-LUN sources that add up, WCE per LUN ($(jq -c '[.target.wce, (.results[0].sources[] | [.wce, .ops, .p99])]' "$work/multi.json" 2>/dev/null))" \
+	'[ $rc -eq 0 ] && jq -e ".target.wce == -1 and (.results[0] | (.sources | length) == 2 and .sessions == 2 and
+		.ops == (.sources | map(.ops) | add) and .sources[0].wce == 1 and .sources[1].wce == 0 and
+		(.sources[0].source | endswith(\"/1\")) and (.sources[1].source | endswith(\"/2\")) and
+		.latency_us.p99 >= 0.98 * (.sources | map(.p99) | min) and .latency_us.p99 <= 1.02 * (.sources | map(.p99) | max))" \
+		"$work/multi.json" >/dev/null'
+out=$("$sb" -s fua -q 2 -t 0.5 --no-progress "$u1" "${u1%/1}/7" 2>&1); rc=$?
+expect "a missing LUN among several URLs: exit 1, named, the other LUN's results still printed" \
+	'[ $rc -eq 1 ] && grep -q "/7: no results" <<<"$out" && grep -q "operations:" <<<"$out"'
+usage_case --verify "$u1" "$u2"
+usage_case --interval 1 "$u1" "$u2"
+
 # Latency per command: under -s flush an operation is a WRITE and its
 # SYNCHRONIZE CACHE acknowledged as one.  Each command is timed from the
 # moment it is handed to libiscsi, so every operation's latency is at

@@ -235,14 +235,16 @@ static int restore_wce(const struct config *c, struct iscsi_context *iscsi,
 }
 
 /* --start-at: sleep until UNIX time @t (seconds); Ctrl-C ends the wait */
-static void wait_until(double t)
+static void wait_until(double t, bool quiet)
 {
 	struct timespec now, gap;
 	double left;
 
 	clock_gettime(CLOCK_REALTIME, &now);
-	fprintf(stderr, PROG ": --start-at: measuring starts in %.1f s\n",
-		t - ((double)now.tv_sec + (double)now.tv_nsec / 1e9));
+	if (!quiet)	/* said once for the LUNs of a run, not each */
+		fprintf(stderr, PROG ": --start-at: measuring starts in "
+			"%.1f s\n", t - ((double)now.tv_sec +
+					 (double)now.tv_nsec / 1e9));
 	for (;;) {
 		clock_gettime(CLOCK_REALTIME, &now);
 		left = t - ((double)now.tv_sec + (double)now.tv_nsec / 1e9);
@@ -270,7 +272,7 @@ static int state_writable(const char *path)
 	return 0;
 }
 
-static int measure(const struct config *c)
+int syncguard_measure(const struct config *c)
 {
 	static struct run_params pts[MAX_LIST * MAX_LIST];
 	struct target_info ti;
@@ -323,7 +325,7 @@ static int measure(const struct config *c)
 	}
 	syncguard_report_target(c, &ti);
 	if (c->start_at)
-		wait_until(c->start_at);
+		wait_until(c->start_at, c->lun_process);
 	status = run_all(c, &ti, pts, n, &gone);
 	if (wce == 0 && restore_wce(c, iscsi, lun))
 		status = status ? status : 1;	/* could not restore */
@@ -353,5 +355,7 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGHUP, on_signal);
-	return measure(&c);
+	if (c.nurls > 1)
+		return syncguard_multi_run(&c);
+	return syncguard_measure(&c);
 }

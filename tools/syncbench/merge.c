@@ -1,12 +1,15 @@
 /*
- * --merge: the JSON results of runs made at the same time (several
- * processes, on one host or several: --start-at starts them together)
- * into one result per workload.  Latency histograms are added bucket by
- * bucket, so the merged percentiles are those of all the operations
- * together, never an average of percentiles; IOPS and MB/s add up (the
- * runs overlapped), the time is the longest run's.  Each merged result
- * lists its sources.  The files must be runs of the same points: a
- * mismatch is a usage error naming the file and the field.
+ * Merging the JSON results of runs made at the same time (several
+ * processes or hosts started together with --start-at: --merge; the
+ * LUNs of a run over several URLs: multi.c) into one result per point.
+ * Latency histograms are added bucket by bucket, so the merged
+ * percentiles are those of all the operations together, never an
+ * average of percentiles; operations, IOPS and MB/s add up (the runs
+ * overlapped), the time is the longest run's.  Each merged result lists
+ * its sources.  The files must be runs of the same points by the same
+ * version of the tool: a mismatch is a usage error naming the file and
+ * the field.  The merged result is reported as any other (report.c), so
+ * that a merged file can be compared, plotted and merged again.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,13 +20,15 @@
 
 #include "syncbench.h"
 
-/* what --merge takes of one result */
+/* what is taken of one result */
 struct part {
 	char label[64], workload[64], sync[24];
 	int64_t block_size, qd, sessions, read_pct, random_pct;
 	int64_t ops, reads, writes, flushes, errors, retries, unanswered;
-	double seconds, iops, mbps;
-	struct histogram hist;
+	int64_t unit_attentions, busy_answers, verify_checked, verify_bad;
+	double seconds, iops, mbps, fpo, queued_us, sess_min, sess_max;
+	bool mode_changed, interrupted, verify_ran, verify_complete;
+	struct histogram hist, retried;
 	struct histogram cmd[SYNCGUARD_NCMD];	/* "commands" */
 };
 
@@ -51,15 +56,26 @@ static int64_t int_of(json_object *o, const char *key, const char *file)
 	return json_object_get_int64(member(o, key, json_type_int, file));
 }
 
-static double num_of(json_object *o, const char *key, const char *file)
+/* a number; a null is @null_value where @nullable, else an error */
+static double num_of(json_object *o, const char *key, const char *file,
+		     bool nullable, double null_value)
 {
 	json_object *v;
 
-	if (!json_object_object_get_ex(o, key, &v) ||
-	    !(json_object_is_type(v, json_type_int) ||
+	if (!json_object_object_get_ex(o, key, &v))
+		bad(file, "no field:", key);
+	if (!v && nullable)
+		return null_value;
+	if (!(json_object_is_type(v, json_type_int) ||
 	      json_object_is_type(v, json_type_double)))
 		bad(file, "no number in", key);
 	return json_object_get_double(v);
+}
+
+static bool bool_of(json_object *o, const char *key, const char *file)
+{
+	return json_object_get_boolean(member(o, key, json_type_boolean,
+					      file));
 }
 
 static void str_of(json_object *o, const char *key, char *out, size_t len,
@@ -69,10 +85,9 @@ static void str_of(json_object *o, const char *key, char *out, size_t len,
 		 json_object_get_string(member(o, key, json_type_string, file)));
 }
 
-/* the "latency_hist" of result @o into @h */
-static void hist_of(json_object *o, struct histogram *h, const char *file)
+/* a histogram object (tools/histogram.h) into @h */
+static void hist_from(json_object *lh, struct histogram *h, const char *file)
 {
-	json_object *lh = member(o, "latency_hist", json_type_object, file);
 	json_object *bins = member(lh, "bins", json_type_array, file);
 
 	if (int_of(lh, "sub_bits", file) != HIST_SUB_BITS)
@@ -98,6 +113,12 @@ static void hist_of(json_object *o, struct histogram *h, const char *file)
 	}
 }
 
+/* the "latency_hist" of @o into @h */
+static void hist_of(json_object *o, struct histogram *h, const char *file)
+{
+	hist_from(member(o, "latency_hist", json_type_object, file), h, file);
+}
+
 /* each command's histogram, from the result's "commands" */
 static void commands_of(json_object *o, struct part *p, const char *file)
 {
@@ -108,8 +129,32 @@ static void commands_of(json_object *o, struct part *p, const char *file)
 			       file), &p->cmd[k], file);
 }
 
+/* the counters of a result that are plain sums or flags */
+static void counts_of(json_object *o, struct part *p, const char *file)
+{
+	json_object *verify = member(o, "verify", json_type_object, file);
+
+	p->ops = int_of(o, "ops", file);
+	p->reads = int_of(o, "reads", file);
+	p->writes = int_of(o, "writes", file);
+	p->flushes = int_of(o, "flushes", file);
+	p->errors = int_of(o, "errors", file);
+	p->retries = int_of(o, "retries", file);
+	p->unanswered = int_of(o, "unanswered", file);
+	p->unit_attentions = int_of(o, "unit_attentions", file);
+	p->busy_answers = int_of(o, "busy_answers", file);
+	p->mode_changed = bool_of(o, "mode_parameters_changed", file);
+	p->interrupted = bool_of(o, "interrupted", file);
+	p->verify_ran = bool_of(verify, "ran", file);
+	p->verify_complete = bool_of(verify, "complete", file);
+	p->verify_checked = int_of(verify, "checked", file);
+	p->verify_bad = int_of(verify, "mismatches", file);
+}
+
 static void part_of(json_object *o, struct part *p, const char *file)
 {
+	json_object *spread = member(o, "session_iops", json_type_object, file);
+
 	str_of(o, "label", p->label, sizeof(p->label), file);
 	str_of(o, "workload", p->workload, sizeof(p->workload), file);
 	str_of(o, "sync", p->sync, sizeof(p->sync), file);
@@ -118,39 +163,38 @@ static void part_of(json_object *o, struct part *p, const char *file)
 	p->sessions = int_of(o, "sessions", file);
 	p->read_pct = int_of(o, "read_pct", file);
 	p->random_pct = int_of(o, "random_pct", file);
-	p->ops = int_of(o, "ops", file);
-	p->reads = int_of(o, "reads", file);
-	p->writes = int_of(o, "writes", file);
-	p->flushes = int_of(o, "flushes", file);
-	p->errors = int_of(o, "errors", file);
-	p->retries = int_of(o, "retries", file);
-	p->unanswered = int_of(o, "unanswered", file);
-	p->seconds = num_of(o, "seconds", file);
-	p->iops = num_of(o, "iops", file);
-	p->mbps = num_of(o, "mb_per_s", file);
+	counts_of(o, p, file);
+	p->seconds = num_of(o, "seconds", file, false, 0);
+	p->iops = num_of(o, "iops", file, false, 0);
+	p->mbps = num_of(o, "mb_per_s", file, false, 0);
+	/* null: syncguard's counters could not be read */
+	p->fpo = num_of(o, "device_flushes_per_op", file, true, -1);
+	p->queued_us = num_of(o, "initiator_queued_us", file, true, 0);
+	p->sess_min = num_of(spread, "min", file, false, 0);
+	p->sess_max = num_of(spread, "max", file, false, 0);
 	hist_of(o, &p->hist, file);
+	hist_from(member(o, "retried_hist", json_type_object, file),
+		  &p->retried, file);
 	commands_of(o, p, file);
 }
 
-/* @file's results: the whole file is one run's JSON */
+/* @file's results and, in @version (@vlen bytes), the tool version
+ * that wrote them; *@top the whole run (its target report) */
 static json_object *results_of(const char *file, char *version,
-			       size_t vlen)
+			       size_t vlen, json_object **top)
 {
-	json_object *top = json_object_from_file(file), *res;
 	char tool[64];
 
-	if (!top)
+	*top = json_object_from_file(file);
+	if (!*top)
 		bad(file, "not JSON of a whole run:", json_util_get_last_err());
-	str_of(top, "tool", tool, sizeof(tool), file);
+	str_of(*top, "tool", tool, sizeof(tool), file);
 	if (strcmp(tool, PROG))
 		bad(file, "not a run of " PROG ":", "tool");
-	if (int_of(top, "version", file) != 1)
+	if (int_of(*top, "version", file) != 1)
 		bad(file, "another version of the format:", "version");
-	str_of(top, "tool_version", version, vlen, file);
-	res = member(top, "results", json_type_array, file);
-	json_object_get(res);
-	json_object_put(top);
-	return res;
+	str_of(*top, "tool_version", version, vlen, file);
+	return member(*top, "results", json_type_array, file);
 }
 
 /* @p, of file @file, may merge with @first, of the first file */
@@ -174,65 +218,12 @@ static void same_point(const struct part *first, const struct part *p,
 			    names[i]);
 }
 
-static double pct_us(const struct histogram *h, double pct)
-{
-	return (double)syncguard_hist_percentile(h, pct) / 1e3;
-}
-
-static void print_merged(const struct part *m, const struct part *src,
-			 char **files, int nfiles, bool first)
-{
-	static const double cdf[] = { 1, 5, 10, 25, 50, 75, 90, 95, 99,
-				      99.9, 99.99 };
-	const struct histogram *h = &m->hist;
-
-	printf("%s{\"label\":\"merged\",\"workload\":\"%s\",\"sync\":\"%s\","
-	       "\"block_size\":%" PRId64 ",\"queue_depth\":%" PRId64
-	       ",\"sessions\":%" PRId64 ",\"read_pct\":%" PRId64
-	       ",\"random_pct\":%" PRId64 ",\"seconds\":%.3f,\"ops\":%" PRId64
-	       ",\"reads\":%" PRId64 ",\"writes\":%" PRId64 ",\"flushes\":%"
-	       PRId64 ",\"errors\":%" PRId64 ",\"retries\":%" PRId64
-	       ",\"unanswered\":%" PRId64 ",\"iops\":%.1f,\"mb_per_s\":%.3f,",
-	       first ? "" : ",\n", m->workload, m->sync, m->block_size, m->qd,
-	       m->sessions, m->read_pct, m->random_pct, m->seconds, m->ops,
-	       m->reads, m->writes, m->flushes, m->errors, m->retries,
-	       m->unanswered, m->iops, m->mbps);
-	if (h->count)
-		printf("\"latency_us\":{\"mean\":%.1f,\"p50\":%.1f,\"p90\":%.1f,"
-		       "\"p99\":%.1f,\"p99_9\":%.1f,\"max\":%.1f},\"cdf\":[",
-		       syncguard_hist_mean(h) / 1e3, pct_us(h, 50),
-		       pct_us(h, 90), pct_us(h, 99), pct_us(h, 99.9),
-		       (double)h->max_ns / 1e3);
-	else
-		printf("\"latency_us\":{\"mean\":null,\"p50\":null,\"p90\":null,"
-		       "\"p99\":null,\"p99_9\":null,\"max\":null},\"cdf\":[");
-	for (size_t i = 0; h->count && i < sizeof(cdf) / sizeof(cdf[0]); i++)
-		printf("%s[%g,%.1f]", i ? "," : "", cdf[i], pct_us(h, cdf[i]));
-	printf("],\"latency_hist\":");
-	syncguard_hist_print_json(stdout, h);
-	syncguard_print_commands_json(m->cmd);
-	printf(",\"sources\":[");
-	for (int f = 0; f < nfiles; f++) {
-		json_object *name = json_object_new_string(files[f]);
-		json_object *label = json_object_new_string(src[f].label);
-
-		/* a file's name may hold any byte: json-c escapes it */
-		printf("%s{\"file\":%s,\"label\":%s,\"ops\":%" PRId64
-		       ",\"iops\":%.1f,\"p99\":%.1f,\"errors\":%" PRId64 "}",
-		       f ? "," : "", json_object_to_json_string(name),
-		       json_object_to_json_string(label), src[f].ops,
-		       src[f].iops, src[f].hist.count ?
-		       pct_us(&src[f].hist, 99) : 0.0, src[f].errors);
-		json_object_put(name);
-		json_object_put(label);
-	}
-	printf("]}");
-}
-
 static void add_part(struct part *m, const struct part *p, bool first)
 {
 	if (first) {
 		*m = *p;
+		m->fpo = p->fpo >= 0 ? p->fpo * (double)p->ops : -1;
+		m->queued_us = p->queued_us * (double)p->ops;
 		return;
 	}
 	m->sessions += p->sessions;
@@ -243,52 +234,214 @@ static void add_part(struct part *m, const struct part *p, bool first)
 	m->errors += p->errors;
 	m->retries += p->retries;
 	m->unanswered += p->unanswered;
+	m->unit_attentions += p->unit_attentions;
+	m->busy_answers += p->busy_answers;
+	m->verify_checked += p->verify_checked;
+	m->verify_bad += p->verify_bad;
+	m->mode_changed |= p->mode_changed;
+	m->interrupted |= p->interrupted;
+	m->verify_ran |= p->verify_ran;
+	m->verify_complete &= p->verify_complete;
 	m->iops += p->iops;		/* the runs overlapped: rates add */
 	m->mbps += p->mbps;
+	/* device flushes per operation: known only if known for all */
+	m->fpo = m->fpo >= 0 && p->fpo >= 0 ? m->fpo + p->fpo *
+		 (double)p->ops : -1;
+	m->queued_us += p->queued_us * (double)p->ops;
+	m->sess_min = p->sess_min < m->sess_min ? p->sess_min : m->sess_min;
+	m->sess_max = p->sess_max > m->sess_max ? p->sess_max : m->sess_max;
 	if (p->seconds > m->seconds)
 		m->seconds = p->seconds;
 	syncguard_hist_merge(&m->hist, &p->hist);
+	syncguard_hist_merge(&m->retried, &p->retried);
 	for (int k = 0; k < SYNCGUARD_NCMD; k++)
 		syncguard_hist_merge(&m->cmd[k], &p->cmd[k]);
 }
 
+/* "every:8" into SYNC_EVERY and 8 */
+static enum sync_mode sync_of(const char *s, unsigned int *every,
+			      const char *file)
+{
+	static const char *const names[] = { "none", "fua", "flush", "every",
+					     "end", "flush-only" };
+
+	*every = 0;
+	if (!strncmp(s, "every:", 6)) {
+		*every = (unsigned int)strtoul(s + 6, NULL, 10);
+		if (*every)
+			return SYNC_EVERY;
+	}
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (i != SYNC_EVERY && !strcmp(s, names[i]))
+			return (enum sync_mode)i;
+	bad(file, "a discipline this tool does not know:", "sync");
+	return SYNC_NONE;
+}
+
+/* merged part @m as a result @r (its strings stay in @m) */
+static void result_of(struct part *m, struct result *r, unsigned int *every,
+		      const char *file)
+{
+	memset(r, 0, sizeof(*r));
+	r->p = (struct run_params){ .label = m->workload,
+		.xfer = (uint64_t)m->block_size, .qd = (unsigned int)m->qd,
+		.read_pct = (unsigned int)m->read_pct,
+		.random_pct = (unsigned int)m->random_pct,
+		.seconds = m->seconds };
+	r->p.sync = sync_of(m->sync, every, file);
+	r->seconds = m->seconds;
+	r->ops = (uint64_t)m->ops;
+	r->reads = (uint64_t)m->reads;
+	r->writes = (uint64_t)m->writes;
+	r->flushes = (uint64_t)m->flushes;
+	r->bytes = r->ops * r->p.xfer;
+	r->errors = (uint64_t)m->errors;
+	r->retries = (uint64_t)m->retries;
+	r->unanswered = (uint64_t)m->unanswered;
+	r->iops = m->iops;
+	r->mbps = m->mbps;
+	r->hist = m->hist;
+	r->retried_hist = m->retried;
+	memcpy(r->cmd_hist, m->cmd, sizeof(r->cmd_hist));
+	r->nsess = (unsigned int)m->sessions;
+	r->flushes_per_op = m->fpo >= 0 && m->ops ? m->fpo / (double)m->ops :
+			    -1;
+	r->queued_ns = (uint64_t)(m->queued_us * 1e3);
+	r->queued_n = (uint64_t)m->ops;
+	r->unit_attentions = (uint64_t)m->unit_attentions;
+	r->busy_answers = (uint64_t)m->busy_answers;
+	r->mode_changed = m->mode_changed;
+	r->verify_checked = (uint64_t)m->verify_checked;
+	r->verify_bad = (uint64_t)m->verify_bad;
+	r->verify_ran = m->verify_ran;
+	r->verify_complete = m->verify_complete;
+	r->interrupted = m->interrupted;
+	r->merged = true;
+	r->sess_min = m->sess_min;
+	r->sess_max = m->sess_max;
+}
+
+/* the first file's target report (block sizes, WCE, DPOFUA) */
+static void target_of(json_object *top, struct target_info *ti,
+		      const char *file)
+{
+	json_object *t = member(top, "target", json_type_object, file);
+
+	memset(ti, 0, sizeof(*ti));
+	str_of(t, "name", ti->target, sizeof(ti->target), file);
+	ti->lun = (int)int_of(t, "lun", file);
+	ti->block_size = (uint32_t)int_of(t, "block_size", file);
+	ti->phys_block_size = (uint32_t)int_of(t, "physical_block_size", file);
+	ti->blocks = (uint64_t)int_of(t, "blocks", file);
+	ti->wce = (int)int_of(t, "wce", file);
+	ti->dpofua = (int)int_of(t, "dpofua", file);
+	ti->wce_changeable = (int)int_of(t, "wce_changeable", file);
+	ti->max_transfer = (uint32_t)int_of(t, "max_transfer_blocks", file);
+}
+
+static void source_of(const struct part *p, const char *name,
+		      struct merge_source *s)
+{
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	snprintf(s->label, sizeof(s->label), "%.*s",
+		 (int)sizeof(s->label) - 1, p->label);
+	s->ops = (uint64_t)p->ops;
+	s->errors = (uint64_t)p->errors;
+	s->iops = p->iops;
+	s->p99_us = p->hist.count ? (double)
+		syncguard_hist_percentile(&p->hist, 99) / 1e3 : -1;
+}
+
+int syncguard_merge_report(const struct config *c, char **files,
+			   char **names, int n,
+			   void (*header)(const struct config *c,
+					  const struct target_info *ti))
+{
+	static struct part src[MAX_MERGE], m;
+	static struct merge_source sources[MAX_MERGE];
+	static struct result r;
+	json_object *res[MAX_MERGE] = { NULL }, *top[MAX_MERGE] = { NULL };
+	struct config mc = *c;
+	struct target_info ti, each;
+	char version[2][32];
+	size_t points;
+	int status = 0;
+
+	if (n < 1 || n > MAX_MERGE)
+		return 2;
+	/* another version of the tool may time or count otherwise */
+	for (int f = 0; f < n; f++) {
+		res[f] = results_of(files[f], version[f > 0],
+				    sizeof(version[0]), &top[f]);
+		if (f && strcmp(version[0], version[1]))
+			bad(files[f], "another tool version than the first "
+			    "file's:", "tool_version");
+	}
+	points = json_object_array_length(res[0]);
+	for (int f = 1; f < n; f++)
+		if (json_object_array_length(res[f]) != points)
+			bad(files[f], "another number of results than the "
+			    "first file's:", "results");
+	target_of(top[0], &ti, files[0]);
+	/* LUNs that differ in WCE or DPOFUA: the merged run's is unknown
+	 * (-1), each source says its own */
+	for (int f = 1; f < n; f++) {
+		target_of(top[f], &each, files[f]);
+		ti.wce = each.wce == ti.wce ? ti.wce : -1;
+		ti.dpofua = each.dpofua == ti.dpofua ? ti.dpofua : -1;
+	}
+	header(c, &ti);
+	for (size_t i = 0; i < points; i++) {
+		for (int f = 0; f < n; f++) {
+			part_of(json_object_array_get_idx(res[f], i), &src[f],
+				files[f]);
+			if (f)
+				same_point(&src[0], &src[f], files[f]);
+			add_part(&m, &src[f], f == 0);
+			source_of(&src[f], names[f], &sources[f]);
+			target_of(top[f], &each, files[f]);
+			sources[f].wce = each.wce;
+		}
+		result_of(&m, &r, &mc.every, files[0]);
+		r.src = sources;
+		r.nsrc = (unsigned int)n;
+		syncguard_report_result(&mc, &ti, &r, i == 0);
+		if (r.errors || r.unanswered || r.verify_bad)
+			status = 1;
+	}
+	syncguard_report_end(c);
+	for (int f = 0; f < n; f++)
+		json_object_put(top[f]);
+	return status;
+}
+
+/* --merge's opening: no URL of its own, the label "merged", the first
+ * file's target report */
+static void merge_header(const struct config *c, const struct target_info *ti)
+{
+	json_object *name = json_object_new_string(ti->target);
+
+	printf("{\"tool\":\"" PROG "\",\"version\":1,\"tool_version\":\""
+	       SYNCGUARD_VERSION "\",\"merged\":%d,\"label\":\"merged\","
+	       "\"target\":{\"name\":%s,\"lun\":%d,\"block_size\":%u,"
+	       "\"physical_block_size\":%u,\"blocks\":%" PRIu64 ",\"wce\":%d,"
+	       "\"wce_changeable\":%d,\"dpofua\":%d,\"max_transfer_blocks\":%u},"
+	       "\"results\":[\n", c->nfiles,
+	       json_object_to_json_string(name), ti->lun, ti->block_size,
+	       ti->phys_block_size, ti->blocks, ti->wce, ti->wce_changeable,
+	       ti->dpofua, ti->max_transfer);
+	json_object_put(name);
+}
+
 int syncguard_merge_files(const struct config *c)
 {
-	json_object *res[MAX_MERGE];
-	static struct part src[MAX_MERGE], m;
-	char version[2][32];
-	size_t n;
+	struct config mc = *c;
 
 	if (c->nfiles < 2 || c->nfiles > MAX_MERGE)
 		syncguard_usage_error("--merge takes 2 to %s JSON files",
 				      MAX_MERGE_TEXT);
-	/* another version of the tool may time or count otherwise */
-	for (int f = 0; f < c->nfiles; f++) {
-		res[f] = results_of(c->files[f], version[f > 0],
-				    sizeof(version[0]));
-		if (f && strcmp(version[0], version[1]))
-			bad(c->files[f], "another tool version than the first "
-			    "file's:", "tool_version");
-	}
-	n = json_object_array_length(res[0]);
-	for (int f = 1; f < c->nfiles; f++)
-		if (json_object_array_length(res[f]) != n)
-			bad(c->files[f], "another number of results than the "
-			    "first file's:", "results");
-	printf("{\"tool\":\"" PROG "\",\"version\":1,\"merged\":%d,"
-	       "\"label\":\"merged\",\"results\":[\n", c->nfiles);
-	for (size_t i = 0; i < n; i++) {
-		for (int f = 0; f < c->nfiles; f++) {
-			part_of(json_object_array_get_idx(res[f], i), &src[f],
-				c->files[f]);
-			if (f)
-				same_point(&src[0], &src[f], c->files[f]);
-			add_part(&m, &src[f], f == 0);
-		}
-		print_merged(&m, src, c->files, c->nfiles, i == 0);
-	}
-	printf("\n]}\n");
-	for (int f = 0; f < c->nfiles; f++)
-		json_object_put(res[f]);
-	return 0;
+	mc.format = OUT_JSON;
+	mc.label = "merged";
+	return syncguard_merge_report(&mc, c->files, c->files, c->nfiles,
+				      merge_header);
 }

@@ -451,7 +451,7 @@ static void print_opt(FILE *f, const struct opt *o)
 	}
 }
 
-#define SYNOPSIS_URL "[options] iscsi://[user%%password@]host[:port]/target-iqn/lun"
+#define SYNOPSIS_URL "[options] iscsi://[user%%password@]host[:port]/target-iqn/lun [URL...]"
 #define SYNOPSIS_CMP "--compare FILE.json..."
 #define SYNOPSIS_PLOT "--plot OUT.png|OUT.svg FILE.json..."
 #define SYNOPSIS_MERGE "--merge FILE.json FILE.json..."
@@ -459,7 +459,9 @@ static void print_opt(FILE *f, const struct opt *o)
 	"Measures what writes under a sync discipline cost on an iSCSI LUN:\n" \
 	"IOPS, MB/s, latency percentiles (microseconds), per interval and\n" \
 	"session; and what the LUN reports (WCE, DPOFUA, block sizes,\n" \
-	"capacity, MAXIMUM TRANSFER LENGTH).  It writes to the LUN.\n"
+	"capacity, MAXIMUM TRANSFER LENGTH).  It writes to the LUN.  With\n" \
+	"several URLs, each LUN runs in a process of its own, all started\n" \
+	"together, and the results are merged (per LUN in the sources).\n"
 #define EXIT_STATUS \
 	"0 success; 1 a SCSI error, a timed-out command, a failed login,\n" \
 	"a verify mismatch, or a --compare/--plot file that cannot be read\n" \
@@ -593,11 +595,23 @@ static void check_combinations(struct config *c, int argc, char **argv)
 		c->nfiles = argc - optind;
 		return;
 	}
-	if (optind != argc - 1)
-		syncguard_usage_error("%s", optind >= argc ? "missing the iscsi:// URL" :
-				      "more than one URL given");
+	if (optind >= argc)
+		syncguard_usage_error("%s", "missing the iscsi:// URL");
+	if (argc - optind > MAX_MERGE)
+		syncguard_usage_error("more than %s URLs", MAX_MERGE_TEXT);
+	c->urls = argv + optind;
+	c->nurls = argc - optind;
 	c->url = argv[optind];
-	check_url(c->url);
+	for (int i = 0; i < c->nurls; i++)
+		check_url(c->urls[i]);
+	/* one process per LUN: one state file, and interval lines, would
+	 * be written by several at once */
+	if (c->nurls > 1 && (c->verify || c->verify_only || c->state))
+		syncguard_usage_error("%s", "--verify, --verify-only and --state go "
+				      "with one URL");
+	if (c->nurls > 1 && c->interval > 0)
+		syncguard_usage_error("%s", "--interval goes with one URL (the LUNs "
+				      "of several run in processes of their own)");
 	if (!c->csv_header && c->format != OUT_CSV)
 		syncguard_usage_error("%s", "--no-header goes with --csv");
 	if (c->state && !c->verify && !c->verify_only)

@@ -172,6 +172,12 @@ void syncguard_report_interval(const struct config *c, const struct interval *iv
 static void session_spread(const struct result *r, double *mn, double *avg,
 			   double *mx)
 {
+	if (r->merged) {	/* the sessions' own IOPS are not kept */
+		*mn = r->sess_min;
+		*mx = r->sess_max;
+		*avg = r->nsess ? r->iops / r->nsess : 0;
+		return;
+	}
 	*mn = *mx = *avg = r->nsess ? r->sess[0].iops : 0;
 	for (unsigned int i = 1; i < r->nsess; i++) {
 		*mn = r->sess[i].iops < *mn ? r->sess[i].iops : *mn;
@@ -206,6 +212,50 @@ static double wire_qd(const struct result *r)
 		return -1;
 	lat_s -= q / 1e6;
 	return lat_s > 0 ? r->iops * lat_s : 0;
+}
+
+/* a merged result's runs, one line each */
+static void print_sources_text(const struct result *r)
+{
+	for (unsigned int i = 0; i < r->nsrc; i++) {
+		const struct merge_source *s = &r->src[i];
+
+		printf("    %s (WCE=%s): %" PRIu64 " operations, %.0f IOPS, "
+		       "p99 ", s->name, bit(s->wce), s->ops, s->iops);
+		if (s->p99_us >= 0)
+			printf("%.1f us", s->p99_us);
+		else
+			printf("-");
+		printf(", errors %" PRIu64 "\n", s->errors);
+	}
+}
+
+/* ,"sources":[{"source":..,"label":..,"ops":..,"iops":..,"p99":..,
+ * "errors":..},...] of a merged result (nothing for another) */
+static void print_sources_json(const struct result *r)
+{
+	if (!r->nsrc)
+		return;
+	printf(",\"sources\":[");
+	for (unsigned int i = 0; i < r->nsrc; i++) {
+		const struct merge_source *s = &r->src[i];
+		/* a file's name may hold any byte: json-c escapes it */
+		json_object *name = json_object_new_string(s->name);
+		json_object *label = json_object_new_string(s->label);
+		char p99[32] = "null";
+
+		if (s->p99_us >= 0)
+			snprintf(p99, sizeof(p99), "%.1f", s->p99_us);
+		printf("%s{\"source\":%s,\"label\":%s,\"ops\":%" PRIu64
+		       ",\"iops\":%.1f,\"p99\":%s,\"errors\":%" PRIu64
+		       ",\"wce\":%d}", i ? "," : "",
+		       json_object_to_json_string(name),
+		       json_object_to_json_string(label), s->ops, s->iops, p99,
+		       s->errors, s->wce);
+		json_object_put(name);
+		json_object_put(label);
+	}
+	printf("]");
 }
 
 /* Kinds of command with an answer counted in @r */
@@ -262,6 +312,7 @@ static void print_text(const struct config *c, const struct result *r)
 		       us(r, 50), us(r, 90), us(r, 99), us(r, 99.9),
 		       (double)r->hist.max_ns / 1e3);
 	print_commands_text(r);
+	print_sources_text(r);
 	if (r->retried_hist.count)
 		printf("  retried: %" PRIu64 " operations (after %" PRIu64
 		       " unit attentions, %" PRIu64 " BUSY or TASK SET FULL), "
@@ -411,6 +462,9 @@ static void print_json(const struct config *c, const struct result *r,
 	printf("],\"latency_hist\":");
 	syncguard_hist_print_json(stdout, &r->hist);
 	syncguard_print_commands_json(r->cmd_hist);
+	printf(",\"retried_hist\":");
+	syncguard_hist_print_json(stdout, &r->retried_hist);
+	print_sources_json(r);
 	if (r->target_writes[0])	/* plain text: no quotes in it */
 		printf(",\"target_writes\":\"%s\",\"target_flush_batching\""
 		       ":\"%s\",\"target_sync_loop\":\"%s\",\"intervals\":[",

@@ -46,7 +46,9 @@ enum out_format { OUT_TEXT, OUT_JSON, OUT_CSV, OUT_FIO };
 #endif
 
 struct config {
-	const char *url;
+	const char *url;		/* the URL (the first of several) */
+	char **urls;			/* every URL given, @nurls of them */
+	int nurls;
 	enum sync_mode sync;
 	unsigned int every;		/* SYNC_EVERY: writes per flush */
 	uint64_t sizes[MAX_LIST];	/* bytes per command; runs one each */
@@ -90,6 +92,8 @@ struct config {
 	int nfiles;
 	bool compare, merge;
 	double start_at;		/* --start-at: epoch seconds; 0 none */
+	bool lun_process;		/* one LUN's process of a run over
+					 * several URLs (multi.c) */
 	int argc;			/* the command line, for the record */
 	char **argv;
 };
@@ -152,6 +156,16 @@ enum syncguard_cmd {
 extern const char *const syncguard_cmd_name[SYNCGUARD_NCMD];
 extern const char *const syncguard_cmd_key[SYNCGUARD_NCMD];
 
+/* One run a merged result was made of (--merge's file, or one LUN of a
+ * run with several URLs) */
+struct merge_source {
+	char name[512];			/* file or URL */
+	char label[64];
+	uint64_t ops, errors;
+	double iops, p99_us;		/* p99: -1 when none completed */
+	int wce;			/* its LUN's, -1 unknown */
+};
+
 struct result {
 	struct run_params p;
 	double seconds;
@@ -185,6 +199,12 @@ struct result {
 	bool verify_ran;		/* --verify: the read-back ran */
 	bool verify_complete;		/* ... and read every block */
 	bool interrupted;
+	/* a merged result: per-session IOPS known as the spread over all
+	 * sessions (their min and max), and the runs it was made of */
+	bool merged;
+	double sess_min, sess_max;
+	const struct merge_source *src;
+	unsigned int nsrc;
 };
 
 extern volatile sig_atomic_t syncguard_interrupted;	/* Ctrl-Cs so far */
@@ -276,6 +296,23 @@ int syncguard_plot_files(const struct config *c);
 /* merge.c: --merge of runs made at the same time, as JSON on stdout;
  * exit status (a mismatch is a usage error) */
 int syncguard_merge_files(const struct config *c);
+/* merge.c: the --json files @files (@n of them, named @names in the
+ * result's sources: the files, or the URLs they measured) merged point
+ * by point and reported in @c's format, under @header (called once,
+ * with the first file's target report, before the first result); exit
+ * status.  A mismatch is a usage error. */
+int syncguard_merge_report(const struct config *c, char **files,
+			   char **names, int n,
+			   void (*header)(const struct config *c,
+					  const struct target_info *ti));
+
+/* main.c: log in to @c->url and measure each point; exit status */
+int syncguard_measure(const struct config *c);
+
+/* multi.c: a run over several URLs at once: one process per LUN,
+ * started together, their results merged (per LUN in the sources);
+ * exit status */
+int syncguard_multi_run(const struct config *c);
 
 /* presets.c: the classic studies; fills @points, returns their count */
 unsigned int syncguard_preset_points(const struct config *c, struct run_params *points,

@@ -1,0 +1,162 @@
+/*
+ * A run over several URLs (LUNs of one target or of several): one
+ * process per LUN, forked after the options are read, each measuring
+ * its LUN as a run of one URL would into a JSON file of its own; all
+ * start measuring at one moment (--start-at, or a few seconds after
+ * the forks, for the logins); the results are then merged point by
+ * point (merge.c: histograms bin by bin) and reported in the format
+ * asked for, each LUN's figures in the result's sources.  Each LUN gets
+ * its own offsets' seed (the seed + its position), so that two URLs of
+ * one LUN do not write the same blocks in the same order.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "syncbench.h"
+
+static pid_t children[MAX_MERGE];
+static int nchildren;
+
+/* a signal to this process goes on to each LUN's (Ctrl-C from the
+ * terminal reaches them all already; kill(1) does not) */
+static void forward(int sig)
+{
+	for (int i = 0; i < nchildren; i++)
+		kill(children[i], sig);
+}
+
+/* the text and JSON header: every URL (secrets masked), the first
+ * LUN's report */
+static void multi_header(const struct config *c, const struct target_info *ti)
+{
+	static char all[MAX_MERGE * 1100];
+	struct config shown = *c;
+	size_t n = 0;
+
+	for (int i = 0; i < c->nurls && n < sizeof(all) - 1100; i++) {
+		char url[1024];
+
+		syncguard_shown_url(c->urls[i], url, sizeof(url));
+		n += (size_t)snprintf(all + n, sizeof(all) - n, "%s%s",
+				      i ? " " : "", url);
+	}
+	shown.url = all;
+	syncguard_report_target(&shown, ti);
+}
+
+/* one LUN's process: the run of URL @k, as JSON into @file */
+static void child(const struct config *c, int k, const char *file,
+		  double t0)
+{
+	struct config one = *c;
+
+	if (!freopen(file, "w", stdout)) {
+		fprintf(stderr, PROG ": %s: %s\n", file, strerror(errno));
+		_exit(1);
+	}
+	one.url = c->urls[k];
+	one.urls = NULL;
+	one.nurls = 1;
+	one.format = OUT_JSON;
+	one.progress = 0;
+	one.start_at = t0;
+	one.lun_process = true;
+	one.seed = c->seed + (uint64_t)k;
+	fflush(stdout);
+	_exit(syncguard_measure(&one));
+}
+
+/* wait for every LUN's process; the worst exit status (130 first) */
+static int reap(void)
+{
+	int worst = 0;
+
+	for (int i = 0; i < nchildren; i++) {
+		int st, code;
+
+		while (waitpid(children[i], &st, 0) < 0 && errno == EINTR)
+			;
+		code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+		if (code == 130 || (worst != 130 && code > worst))
+			worst = code;
+	}
+	return worst;
+}
+
+/* does @file hold a whole run with a result? */
+static bool has_results(const char *file)
+{
+	json_object *top = json_object_from_file(file), *res;
+	bool yes = top && json_object_object_get_ex(top, "results", &res) &&
+		   json_object_is_type(res, json_type_array) &&
+		   json_object_array_length(res) > 0;
+
+	json_object_put(top);
+	return yes;
+}
+
+int syncguard_multi_run(const struct config *c)
+{
+	static char files[MAX_MERGE][64], shown[MAX_MERGE][1024];
+	static char *ok_files[MAX_MERGE], *ok_names[MAX_MERGE];
+	char dir[] = "/tmp/syncbench-luns.XXXXXX";
+	struct timespec now;
+	int status, nok = 0, merged;
+	double t0;
+
+	if (!mkdtemp(dir)) {
+		fprintf(stderr, PROG ": %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	/* the logins of every LUN's sessions first */
+	t0 = c->start_at ? c->start_at : (double)now.tv_sec + 3 +
+	     0.25 * c->nurls;
+	fflush(stdout);
+	fflush(stderr);
+	for (int k = 0; k < c->nurls; k++) {
+		snprintf(files[k], sizeof(files[k]), "%s/lun%d.json", dir, k);
+		children[k] = fork();
+		if (children[k] == 0)
+			child(c, k, files[k], t0);
+		if (children[k] < 0) {
+			fprintf(stderr, PROG ": fork: %s\n", strerror(errno));
+			break;
+		}
+		nchildren++;
+	}
+	fprintf(stderr, PROG ": %d LUNs, each in a process of its own; "
+		"measuring starts in %.1f s\n", nchildren,
+		t0 - ((double)now.tv_sec + (double)now.tv_nsec / 1e9));
+	signal(SIGINT, SIG_IGN);	/* the LUNs' processes print first */
+	signal(SIGTERM, forward);
+	signal(SIGHUP, forward);
+	status = reap();
+	for (int k = 0; k < nchildren; k++) {
+		if (has_results(files[k])) {
+			/* a CHAP secret stays out of the sources */
+			syncguard_shown_url(c->urls[k], shown[k],
+					    sizeof(shown[k]));
+			ok_files[nok] = files[k];
+			ok_names[nok++] = shown[k];
+		} else {
+			fprintf(stderr, PROG ": %s: no results (see above); "
+				"left out of the merged results\n", c->urls[k]);
+			status = status ? status : 1;
+		}
+	}
+	merged = nok ? syncguard_merge_report(c, ok_files, ok_names, nok,
+					      multi_header) : 1;
+	for (int k = 0; k < c->nurls; k++)
+		unlink(files[k]);
+	rmdir(dir);
+	return status ? status : merged;
+}
