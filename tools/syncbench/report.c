@@ -173,6 +173,7 @@ static void print_text(const struct config *c, const struct result *r)
 		       "p99.9 %.1f  max %.1f\n", syncguard_hist_mean(&r->hist) / 1e3,
 		       us(r, 50), us(r, 90), us(r, 99), us(r, 99.9),
 		       (double)r->hist.max_ns / 1e3);
+	syncguard_rate_text(r);
 	if (r->retried_hist.count)
 		printf("  retried: %" PRIu64 " operations (after %" PRIu64
 		       " unit attentions, %" PRIu64 " BUSY or TASK SET FULL), "
@@ -335,7 +336,9 @@ static void print_json(const struct config *c, const struct result *r,
 		printf("%s[%.1f,%.1f,%.3f,%s]", i ? "," : "", r->iv[i].t,
 		       r->iv[i].iops, r->iv[i].mbps, p99);
 	}
-	printf("]}");
+	printf("]");
+	syncguard_rate_json(r);
+	printf("}");
 }
 
 /* CSV columns, in this order (scripts/demo.sh and bench.sh rely on it) */
@@ -343,7 +346,7 @@ static void print_json(const struct config *c, const struct result *r,
 	"random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us," \
 	"lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op," \
 	"workload,interrupted,unanswered,verify_checked,verify_mismatches," \
-	"verify_complete"
+	"verify_complete" RATE_CSV_HEADER
 
 static void print_csv(const struct config *c, const struct target_info *ti,
 		      const struct result *r, bool first)
@@ -359,7 +362,7 @@ static void print_csv(const struct config *c, const struct target_info *ti,
 		snprintf(vd, sizeof(vd), "%d", r->verify_complete ? 1 : 0);
 	}
 	printf("%s,%s,%" PRIu64 ",%u,%u,%u,%u,%d,%d,%.3f,%" PRIu64 ",%" PRIu64
-	       ",%.1f,%.3f,%s,%s,%s,%s,%s,%s,%s,%d,%" PRIu64 ",%s,%s,%s\n",
+	       ",%.1f,%.3f,%s,%s,%s,%s,%s,%s,%s,%d,%" PRIu64 ",%s,%s,%s",
 	       run_label(c, r),
 	       syncguard_sync_name(r->p.sync, c->every, sy, sizeof(sy)), r->p.xfer, r->p.qd,
 	       r->nsess, r->p.read_pct, r->p.random_pct, ti->wce, ti->dpofua,
@@ -370,6 +373,8 @@ static void print_csv(const struct config *c, const struct target_info *ti,
 	       lat(r, (double)r->hist.max_ns / 1e3, l[4], ""),
 	       fpo, r->p.label, r->interrupted ? 1 : 0, r->unanswered, vc, vm,
 	       vd);
+	syncguard_rate_csv(r);
+	putchar('\n');
 }
 
 void syncguard_report_result(const struct config *c, const struct target_info *ti,
