@@ -16,8 +16,8 @@
 # it, per-session IOPS of sessions that ran out of free blocks
 # under --verify, and open-loop runs: --rate achieving a rate well below
 # capacity, flagging one far above it, latency counted from the intended
-# time across a stalled target, and --curve's steps.  Exit 0 when all
-# hold.
+# time across a stalled target, --curve's steps and their --compare,
+# --plot and --merge.  Exit 0 when all hold.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -308,6 +308,19 @@ expect "--curve 10,50,90: 4 results, the maximum then 10, 50, 90% of it ($(jq -c
 out=$("$sb" --curve -t 0.2 --no-progress "$u1" 2>&1)
 expect "--curve alone: vdbench's steps, a table of them after ($(grep -c '^  [0-9]*%' <<<"$out") steps)" \
 	'[ "$(awk "/^curve: / { t = 1; next } t && /^  (max|[0-9]+%) / { printf \"%s \", \$1 }" <<<"$out")" = "max 10% 50% 70% 80% 90% 100% " ]'
+# --compare pairs a curve's steps by their percentage (not every step
+# with the first file's maximum): a file against its copy is 1.00 each
+cp "$work/curve.json" "$work/curve2.json"
+cmp=$("$sb" --compare "$work/curve.json" "$work/curve2.json")
+expect "--compare of two curves: step by step, with the asked rate and load" \
+	'[ "$(awk "NR > 1 && \$8 == \"1.00\" && \$10 == \"1.00\" { printf \"%s \", \$13 }" <<<"$cmp")" = "max 10% 50% 90% max 10% 50% 90% " ]'
+"$sb" --plot "$work/curve.png" "$work/curve.json" >"$work/curve-plot.out" 2>&1
+expect "--plot of a curve draws latency against achieved IOPS ($(head -1 "$work/curve-plot.out"))" \
+	'[ "$(head -c 4 "$work/curve.png" | od -An -c | tr -d " ")" = "211PNG" ] &&
+	 grep -q "latency against achieved IOPS, 1 run" "$work/curve-plot.out"'
+out=$("$sb" --merge "$work/curve.json" "$work/curve2.json" 2>&1 >/dev/null); rc=$?
+expect "--merge refuses open-loop results (their asked rates would be lost)" \
+	'[ $rc -eq 2 ] && grep -q "open-loop result" <<<"$out"'
 
 # --merge: two processes started together (--start-at) on two LUNs,
 # their results merged: operations and sessions add up, the histograms

@@ -97,8 +97,22 @@ static void hist_of(json_object *o, struct histogram *h, const char *file)
 	}
 }
 
+/* an open-loop result's asked rate and curve step would be lost from
+ * the merged one, which would read as a closed loop's */
+static void closed_loop(json_object *o, const char *file)
+{
+	static const char *const keys[] = { "asked_iops", "curve_step" };
+	json_object *v;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (json_object_object_get_ex(o, keys[i], &v) && v)
+			bad(file, "an open-loop result (--rate, --curve), which "
+			    "--merge does not take:", keys[i]);
+}
+
 static void part_of(json_object *o, struct part *p, const char *file)
 {
+	closed_loop(o, file);
 	str_of(o, "label", p->label, sizeof(p->label), file);
 	str_of(o, "workload", p->workload, sizeof(p->workload), file);
 	str_of(o, "sync", p->sync, sizeof(p->sync), file);
