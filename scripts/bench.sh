@@ -130,7 +130,7 @@ out=$top/build
 csv=$out/bench.csv
 rounds_csv=$out/bench-rounds.csv
 series_csv=$out/bench-plp-series.csv
-header="device,config,label,sync,block_size,queue_depth,sessions,read_pct,random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op,workload,interrupted,unanswered,verify_checked,verify_mismatches,verify_complete,read_ops,read_lat_mean_us,read_lat_p99_us,write_ops,write_lat_mean_us,write_lat_p99_us,write_fua_ops,write_fua_lat_mean_us,write_fua_lat_p99_us,synchronize_cache_ops,synchronize_cache_lat_mean_us,synchronize_cache_lat_p99_us"
+header="device,config,label,sync,block_size,queue_depth,sessions,read_pct,random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op,workload,interrupted,unanswered,verify_checked,verify_mismatches,verify_complete,read_ops,read_lat_mean_us,read_lat_p99_us,write_ops,write_lat_mean_us,write_lat_p99_us,write_fua_ops,write_fua_lat_mean_us,write_fua_lat_p99_us,synchronize_cache_ops,synchronize_cache_lat_mean_us,synchronize_cache_lat_p99_us,asked_iops,arrivals,rate_sustained,unsent,curve_step,curve_pct"
 [ -x "$bench" ] && [ -x "$model" ] && [ -f "$module" ] || { echo "bench: run make first" >&2; exit 1; }
 work=$(mktemp -d "$top/build/bench.XXXXXX") || exit 1
 cleanup() {

@@ -13,8 +13,11 @@
 # (--bytes below one command, writes to a write-protected LUN, a preset
 # beside the options it sets), --compare refusing a file without
 # results, and a target killed mid-run ending the run instead of hanging
-# it, and per-session IOPS of sessions that ran out of free blocks
-# under --verify.  Exit 0 when all hold.
+# it, per-session IOPS of sessions that ran out of free blocks
+# under --verify, and open-loop runs: --rate achieving a rate well below
+# capacity, flagging one far above it, latency counted from the intended
+# time across a stalled target, --curve's steps and their --compare,
+# --plot and --merge.  Exit 0 when all hold.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -62,6 +65,18 @@ usage_case -s flush-only -b 4k,64k iscsi://127.0.0.1/x/1	# one test run twice
 usage_case -s flush-only -r 50 iscsi://127.0.0.1/x/1	# labelled 50% reads, none sent
 usage_case --preset iozone --preset vdbench iscsi://127.0.0.1/x/1	# the last would win
 usage_case iscsi://127.0.0.1:99999/iqn.x/1			# connection refused
+# open loop: a rate that is none, a discipline no rate paces, --curve
+# beside --rate (it sets its own), --arrivals alone
+usage_case --rate 0 iscsi://127.0.0.1/x/1
+usage_case --rate -200 iscsi://127.0.0.1/x/1
+usage_case --rate fast iscsi://127.0.0.1/x/1
+usage_case --rate 200 -s end iscsi://127.0.0.1/x/1	# one flush after the writes
+usage_case --curve 10,50 --rate 200 iscsi://127.0.0.1/x/1
+usage_case --curve 50,10 iscsi://127.0.0.1/x/1		# not rising
+usage_case --curve 0,101 iscsi://127.0.0.1/x/1
+usage_case --arrivals poisson iscsi://127.0.0.1/x/1	# no --rate or --curve
+usage_case --arrivals bursty --rate 200 iscsi://127.0.0.1/x/1
+usage_case --rate 200 --preset vdbench iscsi://127.0.0.1/x/1
 usage_case --label $'\xff\xfe' iscsi://127.0.0.1/x/1	# invalid UTF-8 would make the JSON invalid
 usage_case --label $'\xc0\xaf' iscsi://127.0.0.1/x/1	# an overlong '/'
 for bad in 'iscsi://bob%hunter2@127.0.0.1:1/iqn.x/' 'ISCSI://bob%hunter2@127.0.0.1:1/iqn.x/1' \
@@ -241,6 +256,74 @@ expect "every:4's flushes wait for the 4 writes they cover ($(grep -c "sent befo
 expect "the run reports its queue depth on the wire ($(jq -r '.results[0].queue_depth_on_wire' "$work/wire.json") of 8) and the initiator's queueing ($(jq -r '.results[0].initiator_queued_us' "$work/wire.json") us)" \
 	'jq -e ".results[0] | .queue_depth_on_wire > 0 and .queue_depth_on_wire <= 8.05 and .initiator_queued_us >= 0" "$work/wire.json" >/dev/null'
 
+# ---- open loop: --rate, --arrivals, --curve ----
+# well below what the LUN does (thousands of IOPS): the asked rate is
+# achieved (within 25%: the machine is shared), fixed or Poisson
+for arr in fixed poisson; do
+	"$sb" --rate 200 --arrivals $arr -t 2 -q 4 --json --no-progress "$u1" >"$work/rate-$arr.json"
+	expect "--rate 200, $arr arrivals: about 200 IOPS achieved, sustained ($(jq -c '.results[0] | [.iops, .asked_iops, .arrivals, .rate_sustained]' "$work/rate-$arr.json"))" \
+		'jq -e ".results[0] | .asked_iops == 200 and .arrivals == \"$arr\" and
+			.iops >= 150 and .iops <= 250 and .rate_sustained and .latency_us.p99 != null" "$work/rate-$arr.json" >/dev/null'
+done
+# far above it: said, not hidden (achieved beside asked, flagged, the
+# arrivals never sent counted), in JSON, text and CSV
+"$sb" --rate 1000000 -s flush -q 1 -t 1 --json --no-progress "$u1" >"$work/rate-over.json"
+expect "--rate far above capacity: achieved < asked and flagged ($(jq -c '.results[0] | [.iops, .asked_iops, .rate_sustained, .unsent]' "$work/rate-over.json"))" \
+	'jq -e ".results[0] | .asked_iops == 1000000 and .iops > 0 and .iops < 500000 and
+		.rate_sustained == false and .unsent > 0" "$work/rate-over.json" >/dev/null'
+out=$("$sb" --rate 1000000 -s flush -q 1 -t 0.3 --no-progress "$u1" 2>&1)
+expect "--rate far above capacity: the text says NOT SUSTAINED, with asked and achieved" \
+	'grep -q "open loop: asked 1000000.0 IOPS (fixed arrivals), achieved [0-9]" <<<"$out" &&
+	 grep -q "NOT SUSTAINED: the target completed" <<<"$out"'
+"$sb" --rate 1000000 -s flush -q 1 -t 0.3 --csv --no-progress "$u1" >"$work/rate-over.csv"
+"$sb" --rate 100 -t 0.3 --csv --no-progress "$u1" >"$work/rate-ok.csv"
+csv_col() {	# FILE COLUMN: the first row's value in the named column
+	awk -F, -v col="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i } NR == 2 { print $c }' "$1"
+}
+expect "--rate in CSV: asked_iops, arrivals and rate_sustained columns ($(tail -1 "$work/rate-over.csv" | cut -d, -f27-))" \
+	'[ "$(csv_col "$work/rate-over.csv" asked_iops)" = 1000000.0 ] && [ "$(csv_col "$work/rate-over.csv" rate_sustained)" = 0 ] &&
+	 [ "$(csv_col "$work/rate-ok.csv" asked_iops)" = 100.0 ] && [ "$(csv_col "$work/rate-ok.csv" arrivals)" = fixed ] &&
+	 [ "$(csv_col "$work/rate-ok.csv" rate_sustained)" = 1 ]'
+# no coordinated omission: tgtd stopped 0.5 s into a 200 IOPS run with 4
+# in flight; the ~100 arrivals due in the stall wait for it, and their
+# latency, from their intended time, has the wait in it.  Timed from
+# when they were sent (a closed loop's view), only the 4 commands held
+# in the target would come back 250 ms old or more.
+"$sb" --rate 200 -t 3 -q 4 --json --no-progress "$u1" >"$work/rate-stall.json" &
+pid=$!
+sleep 1
+kill -STOP "$(cat "$work/tgtd/pid")"; sleep 0.5; kill -CONT "$(cat "$work/tgtd/pid")"
+wait "$pid"
+slow=$(jq 'def lo($i): if $i < 64 then $i else (($i / 64 | floor) + 5) as $e | (64 + ($i % 64)) * pow(2; $e - 6) end;
+	[.results[0].latency_hist.bins[] | select(lo(.[0]) >= 250000000) | .[1]] | add // 0' "$work/rate-stall.json")
+expect "--rate against a target stalled 0.5 s: $slow operations carry 250 ms or more (more than the 4 in flight), max $(jq '.results[0].latency_us.max' "$work/rate-stall.json") us" \
+	'[ "$slow" -gt 8 ] && jq -e ".results[0].latency_us.max >= 400000" "$work/rate-stall.json" >/dev/null'
+# --curve: the closed-loop maximum, then a result per percentage of it,
+# rising
+"$sb" --curve 10,50,90 -t 0.3 -q 2 --label c1 --json --no-progress "$u1" >"$work/curve.json"
+expect "--curve 10,50,90: 4 results, the maximum then 10, 50, 90% of it ($(jq -c '[.results[] | [.curve_step, .curve_pct, .asked_iops, .iops]]' "$work/curve.json"))" \
+	'jq -e ".results as \$r | (\$r | length) == 4 and \$r[0].curve_step == 1 and \$r[0].asked_iops == null and
+		\$r[0].iops > 0 and ([\$r[1:][] | .curve_pct] == [10, 50, 90]) and
+		([\$r[1:][] | .asked_iops] | . == sort and .[0] < .[2]) and
+		all(\$r[1:][]; (.asked_iops - \$r[0].iops * .curve_pct / 100 | fabs) <= 0.1 and
+			.curve_max_iops == \$r[0].iops and .latency_us.p50 != null and .latency_us.p99 != null)" "$work/curve.json" >/dev/null'
+out=$("$sb" --curve -t 0.2 --no-progress "$u1" 2>&1)
+expect "--curve alone: vdbench's steps, a table of them after ($(grep -c '^  [0-9]*%' <<<"$out") steps)" \
+	'[ "$(awk "/^curve: / { t = 1; next } t && /^  (max|[0-9]+%) / { printf \"%s \", \$1 }" <<<"$out")" = "max 10% 50% 70% 80% 90% 100% " ]'
+# --compare pairs a curve's steps by their percentage (not every step
+# with the first file's maximum): a file against its copy is 1.00 each
+cp "$work/curve.json" "$work/curve2.json"
+cmp=$("$sb" --compare "$work/curve.json" "$work/curve2.json")
+expect "--compare of two curves: step by step, with the asked rate and load" \
+	'[ "$(awk "NR > 1 && \$8 == \"1.00\" && \$10 == \"1.00\" { printf \"%s \", \$NF }" <<<"$cmp")" = "max 10% 50% 90% max 10% 50% 90% " ]'
+"$sb" --plot "$work/curve.png" "$work/curve.json" >"$work/curve-plot.out" 2>&1
+expect "--plot of a curve draws latency against achieved IOPS ($(head -1 "$work/curve-plot.out"))" \
+	'[ "$(head -c 4 "$work/curve.png" | od -An -c | tr -d " ")" = "211PNG" ] &&
+	 grep -q "latency against achieved IOPS, 1 run" "$work/curve-plot.out"'
+out=$("$sb" --merge "$work/curve.json" "$work/curve2.json" 2>&1 >/dev/null); rc=$?
+expect "--merge refuses open-loop results (their asked rates would be lost)" \
+	'[ $rc -eq 2 ] && grep -q "open-loop result" <<<"$out"'
+
 # --merge: two processes started together (--start-at) on two LUNs,
 # their results merged: operations and sessions add up, the histograms
 # bin by bin, and the merged p99 is the p99 of the union of both runs'
@@ -323,6 +406,7 @@ expect "a missing LUN among several URLs: exit 1, named, the other LUN's results
 	'[ $rc -eq 1 ] && grep -q "/7: no results" <<<"$out" && grep -q "operations:" <<<"$out"'
 usage_case --verify "$u1" "$u2"
 usage_case --interval 1 "$u1" "$u2"
+usage_case --rate 100 "$u1" "$u2"
 
 # Latency per command: under -s flush an operation is a WRITE and its
 # SYNCHRONIZE CACHE acknowledged as one.  Each command is timed from the

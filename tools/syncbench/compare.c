@@ -139,6 +139,10 @@ static bool load_result(json_object *res, int f, const char *file,
 	r->errors = num(res, "errors");
 	r->mbps = num(res, "mb_per_s");
 	r->p99 = num(res, "latency_us.p99");
+	r->p50 = num(res, "latency_us.p50");
+	r->asked = num(res, "asked_iops");
+	r->curve_step = num(res, "curve_step");
+	r->curve_pct = num(res, "curve_pct");
 	r->ncdf = parse_cdf(res, r->cdf);
 	parse_commands(res, r);
 	syncguard_gnuplot_safe(r->label);
@@ -303,15 +307,26 @@ static int load(char **files, int nfiles, struct row *rows)
 	return n;
 }
 
-/* Two runs of one workload: the same mix, size, depth, sessions and
- * sync discipline (a ratio between two disciplines would be quoted as
- * the targets' difference) */
+/* Two runs of one load: closed loop both, or open loop at the same
+ * asked rate, or the same step of two curves (the same percentage of
+ * each one's own maximum; its IOPS differ with the target) */
+static bool same_load(const struct row *a, const struct row *b)
+{
+	if (a->curve_step >= 1 || b->curve_step >= 1)
+		return a->curve_step >= 1 && b->curve_step >= 1 &&
+		       a->curve_pct == b->curve_pct;
+	return a->asked == b->asked;
+}
+
+/* Two runs of one workload: the same mix, size, depth, sessions, sync
+ * discipline (a ratio between two disciplines would be quoted as the
+ * targets' difference) and load */
 static bool same_point(const struct row *a, const struct row *b)
 {
 	return !strcmp(a->workload, b->workload) && a->size == b->size &&
 	       a->qd == b->qd && a->sessions == b->sessions &&
 	       a->read_pct == b->read_pct && a->random_pct == b->random_pct &&
-	       !strcmp(a->sync, b->sync);
+	       !strcmp(a->sync, b->sync) && same_load(a, b);
 }
 
 /* the first file's row for the same workload, or NULL (no ratio) */
@@ -363,16 +378,41 @@ static void print_command_p99s(const struct row *r)
 		printf(" %10s", "-");
 }
 
+/* The end of a --compare line: with open-loop runs among the rows, the
+ * IOPS asked and the curve step's load ("max": the closed-loop maximum
+ * of a curve); the header's when @r is NULL */
+static void open_columns(bool open, const struct row *r)
+{
+	char asked[24] = "-", load[8] = "-";
+
+	if (open && !r) {
+		printf(" %10s %5s", "asked", "load");
+	} else if (open) {
+		if (r->asked >= 0)
+			snprintf(asked, sizeof(asked), "%.0f", r->asked);
+		if (r->curve_pct >= 0)
+			snprintf(load, sizeof(load), "%.0f%%", r->curve_pct);
+		else if (r->curve_step >= 1)
+			snprintf(load, sizeof(load), "max");
+		printf(" %10s %5s", asked, load);
+	}
+	putchar('\n');
+}
+
 int syncguard_compare_files(const struct config *c)
 {
 	static struct row rows[MAX_ROWS];
 	int n = load(c->files, c->nfiles, rows);
+	bool open = false;
 
 	if (n < 0)
 		return 1;
+	for (int i = 0; i < n; i++)
+		open |= rows[i].asked >= 0 || rows[i].curve_step >= 1;
 	printf("%-20s %-16s %-10s %8s %4s %4s %10s %8s %10s %8s %10s %10s "
-	       "%7s\n", "run", "workload", "sync", "size", "QD", "sess", "IOPS",
+	       "%7s", "run", "workload", "sync", "size", "QD", "sess", "IOPS",
 	       "IOPS x", "p99 us", "p99 x", "WRITE p99", "SYNC p99", "errors");
+	open_columns(open, NULL);
 	for (int i = 0; i < n; i++) {
 		const struct row *r = &rows[i], *b = base_of(rows, n, r);
 
@@ -383,9 +423,10 @@ int syncguard_compare_files(const struct config *c)
 		print_command_p99s(r);
 		/* beside the ratio: a run with errors is no fair comparison */
 		if (r->errors >= 0)
-			printf(" %7.0f\n", r->errors);
+			printf(" %7.0f", r->errors);
 		else
-			printf(" %7s\n", "-");
+			printf(" %7s", "-");
+		open_columns(open, r);
 	}
 	return 0;
 }
@@ -562,6 +603,8 @@ static void gnuplot_script(FILE *g, const struct config *c, bool by_size,
 	fprintf(g, "\nunset multiplot\n");
 }
 
+static int plot_load(const struct config *c, const struct row *rows, int n);
+
 int syncguard_plot_files(const struct config *c)
 {
 	static struct row rows[MAX_ROWS];
@@ -572,7 +615,12 @@ int syncguard_plot_files(const struct config *c)
 	int n = load(c->files, c->nfiles, rows), ns, nf, ret = 1;
 	FILE *g;
 
-	if (n < 0 || !mkdtemp(dir))
+	if (n < 0)
+		return 1;
+	for (int i = 0; i < n; i++)
+		if (rows[i].asked >= 0)
+			return plot_load(c, rows, n);
+	if (!mkdtemp(dir))
 		return 1;
 	if (!(g = fopen(c->plot, "w"))) {	/* gnuplot would say less */
 		fprintf(stderr, PROG ": %s: %s\n", c->plot, strerror(errno));
@@ -605,5 +653,92 @@ int syncguard_plot_files(const struct config *c)
 		if (system(cmd)) { /* a leftover temp dir is harmless */ }
 		printf("plot: %s\n", c->plot);
 	}
+	return ret;
+}
+
+/*
+ * --plot of open-loop results (--rate, --curve): latency against load,
+ * p50 and p99 over the IOPS achieved, a line per run (label, workload,
+ * sync, size, depth, in the files' order: a curve's rising steps), so
+ * that a discipline's knee shows.  Closed-loop results (a curve's
+ * maximum among them: its latency is a closed loop's, not comparable)
+ * are left out, and said so.
+ */
+static int plot_load(const struct config *c, const struct row *rows, int n)
+{
+	static char names[64][200];
+	char dir[] = "/tmp/syncbench-plot.XXXXXX", cmd[600], path[512];
+	bool svg = strstr(c->plot, ".svg") != NULL;
+	int ns = 0, closed = 0, ret = 1;
+	FILE *g;
+
+	if (!mkdtemp(dir))
+		return 1;
+	for (int i = 0; i < n; i++) {
+		const struct row *r = &rows[i];
+		char key[200];
+		int s;
+
+		if (r->asked < 0 || r->p50 < 0 || r->p99 < 0) {
+			closed++;	/* or no operation: no latency */
+			continue;
+		}
+		snprintf(key, sizeof(key), "%.60s %.40s %.24s %.0f bytes "
+			 "QD %.0f", r->label, r->workload, r->sync, r->size,
+			 r->qd);
+		for (s = 0; s < ns && strcmp(names[s], key); s++)
+			;
+		if (s == ns && ns == 64) {
+			fprintf(stderr, PROG ": --plot draws at most 64 runs\n");
+			goto out;
+		}
+		if (s == ns)
+			snprintf(names[ns++], sizeof(names[0]), "%s", key);
+		snprintf(path, sizeof(path), "%s/l%d.dat", dir, s);
+		if (!(g = fopen(path, "a")))
+			goto out;
+		fprintf(g, "%g %g %g\n", r->iops, r->p50, r->p99);
+		fclose(g);
+	}
+	if (closed)
+		fprintf(stderr, PROG ": --plot: %d closed-loop result(s) left out "
+			"of the latency against load (a --curve's maximum run "
+			"among them)\n", closed);
+	if (!ns) {
+		fprintf(stderr, PROG ": --plot: no open-loop result with a "
+			"latency to draw\n");
+		goto out;
+	}
+	if (!(g = fopen(c->plot, "w"))) {
+		fprintf(stderr, PROG ": %s: %s\n", c->plot, strerror(errno));
+		goto out;
+	}
+	fclose(g);
+	snprintf(cmd, sizeof(cmd), "gnuplot 2>%s/err", dir);
+	if ((g = popen(cmd, "w")) != NULL) {
+		fprintf(g, "set terminal %s noenhanced size 1200,700\n"
+			"set output '%s'\nset grid\nset key outside right\n"
+			"set xlabel 'achieved IOPS'\nset ylabel 'latency (us)'\n"
+			"set logscale y 10\nset yrange [*:*]\nplot ",
+			svg ? "svg" : "pngcairo", c->plot);
+		for (int s = 0; s < ns; s++)
+			fprintf(g, "%s'%s/l%d.dat' using 1:3 with linespoints lt "
+				"%d title 'p99 %s', '%s/l%d.dat' using 1:2 with "
+				"linespoints lt %d dt 2 title 'p50 %s'", s ? ", " :
+				"", dir, s, s + 1, names[s], dir, s, s + 1,
+				names[s]);
+		fprintf(g, "\n");
+		ret = pclose(g) ? 1 : 0;
+	}
+	if (ret) {	/* its err file kept */
+		fprintf(stderr, PROG ": gnuplot failed (is gnuplot installed? "
+			"see %s/err)\n", dir);
+		return ret;
+	}
+	printf("plot: %s (latency against achieved IOPS, %d run(s))\n",
+	       c->plot, ns);
+out:
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd)) { /* a leftover temp dir is harmless */ }
 	return ret;
 }

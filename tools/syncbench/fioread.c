@@ -218,6 +218,7 @@ static void job_row(json_object *job, json_object *global, int f,
 	int w, k;
 
 	memset(r, 0, sizeof(*r));
+	r->asked = r->curve_step = r->curve_pct = -1;	/* a closed loop */
 	if (!json_object_is_type(job, json_type_object) ||
 	    !json_object_object_get_ex(job, "job options", NULL))
 		bad(file, "a job without", "job options");

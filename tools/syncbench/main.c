@@ -148,17 +148,27 @@ static int run_all(const struct config *c, const struct target_info *ti,
 	*gone = false;
 	for (unsigned int i = 0; i < n && !syncguard_interrupted && status != 2 && !*gone;
 	     i++) {
-		int ret = syncguard_run_point(c, ti, &pts[i], &r);
+		struct run_params q;
 
-		if (ret == 0 || r.ops) {
-			syncguard_report_result(c, ti, &r, first);
-			first = false;
+		/* one run a point; under --curve, its steps after it */
+		for (unsigned int k = 0; !syncguard_interrupted && !*gone &&
+		     syncguard_curve_step(c, &pts[i], k, &r, &q); k++) {
+			int ret = syncguard_run_point(c, ti, &q, &r);
+
+			if (ret == 0 || r.ops) {
+				syncguard_report_result(c, ti, &r, first);
+				syncguard_curve_note(c, &r);
+				first = false;
+			}
+			if (ret || r.errors || r.verify_bad || r.unanswered)
+				status = ret == -2 ? 2 : 1;
+			*gone = r.gone;
+			free(r.iv);
+			r.iv = NULL;
+			if (ret)
+				break;
 		}
-		if (ret || r.errors || r.verify_bad || r.unanswered)
-			status = ret == -2 ? 2 : 1;
-		*gone = r.gone;
-		free(r.iv);
-		r.iv = NULL;
+		syncguard_curve_table(c);
 	}
 	syncguard_report_end(c);
 	return syncguard_interrupted ? 130 : status;

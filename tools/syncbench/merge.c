@@ -151,10 +151,24 @@ static void counts_of(json_object *o, struct part *p, const char *file)
 	p->verify_bad = int_of(verify, "mismatches", file);
 }
 
+/* an open-loop result's asked rate and curve step would be lost from
+ * the merged one, which would read as a closed loop's */
+static void closed_loop(json_object *o, const char *file)
+{
+	static const char *const keys[] = { "asked_iops", "curve_step" };
+	json_object *v;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (json_object_object_get_ex(o, keys[i], &v) && v)
+			bad(file, "an open-loop result (--rate, --curve), which "
+			    "--merge does not take:", keys[i]);
+}
+
 static void part_of(json_object *o, struct part *p, const char *file)
 {
 	json_object *spread = member(o, "session_iops", json_type_object, file);
 
+	closed_loop(o, file);
 	str_of(o, "label", p->label, sizeof(p->label), file);
 	str_of(o, "workload", p->workload, sizeof(p->workload), file);
 	str_of(o, "sync", p->sync, sizeof(p->sync), file);

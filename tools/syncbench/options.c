@@ -357,6 +357,22 @@ static const struct opt opts[] = {
 	  "answered after it count, with their whole latency, as after fio's "
 	  "ramp_time); default 0",
 	  set_warmup },
+	{ "rate", 0, "IOPS", "open loop: operations arrive at IOPS a second "
+	  "(all sessions together, each its share) whatever the answers do; "
+	  "--queue-depth caps the commands in flight, an arrival that finds "
+	  "them all out waits, and each latency counts from the arrival's "
+	  "intended time (no coordinated omission); the result says asked "
+	  "and achieved IOPS, NOT SUSTAINED when the target fell behind; "
+	  "not with --sync end; default: closed loop", syncguard_set_rate },
+	{ "arrivals", 0, "fixed|poisson", "with --rate or --curve: arrivals "
+	  "evenly spaced, or with exponential gaps of the same mean (Poisson, "
+	  "as many independent clients); default fixed",
+	  syncguard_set_arrivals },
+	{ "curve", 0, "[PCTS]", "latency against load, as vdbench's curve "
+	  "runs: each point first runs closed loop for its maximum IOPS, then "
+	  "open loop (as --rate) at each percentage of it in PCTS, a rising "
+	  "comma list of 1..100 (default 10,50,70,80,90,100): a result per "
+	  "step; not with --rate", syncguard_set_curve },
 	{ "interval", 0, "SECONDS", "a report line per interval, as vdbench "
 	  "interval= (at least 0.1); with --preset, replaces the preset's "
 	  "own; default none", set_interval },
@@ -609,6 +625,9 @@ static void check_combinations(struct config *c, int argc, char **argv)
 	if (c->nurls > 1 && (c->verify || c->verify_only || c->state))
 		syncguard_usage_error("%s", "--verify, --verify-only and --state go "
 				      "with one URL");
+	if (c->nurls > 1 && (c->rate > 0 || c->ncurve))	/* merged, the asked
+							 * rates would be lost */
+		syncguard_usage_error("%s", "--rate and --curve go with one URL");
 	if (c->nurls > 1 && c->interval > 0)
 		syncguard_usage_error("%s", "--interval goes with one URL (the LUNs "
 				      "of several run in processes of their own)");
@@ -651,6 +670,7 @@ static void check_combinations(struct config *c, int argc, char **argv)
 	if (c->warmup > 0 && c->bytes)
 		syncguard_usage_error("%s", "--warmup goes with --time: with --bytes the "
 				      "warm-up would use up the bytes");
+	syncguard_check_rate(c);
 	check_buffers(c);
 }
 
@@ -677,8 +697,12 @@ void syncguard_parse_args(int argc, char **argv, struct config *c)
 	c->argc = argc;
 	c->argv = argv;
 	for (size_t i = 0; i < NOPTS; i++) {
-		lopts[i] = (struct option){ opts[i].name, opts[i].arg ?
-			required_argument : no_argument, NULL, 1000 + (int)i };
+		int has = !opts[i].arg ? no_argument :
+			  opts[i].arg[0] == '[' ? optional_argument :
+			  required_argument;
+
+		lopts[i] = (struct option){ opts[i].name, has, NULL,
+					    1000 + (int)i };
 		if (opts[i].shortopt) {
 			size_t n = strlen(shorts);
 
@@ -707,6 +731,12 @@ void syncguard_parse_args(int argc, char **argv, struct config *c)
 			syncguard_usage_error(opt == ':' ? "%s needs a value" :
 					      "%s: unknown option", o);
 		}
+		/* an optional value (--curve [PCTS]) may also be the next
+		 * word, when it is a list of numbers (a URL never is) */
+		if (opts[i].arg && opts[i].arg[0] == '[' && !optarg &&
+		    optind < argc && argv[optind][0] &&
+		    strspn(argv[optind], "0123456789,") == strlen(argv[optind]))
+			optarg = argv[optind++];
 		opts[i].set(c, optarg);
 		if (preset_sets(opts[i].name) && !c->preset_conflict)
 			c->preset_conflict = opts[i].name;

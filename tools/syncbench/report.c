@@ -313,6 +313,7 @@ static void print_text(const struct config *c, const struct result *r)
 		       (double)r->hist.max_ns / 1e3);
 	print_commands_text(r);
 	print_sources_text(r);
+	syncguard_rate_text(r);
 	if (r->retried_hist.count)
 		printf("  retried: %" PRIu64 " operations (after %" PRIu64
 		       " unit attentions, %" PRIu64 " BUSY or TASK SET FULL), "
@@ -481,7 +482,9 @@ static void print_json(const struct config *c, const struct result *r,
 		printf("%s[%.1f,%.1f,%.3f,%s]", i ? "," : "", r->iv[i].t,
 		       r->iv[i].iops, r->iv[i].mbps, p99);
 	}
-	printf("]}");
+	printf("]");
+	syncguard_rate_json(r);
+	printf("}");
 }
 
 /* CSV columns, in this order (scripts/demo.sh and bench.sh rely on it) */
@@ -492,7 +495,7 @@ static void print_json(const struct config *c, const struct result *r,
 	"verify_complete,read_ops,read_lat_mean_us,read_lat_p99_us," \
 	"write_ops,write_lat_mean_us,write_lat_p99_us,write_fua_ops," \
 	"write_fua_lat_mean_us,write_fua_lat_p99_us,synchronize_cache_ops," \
-	"synchronize_cache_lat_mean_us,synchronize_cache_lat_p99_us"
+	"synchronize_cache_lat_mean_us,synchronize_cache_lat_p99_us" RATE_CSV_HEADER
 
 static void print_csv(const struct config *c, const struct target_info *ti,
 		      const struct result *r, bool first)
@@ -530,7 +533,8 @@ static void print_csv(const struct config *c, const struct target_info *ti,
 		else
 			printf(",0,,");
 	}
-	printf("\n");
+	syncguard_rate_csv(r);
+	putchar('\n');
 }
 
 void syncguard_report_result(const struct config *c, const struct target_info *ti,

@@ -17,6 +17,9 @@ struct row {
 	char label[64], workload[64], sync[24];
 	double size, qd, sessions, read_pct, random_pct, iops, mbps, p99;
 	double errors;
+	/* open loop: IOPS asked (-1 closed loop), p50; --curve: the step
+	 * (1 the closed-loop maximum; -1 none) and its percentage (-1) */
+	double asked, p50, curve_step, curve_pct;
 	double cdf[ROW_CDF][2];		/* [percentile, latency us] */
 	int ncdf;
 	/* per command (enum syncguard_cmd): p99, us (-1: none sent) and

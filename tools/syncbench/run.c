@@ -53,6 +53,9 @@ struct sess {
 	uint64_t cursor;	/* next sequential offset in the region */
 	uint64_t issued_bytes, writes_since_flush, writes_issued;
 	uint64_t done_ns;	/* when it had nothing left to do; 0 running */
+	bool starved;		/* --verify found no free block: wait
+				 * for an answer, not for the next
+				 * arrival */
 	struct session_result res;
 };
 
@@ -80,6 +83,7 @@ struct run {
 	bool closing;		/* contexts being destroyed: ignore callbacks */
 	uint64_t last_progress;	/* when the target last answered */
 	uint64_t unheard;	/* commands libiscsi failed since then */
+	struct pacer pace[MAX_SESSIONS];	/* open loop (rate.c) */
 };
 
 static uint64_t rnd(struct run *rn)
@@ -228,6 +232,7 @@ static void op_done(struct op *op, int status)
 	op->active = false;
 	s->inflight--;
 	s->free[s->nfree++] = op;
+	s->starved = false;
 }
 
 /*
@@ -422,11 +427,16 @@ static bool due(struct sess *s, uint64_t now)
 	return now < rn->t_stop;
 }
 
+/* Send what is due: closed loop, a command for every free slot; open
+ * loop (--rate), the arrivals whose time has come, as far as free slots
+ * go (the others wait, and their wait counts in their latency, which
+ * starts at the arrival's intended time). */
 static void fill(struct sess *s)
 {
 	uint64_t now = now_ns();
+	struct pacer *pc = &s->run->pace[s->idx];
 
-	while (s->nfree && due(s, now)) {
+	while (s->nfree && due(s, now) && syncguard_pacer_ready(pc, now)) {
 		struct op *op = s->free[--s->nfree];
 
 		op->retries = 0;
@@ -434,9 +444,10 @@ static void fill(struct sess *s)
 		if (!next_op(s, op)) {
 			s->free[s->nfree++] = op;
 			s->run->starved++;
+			s->starved = true;
 			return;
 		}
-		op->start_ns = now_ns();
+		op->start_ns = syncguard_pacer_take(pc, now_ns());
 		op->sent_ns = 0;
 		if (submit_data(op)) {
 			note_error(s->run, op, "submit", -1, NULL);
@@ -602,11 +613,44 @@ static void retry_due(struct sess *s, uint64_t now, uint64_t *next)
 	}
 }
 
+/* The earliest arrival still to send of a session that could send it
+ * (a free slot, a free block), ns; 0 none: the open loop's deadline for
+ * poll */
+static uint64_t next_arrival(struct run *rn)
+{
+	uint64_t next = 0;
+
+	for (unsigned int i = 0; i < rn->nsess; i++) {
+		struct sess *s = &rn->s[i];
+		const struct pacer *pc = &rn->pace[i];
+
+		if (!pc->on || !s->nfree || s->starved ||
+		    pc->next_ns >= rn->t_stop || !due(s, now_ns()))
+			continue;
+		if (!next || pc->next_ns < next)
+			next = pc->next_ns;
+	}
+	return next;
+}
+
+/* the commands in flight, all sessions */
+static unsigned int inflight(const struct run *rn)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < rn->nsess; i++)
+		n += rn->s[i].dead ? 0 : rn->s[i].inflight;
+	return n;
+}
+
+/* Commands in flight, or for an open loop with none in flight, 1 while
+ * arrivals are still to come (0: the run is over) */
 static unsigned int pump(struct run *rn)
 {
 	struct pollfd pfd[MAX_SESSIONS];
 	unsigned int busy = 0;
-	uint64_t next_retry = 0;
+	uint64_t next_retry = 0, next_in;
+	struct timespec ts;
 	int ms;
 
 	for (unsigned int i = 0; i < rn->nsess; i++) {
@@ -624,7 +668,8 @@ static unsigned int pump(struct run *rn)
 		pfd[i].events = s->dead ? 0 : (short)iscsi_which_events(s->iscsi);
 		busy += s->dead ? 0 : s->inflight;
 	}
-	if (!busy)
+	next_in = next_arrival(rn);
+	if (!busy && !next_in)
 		return 0;
 	ms = wait_ms(rn);
 	if (next_retry) {	/* no later than the first backoff's end */
@@ -634,7 +679,20 @@ static unsigned int pump(struct run *rn)
 
 		ms = retry_ms < ms ? retry_ms : ms;
 	}
-	if (poll(pfd, rn->nsess, ms) < 0 && errno != EINTR)
+	/* open loop: wake at the next arrival, to the microsecond (poll's
+	 * milliseconds would send every one up to 1 ms late) */
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = (long)(ms % 1000) * 1000000;
+	if (next_in) {
+		uint64_t now = now_ns();
+		uint64_t left = next_in > now ? next_in - now : 0;
+
+		if (left < (uint64_t)ms * 1000000) {
+			ts.tv_sec = (time_t)(left / 1000000000);
+			ts.tv_nsec = (long)(left % 1000000000);
+		}
+	}
+	if (ppoll(pfd, rn->nsess, &ts, NULL) < 0 && errno != EINTR)
 		return 0;
 	for (unsigned int i = 0; i < rn->nsess; i++) {
 		struct sess *s = &rn->s[i];
@@ -649,7 +707,7 @@ static unsigned int pump(struct run *rn)
 		if (!s->dead)
 			refill(s);
 	}
-	return busy;
+	return busy ? busy : 1;
 }
 
 static void loop(struct run *rn)
@@ -664,10 +722,15 @@ static void loop(struct run *rn)
 		busy = pump(rn);
 		if (syncguard_interrupted && now < rn->t_stop)
 			rn->t_stop = now;
+		/* an open loop between arrivals, nothing in flight: nothing
+		 * is owed, and --timeout counts from the next command */
+		if (!inflight(rn))
+			rn->last_progress = now_ns();
 		tick(rn, now_ns());
 		if (!busy)
 			break;
 		if (give_up(rn, now)) {
+			busy = inflight(rn);
 			fprintf(stderr, PROG ": %u command(s) still unanswered; "
 				"giving up\n", busy);
 			rn->r->unanswered += busy;
@@ -947,6 +1010,9 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 		rn.next_iv = rn.t_measure + (uint64_t)(interval_s(&rn) * 1e9);
 		rn.t_stop = p->bytes ? UINT64_MAX / 2 :
 			    rn.t_measure + (uint64_t)(p->seconds * 1e9);
+		for (unsigned int i = 0; i < rn.nsess; i++)
+			syncguard_pacer_init(&rn.pace[i], p, i, rn.nsess, rn.t0,
+					     rn.t_measure, c->seed);
 		loop(&rn);
 		/* rated until the last answer counted, or, for a target
 		 * that stopped answering, until it went quiet (its last
@@ -957,6 +1023,7 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 		if (r->gone)
 			end = rn.last_progress;
 		summarize(&rn, end);
+		syncguard_pacer_summarize(rn.pace, rn.nsess, rn.t_stop, r);
 		note_starved(&rn, r);
 		flushes_per_op(&rn, r);
 		if (rn.vmap && (r->gone || rn.s[0].dead)) {

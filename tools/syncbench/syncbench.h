@@ -45,6 +45,14 @@ enum out_format { OUT_TEXT, OUT_JSON, OUT_CSV, OUT_FIO };
 #define SYNCGUARD_VERSION "unknown"
 #endif
 
+/* When the operations of an open-loop run (--rate, --curve) arrive. */
+enum arrivals {
+	ARRIVALS_FIXED,		/* evenly spaced */
+	ARRIVALS_POISSON,	/* exponential gaps of the same mean */
+};
+
+#define MAX_CURVE 20		/* --curve's percentages */
+
 struct config {
 	const char *url;		/* the URL (the first of several) */
 	char **urls;			/* every URL given, @nurls of them */
@@ -96,6 +104,14 @@ struct config {
 					 * several URLs (multi.c) */
 	int argc;			/* the command line, for the record */
 	char **argv;
+	/* open loop (rate.c) */
+	double rate;			/* --rate: IOPS asked, all sessions;
+					 * 0 closed loop */
+	enum arrivals arrivals;
+	bool arrivals_given;
+	/* --curve: percentages of the closed-loop maximum, rising */
+	unsigned int curve_pcts[MAX_CURVE];
+	unsigned int ncurve;		/* 0: no --curve */
 };
 
 /* What the LUN says about itself (MODE SENSE, READ CAPACITY(16),
@@ -128,6 +144,14 @@ struct run_params {
 	double interval;		/* seconds; 0: --interval */
 	uint64_t span;			/* bytes from the LUN's start; 0:
 					 * --span, else the whole LUN */
+	/* open loop: IOPS asked of all sessions together (0: closed loop,
+	 * each session keeps qd commands in flight), and how they arrive */
+	double rate;
+	enum arrivals arrivals;
+	/* --curve: 0 none; 1 the closed-loop maximum run; 2.. the steps,
+	 * at curve_pct percent of that run's curve_max_iops */
+	unsigned int curve_step, curve_pct;
+	double curve_max_iops;
 };
 
 struct interval {
@@ -205,6 +229,15 @@ struct result {
 	double sess_min, sess_max;
 	const struct merge_source *src;
 	unsigned int nsrc;
+	/* open loop (p.rate > 0): arrivals per second the schedule held in
+	 * the measured window (the asked rate for fixed arrivals; Poisson's
+	 * count varies), the arrivals due in it that were never sent (the
+	 * run ended first), how late operations were sent after their
+	 * intended time (ns), and whether the target kept up */
+	double scheduled_iops;
+	uint64_t unsent;
+	uint64_t lag_n, lag_sum_ns, lag_max_ns;
+	bool rate_sustained;
 };
 
 extern volatile sig_atomic_t syncguard_interrupted;	/* Ctrl-Cs so far */
@@ -313,6 +346,65 @@ int syncguard_measure(const struct config *c);
  * started together, their results merged (per LUN in the sources);
  * exit status */
 int syncguard_multi_run(const struct config *c);
+
+/* rate.c: open-loop arrivals.  One pacer per session: its share of
+ * the asked rate, its own schedule; an operation's latency counts from
+ * its arrival's intended time, so an arrival that waits (the queue
+ * full, the initiator late) has that wait in its latency. */
+struct pacer {
+	bool on;			/* false: closed loop */
+	bool poisson;
+	double gap_ns;			/* mean time between arrivals */
+	uint64_t origin_ns;		/* fixed: the first one's */
+	uint64_t next_ns;		/* intended time of the next one */
+	uint64_t measure_ns;		/* start of the measured window */
+	uint64_t rng;
+	uint64_t taken, in_window;	/* arrivals sent; of them, intended
+					 * in the measured window */
+	uint64_t first_ns, last_ns;	/* intended times, first and last
+					 * sent in the window */
+	uint64_t lag_n, lag_sum_ns, lag_max_ns;
+};
+/* @pc for session @idx of @nsess of point @p: the run starts at @t0_ns,
+ * is measured from @measure_ns; @seed makes Poisson gaps repeatable */
+void syncguard_pacer_init(struct pacer *pc, const struct run_params *p,
+			  unsigned int idx, unsigned int nsess, uint64_t t0_ns,
+			  uint64_t measure_ns, uint64_t seed);
+/* may the next arrival go at @now_ns (always, closed loop)? */
+bool syncguard_pacer_ready(const struct pacer *pc, uint64_t now_ns);
+/* the next arrival is sent at @now_ns: its intended time (@now_ns
+ * closed loop), and the schedule moves on */
+uint64_t syncguard_pacer_take(struct pacer *pc, uint64_t now_ns);
+/* the open-loop fields of @r from the @n sessions' pacers, the run
+ * having stopped sending at @stop_ns (UINT64_MAX / 2: --bytes) */
+void syncguard_pacer_summarize(const struct pacer *pcs, unsigned int n,
+			       uint64_t stop_ns, struct result *r);
+/* the option values: --rate's IOPS, --arrivals', --curve's list; a
+ * usage error exits 2 */
+void syncguard_set_rate(struct config *c, const char *arg);
+void syncguard_set_arrivals(struct config *c, const char *arg);
+void syncguard_set_curve(struct config *c, const char *arg);
+/* what --rate and --curve cannot go with: a usage error exits 2 */
+void syncguard_check_rate(const struct config *c);
+/* the open-loop part of a result: a text line, JSON members (after a
+ * comma), CSV columns (after a comma; the header's in RATE_CSV_HEADER) */
+void syncguard_rate_text(const struct result *r);
+void syncguard_rate_json(const struct result *r);
+void syncguard_rate_csv(const struct result *r);
+#define RATE_CSV_HEADER ",asked_iops,arrivals,rate_sustained,unsent," \
+	"curve_step,curve_pct"
+/* --curve, in main.c's loop over the points: step @k (from 0) of
+ * point @base into @q, after step k - 1 measured @prev (the closed-loop
+ * maximum, when k is 1).  Step 0 is @base itself (the maximum run under
+ * --curve); 1.. run at --curve's percentages of that maximum.  False
+ * when there is no step @k (none past 0 without --curve). */
+bool syncguard_curve_step(const struct config *c, const struct run_params *base,
+			  unsigned int k, const struct result *prev,
+			  struct run_params *q);
+/* text output: note a curve step's result, and after the last one,
+ * print the curve's table (asked and achieved IOPS, percentiles) */
+void syncguard_curve_note(const struct config *c, const struct result *r);
+void syncguard_curve_table(const struct config *c);
 
 /* presets.c: the classic studies; fills @points, returns their count */
 unsigned int syncguard_preset_points(const struct config *c, struct run_params *points,
