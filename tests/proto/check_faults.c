@@ -581,8 +581,10 @@ static void *fua_write(void *arg)
 
 /* tgtadm path= while a command is in flight is refused (tgt would close
  * the backing store under a worker still running it, and tgtd would
- * die), and done once it is answered.  The model's 400 ms flushes keep a FUA
- * write in flight. */
+ * die), and done once it is answered.  The model's 2 s flushes keep a FUA
+ * write in flight: sent at once, it is still waiting for its flush
+ * 600 ms later even when a loaded host took most of that time to get it
+ * to tgtd. */
 START_TEST(test_faults_path_change_waits)
 {
 	struct iscsi_context *iscsi;
@@ -593,9 +595,9 @@ START_TEST(test_faults_path_change_waits)
 	ck_assert_int_eq(proto_add_lun(5, disk, "mode=write-through;"
 				       "engine=threads;write_sync=dsync", 0), 0);
 	iscsi = proto_connect(5);
-	model_ctl("flush-ms 400");
+	model_ctl("flush-ms 2000");
 	ck_assert_int_eq(pthread_create(&th, NULL, fua_write, iscsi), 0);
-	usleep(150000);			/* the write waits for its flush */
+	usleep(600000);			/* the write waits for its flush */
 	ck_assert_int_eq(proto_update_lun(5, "online=0"), 0);
 	snprintf(params, sizeof(params), "path=%s", disk);
 	ck_assert_int_ne(proto_update_lun(5, params), 0);
