@@ -182,8 +182,15 @@ man/bs_syncguard.8: man/bs_syncguard.8.in $(BUILD)/manopts
 PREFIX ?= /usr/local
 BINS := tools/iscsi-syncbench tools/openiscsi-syncbench tools/syncguard-stat
 
+# openiscsi-syncbench's fio job files, where it looks for them
+FIO_JOBS := $(wildcard conf/fio/*.fio)
+JOBDIR = $(PREFIX)/share/syncguard/fio
+
 install: bs_syncguard.so $(BINS) $(MANS)
 	install -D -m 0644 bs_syncguard.so $(DESTDIR)$(BSDIR)/bs_syncguard.so
+	for j in $(FIO_JOBS); do \
+	  install -D -m 0644 $$j $(DESTDIR)$(JOBDIR)/$$(basename $$j) \
+	  || exit 1; done
 	for b in $(BINS); do \
 	  install -D -m 0755 $$b $(DESTDIR)$(PREFIX)/bin/$$(basename $$b) \
 	  || exit 1; done
@@ -218,6 +225,8 @@ check-man: $(MANS)
 uninstall:
 	rm -f $(DESTDIR)$(BSDIR)/bs_syncguard.so
 	for b in $(BINS); do rm -f $(DESTDIR)$(PREFIX)/bin/$$(basename $$b); done
+	for j in $(FIO_JOBS); do rm -f $(DESTDIR)$(JOBDIR)/$$(basename $$j); done
+	-rmdir $(DESTDIR)$(JOBDIR) $(DESTDIR)$(PREFIX)/share/syncguard 2>/dev/null
 	for m in $(MANS); do \
 	  rm -f $(DESTDIR)$(PREFIX)/share/man/man$${m##*.}/$$(basename $$m); done
 
