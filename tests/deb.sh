@@ -55,6 +55,7 @@ mapfile -t files < <(dpkg-query -L tgt-syncguard | while read -r f; do
 	[ -f "$f" ] && echo "$f"; done)
 for f in "$bsdir/bs_syncguard.so" /usr/bin/iscsi-syncbench \
 	 /usr/bin/openiscsi-syncbench /usr/bin/syncguard-stat \
+	 /usr/share/syncguard/fio/fua.fio /usr/share/syncguard/fio/iozone.fio \
 	 /usr/share/man/man8/bs_syncguard.8.gz \
 	 /usr/share/man/man1/syncguard-stat.1.gz; do
 	printf '%s\n' "${files[@]}" | grep -qxF "$f" ||

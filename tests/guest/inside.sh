@@ -1,0 +1,100 @@
+#!/bin/bash
+# The guest's half of tests/guest.sh, run as process 1 of a QEMU guest
+# whose root is the host's own file system (read-only, over 9p, with a
+# tmpfs on top): the host's open-iscsi, fio, sdparm, udev and this tree's
+# tools/openiscsi-syncbench and conf/fio.  It brings up udev, the network
+# (QEMU's user networking: the host's loopback is 10.0.2.2) and iscsid,
+# then runs each check of /share/checks against the private tgtd on the
+# host and says on the serial console how each went, in lines
+#   GUEST: check NAME rc N cache_type TYPE fua F
+# which tests/guest.sh reads; fio's JSON and each run's output go to
+# /share/out/NAME.  The host, not the guest, judges what reached the
+# wire (the target's counters).  It powers the guest off at the end,
+# whatever happened.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C
+say() { echo "GUEST: $*" >/dev/console; }
+bye() { say "done"; sync; echo o >/proc/sysrq-trigger; sleep 30; }
+trap bye EXIT
+
+. /share/params	# REPO PORTAL JOBS_DIR
+mount -t tmpfs tmpfs /run && mkdir -p /run/lock /run/lock/iscsi
+mount -t tmpfs tmpfs /tmp
+/lib/systemd/systemd-udevd --daemon >/dev/null 2>&1
+udevadm trigger --action=add && udevadm settle -t 30
+
+# the network: the first interface QEMU gave us (udev names it)
+modprobe virtio_net && udevadm settle -t 10
+ifc=$(ls /sys/class/net | grep -vx lo | head -1)
+ip link set lo up && ip link set "$ifc" up &&
+	ip addr add 10.0.2.15/24 dev "$ifc" &&
+	ip route add default via 10.0.2.2 || { say "no network ($ifc)"; exit 1; }
+
+modprobe iscsi_tcp && modprobe sd_mod || { say "no iscsi_tcp"; exit 1; }
+echo "InitiatorName=iqn.2026-11.org.syncguard:guest" >/etc/iscsi/initiatorname.iscsi
+rm -rf /etc/iscsi/nodes /etc/iscsi/send_targets	# the host's, not ours
+iscsid || { say "iscsid did not start"; exit 1; }
+say "ready $(uname -r)"
+
+ob=$REPO/tools/openiscsi-syncbench
+[ -n "${JOBS_DIR:-}" ] && export SYNCBENCH_JOBS=$JOBS_DIR
+
+# The kernel's view of the disk in a run's output (openiscsi-syncbench
+# prints it): "cache_type write_back fua 1"
+view() {
+	local l ct fua
+	l=$(grep "Linux sees cache type" "$1" | tail -1)
+	ct=$(sed -n "s/.*cache type '\([^']*\)'.*/\1/p" <<<"$l" | tr ' ' _)
+	fua=$(sed -n 's/.*, FUA \([^)]*\))$/\1/p' <<<"$l")
+	echo "cache_type ${ct:-none} fua ${fua:-none}"
+}
+
+# cache_type of the disk at by-path LINK
+cache_type() {
+	local sd
+	sd=$(basename "$(readlink -f "$1")")
+	cat /sys/block/"$sd"/device/scsi_disk/*/cache_type 2>/dev/null | tr ' ' '_'
+}
+
+# The switch: log in by hand, "write through" into cache_type (the sd
+# driver sends MODE SELECT), read it back, run the block-device jobs on
+# the session as it is, log out always.
+switch_check() {
+	local name=$1 iqn=$2 out=$3 link before after rc=0
+	local node=(-m node -T "$iqn" -p "$PORTAL")
+	link=/dev/disk/by-path/ip-$PORTAL-iscsi-$iqn-lun-1
+	iscsiadm "${node[@]}" -o new >"$out/log" 2>&1 &&
+		iscsiadm "${node[@]}" --login >>"$out/log" 2>&1 || rc=1
+	if [ "$rc" = 0 ]; then
+		udevadm settle -t 30
+		dev=$(readlink -f "$link")	# fio splits names at the by-path ":"s
+		before=$(cache_type "$link")
+		sd=$(basename "$(readlink -f "$link")")
+		echo "write through" >/sys/block/"$sd"/device/scsi_disk/*/cache_type ||
+			rc=1
+		after=$(cache_type "$link")
+		say "check $name-before rc 0 cache_type $before fua -"
+		for j in blk-fsync blk-dsync; do
+			SYNCBENCH_DEV=$dev SYNCBENCH_SECONDS=2 SYNCBENCH_RAMP=0 \
+			SYNCBENCH_LOG=$out/$j fio --output-format=json \
+				--output="$out/$j.json" "${SYNCBENCH_JOBS:-$REPO/conf/fio}/$j.fio" \
+				>>"$out/log" 2>&1 || rc=1
+		done
+	fi
+	iscsiadm "${node[@]}" --logout >>"$out/log" 2>&1 || rc=1
+	iscsiadm "${node[@]}" -o delete >>"$out/log" 2>&1
+	say "check $name rc $rc cache_type ${after:-none} fua -"
+}
+
+while read -r name iqn how args; do
+	out=/share/out/$name
+	mkdir -p "$out"
+	case $how in
+	switch) switch_check "$name" "$iqn" "$out" ;;
+	tool)
+		# shellcheck disable=SC2086
+		timeout 300 "$ob" --portal "$PORTAL" --target "$iqn" --output "$out" \
+			$args >"$out/log" 2>&1
+		rc=$?
+		say "check $name rc $rc $(view "$out/log")" ;;
+	esac
+done </share/checks
