@@ -118,6 +118,10 @@ static void job_options(const struct config *c, const struct result *r,
 		printf(",\"fsync\":\"%u\"", c->every);
 	else if (p->sync == SYNC_END)
 		printf(",\"end_fsync\":\"1\"");
+	if (p->rate > 0)	/* an open loop: fio's own pacing options */
+		printf(",\"rate_iops\":\"%.0f\",\"rate_process\":\"%s\"",
+		       p->rate, p->arrivals == ARRIVALS_POISSON ? "poisson" :
+		       "linear");
 	if (c->warmup > 0)
 		printf(",\"ramp_time\":\"%g\"", c->warmup);
 	if (!p->bytes)
@@ -153,6 +157,9 @@ void syncguard_fio_result(const struct config *c, const struct target_info *ti,
 	       "\"workload\":", r->seconds * 1e3,
 	       syncguard_sync_name(r->p.sync, c->every, sy, sizeof(sy)));
 	json_str(r->p.label);
+	if (r->p.rate > 0)
+		printf(",\"asked_iops\":%.3f,\"rate_sustained\":%s",
+		       r->p.rate, r->rate_sustained ? "true" : "false");
 	printf(",\"ops\":%" PRIu64 ",\"iops\":%.3f,\"errors\":%" PRIu64
 	       ",\"retries\":%" PRIu64 ",\"wce\":%d,\"dpofua\":%d,"
 	       "\"device_flushes_per_op\":", r->ops, r->iops, r->errors,

@@ -102,8 +102,13 @@ static void mix(json_object *job, json_object *global, const char *file,
 		if (!strncmp(rw, map[i].rw, strlen(map[i].rw)) &&
 		    (!rw[strlen(map[i].rw)] || rw[strlen(map[i].rw)] == ':'))
 			break;
-	if (i == sizeof(map) / sizeof(map[0]))
-		bad(file, "an rw this tool has no workload for:", "rw");
+	if (i == sizeof(map) / sizeof(map[0])) {
+		char what[128];
+
+		snprintf(what, sizeof(what), "rw=%.60s, which this tool has no "
+			 "workload for:", rw);
+		bad(file, what, "rw");
+	}
 	r->read_pct = map[i].read >= 0 ? map[i].read :
 		      num_option(job, global, "rwmixread", 50, file);
 	r->random_pct = num_option(job, global, "percentage_random",
@@ -210,6 +215,54 @@ static double field(json_object *job, const char *dir, const char *key)
 	       json_object_get_double(v) : 0;
 }
 
+/* a job of several transfer sizes (bsrange, bssplit, "4k-64k", reads
+ * and writes of different sizes: "4k,8k") has no one size to pair
+ * with: refused rather than shown as its first */
+static void one_size(json_object *job, json_object *global, const char *file)
+{
+	static const char *const ranges[] = { "bsrange", "blocksize_range",
+					      "bssplit" };
+	const char *bs = option(job, global, "bs");
+
+	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++)
+		if (option(job, global, ranges[i]))
+			bad(file, "several transfer sizes, which this tool has "
+			    "no one row for:", ranges[i]);
+	bs = bs ? bs : option(job, global, "blocksize");
+	if (bs && (strchr(bs, '-') || strchr(bs, ':') ||
+		   (strchr(bs, ',') && fio_size(bs) !=
+		    fio_size(strchr(bs, ',') + 1))))
+		bad(file, "several transfer sizes, which this tool has no one "
+		    "row for:", "bs");
+}
+
+/* A job this tool wrote (--fio-json) carries what fio has no field
+ * for under "syncguard": its discipline and workload as this tool names
+ * them (flush-only, which no fio option says), and the operation's
+ * latency (WRITE+SYNCHRONIZE CACHE as one under flush). */
+static void own_fields(json_object *job, struct row *r)
+{
+	json_object *sg, *v, *op;
+
+	if (!json_object_object_get_ex(job, "syncguard", &sg) ||
+	    !json_object_is_type(sg, json_type_object))
+		return;
+	if (json_object_object_get_ex(sg, "sync", &v) &&
+	    json_object_is_type(v, json_type_string))
+		snprintf(r->sync, sizeof(r->sync), "%s",
+			 json_object_get_string(v));
+	if (json_object_object_get_ex(sg, "workload", &v) &&
+	    json_object_is_type(v, json_type_string))
+		snprintf(r->workload, sizeof(r->workload), "%s",
+			 json_object_get_string(v));
+	if (json_object_object_get_ex(sg, "iops", &v))
+		r->iops = json_object_get_double(v);
+	if (json_object_object_get_ex(sg, "operation_lat_ns", &op)) {
+		r->ncdf = percentiles(op, r->cdf);
+		r->p99 = p99_of(r->cdf, r->ncdf);
+	}
+}
+
 static void job_row(json_object *job, json_object *global, int f,
 		    const char *file, struct row *r)
 {
@@ -226,13 +279,17 @@ static void job_row(json_object *job, json_object *global, int f,
 	syncguard_file_label(file, r->label, sizeof(r->label));
 	mix(job, global, file, r);
 	discipline(job, global, file, r);
+	one_size(job, global, file);
 	bs = option(job, global, "bs");
 	bs = bs ? bs : option(job, global, "blocksize");
 	r->size = bs ? fio_size(bs) : 4096;	/* fio's default */
 	if (r->size <= 0)
 		bad(file, "a size this tool cannot read in job options:", "bs");
 	r->qd = num_option(job, global, "iodepth", 1, file);
-	r->sessions = num_option(job, global, "numjobs", 1, file);
+	/* numjobs clones report one job each, unless group_reporting
+	 * sums them into this one */
+	r->sessions = option(job, global, "group_reporting") ?
+		      num_option(job, global, "numjobs", 1, file) : 1;
 	w = !strcmp(r->sync, "fua") ? CMD_WRITE_FUA : CMD_WRITE;
 	for (int k = 0; k < SYNCGUARD_NCMD; k++)
 		r->cmd_p99[k] = -1;
@@ -249,8 +306,10 @@ static void job_row(json_object *job, json_object *global, int f,
 	k = r->cmd_ncdf[w] ? w : CMD_READ;
 	r->ncdf = r->cmd_ncdf[k];
 	memcpy(r->cdf, r->cmd_cdf[k], sizeof(r->cdf));
-	r->p99 = strcmp(r->sync, "none") && strcmp(r->sync, "fua") ? -1 :
-		 r->cmd_p99[k];
+	r->p99 = r->cmd_p99[k];
+	if (strcmp(r->sync, "none") && strcmp(r->sync, "fua"))
+		r->p99 = -1, r->ncdf = 0;	/* no WRITE+flush operation */
+	own_fields(job, r);
 	syncguard_gnuplot_safe(r->label);
 	syncguard_gnuplot_safe(r->workload);
 }

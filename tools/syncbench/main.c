@@ -244,26 +244,45 @@ static int restore_wce(const struct config *c, struct iscsi_context *iscsi,
 	return ret;
 }
 
-/* --start-at: sleep until UNIX time @t (seconds); Ctrl-C ends the wait */
-static void wait_until(double t, bool quiet)
+double syncguard_run_start;
+
+/* --start-at: sleep until UNIX time @t (seconds); Ctrl-C ends the wait.
+ * Returns how late it was already (seconds; 0 on time). */
+static double wait_until(double t, bool quiet)
 {
 	struct timespec now, gap;
 	double left;
 
 	clock_gettime(CLOCK_REALTIME, &now);
-	if (!quiet)	/* said once for the LUNs of a run, not each */
+	left = t - ((double)now.tv_sec + (double)now.tv_nsec / 1e9);
+	if (!quiet && left > 0)	/* said once for the LUNs of a run */
 		fprintf(stderr, PROG ": --start-at: measuring starts in "
-			"%.1f s\n", t - ((double)now.tv_sec +
-					 (double)now.tv_nsec / 1e9));
-	for (;;) {
+			"%.1f s\n", left);
+	for (bool first = true;; first = false) {
 		clock_gettime(CLOCK_REALTIME, &now);
 		left = t - ((double)now.tv_sec + (double)now.tv_nsec / 1e9);
 		if (left <= 0 || syncguard_interrupted)
-			return;
+			return first ? -left : 0;
 		gap.tv_sec = (time_t)left;
 		gap.tv_nsec = (long)((left - (double)gap.tv_sec) * 1e9);
 		nanosleep(&gap, NULL);
 	}
+}
+
+/* --start-at: wait; a start more than a second late (the login took
+ * longer) is said, and the run records when it really started: merged
+ * with runs that started on time, it measured other seconds */
+static void start_late(const struct config *c)
+{
+	double late = wait_until(c->start_at, c->lun_process);
+
+	syncguard_run_start = c->start_at;
+	if (late <= 1)
+		return;
+	fprintf(stderr, PROG ": --start-at: starting %.1f s late (the login "
+		"took longer): runs started on time measured other seconds "
+		"than this one\n", late);
+	syncguard_run_start = c->start_at + late;
 }
 
 static int state_writable(const char *path)
@@ -333,9 +352,9 @@ int syncguard_measure(const struct config *c)
 		ti.wce_forced_off = true;
 		wce_off = 1;
 	}
-	syncguard_report_target(c, &ti);
 	if (c->start_at)
-		wait_until(c->start_at, c->lun_process);
+		start_late(c);
+	syncguard_report_target(c, &ti);
 	status = run_all(c, &ti, pts, n, &gone);
 	if (wce == 0 && restore_wce(c, iscsi, lun))
 		status = status ? status : 1;	/* could not restore */

@@ -201,7 +201,8 @@ static json_object *results_of(const char *file, char *version,
 
 	*top = json_object_from_file(file);
 	if (!*top)
-		bad(file, "not JSON of a whole run:", json_util_get_last_err());
+		bad(file, "not a whole JSON run (empty, cut short, or not JSON):",
+		    "the file");
 	str_of(*top, "tool", tool, sizeof(tool), file);
 	if (strcmp(tool, PROG))
 		bad(file, "not a run of " PROG ":", "tool");
@@ -256,8 +257,6 @@ static void add_part(struct part *m, const struct part *p, bool first)
 	m->interrupted |= p->interrupted;
 	m->verify_ran |= p->verify_ran;
 	m->verify_complete &= p->verify_complete;
-	m->iops += p->iops;		/* the runs overlapped: rates add */
-	m->mbps += p->mbps;
 	/* device flushes per operation: known only if known for all */
 	m->fpo = m->fpo >= 0 && p->fpo >= 0 ? m->fpo + p->fpo *
 		 (double)p->ops : -1;
@@ -312,8 +311,12 @@ static void result_of(struct part *m, struct result *r, unsigned int *every,
 	r->errors = (uint64_t)m->errors;
 	r->retries = (uint64_t)m->retries;
 	r->unanswered = (uint64_t)m->unanswered;
-	r->iops = m->iops;
-	r->mbps = m->mbps;
+	/* over the longest run's time, not the sum of each run's rate: a
+	 * run that ended early (its LUN died) would be counted at its own
+	 * rate for the whole time */
+	r->iops = m->seconds > 0 ? (double)m->ops / m->seconds : 0;
+	r->mbps = m->seconds > 0 ? (double)(m->ops * m->block_size) /
+		  m->seconds / 1e6 : 0;
 	r->hist = m->hist;
 	r->retried_hist = m->retried;
 	memcpy(r->cmd_hist, m->cmd, sizeof(r->cmd_hist));
@@ -366,6 +369,32 @@ static void source_of(const struct part *p, const char *name,
 		syncguard_hist_percentile(&p->hist, 99) / 1e3 : -1;
 }
 
+/* the same run given twice (its operations would count twice): the
+ * same host, start, seed and command line */
+static void same_runs(json_object **top, char **files, int n)
+{
+	static const char *const keys[] = { "host", "start", "seed",
+					    "command_line" };
+
+	for (int a = 0; a < n; a++)
+		for (int b = a + 1; b < n; b++) {
+			bool same = true;
+
+			for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+				json_object *x, *y;
+
+				if (!json_object_object_get_ex(top[a], keys[k], &x) ||
+				    !json_object_object_get_ex(top[b], keys[k], &y) ||
+				    !json_object_equal(x, y))
+					same = false;
+			}
+			if (same)
+				bad(files[b], "the same run as another file "
+				    "(host, start, seed, command line):",
+				    files[a]);
+		}
+}
+
 int syncguard_merge_report(const struct config *c, char **files,
 			   char **names, int n,
 			   void (*header)(const struct config *c,
@@ -392,10 +421,23 @@ int syncguard_merge_report(const struct config *c, char **files,
 			    "file's:", "tool_version");
 	}
 	points = json_object_array_length(res[0]);
+	if (!points)
+		bad(files[0], "no results in it (a run interrupted before its "
+		    "first):", "results");
 	for (int f = 1; f < n; f++)
 		if (json_object_array_length(res[f]) != points)
 			bad(files[f], "another number of results than the "
 			    "first file's:", "results");
+	/* every point checked before anything is printed: a mismatch at
+	 * the last point must not leave half a JSON document behind */
+	for (size_t i = 0; i < points; i++)
+		for (int f = 0; f < n; f++) {
+			part_of(json_object_array_get_idx(res[f], i), &src[f],
+				files[f]);
+			if (f)
+				same_point(&src[0], &src[f], files[f]);
+		}
+	same_runs(top, files, n);
 	target_of(top[0], &ti, files[0]);
 	/* LUNs that differ in WCE or DPOFUA: the merged run's is unknown
 	 * (-1), each source says its own */

@@ -25,12 +25,28 @@
 static pid_t children[MAX_MERGE];
 static int nchildren;
 
-/* a signal to this process goes on to each LUN's (Ctrl-C from the
- * terminal reaches them all already; kill(1) does not) */
-static void forward(int sig)
+/* A signal to this process goes on to each LUN's.  Ctrl-C from the
+ * terminal reaches them all already (one process group): forwarded too,
+ * it would be their second, which gives up at once without results; so
+ * only a signal sent by a process (kill(1): SI_USER) is forwarded. */
+static void forward(int sig, siginfo_t *si, void *ctx)
 {
+	(void)ctx;
+	if (si && si->si_code != SI_USER && sig == SIGINT)
+		return;
 	for (int i = 0; i < nchildren; i++)
 		kill(children[i], sig);
+}
+
+static void forward_signals(void)
+{
+	struct sigaction sa = { .sa_sigaction = forward,
+				.sa_flags = SA_SIGINFO | SA_RESTART };
+	int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
 }
 
 /* the text and JSON header: every URL (secrets masked), the first
@@ -66,7 +82,7 @@ static void child(const struct config *c, int k, const char *file,
 	one.urls = NULL;
 	one.nurls = 1;
 	one.format = OUT_JSON;
-	one.progress = 0;
+	one.progress = k == 0 ? c->progress : 0;	/* the first LUN's line */
 	one.start_at = t0;
 	one.lun_process = true;
 	one.seed = c->seed + (uint64_t)k;
@@ -74,8 +90,9 @@ static void child(const struct config *c, int k, const char *file,
 	_exit(syncguard_measure(&one));
 }
 
-/* wait for every LUN's process; the worst exit status (130 first) */
-static int reap(void)
+/* wait for every LUN's process; the worst exit status (130 first), and
+ * in @why[k] what ended process k when it was not a plain exit */
+static int reap(char why[][64])
 {
 	int worst = 0;
 
@@ -85,6 +102,13 @@ static int reap(void)
 		while (waitpid(children[i], &st, 0) < 0 && errno == EINTR)
 			;
 		code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+		why[i][0] = '\0';
+		if (WIFSIGNALED(st))
+			snprintf(why[i], 64, "its process died of signal %d",
+				 WTERMSIG(st));
+		else if (code == 130)
+			snprintf(why[i], 64, "interrupted before its first "
+				 "result");
 		if (code == 130 || (worst != 130 && code > worst))
 			worst = code;
 	}
@@ -103,9 +127,21 @@ static bool has_results(const char *file)
 	return yes;
 }
 
+/* no LUN measured anything: JSON stays JSON (an empty results array,
+ * as a single run interrupted before its first result); exit status */
+static int no_results(const struct config *c)
+{
+	if (c->format == OUT_JSON)
+		printf("{\"tool\":\"" PROG "\",\"version\":1,"
+		       "\"tool_version\":\"" SYNCGUARD_VERSION "\","
+		       "\"results\":[]}\n");
+	return 1;
+}
+
 int syncguard_multi_run(const struct config *c)
 {
 	static char files[MAX_MERGE][64], shown[MAX_MERGE][1024];
+	static char why[MAX_MERGE][64];
 	static char *ok_files[MAX_MERGE], *ok_names[MAX_MERGE];
 	char dir[] = "/tmp/syncbench-luns.XXXXXX";
 	struct timespec now;
@@ -136,25 +172,23 @@ int syncguard_multi_run(const struct config *c)
 	fprintf(stderr, PROG ": %d LUNs, each in a process of its own; "
 		"measuring starts in %.1f s\n", nchildren,
 		t0 - ((double)now.tv_sec + (double)now.tv_nsec / 1e9));
-	signal(SIGINT, SIG_IGN);	/* the LUNs' processes print first */
-	signal(SIGTERM, forward);
-	signal(SIGHUP, forward);
-	status = reap();
+	forward_signals();	/* the LUNs' processes print first */
+	status = reap(why);
 	for (int k = 0; k < nchildren; k++) {
+		/* a CHAP secret stays out of the sources and messages */
+		syncguard_shown_url(c->urls[k], shown[k], sizeof(shown[k]));
 		if (has_results(files[k])) {
-			/* a CHAP secret stays out of the sources */
-			syncguard_shown_url(c->urls[k], shown[k],
-					    sizeof(shown[k]));
 			ok_files[nok] = files[k];
 			ok_names[nok++] = shown[k];
 		} else {
-			fprintf(stderr, PROG ": %s: no results (see above); "
-				"left out of the merged results\n", c->urls[k]);
+			fprintf(stderr, PROG ": %s: no results (%s); left out "
+				"of the merged results\n", shown[k], why[k][0] ?
+				why[k] : "see above");
 			status = status ? status : 1;
 		}
 	}
 	merged = nok ? syncguard_merge_report(c, ok_files, ok_names, nok,
-					      multi_header) : 1;
+					      multi_header) : no_results(c);
 	for (int k = 0; k < c->nurls; k++)
 		unlink(files[k]);
 	rmdir(dir);

@@ -221,20 +221,17 @@ SETTER(set_full, c->full = true)
  * Messages show the URL with its secret masked. */
 static void check_url(const char *url)
 {
-	const char *auth = strstr(url, "://"), *end, *at;
 	char shown[1024];
 	int n = 0;
 
 	syncguard_shown_url(url, shown, sizeof(shown));
 	if (strncmp(url, "iscsi://", 8))
 		syncguard_usage_error("'%s' is not an iscsi:// URL", shown);
-	end = strchr(auth + 3, '/');
-	for (at = auth + 3; *at && (!end || at < end); at++)
+	for (const char *at = url + 8; *at; at++)
 		n += *at == '@';
-	if (n > 1)
-		syncguard_usage_error("'%s': more than one '@' before the target "
-				      "name (a CHAP secret cannot contain '@')",
-				      shown);
+	if (n > 1)	/* the secret would be shown from its '@' on */
+		syncguard_usage_error("'%s': more than one '@' (a CHAP secret "
+				      "cannot contain '@')", shown);
 }
 
 /* Is @s valid UTF-8 (RFC 3629: no overlong forms, no surrogates, at
@@ -309,7 +306,8 @@ static void set_start_at(struct config *c, const char *arg)
 	if (end == arg || *end || !(t > 0))
 		syncguard_usage_error("--start-at: '%s' is not a UNIX time in "
 				      "seconds (date +%%s)", arg);
-	if (t <= (double)now.tv_sec + (double)now.tv_nsec / 1e9)
+	/* this very second ($(date +%s)) is "now", not the past */
+	if (t < (double)now.tv_sec)
 		syncguard_usage_error("--start-at: %s is in the past", arg);
 	if (t > (double)now.tv_sec + 86400)
 		syncguard_usage_error("--start-at: %s is more than a day away",
@@ -371,8 +369,8 @@ static const struct opt opts[] = {
 	{ "curve", 0, "[PCTS]", "latency against load, as vdbench's curve "
 	  "runs: each point first runs closed loop for its maximum IOPS, then "
 	  "open loop (as --rate) at each percentage of it in PCTS, a rising "
-	  "comma list of 1..100 (default 10,50,70,80,90,100): a result per "
-	  "step; not with --rate", syncguard_set_curve },
+	  "comma list of 1..100, at most 20 (default 10,50,70,80,90,100): a "
+	  "result per step; not with --rate; one URL", syncguard_set_curve },
 	{ "interval", 0, "SECONDS", "a report line per interval, as vdbench "
 	  "interval= (at least 0.1); with --preset, replaces the preset's "
 	  "own; default none", set_interval },
@@ -438,8 +436,10 @@ static const struct opt opts[] = {
 	  "histograms added bin by bin (exact merged percentiles), IOPS and "
 	  "MB/s summed, each source listed", set_merge },
 	{ "start-at", 0, "TIME", "start measuring at TIME, UNIX seconds (date "
-	  "+%s), after logging in: runs on several hosts then cover the same "
-	  "seconds, for --merge", set_start_at },
+	  "+%s; this second or later, at most a day ahead), after logging in: "
+	  "runs on several hosts then cover the same seconds, for --merge; a "
+	  "start made late by the login is said, and recorded as it was",
+	  set_start_at },
 	{ "man", 0, NULL, "print the manual page (troff)", set_man },
 	{ "version", 0, NULL, "print the version", set_version },
 	{ "help", 'h', NULL, "print this help (the options and the presets)",
@@ -476,13 +476,17 @@ static void print_opt(FILE *f, const struct opt *o)
 	"IOPS, MB/s, latency percentiles (microseconds), per interval and\n" \
 	"session; and what the LUN reports (WCE, DPOFUA, block sizes,\n" \
 	"capacity, MAXIMUM TRANSFER LENGTH).  It writes to the LUN.  With\n" \
-	"several URLs, each LUN runs in a process of its own, all started\n" \
-	"together, and the results are merged (per LUN in the sources).\n"
+	"several URLs (at most 16), each LUN runs in a process of its own,\n" \
+	"all started together, and the results are merged (per LUN in the\n" \
+	"sources); --verify, --state, --interval, --rate and --curve go with\n" \
+	"one URL.\n"
 #define EXIT_STATUS \
 	"0 success; 1 a SCSI error, a timed-out command, a failed login,\n" \
-	"a verify mismatch, or a --compare/--plot file that cannot be read\n" \
-	"or holds no results; 2 a usage error (also one only the LUN\n" \
-	"reveals, and a --state file that does not fit it); 130 after\n" \
+	"a verify mismatch, a LUN of several that gave no results, or a\n" \
+	"--compare/--plot file that cannot be read or holds no results; 2 a\n" \
+	"usage error (also one only the LUN reveals, a --state file that\n" \
+	"does not fit it, and a --merge file that cannot be read or does not\n" \
+	"match the first, or a fio file of another shape); 130 after\n" \
 	"Ctrl-C, which prints what was measured.\n"
 
 void syncguard_synopsis(FILE *f)

@@ -147,10 +147,12 @@ void syncguard_set_rate(struct config *c, const char *arg)
 	char *end;
 	double v = strtod(arg, &end);
 
-	/* written so that NaN fails too */
-	if (end == arg || *end || !(v > 0 && v <= MAX_RATE))
-		syncguard_usage_error("--rate: '%s' is not a number of IOPS more "
-				      "than 0 and at most 10000000", arg);
+	/* written so that NaN fails too; decimal only (strtod would take
+	 * 0x10); below 0.01 no operation would arrive in any run */
+	if (end == arg || *end || strpbrk(arg, "xXpP") ||
+	    !(v >= 0.01 && v <= MAX_RATE))
+		syncguard_usage_error("--rate: '%s' is not a decimal number of "
+				      "IOPS from 0.01 to 10000000", arg);
 	c->rate = v;
 }
 

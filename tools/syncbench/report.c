@@ -35,15 +35,14 @@ static const char *bit(int v)
 
 void syncguard_shown_url(const char *url, char *out, size_t len)
 {
-	const char *auth = strstr(url, "://"), *slash, *at = NULL, *pct;
+	const char *auth = strstr(url, "://"), *at, *pct;
 
-	/* the last '@' before the path ends a secret: the first would
-	 * show the tail of one with '@' in it */
+	/* the user part ends at an '@' after the scheme, wherever the first
+	 * '/' is: a secret may hold '/' (base64), and an IQN never holds
+	 * '@'; the last one, so that a secret holding '@' (refused by
+	 * check_url, whose message shows the URL) stays hidden too */
 	auth = auth ? auth + 3 : url;
-	slash = strchr(auth, '/');
-	for (const char *p = auth; *p && (!slash || p < slash); p++)
-		if (*p == '@')
-			at = p;
+	at = strrchr(auth, '@');
 	pct = at ? memchr(auth, '%', (size_t)(at - auth)) : NULL;
 	if (pct)
 		snprintf(out, len, "%.*s%%***%s", (int)(pct - url), url, at);
@@ -92,8 +91,10 @@ void syncguard_print_command_line(const struct config *c)
 static void run_details(const struct config *c)
 {
 	char host[256] = "", when[32];
-	/* the measuring starts then: with --start-at, at the time asked */
-	time_t now = c->start_at ? (time_t)c->start_at : time(NULL);
+	/* the measuring starts then: with --start-at, at the time asked
+	 * (or later, when the login made it late) */
+	time_t now = syncguard_run_start > 0 ? (time_t)syncguard_run_start :
+		     time(NULL);
 	struct tm tm;
 	json_object *o;
 

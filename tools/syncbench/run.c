@@ -30,6 +30,8 @@ struct op {
 	unsigned int retries;
 	uint64_t start_ns;
 	uint64_t cmd_ns;	/* when its current command went to libiscsi */
+	uint64_t data_lat_ns;	/* its READ's or WRITE's latency */
+	uint64_t flush_lat_ns;	/* its SYNCHRONIZE CACHE's */
 	uint64_t retry_at;	/* waiting to be sent again from then, ns;
 				 * 0 not waiting */
 	uint64_t sent_ns;	/* when libiscsi's queue was empty after it
@@ -145,12 +147,45 @@ static void note_unit_attention(struct run *rn, struct scsi_task *t)
 		syncguard_sense_text(&t->sense, why, sizeof(why)));
 }
 
+/* One answered command of @op: its latency kept in the op until the
+ * op is counted (account), so that the per-command histograms count
+ * exactly the operations the run counts (a WRITE answered in the
+ * warm-up whose SYNCHRONIZE CACHE is answered after it belongs to a
+ * counted operation). */
+static void note_command(struct op *op)
+{
+	uint64_t lat = now_ns() - op->cmd_ns;
+
+	if (op->flushing || !op->blocks)
+		op->flush_lat_ns = lat;
+	else
+		op->data_lat_ns = lat;
+}
+
+/* @op's commands into their histograms (not a retried one's) */
+static void account_commands(struct run *rn, const struct op *op)
+{
+	enum syncguard_cmd k;
+
+	if (op->retries)
+		return;
+	if (op->blocks) {
+		k = op->read ? CMD_READ : rn->p->sync == SYNC_FUA ?
+		    CMD_WRITE_FUA : CMD_WRITE;
+		syncguard_hist_add(&rn->r->cmd_hist[k], op->data_lat_ns);
+	}
+	if (op->flushing || !op->blocks)
+		syncguard_hist_add(&rn->r->cmd_hist[CMD_SYNC_CACHE],
+				   op->flush_lat_ns);
+}
+
 /* Count a completed operation (after the warm-up); the flush --sync end
  * adds is timed with the run but is not an operation of its own. */
 static void account(struct run *rn, struct op *op, uint64_t now)
 {
 	uint64_t bytes = (uint64_t)op->blocks * rn->ti->block_size;
 
+	account_commands(rn, op);
 	if (!op->blocks && rn->p->sync != SYNC_FLUSH_ONLY) {
 		rn->r->flushes++;
 		return;
@@ -176,24 +211,6 @@ static void account(struct run *rn, struct op *op, uint64_t now)
 		rn->r->writes++;
 	else
 		rn->r->flushes++;
-}
-
-/* One answered command of @op into its command's histogram: counted as
- * its operation is (in the measured window, not retried). */
-static void account_command(struct run *rn, const struct op *op)
-{
-	uint64_t now = now_ns();
-	enum syncguard_cmd k;
-
-	if (now < rn->t_measure || op->retries)
-		return;
-	if (op->flushing || !op->blocks)
-		k = CMD_SYNC_CACHE;
-	else if (op->read)
-		k = CMD_READ;
-	else
-		k = rn->p->sync == SYNC_FUA ? CMD_WRITE_FUA : CMD_WRITE;
-	syncguard_hist_add(&rn->r->cmd_hist[k], now - op->cmd_ns);
 }
 
 /* A command ended: @status is libiscsi's (GOOD, another SCSI status the
@@ -291,7 +308,7 @@ static void data_cb(struct iscsi_context *iscsi, int status, void *data,
 		note_error(rn, op, op->read ? "READ(16)" : op->blocks ?
 			   "WRITE(16)" : "SYNCHRONIZE CACHE(16)", status, data);
 	else
-		account_command(rn, op);
+		note_command(op);
 	if (data)
 		scsi_free_scsi_task(data);
 	if (status == SCSI_STATUS_GOOD && op->flush_after) {
@@ -1022,6 +1039,12 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 		r->gone = r->unanswered || rn.unheard;
 		if (r->gone)
 			end = rn.last_progress;
+		/* an open loop is rated over its schedule, not up to its
+		 * last answer: --rate 0.5 -t 2 sends one operation in 2 s,
+		 * 0.5 IOPS, however fast it was answered */
+		else if (p->rate > 0 && !syncguard_interrupted &&
+			 end < rn.t_stop)
+			end = rn.t_stop;
 		summarize(&rn, end);
 		syncguard_pacer_summarize(rn.pace, rn.nsess, rn.t_stop, r);
 		note_starved(&rn, r);

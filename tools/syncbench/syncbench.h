@@ -241,6 +241,9 @@ struct result {
 };
 
 extern volatile sig_atomic_t syncguard_interrupted;	/* Ctrl-Cs so far */
+/* when measuring started, UNIX seconds (--start-at's time, or later
+ * when the login made it late); 0: not set, the header's own time */
+extern double syncguard_run_start;
 /* set while --verify reads back: a second Ctrl-C then stops the
  * read-back, and the results are printed (rather than quitting with
  * nothing) */
