@@ -164,8 +164,14 @@ check wb-iozone write-back tool --preset iozone $pre &&
 check wb-vdbench write-back tool --preset vdbench $pre &&
 check wb-throughput write-back tool --preset throughput $pre ||
 	{ say "FAIL: the targets could not be made"; exit 1; }
+# the tool and its job files go to the guest through the shared folder:
+# the guest's /tmp is a tmpfs of its own (inside.sh), and a checkout
+# under the host's /tmp would not be there
+mkdir -p "$share/repo/tools" "$share/repo/conf"
+install -m 0755 "$top/tools/openiscsi-syncbench" "$share/repo/tools/"
+cp -r "$top/conf/fio" "$share/repo/conf/"
 cat >"$share/params" <<EOF
-REPO='$top'
+REPO='/share/repo'
 PORTAL='10.0.2.2:$port'
 JOBS_DIR='${SYNCGUARD_GUEST_JOBS:-}'
 EOF
