@@ -1,3 +1,8 @@
+/*
+ * test_left_out (tests/leftout.h): a test that cannot run here says so
+ * on stderr and in $SYNCGUARD_LEFT_OUT, and fails for a missing
+ * dependency under SYNCGUARD_REQUIRE_DEPS=1.
+ */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,8 @@
+/*
+ * The latency histogram (tools/histogram.h): fio's bucket layout, 64
+ * buckets per power of two of nanoseconds, added to, merged bucket by
+ * bucket, read as percentiles and written as JSON.
+ */
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>

@@ -1,3 +1,7 @@
+/*
+ * The unit tests' runner: every suite of tests/unit, run under
+ * AddressSanitizer and UndefinedBehaviorSanitizer by make check-unit.
+ */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,8 @@
+/*
+ * --verify and --verify-only (verify.h): stamping the blocks a run
+ * writes, remembering what each must hold, reading them back and
+ * saving or checking that in a --state file.
+ */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
