@@ -74,7 +74,7 @@ CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 	check-crash crashtest check-fuzz fuzz check-lifecycle soak conformance \
 	check-conf check-tools check-stall check-syscalls check-deps check-names \
 	check-history check-man check-deb check-guest \
-	bench clean \
+	bench bench-run clean \
 	tgt-src deb FORCE
 
 all: bs_syncguard.so $(TOOLS) $(MANS)
@@ -392,9 +392,15 @@ check-fuzz: $(BUILD)/san/bs_syncguard.so $(TOOLS)
 fuzz: $(BUILD)/san/bs_syncguard.so $(TOOLS)
 	scripts/fuzz.sh --count $(FUZZ_COUNT)
 
-# syncguard vs tgt's rdwr and aio; reports, never fails (about 8 to 9 minutes)
-bench: all
-	scripts/bench.sh
+# each mode's cells against their limit lines (tgt's null store, fio on
+# the LUN's file); reports, never fails.  ARGS go to scripts/bench.sh:
+# make bench ARGS=--quick (a few minutes), ARGS=--help
+bench:
+	@scripts/need-deps.sh $(DEB_PACKAGES)
+	@$(MAKE) --no-print-directory bench-run
+
+bench-run: all
+	scripts/bench.sh $(ARGS)
 
 demo:
 	@scripts/need-deps.sh $(DEB_PACKAGES)

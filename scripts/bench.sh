@@ -1,48 +1,47 @@
 #!/bin/bash
-# bench.sh: what a sync write costs through syncguard, next to tgt's own
-# backing stores, in one run, same files, same tester, interleaved.
+# bench.sh: how close each safe configuration of syncguard comes to what
+# this machine can do, cell by cell, measured in one run.
 #
-# Devices: "disk" (files on the machine's own disk) and "slow" (the FUSE
-# device model with a volatile cache whose flush takes --flush-ms, 2 ms
-# by default, and which merges flushes that arrive while one runs, as
-# the block layer does).  Configurations: syncguard write-through,
-# write-back (page cache, the default, and direct=yes: O_DIRECT) and plp;
-# tgt's rdwr with WCE=1 and with WCE=0; tgt's aio
-# (which never flushes: the ceiling for anything that includes a flush).
-# Disciplines (iscsi-syncbench --sync): none, fua, flush, flush-only;
-# queue depths 1 and 32; 4 KiB and 64 KiB writes (flush-only carries no
-# data: 4 KiB only).  The cells of one (device, size, depth, discipline)
-# run back to back across the configurations, so they share the
-# machine's mood, and that is repeated --rounds times (--qd1-rounds at
-# QD 1; every other round in the reverse order); each cell reports
-# its best round.  This machine's noise (other guests' CPU and I/O) only
-# ever slows a cell down, for a second or more at a time, so a burst
-# that hits one round of one configuration is dropped instead of
-# deciding its ratio; the worst round is kept beside it in the CSV
-# (iops_worst_round) and every round in build/bench-rounds.csv.
+# A cell is (device, size, queue depth, discipline, mode): devices
+# "disk" (files on the machine's own disk) and "slow" (the FUSE device
+# model with a volatile cache whose flush takes --flush-ms, 2 ms by
+# default, merging flushes that arrive while one runs, as the block
+# layer does); 4 KiB and 64 KiB writes; QD 1 and 32; disciplines
+# (iscsi-syncbench --sync) none, fua, flush (WRITE then SYNCHRONIZE
+# CACHE, one operation), flush-only (SYNCHRONIZE CACHE alone, 4 KiB
+# only: it moves no data); modes write-through, write-back and plp.
 #
-# Also: a "limit" line, 1 / (iSCSI round trip at QD1 + local O_DSYNC 4 KiB
-# write latency, each the least of three readings; the O_DSYNC ones taken
-# before each round of the QD1 FUA cells it judges), and tgtd's resident
-# memory with 8 syncguard LUNs vs 8 rdwr LUNs under load.  Writes
-# build/bench.csv, build/bench.json and build/bench.png (and the rounds
-# and the plp series beside them).  It reports; it
-# does not pass or fail (exit 1 only if it could not run).
+# Each cell is printed with its limit line, measured in the same rounds:
+#   - tgt's null store (bstype null: no I/O at all) running the same
+#     iscsi-syncbench command line: what tgt, iSCSI and the initiator
+#     cost alone;
+#   - fio on the LUN's own backing file, random writes of the cell's
+#     size with the durability semantics the cell's mode and discipline
+#     promise (fio_args below);
+#   - QD 1: limit = 1 / (null store's mean latency + fio's mean latency);
+#     QD 32 (and the 4-LUN line): the lesser of the two IOPS;
+#     flush-only: the null store alone (a clean SYNCHRONIZE CACHE needs
+#     no I/O).
+# The ratio is the median over the rounds of each round's IOPS / limit;
+# each round runs the cell, its fio and the null store side by side
+# (every other round in the reverse order), so they share the machine's
+# mood.  A cell should reach 0.85 of its limit, except where the null
+# store is within 10% of it (null IOPS <= 1.1 x the cell's, the median
+# of the rounds' own ratios): then tgt itself is the bound, and the cell
+# is marked tgt-bound.  tgtd's CPU time per command answered (utime +
+# stime from /proc/PID/stat over each measured window, summed over the
+# rounds, divided by the commands answered in them) is printed beside
+# the null store's own figure.
 #
-# usage: bench.sh [--seconds S] [--rounds N] [--qd1-rounds N]
-#                 [--series-rounds N] [--flush-ms MS] [--variants] [--quick]
-#   --seconds   measured seconds per cell and round (default 0.6)
-#   --rounds    rounds per cell, the best reported (default 2)
-#   --qd1-rounds  the same for the QD 1 cells (default 3: a stall of the
-#               disk costs a latency-bound cell all its IOs, and one
-#               stall can span two rounds of a cell)
-#   --series-rounds  rounds of the plp series (default 5): plp's
-#               disciplines side by side at 4 KiB QD32, with tgt's null
-#               store's none and flush, which the plp target is judged
-#               on, round by round (see plp_series)
-#   --variants  also syncguard write_sync=group and =dsync (the choice
-#               behind write_sync=auto)
-#   --quick     disk only, 4 KiB, QD 32 (a smoke run)
+# Also the 4-LUN line: 4 LUNs of a mode at QD 8 each, one iscsi-syncbench
+# run (a process per LUN, merged), against the lesser of 4 null LUNs
+# at QD 8 and fio on 4 files at iodepth 8; and tgtd's resident memory
+# with 8 syncguard LUNs vs 8 rdwr LUNs under load.
+#
+# Writes build/bench.csv, build/bench.json, build/bench-rounds.csv
+# (every run of every round) and build/bench.png.  It reports; it does
+# not pass or fail (exit 1 only if it could not run).  --self-check runs
+# the table's arithmetic on canned rounds (and every run does, first).
 set -u
 # it starts more than one private tgtd (the memory step): ports chosen by
 # hand for scripts/tgtd-private would clash, so tgtd-private picks free ones
@@ -50,9 +49,7 @@ unset TGTD_PRIVATE_CTL TGTD_PRIVATE_PORT
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=0.6
-rounds=2
-qd1_rounds=3
-series_rounds=5
+rounds=3
 warmup=0.4	# not counted: lets syncguard's running trials settle on
 		# the new load (every cell changes it; after a pause they try
 		# both ways for 200 ms each), as fio's ramp_time
@@ -61,33 +58,36 @@ devices="disk slow"
 sizes="4k 64k"
 qds="1 32"
 discs="none fua flush flush-only"
-configs="sg-wt sg-wb sg-wbd sg-plp rdwr-wce1 rdwr-wce0 aio"
-usage() {
-	echo "usage: bench.sh [--seconds S] [--rounds N] [--qd1-rounds N] [--series-rounds N] [--flush-ms MS] [--variants] [--quick]" >&2
-	exit 2
-}
+modes="sg-wt sg-wb sg-plp"
+extra=""		# --variants, --peers: rows beside the modes
+four_discs="none fua flush"
+memory=yes
+USAGE="usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--variants] [--peers] [--quick] [--self-check]"
+usage() { echo "$USAGE" >&2; exit 2; }
 help() {
 	cat <<EOF
-usage: bench.sh [--seconds S] [--rounds N] [--qd1-rounds N] [--series-rounds N] [--flush-ms MS] [--variants] [--quick]
+$USAGE
 
-syncguard in each mode against tgt's rdwr (WCE=1, WCE=0) and aio, on the
-machine's disk and on a slow-flush FUSE model; writes build/bench.csv,
-build/bench-rounds.csv, build/bench-plp-series.csv, build/bench.json and
+Each syncguard mode, cell by cell, against its limit line measured in
+the same rounds: tgt's null store with the same command mix, and fio on
+the LUN's own file with the same durability semantics.  Writes
+build/bench.csv, build/bench.json, build/bench-rounds.csv and
 build/bench.png.
 
-  --seconds S    measured seconds per cell and round (default $secs; each
-                 round is preceded by ${warmup}s unmeasured)
-  --rounds N     rounds per cell, interleaved across configurations; the
-                 best is reported (default $rounds)
-  --qd1-rounds N the same for the QD 1 cells (default $qd1_rounds)
-  --series-rounds N  rounds of plp's disciplines side by side, 4 KiB
-                 QD32 on the disk, with tgt's null store's none and
-                 flush; the plp target is judged on the median of the
-                 rounds' own ratios (default $series_rounds)
+  --seconds S    measured seconds per run and round (default $secs; each
+                 run is preceded by ${warmup}s unmeasured)
+  --rounds N     rounds per cell, interleaved with its null store and
+                 fio runs; the ratio is the median of the rounds' own
+                 ratios (default $rounds)
   --flush-ms MS  the model's flush time (default $flush_ms)
-  --variants     also write_sync=group and =dsync for write-through and
-                 write-back
-  --quick        the disk's 4 KiB QD32 cells only
+  --variants     also write-back direct=yes and write_sync=group and
+                 =dsync for write-through and write-back (rows with
+                 their mode's limit)
+  --peers        also tgt's rdwr (WCE=1, WCE=0) and aio (rows with IOPS,
+                 CPU and the null store's ratio, no limit)
+  --quick        the disk, 4 KiB, QD 1 and 32, the 4-LUN line for fua
+                 only, no memory step (a few minutes)
+  --self-check   check the table's arithmetic on canned rounds and exit
 EOF
 	exit 0
 }
@@ -104,23 +104,25 @@ number() {
 	echo "bench: $2 wants a ${1:+whole }number > 0, not '$3'" >&2
 	usage
 }
+self_check_only=
 while [ $# -gt 0 ]; do
 	case $1 in
-	--seconds|--rounds|--qd1-rounds|--series-rounds|--flush-ms)
+	--seconds|--rounds|--flush-ms)
 		[ $# -ge 2 ] || { echo "bench: $1 wants a value" >&2; usage; } ;;
 	esac
 	case $1 in
 	--seconds) secs=$(number "" "$1" "$2") || exit 2; shift 2 ;;
 	--rounds) rounds=$(number whole "$1" "$2") || exit 2; shift 2 ;;
-	--qd1-rounds) qd1_rounds=$(number whole "$1" "$2") || exit 2; shift 2 ;;
-	--series-rounds) series_rounds=$(number whole "$1" "$2") || exit 2; shift 2 ;;
 	--flush-ms) flush_ms=$(number "" "$1" "$2") || exit 2; shift 2 ;;
-	--variants) configs="$configs sg-wt-group sg-wb-group sg-wt-dsync sg-wb-dsync"; shift ;;
-	--quick) devices=disk sizes=4k qds=32; shift ;;
+	--variants) extra="$extra sg-wbd sg-wt-group sg-wb-group sg-wt-dsync sg-wb-dsync"; shift ;;
+	--peers) extra="$extra rdwr-wce1 rdwr-wce0 aio"; shift ;;
+	--quick) devices=disk sizes=4k four_discs=fua memory=; shift ;;
+	--self-check) self_check_only=1; shift ;;
 	-h|--help) help ;;
 	*) usage ;;
 	esac
 done
+configs="$modes$extra"
 
 bench=$top/tools/iscsi-syncbench
 model=$top/tools/syncguard-devmodel
@@ -129,24 +131,174 @@ module=$top/bs_syncguard.so
 out=$top/build
 csv=$out/bench.csv
 rounds_csv=$out/bench-rounds.csv
-series_csv=$out/bench-plp-series.csv
-header="device,config,label,sync,block_size,queue_depth,sessions,read_pct,random_pct,wce,dpofua,seconds,ops,errors,iops,mb_per_s,lat_mean_us,lat_p50_us,lat_p99_us,lat_p99_9_us,lat_max_us,device_flushes_per_op,workload,interrupted,unanswered,verify_checked,verify_mismatches,verify_complete,read_ops,read_lat_mean_us,read_lat_p99_us,write_ops,write_lat_mean_us,write_lat_p99_us,write_fua_ops,write_fua_lat_mean_us,write_fua_lat_p99_us,synchronize_cache_ops,synchronize_cache_lat_mean_us,synchronize_cache_lat_p99_us,asked_iops,arrivals,rate_sustained,unsent,curve_step,curve_pct"
-[ -x "$bench" ] && [ -x "$model" ] && [ -f "$module" ] || { echo "bench: run make first" >&2; exit 1; }
-work=$(mktemp -d "$top/build/bench.XXXXXX") || exit 1
+say() { printf 'bench: %s\n' "$*" >&2; }
+
+# ---- the table's arithmetic (bench_summary), and its self-check ----
+
+# The rounds file's columns: one row per run of one round.  kind: lun (a
+# configuration's cell), null (tgt's null store, config "null") or fio
+# (the local figure on config's file, semantics named); luns 1, or 4 for
+# the 4-LUN line.  cpu_us and commands are tgtd's over the measured
+# window (empty for fio).
+rounds_header="device,luns,config,sync,block_size,queue_depth,round,kind,semantics,iops,lat_mean_us,lat_p99_us,commands,cpu_us,errors"
+
+# The cells' table (CSV) from a rounds file: per (device, luns, size, QD,
+# discipline, configuration), medians over the rounds of IOPS, of the
+# limit, of IOPS / limit and of IOPS / null IOPS, each ratio taken
+# within one round (a round that lacks a figure is left out of that
+# median); CPU per command as the sum over the rounds.  Configurations
+# whose rows have no semantics (peers) get no limit.  bound: "tgt" where
+# the null store is within 10% of the cell (cell / null >= 1 / 1.1), else
+# "limit"; meets: ratio >= 0.85 or tgt-bound.
+summary_awk='
+function median(s,   a, n, i, j, t) {
+	n = split(s, a, " ")
+	if (!n) return ""
+	for (i = 2; i <= n; i++)
+		for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) {
+			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+		}
+	return n % 2 ? a[(n + 1) / 2] + 0 : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+function add(arr, k, v) { arr[k] = (k in arr) ? arr[k] " " v : v }
+function num(x, fmt) { return x == "" ? "" : sprintf(fmt, x) }
+NR == 1 { next }
+{
+	g = $1 SUBSEP $2 SUBSEP $5 SUBSEP $6 SUBSEP $4	# the group
+	r = $7
+	if ($8 == "null") {
+		if ($10 > 0) { niops[g, r] = $10; nlat[g, r] = $11; add(nall, g, $10); add(nlall, g, $11) }
+		ncpu[g] += $14; ncmd[g] += $13
+		next
+	}
+	if ($8 == "fio") {
+		if ($10 > 0) { fiops[g, $3, r] = $10; flat[g, $3, r] = $11
+			add(fall, g SUBSEP $3, $10); add(flall, g SUBSEP $3, $11) }
+		next
+	}
+	c = g SUBSEP $3
+	if (!(c in seen)) { seen[c] = 1; order[++n] = c; sem[c] = $9 }
+	err[c] += $15
+	if ($10 > 0) { ciops[c, r] = $10; add(call, c, $10); rs[c] = rs[c] " " r }
+	cpu[c] += $14; cmd[c] += $13
+}
+END {
+	print "device,luns,config,sync,block_size,queue_depth,rounds,iops,semantics,local_iops,local_lat_us,null_iops,null_lat_us,limit,ratio,vs_null,bound,meets,cpu_us_per_cmd,null_cpu_us_per_cmd,errors"
+	for (k = 1; k <= n; k++) {
+		c = order[k]; split(c, f, SUBSEP)
+		g = f[1] SUBSEP f[2] SUBSEP f[3] SUBSEP f[4] SUBSEP f[5]
+		lims = ""; rats = ""; vsn = ""
+		nr = split(substr(rs[c], 2), rr, " ")
+		for (i = 1; i <= nr; i++) {
+			r = rr[i]; lim = ""
+			if (sem[c] != "" && ((g, r) in niops)) {
+				if (f[5] == "flush-only" || sem[c] == "-")
+					lim = f[4] == 1 && f[2] == 1 ? 1e6 / nlat[g, r] : niops[g, r]
+				else if ((g, f[6], r) in fiops) {
+					if (f[4] == 1 && f[2] == 1)
+						lim = 1e6 / (nlat[g, r] + flat[g, f[6], r])
+					else
+						lim = niops[g, r] < fiops[g, f[6], r] ? niops[g, r] : fiops[g, f[6], r]
+				}
+			}
+			if (lim != "") { lims = lims " " lim; rats = rats " " ciops[c, r] / lim }
+			if ((g, r) in niops) vsn = vsn " " ciops[c, r] / niops[g, r]
+		}
+		limit = median(lims); ratio = median(rats); vs = median(vsn)
+		bound = vs == "" || sem[c] == "" ? "" : vs >= 1 / 1.1 ? "tgt" : "limit"
+		meets = ratio == "" ? "" : (ratio >= 0.85 || bound == "tgt") ? "yes" : "no"
+		printf "%s,%s,%s,%s,%s,%s,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d\n",
+			f[1], f[2], f[6], f[5], f[3], f[4], nr, num(median(call[c]), "%.0f"),
+			sem[c], num(median(fall[g, f[6]]), "%.0f"), num(median(flall[g, f[6]]), "%.1f"),
+			num(median(nall[g]), "%.0f"), num(median(nlall[g]), "%.1f"),
+			num(limit, "%.0f"), num(ratio, "%.3f"), num(vs, "%.3f"), bound, meets,
+			(cmd[c] > 0 ? sprintf("%.1f", cpu[c] / cmd[c]) : ""),
+			(ncmd[g] > 0 ? sprintf("%.1f", ncpu[g] / ncmd[g]) : ""), err[c]
+	}
+}'
+bench_summary() { awk -F, "$summary_awk" "$1"; }
+
+# The arithmetic on canned rounds, against figures worked out by hand.
+self_check() {
+	local tmp got want
+	tmp=$(mktemp) || return 1
+	cat >"$tmp" <<EOF
+$rounds_header
+disk,1,null,fua,4096,1,1,null,,10000,100,,100,600,0
+disk,1,null,fua,4096,1,2,null,,8000,120,,100,0,0
+disk,1,null,fua,4096,1,3,null,,12000,80,,100,0,0
+disk,1,sg-wt,fua,4096,1,1,fio,dsync,1111,900,,,,
+disk,1,sg-wt,fua,4096,1,2,fio,dsync,1136,880,,,,
+disk,1,sg-wt,fua,4096,1,3,fio,dsync,1000,1000,,,,
+disk,1,sg-wt,fua,4096,1,1,lun,dsync,1000,1000,,100,1000,0
+disk,1,sg-wt,fua,4096,1,2,lun,dsync,900,1100,,100,2000,1
+disk,1,sg-wt,fua,4096,1,3,lun,dsync,1100,900,,100,3000,0
+disk,1,null,none,4096,32,1,null,,10000,3200,,10000,0,0
+disk,1,null,none,4096,32,2,null,,10000,3200,,10000,0,0
+disk,1,null,none,4096,32,3,null,,10000,3200,,10000,0,0
+disk,1,sg-plp,none,4096,32,1,fio,direct,50000,600,,,,
+disk,1,sg-plp,none,4096,32,2,fio,direct,50000,600,,,,
+disk,1,sg-plp,none,4096,32,1,lun,direct,9500,3300,,100,0,0
+disk,1,sg-plp,none,4096,32,2,lun,direct,9600,3300,,100,0,0
+disk,1,sg-plp,none,4096,32,3,lun,direct,10000,3300,,100,0,0
+disk,1,sg-wb,none,4096,32,1,fio,buffered,90000,300,,,,
+disk,1,sg-wb,none,4096,32,1,lun,buffered,8800,3600,,100,0,0
+disk,1,sg-wb,none,4096,32,2,lun,buffered,8000,4000,,100,0,0
+disk,1,sg-wb,none,4096,32,3,lun,buffered,9200,3400,,100,0,0
+disk,4,null,flush,4096,8,1,null,,20000,1600,,40000,0,0
+disk,4,null,flush,4096,8,2,null,,20000,1600,,40000,0,0
+disk,4,sg-wb,flush,4096,8,1,fio,fdatasync,3000,10000,,,,
+disk,4,sg-wb,flush,4096,8,2,fio,fdatasync,2000,16000,,,,
+disk,4,sg-wb,flush,4096,8,1,lun,fdatasync,1500,20000,,100,0,0
+disk,4,sg-wb,flush,4096,8,2,lun,fdatasync,1500,20000,,100,0,0
+slow,1,null,flush-only,4096,1,1,null,,20000,50,,100,0,0
+slow,1,sg-wt,flush-only,4096,1,1,lun,-,10000,100,,100,0,0
+EOF
+	got=$(bench_summary "$tmp" | cut -d, -f1-8,14-21)
+	rm -f "$tmp"
+	# sg-wt QD1 fua: limits 1e6/1000, 1e6/1000, 1e6/1080 (median 1000),
+	# ratios 1, 0.9, 1.188 (median 1); vs null 0.1, 0.1125, 0.0917;
+	# CPU 6000 us / 300 commands; the null's 600 / 300.  sg-plp: the
+	# null store is the limit (fio 50000), ratios 0.95 0.96 (round 3
+	# has no fio), vs null 0.95 0.96 1 (median 0.96 >= 1/1.1: tgt).
+	# sg-wb none: limit from round 1 alone (8800 / 10000).  The 4-LUN
+	# line: fio the lesser (3000, 2000: ratios 0.5 and 0.75, the median
+	# of two their mean).  flush-only at QD1: 1 / the null's latency.
+	want="device,luns,config,sync,block_size,queue_depth,rounds,iops,limit,ratio,vs_null,bound,meets,cpu_us_per_cmd,null_cpu_us_per_cmd,errors
+disk,1,sg-wt,fua,4096,1,3,1000,1000,1.000,0.100,limit,yes,20.0,2.0,1
+disk,1,sg-plp,none,4096,32,3,9600,10000,0.955,0.960,tgt,yes,0.0,0.0,0
+disk,1,sg-wb,none,4096,32,3,8800,10000,0.880,0.880,limit,yes,0.0,0.0,0
+disk,4,sg-wb,flush,4096,8,2,1500,2500,0.625,0.075,limit,no,0.0,0.0,0
+slow,1,sg-wt,flush-only,4096,1,1,10000,20000,0.500,0.500,limit,no,0.0,0.0,0"
+	if [ "$got" != "$want" ]; then
+		say "self-check: the table's arithmetic is wrong:"
+		diff <(echo "$want") <(echo "$got") >&2
+		return 1
+	fi
+	say "self-check: the table's arithmetic on canned rounds: ok"
+}
+self_check || exit 1
+[ -n "$self_check_only" ] && exit 0
+
+# ---- setting up ----
+
+[ -x "$bench" ] && [ -x "$model" ] && [ -f "$module" ] || { say "run make first"; exit 1; }
+command -v fio >/dev/null && command -v jq >/dev/null ||
+	{ say "fio and jq are needed (make deps)"; exit 1; }
+mkdir -p "$out"
+work=$(mktemp -d "$out/bench.XXXXXX") || exit 1
 cleanup() {
 	trap - EXIT INT TERM
 	for d in main mem-sg mem-rdwr; do "$tp" stop "$work/$d" 2>/dev/null; done
 	for m in "$work"/slow-*.mnt; do	# the models exit when unmounted
 		mountpoint -q "$m" 2>/dev/null && fusermount3 -u -z "$m" 2>/dev/null
 	done
-	pkill -f "syncguard-devmodel --image $work" 2>/dev/null
 	rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'echo "bench: interrupted" >&2; exit 130' INT TERM
-say() { printf 'bench: %s\n' "$*" >&2; }
 
-# bstype, bsopts and WCE for a configuration
+# bstype, bsopts for a configuration
 lun_spec() {
 	case $1 in
 	sg-wt) echo "syncguard|mode=write-through" ;;
@@ -162,25 +314,68 @@ lun_spec() {
 	esac
 }
 
-# the backing file of (device, config); slow ones behind a FUSE model
+# The durability semantics a cell of configuration $1 and discipline $2
+# promises, as a local workload (fio_args): "dsync" (each write durable
+# when answered), "buffered" (a write that reaches the page cache),
+# "fdatasync" (a write, then a flush of the whole file: write-back's
+# WRITE + SYNCHRONIZE CACHE), "direct" (a write that reaches the device,
+# whose cache is protected: plp); "-" for flush-only (a clean
+# SYNCHRONIZE CACHE: nothing local to do, the null store alone); empty
+# for tgt's stores (no limit).  write-through's and plp's SYNCHRONIZE
+# CACHE is free (every write already is as durable as it gets), so their
+# flush is their none.
+semantics() {
+	[ "$2" = flush-only ] && { case $1 in sg-*) echo - ;; esac; return; }
+	case $1:$2 in
+	sg-wt*:*) echo dsync ;;
+	sg-wb*:none) echo buffered ;;
+	sg-wb*:fua) echo dsync ;;
+	sg-wb*:flush) echo fdatasync ;;
+	sg-plp:*) echo direct ;;
+	esac
+}
+
+# fio's options for semantics $1 at depth $2 on device $3.  On the FUSE
+# model an O_DSYNC write submitted through io_uring is not followed by a
+# FUSE fsync (the model's counters show none: an asynchronous direct
+# write there skips the sync), so durable writes there are synchronous
+# ones from $2 writers, each O_DSYNC write its own flush, as they are for
+# fdatasync.
+fio_args() {
+	case $1:$3 in
+	dsync:slow) echo "--direct=1 --sync=dsync --ioengine=psync --numjobs=$2" ;;
+	dsync:*) echo "--direct=1 --sync=dsync --ioengine=io_uring --iodepth=$2" ;;
+	buffered:*) echo "--direct=0 --ioengine=io_uring --iodepth=$2" ;;
+	fdatasync:*) echo "--direct=0 --fdatasync=1 --ioengine=psync --numjobs=$2" ;;
+	direct:*) echo "--direct=1 --ioengine=io_uring --iodepth=$2" ;;
+	esac
+}
+
+# Backing file $3 (1: the single LUN's; 2..5: the 4-LUN line's, disk
+# only) of (device $1, configuration $2),
+# written whole first (fio and the LUN then see the same file state: no
+# hole to allocate); slow ones behind a FUSE model of their own.
 prepare_file() {
-	local dev=$1 config=$2 img
+	local dev=$1 config=$2 n=$3 img m
 	if [ "$dev" = disk ]; then
-		img=$work/disk-$config.img
-		dd if=/dev/zero of="$img" bs=1M count=128 conv=fsync status=none
+		img=$work/disk-$config-$n.img
+		dd if=/dev/zero of="$img" bs=1M count=$((n == 1 ? 128 : 64)) \
+			conv=fsync status=none
 		echo "$img"
 		return
 	fi
-	mkdir -p "$work/slow-$config.mnt"
+	m=$work/slow-$config.mnt
+	mkdir -p "$m"
 	truncate -s 64M "$work/slow-$config.stable"
 	"$model" --image "$work/slow-$config.stable" --flush-ms "$flush_ms" \
-		--max-versions 1 "$work/slow-$config.mnt" -f \
-		>>"$work/model.log" 2>&1 &
+		--max-versions 1 "$m" -f >>"$work/model.log" 2>&1 &
 	for _ in $(seq 100); do
-		[ -e "$work/slow-$config.mnt/disk.img" ] && break
+		[ -e "$m/disk.img" ] && break
 		sleep 0.02
 	done
-	echo "$work/slow-$config.mnt/disk.img"
+	dd if=/dev/zero of="$m/disk.img" bs=1M count=64 conv=notrunc,fsync \
+		status=none
+	echo "$m/disk.img"
 }
 
 iqn_of() { echo "iqn.2026-11.org.syncguard:bench-$1"; }
@@ -194,225 +389,231 @@ runs_on() { [ "$1" != slow ] || [ "$2" != sg-wbd ]; }
 # no data: flush-only at one size is enough.
 measured_at() { [ "$1" != flush-only ] || [ "$2" = 4k ]; }
 
+# add LUN $3 of target $2 for configuration $4 on file $5; sets URL
+# entry $1
+add_lun() {
+	local key=$1 tid=$2 lun=$3 config=$4 path=$5 spec bsopts iqn=$6
+	spec=$(lun_spec "$config")
+	bsopts=${spec#*|}
+	case $path in */slow-*) [ "$config" = sg-plp ] && bsopts="$bsopts;alloc_check=no" ;; esac
+	"$tp" lun "$work/main" "$tid" "$lun" "$path" "$bsopts" "" "${spec%|*}" ||
+		{ say "LUN $key failed"; return 1; }
+	[ "$config" = rdwr-wce0 ] && "$tp" adm "$work/main" --lld iscsi --op update \
+		--mode logicalunit --tid "$tid" --lun "$lun" --params \
+		mode_page=8:0:18:0x10:0:0xff:0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0
+	URL[$key]=$("$tp" url "$work/main" "$iqn" "$lun")
+}
+
+# targets: one per device (a LUN per configuration), "four" (4 LUNs per
+# mode on the disk, and 4 null LUNs), "null" (one null LUN)
 setup_luns() {
-	local tid=0 dev config lun spec bsopts
-	declare -gA URL
-	declare -A PATHS
+	local tid=0 dev config lun i iqn
+	declare -gA URL FILE
 	for dev in $devices; do		# mount models before tgtd starts
 		for config in $configs; do
 			runs_on "$dev" "$config" || continue
-			PATHS[$dev,$config]=$(prepare_file "$dev" "$config")
+			FILE[$dev,$config]=$(prepare_file "$dev" "$config" 1) || return 1
 		done
 	done
-	# the limit line's O_DSYNC writes overwrite blocks written here, as
-	# the cells' writes do (else the first reading would allocate them)
-	dd if=/dev/zero of="$(dsync_file disk)" bs=4k count=500 conv=fsync \
-		status=none || return 1
+	for config in $modes; do
+		for i in 1 2 3 4; do	# a file is exported by one LUN only
+			FILE[four,$config,$i]=$(prepare_file disk "$config" "$((i + 1))") || return 1
+		done
+	done
 	"$tp" start "$work/main" "$module" >/dev/null || return 1
 	for dev in $devices; do
-		tid=$((tid + 1)) lun=0
-		"$tp" target "$work/main" "$tid" "$(iqn_of "$dev")" || return 1
+		tid=$((tid + 1)) lun=0 iqn=$(iqn_of "$dev")
+		"$tp" target "$work/main" "$tid" "$iqn" || return 1
 		for config in $configs; do
 			lun=$((lun + 1))
 			runs_on "$dev" "$config" || continue
-			spec=$(lun_spec "$config")
-			bsopts=${spec#*|}
-			[ "$dev" = slow ] && [ "$config" = sg-plp ] && bsopts="$bsopts;alloc_check=no"
-			"$tp" lun "$work/main" "$tid" "$lun" "${PATHS[$dev,$config]}" \
-				"$bsopts" "" "${spec%|*}" || { say "LUN $dev/$config failed"; return 1; }
-			[ "$config" = rdwr-wce0 ] && "$tp" adm "$work/main" --lld iscsi --op update \
-				--mode logicalunit --tid "$tid" --lun "$lun" --params \
-				mode_page=8:0:18:0x10:0:0xff:0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0
-			URL[$dev,$config]=$("$tp" url "$work/main" "$(iqn_of "$dev")" "$lun")
+			add_lun "$dev,$config" "$tid" "$lun" "$config" \
+				"${FILE[$dev,$config]}" "$iqn" || return 1
 		done
 	done
-	tid=$((tid + 1))
-	"$tp" target "$work/main" "$tid" "$(iqn_of null)" &&
+	tid=$((tid + 1)) lun=0 iqn=$(iqn_of four)
+	"$tp" target "$work/main" "$tid" "$iqn" || return 1
+	for config in $modes null; do
+		for i in 1 2 3 4; do
+			lun=$((lun + 1))
+			if [ "$config" = null ]; then
+				"$tp" lun "$work/main" "$tid" "$lun" /dev/null "" "" null &&
+				URL[four,null,$i]=$("$tp" url "$work/main" "$iqn" "$lun") || return 1
+			else
+				add_lun "four,$config,$i" "$tid" "$lun" "$config" \
+					"${FILE[four,$config,$i]}" "$iqn" || return 1
+			fi
+		done
+	done
+	tid=$((tid + 1)) iqn=$(iqn_of null)
+	"$tp" target "$work/main" "$tid" "$iqn" &&
 	"$tp" lun "$work/main" "$tid" 1 /dev/null "" "" null || return 1
-	URL[null]=$("$tp" url "$work/main" "$(iqn_of null)" 1)
-	URL[null,null]=${URL[null]}
+	URL[null]=$("$tp" url "$work/main" "$iqn" 1)
+	tgtd_pid=$(cat "$work/main/pid")
+	tick_us=$((1000000 / $(getconf CLK_TCK)))
 }
 
-# one cell: prints the syncbench CSV row (empty on failure).  Every cell
-# starts with nothing dirty anywhere (sync): otherwise the background
-# writeback of a write-back cell before it would slow whichever follows.
-cell() {
+# tgtd's utime + stime in clock ticks (fields 14 and 15 of its stat,
+# counted after the command name's closing parenthesis)
+tgtd_ticks() {
+	local f
+	f=$(cat "/proc/$tgtd_pid/stat") || return 1
+	f=${f##*) }
+	awk '{ print $12 + $13 }' <<<"$f"
+}
+
+now_s() { date +%s.%N; }
+
+# Sleep until UNIX time $1 (seconds, fractional)
+sleep_until() {
+	local left
+	left=$(awk -v t="$1" -v n="$(now_s)" 'BEGIN { d = t - n; printf "%.3f", (d > 0 ? d : 0) }')
+	sleep "$left"
+}
+
+# One iscsi-syncbench run of discipline $1, size $2, depth $3 on URLs
+# $4...: prints "iops,lat_mean_us,lat_p99_us,commands,cpu_us,errors"
+# (empty on failure).  It starts measuring at a set moment (--start-at,
+# after its logins), so tgtd's CPU time is read at the start and the end
+# of the measured window.  Every run starts with nothing dirty anywhere
+# (sync): else the background writeback of a write-back run before it
+# would slow whichever follows.
+sb_run() {
+	local disc=$1 size=$2 qd=$3 lead t0 a res
+	shift 3
 	sync
-	"$bench" --csv --no-header --no-progress --timeout 10 -t "$secs" \
-		--warmup "$warmup" \
-		-q "$4" -b "$3" -s "$5" --label "$2" "${URL[$1,$2]}" \
-		2>>"$work/bench.err"
-}
-
-# the cells of one (device, size, depth, discipline) that will run
-group_cells() {
-	local config n=0
-	for config in $configs; do
-		[ -n "${URL[$1,$config]:-}" ] && n=$((n + 1))
+	for lead in $(( $# > 1 ? 1 : 0 )).3 2.5; do	# a slow start: once more, later
+		t0=$(awk -v n="$(now_s)" -v l="$lead" 'BEGIN { printf "%.3f", n + l }')
+		{
+			sleep_until "$(awk -v t="$t0" -v w="$warmup" 'BEGIN { printf "%.3f", t + w }')"
+			a=$(tgtd_ticks)
+			sleep "$secs"
+			echo $(( $(tgtd_ticks) - a ))
+		} >"$work/ticks" 2>/dev/null &
+		res=$("$bench" --csv --no-progress --timeout 10 -t "$secs" \
+			--warmup "$warmup" --start-at "$t0" -q "$qd" -b "$size" \
+			-s "$disc" "$@" 2>>"$work/bench.err")
+		wait $!
+		[ -n "$res" ] && break
 	done
-	echo "$n"
+	[ -n "$res" ] || return 0
+	awk -F, -v ticks="$(cat "$work/ticks")" -v tick="$tick_us" '
+	NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+	NR == 2 {
+		n = $h["read_ops"] + $h["write_ops"] + $h["write_fua_ops"] + $h["synchronize_cache_ops"]
+		printf "%s,%s,%s,%d,%d,%s\n", $h["iops"], $h["lat_mean_us"], $h["lat_p99_us"],
+			n, ticks * tick, $h["errors"]
+	}' <<<"$res"
 }
 
-# From one group's rounds (rows ending in ",round"), each configuration's
-# best round by IOPS, with the number of rounds and the worst round's
-# IOPS appended; configurations in the order they ran.
-best_rounds() {
-	awk -F, -v OFS=, '
-	{
-		key = $2; r = $NF; iops = $15 + 0; NF--
-		if (!(key in n)) order[++k] = key
-		n[key]++
-		if (!(key in best) || iops > best[key]) { best[key] = iops; row[key] = $0 }
-		if (!(key in worst) || iops < worst[key]) worst[key] = iops
-	}
-	END { for (i = 1; i <= k; i++) print row[order[i]], n[order[i]], worst[order[i]] }' "$1"
+# One fio run of semantics $1, size $2, depth $3 on device $4's files
+# $5...: random writes over each whole file, one job (or one group of
+# writers) per file, reported together; prints "iops,lat_mean_us,p99"
+# (empty on failure).  The latency of a write-then-fdatasync pair is
+# both together.
+fio_run() {
+	local sem=$1 size=$2 qd=$3 dev=$4 f args=()
+	shift 4
+	sync
+	for f in "$@"; do
+		args+=(--name="$(basename "$(dirname "$f")")-$(basename "$f")"
+		       --filename="$f" --size="$(stat -c %s "$f")")
+	done
+	# shellcheck disable=SC2046
+	fio --output-format=json --rw=randwrite --bs="$size" --time_based \
+		--runtime="$(awk -v s="$secs" 'BEGIN { printf "%d", s * 1000 }')ms" \
+		--ramp_time="$(awk -v s="$warmup" 'BEGIN { printf "%d", s * 1000 }')ms" \
+		--randrepeat=0 --norandommap --group_reporting \
+		$(fio_args "$sem" "$qd" "$dev") "${args[@]}" \
+		>"$work/fio.json" 2>>"$work/fio.err" || return 0
+	jq -r '.jobs[0] | [.write.iops,
+		((.write.lat_ns.mean + (.sync.lat_ns.mean // 0)) / 1000),
+		((.write.clat_ns.percentile["99.000000"] // 0) / 1000)] | @csv' \
+		"$work/fio.json" 2>>"$work/fio.err"
 }
 
-# The configurations in round $1's order: every other round reversed,
-# so no configuration always runs first after a change of cell (a slow
-# spell of the disk that outlasts one cell hits the first ones of the
-# next, which would always be syncguard's)
-round_order() {
-	if (( $1 % 2 )); then echo $configs
-	else tr ' ' '\n' <<<"$configs" | tac | paste -sd' '; fi
-}
-
-# Rounds of a cell at QD $1
-rounds_at() {
-	if [ "$1" = 1 ]; then echo "$qd1_rounds"; else echo "$rounds"; fi
-}
-
-run_cells() {
-	local n=0 total=0 dev bs qd disc config row r
-	for dev in $devices; do for bs in $sizes; do for qd in $qds; do
-	for disc in $discs; do
-		measured_at "$disc" "$bs" || continue
-		total=$((total + $(group_cells "$dev") * $(rounds_at "$qd")))
-	done; done; done; done
-	echo "$header,rounds,iops_worst_round" >"$csv.tmp"
-	echo "$header,round" >"$rounds_csv"
-	for dev in $devices; do for bs in $sizes; do for qd in $qds; do
-	for disc in $discs; do
-		measured_at "$disc" "$bs" || continue
-		: >"$work/group.csv"
-		for r in $(seq "$(rounds_at "$qd")"); do
-		limit_reading "$dev" "$bs" "$qd" "$disc"
-		for config in $(round_order "$r"); do
+# The runs of one group (device $1, LUNs $2, size $3, depth $4,
+# discipline $5): each configuration's fio run next to its cell, the null
+# store in the middle; every other round ($6 even) in the reverse order
+group_runs() {
+	local dev=$1 luns=$2 bs=$3 disc=$5 config list=() half n i
+	local set=$configs
+	[ "$luns" = 4 ] && set=$modes
+	for config in $set; do
+		if [ "$luns" = 1 ]; then
 			[ -n "${URL[$dev,$config]:-}" ] || continue
-			n=$((n + 1))
-			printf 'bench: [%3d/%d] %-4s %-3s QD %-2s %-10s %-11s round %d%b' \
-				"$n" "$total" "$dev" "$bs" "$qd" "$disc" "$config" "$r" "$eol" >&2
-			row=$(cell "$dev" "$config" "$bs" "$qd" "$disc")
-			[ -n "$row" ] && echo "$dev,$config,$row,$r" >>"$work/group.csv"
-		done; done
-		cat "$work/group.csv" >>"$rounds_csv"
-		best_rounds "$work/group.csv" >>"$csv.tmp"
-	done; done; done; done
-	[ -t 2 ] && echo >&2
+		fi
+		[ -n "$(semantics "$config" "$disc")" ] &&
+			[ "$(semantics "$config" "$disc")" != - ] && list+=("fio:$config")
+		list+=("lun:$config")
+	done
+	n=${#list[@]} half=$(( (n + 1) / 2 ))
+	list=("${list[@]:0:half}" null "${list[@]:half}")
+	if (( $6 % 2 )); then printf '%s\n' "${list[@]}"
+	else for ((i = ${#list[@]} - 1; i >= 0; i--)); do echo "${list[i]}"; done; fi
 }
 
-# The plp target compares disciplines of one configuration, which the
-# cells measure minutes apart: the machine's mood between them can
-# decide it (plp none's IOPS can change by a large margin with whether
-# its cell comes first or second, although plp does the same O_DIRECT
-# write for none and fua).  So plp's disciplines also take
-# turns side by side, 4 KiB QD32 on the disk, --series-rounds times,
-# each round in another order, and the target is judged on each round's
-# own ratios (the median over the rounds): a discipline's best round
-# alone would let one fast spell of none decide (one round can run at
-# twice the others' rate).  tgt's null store (no I/O at all)
-# runs none and flush in the same rounds: its flush/none is what a
-# second command per operation costs in tgt and the initiator alone,
-# the most any backing store can reach.  Rows in $series_csv.
-plp_series() {
-	local r i run lun row
-	# device,config:discipline
-	local -a runs=(disk,sg-plp:none null,null:none disk,sg-plp:fua
-		       null,null:flush disk,sg-plp:flush)
-	[ -n "${URL[disk,sg-plp]:-}" ] || return 0
-	echo "$header,round" >"$series_csv"
-	for r in $(seq "$series_rounds"); do
-		for i in "${!runs[@]}"; do	# round r starts r - 1 further on
-			run=${runs[$(( (i + r - 1) % ${#runs[@]} ))]}
-			printf 'bench: plp series round %d of %d: %-17s%b' "$r" \
-				"$series_rounds" "$run" "$eol" >&2
-			lun=${run%:*}		# device,config
-			row=$(cell "${lun%,*}" "${lun#*,}" 4k 32 "${run#*:}")
-			[ -n "$row" ] && echo "$lun,$row,$r" >>"$series_csv"
+# The files (fio) or URLs of run $1 in group (device $2, LUNs $3)
+run_targets() {
+	local what=$1 dev=$2 luns=$3 config=${1#*:} i
+	if [ "$luns" = 4 ]; then
+		for i in 1 2 3 4; do
+			case $what in
+			fio:*) echo "${FILE[four,$config,$i]}" ;;
+			lun:*) echo "${URL[four,$config,$i]}" ;;
+			null) echo "${URL[four,null,$i]}" ;;
+			esac
 		done
-	done
+		return
+	fi
+	case $what in
+	fio:*) echo "${FILE[$dev,$config]}" ;;
+	lun:*) echo "${URL[$dev,$config]}" ;;
+	null) echo "${URL[null]}" ;;
+	esac
+}
+
+# every group: "device luns size qd discipline"
+groups() {
+	local dev bs qd disc
+	for dev in $devices; do for bs in $sizes; do for qd in $qds; do
+	for disc in $discs; do
+		measured_at "$disc" "$bs" && echo "$dev 1 $bs $qd $disc"
+	done; done; done; done
+	for disc in $four_discs; do echo "disk 4 4k 8 $disc"; done
+}
+
+bytes() { case $1 in *k) echo $(( ${1%k} * 1024 )) ;; *) echo "$1" ;; esac; }
+
+run_all() {
+	local total=0 n=0 dev luns bs qd disc r what config sem row kind
+	local -a targets
+	while read -r dev luns bs qd disc; do
+		total=$((total + rounds * $(group_runs "$dev" "$luns" "$bs" "$qd" "$disc" 1 | wc -l)))
+	done < <(groups)
+	echo "$rounds_header" >"$rounds_csv"
+	while read -r dev luns bs qd disc; do
+		for r in $(seq "$rounds"); do
+		for what in $(group_runs "$dev" "$luns" "$bs" "$qd" "$disc" "$r"); do
+			n=$((n + 1))
+			config=${what#*:} kind=${what%%:*}
+			[ "$what" = null ] && config=null
+			sem=$(semantics "$config" "$disc")
+			printf 'bench: [%3d/%d] %-4s %s LUN(s) %-3s QD %-2s %-10s %-15s round %d%b' \
+				"$n" "$total" "$dev" "$luns" "$bs" "$qd" "$disc" "$what" "$r" "$eol" >&2
+			mapfile -t targets < <(run_targets "$what" "$dev" "$luns")
+			if [ "$kind" = fio ]; then
+				row=$(fio_run "$sem" "$bs" "$qd" "$dev" "${targets[@]}")
+				[ -n "$row" ] && row="$row,,,"
+			else
+				row=$(sb_run "$disc" "$bs" "$qd" "${targets[@]}" </dev/null)
+			fi
+			[ -n "$row" ] || { say "$dev $bs QD$qd $disc $what round $r: no result"; continue; }
+			echo "$dev,$luns,$config,$disc,$(bytes "$bs"),$qd,$r,$kind,$sem,$row" >>"$rounds_csv"
+		done; done
+	done < <(groups)
 	[ -t 2 ] && echo >&2
 	return 0
-}
-
-# The smallest of three readings of a command that prints a number: this
-# machine's noise only ever slows a run down (as the cells' best round).
-# Fails if a reading fails or is not a number.
-least_of_3() {
-	local v best= i
-	for i in 1 2 3; do
-		v=$("$@") && [[ $v =~ ^[0-9]+(\.[0-9]+)?$ ]] || return 1
-		best=$(awk -v a="$best" -v b="$v" 'BEGIN { print (a == "" || b + 0 < a + 0) ? b : a }')
-	done
-	echo "$best"
-}
-
-# mean iSCSI round trip at QD1 (microseconds), 4 KiB, to the null LUN
-rtt_us() {
-	local out
-	out=$("$bench" --csv --no-header --no-progress -t 1 -q 1 -b 4k "${URL[null]}") &&
-		cut -d, -f15 <<<"$out"
-}
-
-# mean latency (microseconds) of 500 O_DSYNC 4 KiB writes to file $1,
-# timed in nanoseconds (time(1) has 10 ms steps, a tenth of the run)
-dsync_us() {
-	local t0 t1
-	t0=$(date +%s%N)
-	dd if=/dev/zero of="$1" bs=4k count=500 oflag=dsync conv=notrunc status=none || return 1
-	t1=$(date +%s%N)
-	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1e3 / 500 }'
-}
-
-# The file the limit line's O_DSYNC writes go to on device $1
-dsync_file() {
-	if [ "$1" = disk ]; then echo "$work/dsync.img"
-	else echo "$work/slow-rdwr-wce1.mnt/disk.img"; fi
-}
-
-# Before each round of a device's 4 KiB QD1 FUA cells, one reading of the
-# local O_DSYNC write, appended to $work/dsync-DEV.txt: the limit line
-# takes the least of them, so it comes from the same spells of the
-# machine as the cells it judges.  Read once, after the cells, it would
-# come out of another spell: it can read well under half what the rdwr
-# WCE=0 FUA cells' own write and fdatasync take, and the QD1 FUA target
-# would then be judged against a limit no configuration reaches.
-limit_reading() {
-	[ "$2" = 4k ] && [ "$3" = 1 ] && [ "$4" = fua ] || return 0
-	local us
-	if us=$(dsync_us "$(dsync_file "$1")" 2>/dev/null); then
-		echo "$us" >>"$work/dsync-$1.txt"
-	else say "limit ($1): an O_DSYNC reading failed"; fi
-}
-
-# The least reading in file $1 (the limit_reading ones), or fails
-least_in() {
-	[ -s "$1" ] && sort -n "$1" | head -n 1 | grep -E '^[0-9]+(\.[0-9]+)?$'
-}
-
-# 1 / (iSCSI round trip at QD1 + local O_DSYNC 4 KiB write), per device
-# (a device whose readings failed is left out, and said so); the O_DSYNC
-# write the least of the readings taken beside the QD1 FUA cells, or of
-# three now where those did not run (--quick)
-limit_line() {
-	local rtt dev us
-	rtt=$(least_of_3 rtt_us) || { say "limit: the iSCSI round trip could not be measured"; return; }
-	for dev in $devices; do
-		if us=$(least_in "$work/dsync-$dev.txt") ||
-		   us=$(least_of_3 dsync_us "$(dsync_file "$dev")"); then
-			echo "$dev,$rtt,$us"
-		else say "limit ($dev): the O_DSYNC write could not be measured"; fi
-	done
 }
 
 # tgtd's resident memory with 8 LUNs of one kind under load (KiB)
@@ -435,189 +636,80 @@ memory_of() {
 	"$tp" stop "$dir"
 }
 
-# the comparison table, from the CSV
+# the table, from the cells' CSV
 report_table() {
-	awk -F, -v configs="$configs" '
-	NR == 1 { next }
-	{
-		key = $1 " " $5 " " $6 " " $4
-		if (!(key in seen)) { seen[key] = 1; order[++n] = key }
-		iops[key, $2] = $15; p99[key, $2] = $19
+	awk -F, '
+	NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+	function v(name) { return $h[name] }
+	function sz(b) { return b % 1024 ? b : b / 1024 "k" }
+	function mode(c) { sub(/^sg-/, "", c); return c }
+	BEGIN {
+		printf "%-4s %4s %4s %3s %-10s %-9s %-9s %8s %8s %8s %6s %8s %-9s %7s %7s\n",
+			"dev", "LUNs", "size", "QD", "sync", "mode", "local as", "IOPS",
+			"limit", "null", "ratio", "vs null", "bound", "cpu/cmd", "null"
 	}
-	function r(a, b) { return a > 0 && b > 0 ? sprintf("%6.2f", a / b) : "     -" }
-	END {
-		nc = split(configs, c, " ")
-		printf "%-4s %-4s %3s %-10s |", "dev", "size", "QD", "sync"
-		for (i = 1; i <= nc; i++) printf " %11s", c[i]
-		printf " | wt/r0  wb/r1  wb/aio wbd/r1 wbd/aio plp/r0 | p99 us"
-		for (i = 1; i <= 4; i++) printf " %7s", c[i]
-		printf " %7s\n", "rdwr1"
-		for (k = 1; k <= n; k++) {
-			key = order[k]; split(key, f, " ")
-			printf "%-4s %-4s %3s %-10s |", f[1], f[2], f[3], f[4]
-			for (i = 1; i <= nc; i++)
-				if ((key, c[i]) in iops) printf " %11.0f", iops[key, c[i]]
-				else printf " %11s", "-"
-			printf " | %s %s %s %s  %s %s |       ",
-				r(iops[key, "sg-wt"], iops[key, "rdwr-wce0"]),
-				r(iops[key, "sg-wb"], iops[key, "rdwr-wce1"]),
-				r(iops[key, "sg-wb"], iops[key, "aio"]),
-				r(iops[key, "sg-wbd"], iops[key, "rdwr-wce1"]),
-				r(iops[key, "sg-wbd"], iops[key, "aio"]),
-				r(iops[key, "sg-plp"], iops[key, "rdwr-wce0"])
-			for (i = 1; i <= 4; i++)
-				if ((key, c[i]) in p99) printf " %7.0f", p99[key, c[i]]
-				else printf " %7s", "-"
-			printf " %7.0f\n", p99[key, "rdwr-wce1"]
-		}
+	{
+		if (v("device") != last) { if (NR > 2) print ""; last = v("device") }
+		b = v("bound") == "tgt" ? "tgt-bound" : v("bound") == "" ? "-" : "limit"
+		flag = v("meets") == "no" ? " <0.85" : ""
+		printf "%-4s %4s %4s %3s %-10s %-9s %-9s %8s %8s %8s %6s %8s %-9s %7s %7s%s\n",
+			v("device"), v("luns"), sz(v("block_size")), v("queue_depth"), v("sync"),
+			mode(v("config")), v("semantics") == "" ? "-" : v("semantics") == "-" ? "null" : v("semantics"),
+			v("iops"), v("limit") == "" ? "-" : v("limit"), v("null_iops"),
+			v("ratio") == "" ? "-" : sprintf("%.2f", v("ratio")),
+			v("vs_null") == "" ? "-" : sprintf("%.2f", v("vs_null")), b,
+			v("cpu_us_per_cmd"), v("null_cpu_us_per_cmd"), flag
 	}' "$csv"
 }
 
-# the issue's targets, each: what was measured, met or missed
-report_targets() {
-	awk -F, -v limits="$1" -v mem_sg="$2" -v mem_rdwr="$3" -v jf="$4" '
-	FNR == 1 { next }
-	FILENAME != ARGV[1] {	# the plp series: IOPS by (LUN:discipline, round)
-		ser[$1 ":" $4, $NF] = $15 + 0; sr[$NF] = 1
-		next
-	}
-	{ iops[$1, $5, $6, $4, $2] = $15; fpo[$1, $5, $6, $4, $2] = $22 }
-	# the IOPS of a cell; one that did not run (--quick, a failed cell) marks
-	# the target it is asked for as not run (say)
-	function v(d, b, q, s, c) {
-		if (!((d, b, q, s, c) in iops)) { missing = 1; return 0 }
-		return iops[d, b, q, s, c] + 0
-	}
-	function say(what, got, ok) {
-		if (missing) {
-			printf "%-66s %-42s %s\n", what, "-", "not run"
-			verdicts = verdicts sprintf("{\"target\":\"%s\",\"measured\":null,\"met\":null},", what)
-			missing = 0
-			return
-		}
-		printf "%-66s %-42s %s\n", what, got, ok ? "met" : "MISSED"
-		verdicts = verdicts sprintf("{\"target\":\"%s\",\"measured\":\"%s\",\"met\":%s},", what, got, ok ? "true" : "false")
-	}
-	function ratio(a, b) { return b > 0 ? a / b : 0 }
-	# the median over the series'"'"' rounds of IOPS(x) / IOPS(y) in one
-	# round ("" if no round has both)
-	function series_median(x, y,   r, n, i, j, t, q) {
-		n = 0
-		for (r in sr)
-			if (ser[x, r] > 0 && ser[y, r] > 0) q[++n] = ser[x, r] / ser[y, r]
-		if (!n) return ""
-		for (i = 2; i <= n; i++)
-			for (j = i; j > 1 && q[j - 1] > q[j]; j--) { t = q[j]; q[j] = q[j - 1]; q[j - 1] = t }
-		return n % 2 ? q[(n + 1) / 2] : (q[n / 2] + q[n / 2 + 1]) / 2
-	}
-	BEGIN { worst = 99; nworst = 99 }
-	END {
-		x = ratio(v("disk","4096",32,"flush","sg-wb"), v("disk","4096",32,"flush","rdwr-wce1"))
-		y = ratio(v("disk","4096",32,"flush","sg-wb"), v("disk","4096",32,"flush","aio"))
-		say("write-back WRITE+SYNC CACHE QD32 4K disk: >=1.4x rdwr, >=0.85x aio",
-		    sprintf("%.2fx, %.2fx", x, y), x >= 1.4 && y >= 0.85)
-		x = ratio(v("disk","4096",32,"flush","sg-wbd"), v("disk","4096",32,"flush","rdwr-wce1"))
-		y = ratio(v("disk","4096",32,"flush","sg-wbd"), v("disk","4096",32,"flush","aio"))
-		say("  the same, write-back direct=yes",
-		    sprintf("%.2fx, %.2fx", x, y), x >= 1.4 && y >= 0.85)
-		x = ratio(v("disk","4096",32,"flush-only","sg-wb"), v("disk","4096",32,"flush-only","rdwr-wce1"))
-		y = ratio(v("disk","4096",32,"flush-only","sg-wb"), v("disk","4096",32,"flush-only","aio"))
-		say("SYNC CACHE on a clean cache QD32 4K disk: >=2x rdwr, >=0.9x aio",
-		    sprintf("%.2fx, %.2fx", x, y), x >= 2 && y >= 0.9)
-		x = ratio(v("disk","4096",32,"none","sg-wt"), v("disk","4096",32,"none","rdwr-wce0"))
-		say("write-through QD32 4K disk: >=1.5x rdwr WCE=0", sprintf("%.2fx", x), x >= 1.5)
-		worst = 99; wc = ""; both = 0
-		for (k in iops) {
-			split(k, f, SUBSEP)
-			both = both || f[1] == "slow"	# --quick: the disk alone
-			# the defaults; sg-wbd (direct=yes) is an option beside them
-			if (f[5] !~ /^sg-(wt|wb|plp)$/) continue
-			# the peer makes the same promise: the WCE it reports
-			peer = f[5] ~ /^sg-wb/ ? "rdwr-wce1" : "rdwr-wce0"
-			if (!((f[1], f[2], f[3], f[4], peer) in iops)) continue
-			q = ratio(iops[k], iops[f[1], f[2], f[3], f[4], peer])
-			if (f[3] == 1 && q < worst) { worst = q; wc = f[1] " " f[2] " " f[4] " " f[5] }
-			if (f[4] == "none" && q < nworst) { nworst = q; nc = f[1] " " f[2] " QD" f[3] " " f[5] }
-		}
-		# both judged over QD1 and QD32 cells of both devices, or not run
-		missing = wc == "" || !both
-		say("no QD1 cell below 0.95x rdwr (same WCE)", sprintf("worst %.2fx (%s)", worst, wc), worst >= 0.95)
-		missing = nc == "" || wc == "" || !both
-		say("none discipline never below rdwr (same WCE)", sprintf("worst %.2fx (%s)", nworst, nc), nworst >= 1)
-		a = ratio(v("disk","4096",32,"fua","sg-plp"), v("disk","4096",32,"none","sg-plp"))
-		b = ratio(v("disk","4096",32,"flush","sg-plp"), v("disk","4096",32,"none","sg-plp"))
-		say("plp QD32 4K disk: fua and flush >= 0.9x none (cells)",
-		    sprintf("%.2f, %.2f of none", a, b), a >= 0.9 && b >= 0.9)
-		# judged on the series: each round'"'"'s own ratios, their median
-		a = series_median("disk:fua", "disk:none")
-		b = series_median("disk:flush", "disk:none")
-		c = series_median("null:flush", "null:none")
-		missing = a == "" || b == ""
-		say("  the same side by side (plp series, median round): the target",
-		    sprintf("%.2f, %.2f of none (%s)", a, b, (c == "" ? "null store: not run" : \
-			    sprintf("tgt null store flush %.2f", c))), a >= 0.9 && b >= 0.9)
-		x = ratio(v("slow","4096",32,"flush","sg-wb"), v("slow","4096",32,"flush","rdwr-wce1"))
-		fl = fpo["slow","4096",32,"flush","sg-wb"]
-		say("slow-flush model, write-back WRITE+SYNC CACHE QD32: >=8x rdwr, <=0.1 flushes/op",
-		    sprintf("%.2fx, %s flushes/op", x, fl == "" ? "unknown" : sprintf("%.3f", fl)),
-		    x >= 8 && fl != "" && fl <= 0.1)
-		split(limits, L, ";")
-		for (i in L) { split(L[i], g, ","); if (g[1] == "disk") lim = 1e6 / (g[2] + g[3]) }
-		missing = !lim
-		x = ratio(v("disk","4096",1,"fua","sg-wb"), lim)
-		say("QD1 FUA IOPS >= 90% of the limit line (disk)",
-		    sprintf("%.0f of %.0f = %.0f%%", v("disk","4096",1,"fua","sg-wb"), lim, 100 * x), x >= 0.9)
-		missing = !mem_sg || !mem_rdwr
-		d = (mem_sg - mem_rdwr) / 1024
-		say("tgtd RSS with 8 syncguard LUNs within 16 MiB of 8 rdwr LUNs",
-		    sprintf("%+.1f MiB (%.1f vs %.1f)", d, mem_sg / 1024, mem_rdwr / 1024), d <= 16)
-		print "[" substr(verdicts, 1, length(verdicts) - 1) "]" > jf
-	}' "$csv" "$series_csv"
-}
-
-csv_to_json() {		# the cells as a JSON array
-	awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[i] = $i; next }
+csv_to_json() {		# rows of CSV file $1 as a JSON array
+	awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[i] = $i; printf "["; next }
 	{
 		printf "%s{", (NR > 2 ? "," : "")
 		for (i = 1; i <= NF; i++)
 			printf "%s\"%s\":%s", (i > 1 ? "," : ""), h[i],
 				($i == "" ? "null" : $i ~ /^-?[0-9.]+$/ ? $i : "\"" $i "\"")
 		printf "}"
-	}' "$csv"
+	}
+	END { print "]" }' "$1"
 }
 
-plot() {		# IOPS at QD32, 4 KiB: one panel per device
-	local dev data
+plot() {		# each cell's ratio to its limit, one panel per device
+	local dev data ndev
 	command -v gnuplot >/dev/null || { say "gnuplot missing: no plot"; return; }
+	ndev=$(wc -w <<<"$devices")
 	for dev in $devices; do
-		data=$work/plot-$dev.dat
-		awk -F, -v dev="$dev" -v configs="$configs" '
-		NR > 1 && $1 == dev && $5 == 4096 && $6 == 32 { v[$4, $2] = $15; s[$4] = 1 }
+		awk -F, -v dev="$dev" -v modes="$modes" '
+		NR > 1 && $1 == dev && $2 == 1 && $15 != "" {
+			k = ($5 % 1024 ? $5 : $5 / 1024 "k") "/QD" $6 "/" $4
+			if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+			v[k, $3] = $15
+		}
 		END {
-			nc = split(configs, c, " ")
-			printf "sync"; for (i = 1; i <= nc; i++) printf " %s", c[i]; print ""
-			ns = split("none fua flush flush-only", d, " ")
-			for (j = 1; j <= ns; j++) {
-				if (!(d[j] in s)) continue
-				printf "%s", d[j]
-				for (i = 1; i <= nc; i++) printf " %s", v[d[j], c[i]] + 0
+			nm = split(modes, m, " ")
+			printf "cell"; for (i = 1; i <= nm; i++) printf " %s", m[i]; print ""
+			for (j = 1; j <= n; j++) {
+				printf "%s", order[j]
+				for (i = 1; i <= nm; i++) printf " %s", ((order[j], m[i]) in v) ? v[order[j], m[i]] : "NaN"
 				print ""
 			}
-		}' "$csv" >"$data"
+		}' "$csv" >"$work/plot-$dev.dat"
 	done
 	gnuplot <<GP 2>>"$work/gnuplot.err"
-set terminal pngcairo size 1200,$(( 420 * $(wc -w <<<"$devices") )) font ",10"
+set terminal pngcairo size 1200,$(( 420 * ndev )) font ",10"
 set output "$out/bench.png"
-set multiplot layout $(wc -w <<<"$devices"),1
+set multiplot layout $ndev,1
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set key outside right
-set ylabel "IOPS"
+set ylabel "IOPS / limit"
+set yrange [0:*]
 set grid ytics
+set xtics rotate by -30
 $(for dev in $devices; do
-	echo "set title \"$dev: 4 KiB writes, queue depth 32 (flush = WRITE + SYNCHRONIZE CACHE)\""
-	echo "plot for [i=2:$(( $(wc -w <<<"$configs") + 1 ))] '$work/plot-$dev.dat' using i:xtic(1) title columnheader(i)"
+	echo "set title \"$dev: each cell's IOPS over its limit line (median of the rounds; 0.85 marked)\""
+	echo "plot for [i=2:$(( $(wc -w <<<"$modes") + 1 ))] '$work/plot-$dev.dat' using i:xtic(1) title columnheader(i), 0.85 with lines lc rgb 'black' dt 2 notitle"
 done)
 unset multiplot
 GP
@@ -635,6 +727,7 @@ system_probe() {
 		sys_changed=true
 	sys_kernel=$(uname -r)
 	sys_tgt=$(dpkg-query -W -f '${Version}' tgt 2>/dev/null) || sys_tgt=unknown
+	sys_fio=$(fio --version 2>/dev/null) || sys_fio=unknown
 	sys_cpus=$(nproc)
 	sys_disk=$(findmnt -no SOURCE -T "$work" 2>/dev/null | head -n 1)
 	sys_disk=${sys_disk:-unknown} sys_cache=unknown dev=${sys_disk#/dev/}
@@ -645,44 +738,44 @@ system_probe() {
 }
 
 eol='\n'; [ -t 2 ] && eol='\r'
+started=$(date +%s)
 system_probe
-say "system: commit $sys_commit$([ "$sys_changed" = true ] && echo " (with changes)"), kernel $sys_kernel, tgt $sys_tgt, $sys_cpus CPUs, disk $sys_disk (write cache: $sys_cache)"
-say "setting up: $(wc -w <<<"$configs") configurations on $(wc -w <<<"$devices") device(s)"
+say "system: commit $sys_commit$([ "$sys_changed" = true ] && echo " (with changes)"), kernel $sys_kernel, tgt $sys_tgt, $sys_fio, $sys_cpus CPUs, disk $sys_disk (write cache: $sys_cache)"
+say "setting up: $(wc -w <<<"$configs") configurations on $(wc -w <<<"$devices") device(s), the 4-LUN line's LUNs, the null store's"
 setup_luns || { say "set-up failed"; exit 1; }
-say "$(wc -w <<<"$devices") devices x sizes ($sizes) x QD ($qds) x ($discs) x $(wc -w <<<"$configs") configurations, $rounds rounds (QD 1: $qd1_rounds) of ${warmup}s + ${secs}s each"
-run_cells
-: >"$series_csv"
-plp_series
+say "cells: devices ($devices) x sizes ($sizes) x QD ($qds) x ($discs) x ($configs), and 4 LUNs x QD 8 ($four_discs); $rounds rounds of ${warmup}s + ${secs}s per run"
+run_all
+bench_summary "$rounds_csv" >"$csv.tmp"
 [ "$(wc -l <"$csv.tmp")" -gt 1 ] || { say "no cell ran (see $work/bench.err)"; cat "$work/bench.err" >&2; exit 1; }
 mv "$csv.tmp" "$csv" || exit 1
-limits=$(limit_line | paste -sd';')
-say "memory: 8 syncguard LUNs, then 8 rdwr LUNs, under load"
-mem_sg=$(memory_of sg) mem_rdwr=$(memory_of rdwr)
+mem_sg= mem_rdwr=
+if [ -n "$memory" ]; then
+	say "memory: 8 syncguard LUNs, then 8 rdwr LUNs, under load"
+	mem_sg=$(memory_of sg) mem_rdwr=$(memory_of rdwr)
+fi
+elapsed=$(( $(date +%s) - started ))
 echo
 report_table
 echo
-for l in ${limits//;/ }; do
-	IFS=, read -r dev rtt us <<<"$l"
-	awk -v d="$dev" -v r="$rtt" -v u="$us" 'BEGIN {
-		printf "limit (%s): 1 / (iSCSI round trip %.0f us + local O_DSYNC 4 KiB write %.0f us) = %.0f IOPS\n", d, r, u, 1e6 / (r + u) }'
-done
-echo
-report_targets "$limits" "$mem_sg" "$mem_rdwr" "$work/targets.json"
+awk -F, 'NR > 1 && $18 != "" { n++; if ($17 == "tgt") t++; if ($18 == "no") b++ }
+	END { printf "%d cells with a limit: %d at >= 0.85 of it, %d tgt-bound, %d below 0.85\n", n, n - b - t, t, b }' "$csv"
+[ -n "$mem_sg" ] && [ -n "$mem_rdwr" ] &&
+	awk -v s="$mem_sg" -v r="$mem_rdwr" 'BEGIN {
+		printf "tgtd RSS under load: 8 syncguard LUNs %.1f MiB, 8 rdwr LUNs %.1f MiB (%+.1f MiB)\n",
+			s / 1024, r / 1024, (s - r) / 1024 }'
+echo "run: $((elapsed / 60)) min $((elapsed % 60)) s"
 {
-	printf '{"system":{"commit":"%s","tree_changed":%s,"kernel":"%s","tgt":"%s","cpus":%s,"disk_device":"%s","disk_write_cache":"%s"},' \
-		"$sys_commit" "$sys_changed" "$sys_kernel" "$sys_tgt" "$sys_cpus" "$sys_disk" "$sys_cache"
-	printf '"seconds_per_cell":%s,"warmup_seconds":%s,"rounds":%s,"qd1_rounds":%s,"flush_ms":%s,"limit":[' \
-		"$secs" "$warmup" "$rounds" "$qd1_rounds" "$flush_ms"
-	sep=
-	for l in ${limits//;/ }; do
-		IFS=, read -r dev rtt us <<<"$l"
-		printf '%s{"device":"%s","iscsi_rtt_us":%s,"dsync_4k_us":%s}' "$sep" "$dev" "$rtt" "$us"
-		sep=,
-	done
-	printf '],"memory_kib":{"syncguard_8_luns":%s,"rdwr_8_luns":%s},"targets":%s,"cells":[' \
-		"${mem_sg:-0}" "${mem_rdwr:-0}" "$(cat "$work/targets.json")"
-	csv_to_json
-	echo "]}"
+	printf '{"system":{"commit":"%s","tree_changed":%s,"kernel":"%s","tgt":"%s","fio":"%s","cpus":%s,"disk_device":"%s","disk_write_cache":"%s"},' \
+		"$sys_commit" "$sys_changed" "$sys_kernel" "$sys_tgt" "$sys_fio" "$sys_cpus" "$sys_disk" "$sys_cache"
+	printf '"seconds_per_run":%s,"warmup_seconds":%s,"rounds":%s,"flush_ms":%s,"elapsed_seconds":%s,' \
+		"$secs" "$warmup" "$rounds" "$flush_ms" "$elapsed"
+	printf '"memory_kib":{"syncguard_8_luns":%s,"rdwr_8_luns":%s},"cells":' \
+		"${mem_sg:-null}" "${mem_rdwr:-null}"
+	csv_to_json "$csv"
+	printf ',"rounds_runs":'
+	csv_to_json "$rounds_csv"
+	echo "}"
 } >"$out/bench.json"
+jq empty "$out/bench.json" 2>/dev/null || say "bench.json does not parse (a bug of this script)"
 plot
-say "results: $csv (every round: $rounds_csv; the plp series: $series_csv), $out/bench.json, $out/bench.png"
+say "results: $csv (every run of every round: $rounds_csv), $out/bench.json, $out/bench.png"
