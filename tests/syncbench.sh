@@ -888,7 +888,7 @@ in_readback() {	# PID ERRFILE: once LUN 7 has answered writes (on a busy
 pid=$!
 in_readback "$pid" "$work/rb.err" && kill -INT "$pid"
 wait "$pid"; rc=$?
-expect "a second Ctrl-C in the read-back: exit 130, results printed, verify incomplete ($(tail -n 1 "$work/rb.err"))" \
+expect "a second Ctrl-C in the read-back: exit 130, results printed, verify incomplete (exit $rc, $(jq -c '.results[0] | [.ops, .verify]' "$work/rb.json" 2>&1 | head -c 200); $(tail -n 1 "$work/rb.err"))" \
 	'[ $rc -eq 130 ] && grep -q "verify: interrupted at LBA" "$work/rb.err" &&
 	 jq -e ".results[0] | .ops > 0 and .verify.ran and (.verify.complete | not)" "$work/rb.json" >/dev/null'
 

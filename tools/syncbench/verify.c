@@ -228,10 +228,12 @@ static int read_back(struct iscsi_context *iscsi, int lun,
 	const sig_atomic_t before = syncguard_interrupted;
 	int ret = 0;
 
+	/* set before the message: a Ctrl-C sent on seeing it must stop the
+	 * read-back, not find the flag unset and quit without results */
+	syncguard_reading_back = 1;
 	if (before)
 		fprintf(stderr, PROG ": verify: reading back the span, %" PRIu64
 			" blocks (Ctrl-C again stops it)\n", blocks);
-	syncguard_reading_back = 1;
 	for (uint64_t lba = 0; !ret && lba < blocks; lba += CHUNK)
 		ret = read_chunk(iscsi, lun, ti, lba, blocks, want, alt, before, r);
 	syncguard_reading_back = 0;
