@@ -487,7 +487,8 @@ out=$("$sb" --merge "$work/m1.json" "$work/m4.json" 2>&1); rc=$?
 expect "--merge of runs of another tool version: exit 2 naming the field" \
 	'[ $rc -eq 2 ] && grep -q "m4.json: another tool version than the first file.s: tool_version" <<<"$out"'
 
-# What a tester broke, kept broken no more.
+# Each check below fails on the code before its fix: secrets, open-loop
+# rates, --merge, several URLs, per-command counts and fio input.
 # A CHAP secret with '/' in it (base64) is masked everywhere: the user
 # part ends at the first '@', wherever the first '/' is.
 sec="iscsi://alice%Ab/9+x=@127.0.0.1:$port/$iqn"
