@@ -490,7 +490,7 @@ expect "--merge of runs of another tool version: exit 2 naming the field" \
 # Each check below fails on the code before its fix: secrets, open-loop
 # rates, --merge, several URLs, per-command counts and fio input.
 # A CHAP secret with '/' in it (base64) is masked everywhere: the user
-# part ends at the first '@', wherever the first '/' is.
+# part ends at its '@', wherever the first '/' is.
 sec="iscsi://alice%Ab/9+x=@127.0.0.1:$port/$iqn"
 out=$("$sb" -s fua -t 0.2 --json --no-progress "$sec/1" 2>&1; "$sb" -s fua -t 0.2 --no-progress "$sec/1" "$sec/9" 2>&1)
 expect "a CHAP secret holding '/' never shows, in JSON, text or a LUN's failure ($(grep -c 'alice%\*\*\*@' <<<"$out") masked)" \
