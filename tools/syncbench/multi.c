@@ -138,12 +138,28 @@ static int no_results(const struct config *c)
 	return 1;
 }
 
+static char files[MAX_MERGE][64];
+static char dir[] = "/tmp/syncbench-luns.XXXXXX";
+
+/* the LUNs' result files go on every way out, a usage error of --merge's
+ * checks (exit) among them */
+static pid_t parent;
+
+static void remove_files(void)
+{
+	if (getpid() != parent)	/* a LUN's process that exit()s */
+		return;
+	for (int k = 0; k < MAX_MERGE; k++)
+		if (files[k][0])
+			unlink(files[k]);
+	rmdir(dir);
+}
+
 int syncguard_multi_run(const struct config *c)
 {
-	static char files[MAX_MERGE][64], shown[MAX_MERGE][1024];
+	static char shown[MAX_MERGE][1024];
 	static char why[MAX_MERGE][64];
 	static char *ok_files[MAX_MERGE], *ok_names[MAX_MERGE];
-	char dir[] = "/tmp/syncbench-luns.XXXXXX";
 	struct timespec now;
 	int status, nok = 0, merged;
 	double t0;
@@ -152,6 +168,8 @@ int syncguard_multi_run(const struct config *c)
 		fprintf(stderr, PROG ": %s: %s\n", dir, strerror(errno));
 		return 1;
 	}
+	parent = getpid();
+	atexit(remove_files);
 	clock_gettime(CLOCK_REALTIME, &now);
 	/* the logins of every LUN's sessions first */
 	t0 = c->start_at ? c->start_at : (double)now.tv_sec + 3 +
@@ -189,8 +207,5 @@ int syncguard_multi_run(const struct config *c)
 	}
 	merged = nok ? syncguard_merge_report(c, ok_files, ok_names, nok,
 					      multi_header) : no_results(c);
-	for (int k = 0; k < c->nurls; k++)
-		unlink(files[k]);
-	rmdir(dir);
 	return status ? status : merged;
 }
