@@ -80,9 +80,11 @@ build/bench.png.
                  fio runs; the ratio is the median of the rounds' own
                  ratios (default $rounds)
   --flush-ms MS  the model's flush time (default $flush_ms)
-  --variants     also write-back direct=yes and write_sync=group and
-                 =dsync for write-through and write-back (rows with
-                 their mode's limit)
+  --variants     also write-back direct=yes, write_sync=group and
+                 =dsync for write-through and write-back, and each mode
+                 with engine=threads (tgt's worker threads, not the
+                 io_uring engine): rows with their mode's limit, so a
+                 mechanism's gain is its row against the mode's
   --peers        also tgt's rdwr (WCE=1, WCE=0) and aio (rows with IOPS,
                  CPU and the null store's ratio, no limit)
   --quick        the disk, 4 KiB, QD 1 and 32, the 4-LUN line for fua
@@ -114,7 +116,7 @@ while [ $# -gt 0 ]; do
 	--seconds) secs=$(number "" "$1" "$2") || exit 2; shift 2 ;;
 	--rounds) rounds=$(number whole "$1" "$2") || exit 2; shift 2 ;;
 	--flush-ms) flush_ms=$(number "" "$1" "$2") || exit 2; shift 2 ;;
-	--variants) extra="$extra sg-wbd sg-wt-group sg-wb-group sg-wt-dsync sg-wb-dsync"; shift ;;
+	--variants) extra="$extra sg-wbd sg-wt-group sg-wb-group sg-wt-dsync sg-wb-dsync sg-wt-threads sg-wb-threads sg-plp-threads"; shift ;;
 	--peers) extra="$extra rdwr-wce1 rdwr-wce0 aio"; shift ;;
 	--quick) devices=disk sizes=4k four_discs=fua memory=; shift ;;
 	--self-check) self_check_only=1; shift ;;
@@ -309,6 +311,9 @@ lun_spec() {
 	sg-wb-dsync) echo "syncguard|mode=write-back;write_sync=dsync" ;;
 	sg-wt-group) echo "syncguard|mode=write-through;write_sync=group" ;;
 	sg-wb-group) echo "syncguard|mode=write-back;write_sync=group" ;;
+	sg-wt-threads) echo "syncguard|mode=write-through;engine=threads" ;;
+	sg-wb-threads) echo "syncguard|mode=write-back;engine=threads" ;;
+	sg-plp-threads) echo "syncguard|mode=plp;engine=threads" ;;
 	rdwr-wce1|rdwr-wce0) echo "rdwr|" ;;
 	aio) echo "aio|" ;;
 	esac
@@ -331,7 +336,7 @@ semantics() {
 	sg-wb*:none) echo buffered ;;
 	sg-wb*:fua) echo dsync ;;
 	sg-wb*:flush) echo fdatasync ;;
-	sg-plp:*) echo direct ;;
+	sg-plp*:*) echo direct ;;
 	esac
 }
 
