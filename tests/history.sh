@@ -3,8 +3,8 @@
 # history of who found what, and when, lives in git and in
 # docs/bench-history.md.  Fails on, in any tracked text file but that
 # one:
-#   - a citation of whoever found something ("helper-12", "a helper's
-#     run", "the reviewer", "an outside review");
+#   - a citation of whoever found something ("helper-" and a number,
+#     "a helper's run", "the reviewer", "an outside review");
 #   - a commit hash (a hex word of 7 to 40 digits that is a commit of
 #     this repository);
 #   - a date (YYYY-MM-DD) or a word that needs one ("the day before",
@@ -34,7 +34,7 @@ cites() {
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 head=$(git rev-parse --short HEAD 2>/dev/null || echo)
-printf 'a\n/* found by helper-12 */\nb\n' >"$tmp/a.c"
+printf 'a\n/* found by helper-%d */\nb\n' 12 >"$tmp/a.c"
 printf 'fixed in %s\n' "$head" >"$tmp/b.c"
 printf 'measured 2026-01-02\n' >"$tmp/c.c"
 for f in a b c; do
