@@ -544,18 +544,20 @@ unsigned int syncguard_flush_hold_us(struct syncguard_lun *lun);
 
 /*
  * Submission batching, for the io_uring engine: may a read or write just
- * prepared wait for the next io_uring_enter?  @direct: it is O_DIRECT
- * (page-cache I/O never waits); @held: prepared and not submitted, this
- * one included; @in_kernel: O_DIRECT reads and writes submitted and not
- * yet completed; @quiet_us: microseconds since one of those last
- * completed.  Pure; the rules and their reasons are in core/flush.c.
+ * prepared wait for the end of tgtd's event-loop pass?  @direct: it is
+ * O_DIRECT (page-cache I/O never waits); @held: prepared and not
+ * submitted, this one included.  Pure; the rules and their reasons are
+ * in core/flush.c.
  */
-bool syncguard_submit_hold(bool direct, unsigned int held,
-			   unsigned int in_kernel, uint64_t quiet_us);
+bool syncguard_submit_hold(bool direct, unsigned int held);
 
-/* Has the first read or write held back waited its longest
- * (@waited_us, microseconds)?  Then everything held is submitted. */
-bool syncguard_submit_due(uint64_t waited_us);
+/* At the end of a pass of tgtd's event loop: is what is held due now?
+ * @waited_us: microseconds the first held has waited; @arrived: a read
+ * or write was held during the pass; @in_kernel: O_DIRECT reads and
+ * writes submitted and not yet completed.  Then everything held is
+ * submitted. */
+bool syncguard_submit_due(uint64_t waited_us, bool arrived,
+			  unsigned int in_kernel);
 
 /* Nothing written (data or metadata) since the last completed flush? */
 bool syncguard_lun_clean(struct syncguard_lun *lun);

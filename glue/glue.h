@@ -57,14 +57,14 @@ struct syncguard_uring {
 	uint64_t flush_covers, flush_start_us;
 	bool batching;			/* a batch timer runs (next_flush) */
 	struct __kernel_timespec batch_ts;
-	/* submission batching (rules: core/flush.c): O_DIRECT reads and
-	 * writes prepared and not yet completed; reads and writes not yet
-	 * submitted; since when the first of those waits, and when an
-	 * O_DIRECT one last completed (us, syncguard_now_us); and the
-	 * event that ends the wait (tgt's scheduled events run before
-	 * every epoll_wait) */
-	unsigned int io_inflight, held;
-	uint64_t held_since_us, last_reap_us;
+	/* submission batching (rules: core/flush.c): reads and writes
+	 * prepared and not yet submitted, and how many of them the last
+	 * pass of tgtd's loop saw; O_DIRECT ones prepared and not yet
+	 * completed; since when the first held waits (us,
+	 * syncguard_now_us); and the event that ends the wait (tgt's
+	 * scheduled events run before every epoll_wait) */
+	unsigned int held, held_seen, io_inflight;
+	uint64_t held_since_us;
 	struct event_data submit_ev;
 };
 

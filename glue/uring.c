@@ -126,7 +126,8 @@ static struct io_uring_sqe *get_sqe(struct syncguard_bs *bs)
  * Submission batching (the rules: syncguard_submit_hold, core/flush.c).
  * What waits is submitted by the next io_uring_enter: run_ring's, once
  * completions come back; a flush's; the one that reaches the batch
- * limit; or submit_event's, once the first has waited its longest.
+ * limit; or submit_event's, at the end of a pass of tgtd's loop that
+ * brought no other, or once the first has waited its longest.
  */
 
 /* tgt's scheduled event, before each epoll_wait while anything is held
@@ -135,35 +136,35 @@ static void submit_event(struct event_data *ev)
 {
 	struct syncguard_bs *bs = ev->data;
 	struct syncguard_uring *u = &bs->uring;
+	bool arrived = u->held != u->held_seen;
 
 	if (!u->held)
 		return;
-	if (syncguard_submit_due(syncguard_now_us() - u->held_since_us))
+	if (syncguard_submit_due(syncguard_now_us() - u->held_since_us,
+				 arrived, u->io_inflight - u->held)) {
 		submit(bs);
-	else
-		tgt_add_sched_event(&u->submit_ev);
+		return;
+	}
+	u->held_seen = u->held;
+	tgt_add_sched_event(&u->submit_ev);
 }
 
 /* A read or write just prepared; @direct: O_DIRECT, to the device. */
 static void submit_io(struct syncguard_bs *bs, bool direct)
 {
 	struct syncguard_uring *u = &bs->uring;
-	unsigned int in_kernel = u->io_inflight - u->held;
-	uint64_t now = 0;	/* the clock only for what may wait */
 
 	syncguard_count(&bs->lun.stats->ring_ios);
 	u->held++;
-	if (direct) {
+	if (direct)
 		u->io_inflight++;
-		now = syncguard_now_us();
-	}
-	if (!syncguard_submit_hold(direct, u->held, in_kernel,
-				   now - u->last_reap_us)) {
+	if (!syncguard_submit_hold(direct, u->held)) {
 		submit(bs);
 		return;
 	}
 	if (u->held == 1) {
-		u->held_since_us = now;
+		u->held_since_us = syncguard_now_us();
+		u->held_seen = 0;
 		tgt_add_sched_event(&u->submit_ev);
 	}
 }
@@ -437,10 +438,8 @@ static void reap(struct syncguard_bs *bs, struct io_uring_cqe *cqe)
 		flush_done(bs, res < 0 ? res : 0);
 		return;
 	}
-	if (op->plan.direct) {
+	if (op->plan.direct)
 		bs->uring.io_inflight--;
-		bs->uring.last_reap_us = syncguard_now_us();
-	}
 	if (res == -EOPNOTSUPP && op->plan.dsync && !op->done) {
 		/* no RWF_DSYNC here: the same write, then a group flush */
 		__atomic_store_n(&bs->lun.no_rwf_dsync, true, __ATOMIC_RELAXED);
@@ -480,7 +479,8 @@ static void run_ring(struct syncguard_bs *bs)
 		bs->uring.ready = op->next;
 		finish(bs, op, op->reason);
 	}
-	if (io_uring_sq_ready(&bs->uring.ring))	/* held, or a submit failed */
+	/* a submit failed (held I/O waits for submit_event, or goes along) */
+	if (io_uring_sq_ready(&bs->uring.ring) > bs->uring.held)
 		submit(bs);
 	if (bs->uring.pending && !bs->uring.flushing && !bs->uring.batching)
 		start_flush(bs);		/* it found no SQE */

@@ -160,23 +160,23 @@ START_TEST(test_flush_batch_policy)
 }
 END_TEST
 
-/* Submission batching: an O_DIRECT read or write waits for the next
- * io_uring_enter only behind 4 or more in the kernel that are still
- * completing, at most 8 of them, for 100 us at most; page-cache I/O and
- * QD1 never wait, nor anything behind I/O that stopped completing
- * (a read held behind stuck writes would wait until it timed out). */
+/* Submission batching: an O_DIRECT read or write waits for the end of
+ * tgtd's event-loop pass, at most 8 of them; it is submitted after a
+ * pass that brought no other while fewer than 4 are in the kernel, and
+ * after 100 us whatever else happens; page-cache I/O never waits. */
 START_TEST(test_flush_submit_batching)
 {
-	ck_assert(syncguard_submit_hold(true, 1, 4, 0));
-	ck_assert(syncguard_submit_hold(true, 7, 31, 99));
-	ck_assert(!syncguard_submit_hold(false, 1, 31, 0));	/* page cache */
-	ck_assert(!syncguard_submit_hold(true, 1, 0, 0));	/* QD1 */
-	ck_assert(!syncguard_submit_hold(true, 1, 3, 0));
-	ck_assert(!syncguard_submit_hold(true, 8, 31, 0));	/* a full batch */
-	ck_assert(!syncguard_submit_hold(true, 1, 16, 100));	/* stuck */
-	ck_assert(!syncguard_submit_hold(true, 1, 16, UINT64_MAX));
-	ck_assert(!syncguard_submit_due(99));
-	ck_assert(syncguard_submit_due(100));
+	ck_assert(syncguard_submit_hold(true, 1));
+	ck_assert(syncguard_submit_hold(true, 7));
+	ck_assert(!syncguard_submit_hold(false, 1));	/* page cache */
+	ck_assert(!syncguard_submit_hold(true, 8));	/* a full batch */
+	ck_assert(!syncguard_submit_due(0, true, 0));	/* still arriving */
+	ck_assert(!syncguard_submit_due(99, true, 0));
+	ck_assert(!syncguard_submit_due(50, false, 4));	/* the device busy */
+	ck_assert(syncguard_submit_due(0, false, 3));	/* QD1: one pass */
+	ck_assert(syncguard_submit_due(0, false, 0));
+	ck_assert(syncguard_submit_due(100, true, 31));	/* its longest */
+	ck_assert(syncguard_submit_due(UINT64_MAX, false, 16));	/* stuck */
 }
 END_TEST
 
