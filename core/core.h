@@ -411,18 +411,6 @@ struct syncguard_lun {
 	 * thread writes them, workers read them (relaxed atomics) */
 	unsigned int sync_streak;
 	bool last_was_write;
-	/* The same loop with several commands in flight, whose writes and
-	 * SYNCHRONIZE CACHEs interleave (syncguard_lun_note_sync_cache):
-	 * plain writes made durable at once (arm 1) or left cached (arm 0)
-	 * by a running trial scored in bytes written per second; the
-	 * plain writes and SYNCHRONIZE CACHEs of its epoch so far, the
-	 * plain writes and the bytes of every write since the last
-	 * SYNCHRONIZE CACHE; whether
-	 * plain writes are made durable now (sync_loop_on, read
-	 * lock-free).  tgtd's event thread alone notes them. */
-	struct syncguard_trial syncloop_trial;
-	uint64_t syncloop_writes, syncloop_syncs, syncloop_run, syncloop_bytes;
-	bool sync_loop_on;
 	int async_writes;		/* planned writes in flight (any kind),
 					 * and COMPARE AND WRITEs and ORWRITEs
 					 * running: each waits for the other

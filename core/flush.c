@@ -79,9 +79,13 @@ uint64_t syncguard_lun_dirty(struct syncguard_lun *lun)
 
 /* With f->lock held: a flush of @us answered @group commands.  Whether
  * the batching trial's way or rates changed (syncguard_trial_note). */
-static bool note_flush(struct syncguard_flusher *f, uint64_t us,
+static bool note_flush(struct syncguard_lun *lun, uint64_t us,
 		       unsigned int group)
 {
+	struct syncguard_flusher *f = &lun->flusher;
+
+	if (lun->opts.flush_batch == SYNCGUARD_FLUSH_BATCH_OFF)
+		return false;	/* never holds back: trial.arm stays 0 */
 	syncguard_ewma(&f->avg_us, us);
 	__atomic_store_n(&f->last_group, group, __ATOMIC_RELAXED);
 	return syncguard_trial_note(&f->trial, group, 1, syncguard_now_us(),
@@ -112,7 +116,7 @@ static int flush_finished(struct syncguard_lun *lun, uint64_t covers,
 
 	syncguard_count(&lun->stats->device_flushes);
 	record_latency(lun->stats, us);
-	if (note_flush(f, us, group))
+	if (note_flush(lun, us, group))
 		syncguard_trial_publish(&f->trial, &lun->stats->batch_way,
 					lun->stats->batch_rate);
 	if (res)

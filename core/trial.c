@@ -1,7 +1,7 @@
 /*
  * The running A/B trial between two ways of doing something, which flush
- * batching (core/flush.c), write_sync=auto and the sync loop with
- * several writers (core/writesync.c) run; and the monotonic clock.
+ * batching (core/flush.c) and write_sync=auto (core/writesync.c) run;
+ * and the monotonic clock.
  *
  * Layer: a primitive of the core; it uses libc only.
  */

@@ -43,11 +43,28 @@ enum syncguard_engine {
 	SYNCGUARD_ENGINE_URING,		/* io_uring, or the LUN is refused */
 };
 
+/* Group commit's batching trial (bsopts flush_batch, core/flush.c). */
+enum syncguard_flush_batch {
+	SYNCGUARD_FLUSH_BATCH_AUTO,	/* hold a flush back while a running
+					 * trial finds that it pays */
+	SYNCGUARD_FLUSH_BATCH_OFF,	/* start every flush at once */
+};
+
+/* write-back's WRITE+SYNCHRONIZE CACHE loop (bsopts sync_loop,
+ * core/writesync.c). */
+enum syncguard_sync_loop {
+	SYNCGUARD_SYNCLOOP_AUTO,	/* a single writer's streak makes its
+					 * plain writes durable at once */
+	SYNCGUARD_SYNCLOOP_OFF,		/* plain writes stay cached */
+};
+
 struct syncguard_opts {
 	enum syncguard_mode mode;
 	enum syncguard_engine engine;
 	enum syncguard_write_sync write_sync;
 	enum syncguard_direct direct;
+	enum syncguard_flush_batch flush_batch;
+	enum syncguard_sync_loop sync_loop;
 	/* plp on a regular file: verify at open that every block is
 	 * allocated and written (FIEMAP).  false only when the user vouches
 	 * for it on a file system without FIEMAP. */
@@ -74,7 +91,8 @@ const char *syncguard_write_sync_name(enum syncguard_write_sync ws);
  * Parse a tgt --bsopts string: "key=value" pairs separated by ';' or
  * ':' (tgt splits its own --params on ',', so ',' never reaches us).
  * Every field of @opts is set: a key not given gets its default
- * (mode=write-back, engine/write_sync/direct auto, alloc_check yes,
+ * (mode=write-back, engine/write_sync/direct/flush_batch/sync_loop
+ * auto, alloc_check yes,
  * allow_wce no, state_dir ""), so @bsopts NULL or empty gives the
  * defaults.
  * Returns 0; -EINVAL with a one-line reason in @err (NUL-terminated,

@@ -93,13 +93,12 @@ struct syncguard_stats {
 	 * lost write); 0: until the LUN is re-created */
 	uint64_t latched;
 	uint64_t latched_soft;
-	/* write-back's WRITE+SYNCHRONIZE CACHE loop (core/writesync.c,
-	 * note_syncloop_trial): way 0 leaves plain writes cached for the
-	 * SYNCHRONIZE CACHE's group flush, way 1 makes them durable at once
-	 * (RWF_DSYNC), by the trial for several writers, rated in bytes
-	 * written per second (both rates 0 while the load is no such
-	 * loop); way 2 (SYNCGUARD_SYNC_LOOP_STREAK): durable at once
-	 * by a single writer's streak, whichever way the trial runs */
+	/* write-back's WRITE+SYNCHRONIZE CACHE loop (core/writesync.c):
+	 * way 0 leaves plain writes cached for the SYNCHRONIZE CACHE's
+	 * group flush; way 2 (SYNCGUARD_SYNC_LOOP_STREAK): durable at once
+	 * (RWF_DSYNC), a single writer's streak.  Way 1 and the two rates
+	 * are never set (no trial rates the loop); they keep the file's
+	 * layout, which the tools share */
 	uint64_t sync_loop_way;
 	uint64_t sync_loop_rate[2];
 };

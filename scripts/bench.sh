@@ -17,7 +17,8 @@
 #     cost alone;
 #   - fio on the LUN's own backing file, random writes of the cell's
 #     size with the durability semantics the cell's mode and discipline
-#     promise (fio_args below);
+#     promise (fio_args below; on the FUSE model, what group commit can
+#     reach at best);
 #   - QD 1: limit = 1 / (null store's mean latency + fio's mean latency);
 #     QD 32 (and the 4-LUN line): the lesser of the two IOPS;
 #     flush-only: the null store alone (a clean SYNCHRONIZE CACHE needs
@@ -37,6 +38,11 @@
 # run (a process per LUN, merged), against the lesser of 4 null LUNs
 # at QD 8 and fio on 4 files at iodepth 8; and tgtd's resident memory
 # with 8 syncguard LUNs vs 8 rdwr LUNs under load.
+#
+# --mechanisms adds each adaptive mechanism switched off (a bsopts value
+# per mechanism) in the cells where it acts, and a table of each one's
+# gain: IOPS with it over IOPS without, per cell the median of the
+# rounds' own ratios (build/bench-mechanisms.csv).
 #
 # Writes build/bench.csv, build/bench.json, build/bench-rounds.csv
 # (every run of every round) and build/bench.png.  It reports; it does
@@ -59,10 +65,26 @@ sizes="4k 64k"
 qds="1 32"
 discs="none fua flush flush-only"
 modes="sg-wt sg-wb sg-plp"
-extra=""		# --variants, --peers: rows beside the modes
+extra=""		# --mechanisms, --peers: rows beside the modes
+mechanisms=
+# --mechanisms: each a mode with one mechanism switched off (lun_spec,
+# mechanism_of says which and against what)
+mechanism_configs="sg-wt-nobatch sg-wb-nobatch sg-wb-noloop sg-wt-group sg-wb-group sg-wt-dsync sg-wb-dsync sg-wt-threads sg-wb-threads sg-plp-threads sg-wbd"
+# For a mechanism's configuration $1: "NAME|WITH" (the mechanism, and
+# the configuration that has it, against which the gain is taken).
+mechanism_of() {
+	case $1 in
+	sg-w?-nobatch) echo "flush batching (flush_batch auto/off)|${1%-nobatch}" ;;
+	sg-wb-noloop) echo "sync loop (sync_loop auto/off)|sg-wb" ;;
+	sg-w?-group) echo "write_sync auto/group|${1%-group}" ;;
+	sg-w?-dsync) echo "write_sync auto/dsync|${1%-dsync}" ;;
+	sg-*-threads) echo "io_uring engine (engine auto/threads)|${1%-threads}" ;;
+	sg-wbd) echo "write-back page cache (direct auto/yes)|sg-wb" ;;
+	esac
+}
 four_discs="none fua flush"
 memory=yes
-USAGE="usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--variants] [--peers] [--quick] [--self-check]"
+USAGE="usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--mechanisms] [--peers] [--quick] [--self-check]"
 usage() { echo "$USAGE" >&2; exit 2; }
 help() {
 	cat <<EOF
@@ -80,11 +102,13 @@ build/bench.png.
                  fio runs; the ratio is the median of the rounds' own
                  ratios (default $rounds)
   --flush-ms MS  the model's flush time (default $flush_ms)
-  --variants     also write-back direct=yes, write_sync=group and
-                 =dsync for write-through and write-back, and each mode
-                 with engine=threads (tgt's worker threads, not the
-                 io_uring engine): rows with their mode's limit, so a
-                 mechanism's gain is its row against the mode's
+  --mechanisms   also each adaptive mechanism switched off (bsopts
+                 flush_batch=off, sync_loop=off,
+                 write_sync=group and =dsync, engine=threads,
+                 write-back direct=yes), in the cells where it acts
+                 (4 KiB, none/fua/flush), and a table of each
+                 mechanism's gain: the cell's IOPS with it over
+                 without, the median of the rounds' own ratios
   --peers        also tgt's rdwr (WCE=1, WCE=0) and aio (rows with IOPS,
                  CPU and the null store's ratio, no limit)
   --quick        the disk, 4 KiB, QD 1 and 32, the 4-LUN line for fua
@@ -116,7 +140,9 @@ while [ $# -gt 0 ]; do
 	--seconds) secs=$(number "" "$1" "$2") || exit 2; shift 2 ;;
 	--rounds) rounds=$(number whole "$1" "$2") || exit 2; shift 2 ;;
 	--flush-ms) flush_ms=$(number "" "$1" "$2") || exit 2; shift 2 ;;
-	--variants) extra="$extra sg-wbd sg-wt-group sg-wb-group sg-wt-dsync sg-wb-dsync sg-wt-threads sg-wb-threads sg-plp-threads"; shift ;;
+	--mechanisms|--variants)
+		extra="$extra $mechanism_configs" sizes=4k discs="none fua flush"
+		four_discs= memory= mechanisms=1; shift ;;
 	--peers) extra="$extra rdwr-wce1 rdwr-wce0 aio"; shift ;;
 	--quick) devices=disk sizes=4k four_discs=fua memory=; shift ;;
 	--self-check) self_check_only=1; shift ;;
@@ -220,6 +246,60 @@ END {
 }'
 bench_summary() { awk -F, "$summary_awk" "$1"; }
 
+# Each mechanism's gain (CSV) from a rounds file $1, given the lines
+# "CONFIG|NAME|WITH" on stdin (mechanism_of): per cell where both ran,
+# the median over the rounds of IOPS(WITH) / IOPS(CONFIG), each ratio
+# taken within one round; then a line per mechanism and device with the
+# least, the median and the greatest of its cells' gains ("all").
+mechanism_awk='
+function median(s,   a, n, i, j, t) {
+	n = split(s, a, " ")
+	for (i = 2; i <= n; i++)
+		for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) {
+			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+		}
+	return n % 2 ? a[(n + 1) / 2] + 0 : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+FNR == NR { split($0, m, "|"); name[m[1]] = m[2]; with[m[1]] = m[3]; next }
+FNR == 1 { next }
+$8 == "lun" && $2 == 1 && $10 > 0 { iops[$1, $4, $5, $6, $3, $7] = $10; cell[$1, $4, $5, $6] = 1 }
+END {
+	print "mechanism,device,sync,block_size,queue_depth,config,with,gain,rounds"
+	for (c in name) for (k in cell) {
+		split(k, f, SUBSEP); rs = ""
+		for (r = 1; r <= 99; r++)
+			if (((f[1], f[2], f[3], f[4], c, r) in iops) &&
+			    ((f[1], f[2], f[3], f[4], with[c], r) in iops))
+				rs = rs " " iops[f[1], f[2], f[3], f[4], with[c], r] / iops[f[1], f[2], f[3], f[4], c, r]
+		if (rs == "") continue
+		g = median(rs)
+		printf "%s,%s,%s,%s,%s,%s,%s,%.3f,%d\n", name[c], f[1], f[2], f[3], f[4], c, with[c], g, split(rs, x, " ")
+		all[name[c], f[1]] = all[name[c], f[1]] " " g
+	}
+	for (k in all) {
+		split(k, f, SUBSEP); n = split(all[k], a, " "); lo = hi = a[1]
+		for (i = 2; i <= n; i++) { if (a[i] < lo) lo = a[i]; if (a[i] > hi) hi = a[i] }
+		printf "%s,%s,all,,,%d cells,,%.3f,%.3f-%.3f\n", f[1], f[2], n, median(all[k]), lo, hi
+	}
+}'
+mechanism_gains() {
+	local c
+	for c in $extra; do
+		[ -n "$(mechanism_of "$c")" ] && echo "$c|$(mechanism_of "$c")"
+	done | awk -F, "$mechanism_awk" - "$1"
+}
+
+# The mechanisms' table from the gains CSV $1: per mechanism and device
+# its summary, then its cells.
+mechanism_table() {
+	{ head -1 "$1"; tail -n +2 "$1" | sort -t, -k1,1 -k2,2 -k5,5n -k3,3; } | awk -F, '
+	NR == 1 { next }
+	{ k = $1 SUBSEP $2; if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
+	$3 == "all" { head[k] = sprintf("%s, %s: gain %.2f, %s over %s", $1, $2, $8, $9, $6); next }
+	{ cells[k] = cells[k] sprintf("    %-4s QD %-2s %-5s %-28s %.2f\n", $4 / 1024 "k", $5, $3, $6 " vs " $7, $8) }
+	END { for (i = 1; i <= n; i++) printf "%s\n%s", head[order[i]], cells[order[i]] }'
+}
+
 # The arithmetic on canned rounds, against figures worked out by hand.
 self_check() {
 	local tmp got want
@@ -255,9 +335,22 @@ disk,4,sg-wb,flush,4096,8,1,lun,fdatasync,1500,20000,,100,0,0
 disk,4,sg-wb,flush,4096,8,2,lun,fdatasync,1500,20000,,100,0,0
 slow,1,null,flush-only,4096,1,1,null,,20000,50,,100,0,0
 slow,1,sg-wt,flush-only,4096,1,1,lun,-,10000,100,,100,0,0
+disk,1,sg-wt-nobatch,fua,4096,1,1,lun,dsync,500,2000,,100,0,0
+disk,1,sg-wt-nobatch,fua,4096,1,2,lun,dsync,1000,1000,,100,0,0
+disk,1,sg-wt-nobatch,fua,4096,1,3,lun,dsync,1000,1000,,100,0,0
 EOF
-	got=$(bench_summary "$tmp" | cut -d, -f1-8,14-21)
+	got=$(bench_summary "$tmp" | grep -v nobatch | cut -d, -f1-8,14-21)
+	gains=$(extra="sg-wt-nobatch sg-plp-threads" mechanism_gains "$tmp")
 	rm -f "$tmp"
+	# flush batching: sg-wt over sg-wt-nobatch per round: 2, 0.9, 1.1
+	want_gains="mechanism,device,sync,block_size,queue_depth,config,with,gain,rounds
+flush batching (flush_batch auto/off),disk,fua,4096,1,sg-wt-nobatch,sg-wt,1.100,3
+flush batching (flush_batch auto/off),disk,all,,,1 cells,,1.100,1.100-1.100"
+	if [ "$gains" != "$want_gains" ]; then
+		say "self-check: the mechanisms' gains are wrong:"
+		diff <(echo "$want_gains") <(echo "$gains") >&2
+		return 1
+	fi
 	# sg-wt QD1 fua: limits 1e6/1000, 1e6/1000, 1e6/1080 (median 1000),
 	# ratios 1, 0.9, 1.188 (median 1); vs null 0.1, 0.1125, 0.0917;
 	# CPU 6000 us / 300 commands; the null's 600 / 300.  sg-plp: the
@@ -313,6 +406,9 @@ lun_spec() {
 	sg-wb-group) echo "syncguard|mode=write-back;write_sync=group" ;;
 	sg-wt-threads) echo "syncguard|mode=write-through;engine=threads" ;;
 	sg-wb-threads) echo "syncguard|mode=write-back;engine=threads" ;;
+	sg-wt-nobatch) echo "syncguard|mode=write-through;flush_batch=off" ;;
+	sg-wb-nobatch) echo "syncguard|mode=write-back;flush_batch=off" ;;
+	sg-wb-noloop) echo "syncguard|mode=write-back;sync_loop=off" ;;
 	sg-plp-threads) echo "syncguard|mode=plp;engine=threads" ;;
 	rdwr-wce1|rdwr-wce0) echo "rdwr|" ;;
 	aio) echo "aio|" ;;
@@ -341,14 +437,20 @@ semantics() {
 }
 
 # fio's options for semantics $1 at depth $2 on device $3.  On the FUSE
-# model an O_DSYNC write submitted through io_uring is not followed by a
-# FUSE fsync (the model's counters show none: an asynchronous direct
-# write there skips the sync), so durable writes there are synchronous
-# ones from $2 writers, each O_DSYNC write its own flush, as they are for
-# fdatasync.
+# model fio's figures for the disk's workloads are no ceiling: io_uring
+# hands every FUSE request to io-wq, which runs them one at a time (an
+# O_DIRECT write at iodepth 32: about 320 IOPS), an O_DSYNC write
+# submitted so reaches the model with no fsync at all (its counters show
+# none), and FUSE runs one fsync of a file at a time, so Q writers that
+# each flush share nothing.  There the local figures are synchronous
+# writers ($2 of them for plain writes), and a durable write at depth Q
+# is what group commit can reach at best: Q writes made durable by one
+# flush (one writer, a flush after every Q writes; at depth 1 a flush
+# after each).
 fio_args() {
 	case $1:$3 in
-	dsync:slow) echo "--direct=1 --sync=dsync --ioengine=psync --numjobs=$2" ;;
+	dsync:slow|fdatasync:slow) echo "--direct=0 --ioengine=psync --fdatasync=$2" ;;
+	direct:slow) echo "--direct=1 --ioengine=psync --numjobs=$2" ;;
 	dsync:*) echo "--direct=1 --sync=dsync --ioengine=io_uring --iodepth=$2" ;;
 	buffered:*) echo "--direct=0 --ioengine=io_uring --iodepth=$2" ;;
 	fdatasync:*) echo "--direct=0 --fdatasync=1 --ioengine=psync --numjobs=$2" ;;
@@ -387,8 +489,30 @@ iqn_of() { echo "iqn.2026-11.org.syncguard:bench-$1"; }
 
 # Does configuration $2 run on device $1?  Not write-back direct=yes on
 # the model: it reports no O_DIRECT alignment (4 KiB is taken), so
-# direct=yes is refused for 512-byte blocks there.
-runs_on() { [ "$1" != slow ] || [ "$2" != sg-wbd ]; }
+# direct=yes is refused for 512-byte blocks there; nor engine=threads,
+# which is what engine=auto takes on FUSE (no RWF_NOWAIT).
+runs_on() {
+	case $1:$2 in slow:sg-wbd|slow:sg-*-threads) return 1 ;; esac
+}
+
+
+# Does configuration $1 run in the cells of device $2, discipline $3,
+# QD $4?  The modes and peers everywhere; a mechanism's only where it
+# can act (batching: several callers of one flush; the sync loop:
+# write-back WRITE+SYNCHRONIZE CACHE; write_sync: durable writes; the
+# engine: where the file takes non-blocking I/O, not the FUSE model)
+acts() {
+	case $1:$3:$4 in
+	sg-w?-nobatch:*:1) return 1 ;;
+	sg-wt-nobatch:*|sg-wb-nobatch:f*) return 0 ;;
+	sg-wb-noloop:flush:*) return 0 ;;
+	sg-wt-group:*|sg-wt-dsync:*) return 0 ;;
+	sg-wb-group:fua:*|sg-wb-dsync:fua:*) return 0 ;;
+	sg-*-threads:*) [ "$2" != slow ] ;;
+	sg-wbd:none:*|sg-wbd:flush:*) return 0 ;;
+	sg-*-*) return 1 ;;
+	esac
+}
 
 # Is discipline $1 measured at size $2?  SYNCHRONIZE CACHE alone moves
 # no data: flush-only at one size is enough.
@@ -400,7 +524,7 @@ add_lun() {
 	local key=$1 tid=$2 lun=$3 config=$4 path=$5 spec bsopts iqn=$6
 	spec=$(lun_spec "$config")
 	bsopts=${spec#*|}
-	case $path in */slow-*) [ "$config" = sg-plp ] && bsopts="$bsopts;alloc_check=no" ;; esac
+	case $path:$config in */slow-*:sg-plp*) bsopts="$bsopts;alloc_check=no" ;; esac
 	"$tp" lun "$work/main" "$tid" "$lun" "$path" "$bsopts" "" "${spec%|*}" ||
 		{ say "LUN $key failed"; return 1; }
 	[ "$config" = rdwr-wce0 ] && "$tp" adm "$work/main" --lld iscsi --op update \
@@ -547,7 +671,11 @@ group_runs() {
 	for config in $set; do
 		if [ "$luns" = 1 ]; then
 			[ -n "${URL[$dev,$config]:-}" ] || continue
+			acts "$config" "$dev" "$disc" "$4" || continue
 		fi
+		# the limit line for the modes (a mechanism's row has its
+		# mode's semantics, and is judged against its mode instead)
+		[[ " $modes " == *" $config "* ]] &&
 		[ -n "$(semantics "$config" "$disc")" ] &&
 			[ "$(semantics "$config" "$disc")" != - ] && list+=("fio:$config")
 		list+=("lun:$config")
@@ -768,6 +896,13 @@ awk -F, 'NR > 1 && $18 != "" { n++; if ($17 == "tgt") t++; if ($18 == "no") b++ 
 	awk -v s="$mem_sg" -v r="$mem_rdwr" 'BEGIN {
 		printf "tgtd RSS under load: 8 syncguard LUNs %.1f MiB, 8 rdwr LUNs %.1f MiB (%+.1f MiB)\n",
 			s / 1024, r / 1024, (s - r) / 1024 }'
+if [ -n "$mechanisms" ]; then
+	mechanism_gains "$rounds_csv" >"$out/bench-mechanisms.csv"
+	echo
+	echo "Each mechanism's gain: IOPS with it over IOPS without (its mode with the"
+	echo "mechanism switched off), per cell the median of the rounds' own ratios:"
+	mechanism_table "$out/bench-mechanisms.csv"
+fi
 echo "run: $((elapsed / 60)) min $((elapsed % 60)) s"
 {
 	printf '{"system":{"commit":"%s","tree_changed":%s,"kernel":"%s","tgt":"%s","fio":"%s","cpus":%s,"disk_device":"%s","disk_write_cache":"%s"},' \
@@ -779,6 +914,10 @@ echo "run: $((elapsed / 60)) min $((elapsed % 60)) s"
 	csv_to_json "$csv"
 	printf ',"rounds_runs":'
 	csv_to_json "$rounds_csv"
+	if [ -n "$mechanisms" ]; then
+		printf ',"mechanisms":'
+		csv_to_json "$out/bench-mechanisms.csv"
+	fi
 	echo "}"
 } >"$out/bench.json"
 jq empty "$out/bench.json" 2>/dev/null || say "bench.json does not parse (a bug of this script)"

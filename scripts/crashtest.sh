@@ -263,8 +263,8 @@ unmount_check_fs() {
 }
 
 # Is the LUN of configuration $1, cut $2 a file in ext4 on the model?
-# ext4's, and sync-loop's even cuts: the trial for several writers runs
-# only where RWF_DSYNC writes run concurrently (core/lun.c), not on FUSE
+# ext4's, and sync-loop's even cuts: the loop on a file system whose
+# RWF_DSYNC writes run concurrently (core/lun.c), not only on FUSE
 in_ext4() { [ "$1" = ext4 ] || { [ "$1" = sync-loop ] && (( $2 % 2 == 0 )); }; }
 
 # nbdkit (cache=writeback over the image; for nbdkit-discard, the fua

@@ -94,12 +94,9 @@ void syncguard_ways_writes(const struct syncguard_stats *st, char *buf,
 	if (n < 0 || (size_t)n >= len ||
 	    st->write_sync != SYNCGUARD_WRITE_SYNC_AUTO)
 		return;
-	/* the sync loop's way 1 makes its writes RWF_DSYNC whatever this
-	 * trial's way, so say that rather than "now group commit" */
 	snprintf(buf + n, len - (size_t)n,
 		 " (now %s%s; last epochs: RWF_DSYNC %s, group %s)",
 		 st->mode == SYNCGUARD_MODE_WRITE_BACK && st->wce &&
-		 st->sync_loop_way == 1 ? "RWF_DSYNC, the sync loop's way" :
 		 st->write_sync_way ? "group commit where writes overlap" :
 		 "RWF_DSYNC", trying(st->write_sync_way, st->write_sync_rate),
 		 rate(st->write_sync_rate[0], a, sizeof(a)),
@@ -123,20 +120,9 @@ void syncguard_ways_batching(const struct syncguard_stats *st, char *buf,
 		 rate(st->batch_rate[1], b, sizeof(b)));
 }
 
-/* A rate in bytes per second as MB/s (10^6), "not yet" for 0 */
-static const char *mb_rate(uint64_t r, char *buf, size_t len)
-{
-	if (!r)
-		return "not yet";
-	snprintf(buf, len, "%.1f MB/s", (double)r / 1e6);
-	return buf;
-}
-
 void syncguard_ways_sync_loop(const struct syncguard_stats *st, char *buf,
 			      size_t len)
 {
-	char a[32], b[32];
-
 	if (st->mode != SYNCGUARD_MODE_WRITE_BACK) {
 		snprintf(buf, len, "none (%s: every write is durable)",
 			 st->mode == SYNCGUARD_MODE_PLP ? "plp" :
@@ -157,16 +143,8 @@ void syncguard_ways_sync_loop(const struct syncguard_stats *st, char *buf,
 			 "each write followed by a SYNCHRONIZE CACHE)");
 		return;
 	}
-	if (!st->sync_loop_rate[0] && !st->sync_loop_rate[1]) {
-		snprintf(buf, len, "-");	/* no such load lately */
-		return;
-	}
-	snprintf(buf, len, "plain writes %s%s (last epochs, written: cached "
-		 "%s, at once %s)",
-		 st->sync_loop_way ? "durable at once" : "cached",
-		 trying(st->sync_loop_way, st->sync_loop_rate),
-		 mb_rate(st->sync_loop_rate[0], a, sizeof(a)),
-		 mb_rate(st->sync_loop_rate[1], b, sizeof(b)));
+	snprintf(buf, len, "plain writes cached (no single writer's "
+		 "WRITE+SYNCHRONIZE CACHE loop now)");
 }
 
 /*
@@ -233,10 +211,10 @@ const struct syncguard_stats_field syncguard_stats_fields[] = {
 	{ "batch_rate", SYNCGUARD_OWN_CODE, "{at_once, hold}: commands answered per "
 	  "second by each way's flushes in its last epoch" },
 	{ "sync_loop_way", SYNCGUARD_OWN_CODE, "write-back's WRITE+SYNCHRONIZE CACHE "
-	  "loop: cached, at_once or single_writer; null where it does not "
-	  "run" },
-	{ "sync_loop_rate", SYNCGUARD_OWN_CODE, "{cached, at_once}: bytes written per "
-	  "second by each way in its last epoch" },
+	  "loop: cached, or single_writer (plain writes durable at once); "
+	  "null where it does not run" },
+	{ "sync_loop_rate", SYNCGUARD_OWN_CODE, "{cached, at_once}: always 0 (no "
+	  "trial rates the loop; the field stays for the output's readers)" },
 	{ "latched", SYNCGUARD_OWN_CODE, "null, or {errno, error, rechecked} for the "
 	  "error the LUN has latched (rechecked: a soft latch, cleared once "
 	  "the next durable command finds the device sound)" },

@@ -26,7 +26,8 @@ static const struct {
 	  "bsopts: bad value 'writeback' for mode (use write-through, "
 	  "write-back or plp)" },
 	{ "mode=write-back;cache=off", P_GOOD,
-	  "bsopts: unknown key 'cache' (known: mode, alloc_check, allow_wce, engine, write_sync, direct, state_dir)" },
+	  "bsopts: unknown key 'cache' (known: mode, alloc_check, allow_wce, "
+	  "engine, write_sync, direct, flush_batch, sync_loop, state_dir)" },
 	{ "write-back", P_GOOD, "bsopts: 'write-back' is not key=value" },
 	{ "mode=write-back;state_dir=rel", P_GOOD,
 	  "bad value 'rel' for state_dir (use an absolute path of at most 255" },
@@ -34,6 +35,10 @@ static const struct {
 	  "bad value 'perhaps' for alloc_check" },
 	{ "mode=write-through;direct=maybe", P_GOOD,
 	  "bad value 'maybe' for direct (use auto, yes or no)" },
+	{ "mode=write-back;sync_loop=streak", P_GOOD,
+	  "bad value 'streak' for sync_loop (use auto or off)" },
+	{ "mode=write-back;flush_batch=no", P_GOOD,
+	  "bad value 'no' for flush_batch (use auto or off)" },
 	{ "mode=write-back", P_DIR, ": is a directory" },
 	{ "mode=write-back", P_MISSING, "missing.img: No such file or directory" },
 	{ "mode=write-back", P_ODD_SIZE,

@@ -119,12 +119,15 @@ static void make_file(const char *p, size_t size, bool written)
 	close(fd);
 }
 
+static enum syncguard_sync_loop sync_loop;	/* the next open's */
+
 static void open_lun_opts(enum syncguard_mode mode,
 			  enum syncguard_write_sync ws,
 			  enum syncguard_direct direct)
 {
 	struct syncguard_opts o = { .mode = mode, .alloc_check = true,
-				    .write_sync = ws, .direct = direct };
+				    .write_sync = ws, .direct = direct,
+				    .sync_loop = sync_loop };
 	char err[256];
 
 	make_file(path, LUN_BYTES, true);
@@ -157,6 +160,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+	sync_loop = SYNCGUARD_SYNCLOOP_AUTO;
 	if (lun.fd >= 0)
 		syncguard_lun_close(&lun);
 	unlink(path);
@@ -417,10 +421,8 @@ START_TEST(test_exec_write_sync_loop)
 	ck_assert_int_eq(fx.dsyncs, 4);		/* durable at once */
 	ck_assert_int_eq(fx.fdatasyncs, 8);	/* clean: elided */
 	ck_assert_uint_eq(lun.stats->flushes_elided, 4);
-	/* the counters say so; the several writers' trial is not fed
-	 * meanwhile (its two ways would be the same) */
+	/* the counters say so */
 	ck_assert_uint_eq(lun.stats->sync_loop_way, SYNCGUARD_SYNC_LOOP_STREAK);
-	ck_assert_uint_le(lun.syncloop_syncs, SYNC_STREAK);
 	ck_assert_int_eq(noted_write(0), SYNCGUARD_OK);
 	ck_assert_int_eq(noted_write(8), SYNCGUARD_OK);	/* not a loop */
 	ck_assert_uint_eq(lun.stats->sync_loop_way, 0);
@@ -441,101 +443,63 @@ START_TEST(test_exec_write_sync_loop_group)
 }
 END_TEST
 
-/* Commands as several initiators in flight send them: two writes, then
- * their two SYNCHRONIZE CACHEs (the streak above never forms), with
- * @per_sync plain writes for each SYNCHRONIZE CACHE, for up to @ms
- * milliseconds or until the loop's trial makes plain writes durable
- * (@stop_when_on).  Whether it ever did. */
-static bool interleaved_loop(int per_sync, int ms, bool stop_when_on)
+/* sync_loop=off keeps every plain write cached, as write_sync=group does */
+START_TEST(test_exec_write_sync_loop_off)
 {
-	uint64_t end = syncguard_now_us() + (uint64_t)ms * 1000;
-	bool seen = false;
-
-	while (syncguard_now_us() < end && !(seen && stop_when_on)) {
-		for (int i = 0; i < 2 * per_sync; i++)
-			ck_assert_int_eq(noted_write((uint64_t)(i % 2) * 8),
-					 SYNCGUARD_OK);
-		ck_assert_int_eq(noted_sync_cache(), SYNCGUARD_OK);
-		ck_assert_int_eq(noted_sync_cache(), SYNCGUARD_OK);
-		seen |= __atomic_load_n(&lun.sync_loop_on, __ATOMIC_RELAXED);
-		usleep(200);
-	}
-	return seen;
-}
-
-/* With writes and SYNCHRONIZE CACHEs interleaved (several in flight),
- * the loop's trial runs its second epoch (200 ms in) making plain writes
- * durable at once, and the SYNCHRONIZE CACHEs after them cost no flush;
- * the way and both rates reach the counters. */
-START_TEST(test_exec_write_sync_loop_interleaved)
-{
-	int dsyncs, fdatasyncs;
-
+	sync_loop = SYNCGUARD_SYNCLOOP_OFF;
 	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_AUTO);
-	ck_assert(interleaved_loop(1, 3000, true));
-	dsyncs = fx.dsyncs;
-	fdatasyncs = fx.fdatasyncs;
-	ck_assert_int_eq(noted_write(0), SYNCGUARD_OK);
-	ck_assert_int_eq(noted_sync_cache(), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.dsyncs, dsyncs + 1);	/* durable at once */
-	ck_assert_int_eq(fx.fdatasyncs, fdatasyncs);	/* clean: elided */
-	ck_assert_uint_eq(lun.stats->sync_loop_way, 1);
-	ck_assert_uint_gt(lun.stats->sync_loop_rate[0], 0);
-	/* once the trial has run an epoch, the single writer's streak no
-	 * longer counts: the trial decides (where its way 1 makes 32 writers
-	 * on a slow device alternate, the streak would hold them durable) */
-	write_sync_loop(10);
-	ck_assert_uint_eq(lun.sync_streak, 0);
-	dsyncs = fx.dsyncs;
-	/* a write load after it, with no SYNCHRONIZE CACHE: 256 plain
-	 * writes in a row stay durable, the rest are cached */
-	for (int i = 0; i < 300; i++)
-		ck_assert_int_eq(noted_write((uint64_t)(i % 8) * 8),
-				 SYNCGUARD_OK);
-	ck_assert_int_eq(fx.dsyncs, dsyncs + 256);
-	dsyncs = fx.dsyncs;
-	ck_assert_int_eq(noted_write(0), SYNCGUARD_OK);
-	ck_assert_int_eq(fx.dsyncs, dsyncs);
+	write_sync_loop(12);
+	ck_assert_int_eq(fx.dsyncs, 0);
+	ck_assert_int_eq(fx.fdatasyncs, 12);
 	ck_assert_uint_eq(lun.stats->sync_loop_way, 0);
-	ck_assert_uint_eq(lun.stats->sync_loop_rate[0], 0);	/* no loop */
-	ck_assert_uint_eq(lun.stats->sync_loop_rate[1], 0);
-	/* write_sync=dsync runs it too (only group keeps writes cached) */
-	syncguard_lun_close(&lun);
-	unlink(path);
-	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_DSYNC);
-	ck_assert(interleaved_loop(1, 3000, true));
 }
 END_TEST
 
-/* ... not where plain writes outnumber SYNCHRONIZE CACHEs more than 2 to
- * 1 (a write load with a SYNCHRONIZE CACHE now and then: a sync per
- * write would cost more than the flush it saves): the trial starts over
- * after every such epoch, rating neither way; and not with
- * write_sync=group, nor in write-through (every write durable anyway) */
-START_TEST(test_exec_write_sync_loop_interleaved_not)
+/* Commands as several initiators in flight send them, for @ms
+ * milliseconds: two plain writes, then their two SYNCHRONIZE CACHEs;
+ * the streak never forms, so every write stays cached. */
+static void interleaved_loop(int ms)
+{
+	uint64_t end = syncguard_now_us() + (uint64_t)ms * 1000;
+
+	while (syncguard_now_us() < end) {
+		ck_assert_int_eq(noted_write(0), SYNCGUARD_OK);
+		ck_assert_int_eq(noted_write(8), SYNCGUARD_OK);
+		ck_assert_int_eq(noted_sync_cache(), SYNCGUARD_OK);
+		ck_assert_int_eq(noted_sync_cache(), SYNCGUARD_OK);
+		usleep(200);
+	}
+}
+
+/* With writes and SYNCHRONIZE CACHEs interleaved (several writers in
+ * flight) plain writes stay cached: a shared flush for several writes
+ * is cheaper than one sync each.  Also after a single writer's streak
+ * (two writes in a row end it), in write-through (every write durable
+ * anyway) and on write-back at WCE=0. */
+START_TEST(test_exec_write_sync_loop_interleaved)
 {
 	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_AUTO);
-	ck_assert(!interleaved_loop(3, 1000, false));
+	interleaved_loop(300);
 	ck_assert_int_eq(fx.dsyncs, 0);
-	ck_assert_uint_eq(lun.stats->sync_loop_rate[0], 0);
-	ck_assert_uint_gt(lun.syncloop_trial.t0_us, 0);	/* it ran */
-	syncguard_lun_close(&lun);
-	unlink(path);
-	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_GROUP);
-	ck_assert(!interleaved_loop(1, 700, false));
-	ck_assert_int_eq(fx.dsyncs, 0);
+	ck_assert_uint_gt(fx.fdatasyncs, 0);
+	ck_assert_int_eq(noted_write(0), SYNCGUARD_OK);	/* two in a row: */
+	ck_assert_int_eq(noted_write(8), SYNCGUARD_OK);	/* no streak */
+	write_sync_loop(12);
+	ck_assert_int_eq(fx.dsyncs, 4);
+	interleaved_loop(100);
+	ck_assert_int_eq(fx.dsyncs, 5);		/* the first write only */
+	ck_assert_uint_eq(lun.stats->sync_loop_way, 0);
 	syncguard_lun_close(&lun);
 	unlink(path);
 	open_lun_ws(SYNCGUARD_MODE_WRITE_THROUGH, SYNCGUARD_WRITE_SYNC_AUTO);
-	ck_assert(!interleaved_loop(1, 300, false));
-	ck_assert_uint_eq(lun.syncloop_trial.t0_us, 0);	/* never ran */
-	/* nor on write-back at WCE=0, where every write is durable */
+	write_sync_loop(12);
+	ck_assert_uint_eq(lun.stats->sync_loop_way, 0);
 	syncguard_lun_close(&lun);
 	unlink(path);
 	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_AUTO);
 	ck_assert_int_eq(syncguard_lun_set_wce(&lun, false), 0);
-	ck_assert(!interleaved_loop(1, 300, false));
-	ck_assert_uint_eq(lun.syncloop_trial.t0_us, 0);
+	write_sync_loop(12);
+	ck_assert_uint_eq(lun.stats->sync_loop_way, 0);
 }
 END_TEST
 
@@ -1859,8 +1823,8 @@ Suite *exec_suite(void)
 	tcase_add_test(cost, test_exec_auto_write_sync);
 	tcase_add_test(cost, test_exec_write_sync_loop);
 	tcase_add_test(cost, test_exec_write_sync_loop_group);
+	tcase_add_test(cost, test_exec_write_sync_loop_off);
 	tcase_add_test(cost, test_exec_write_sync_loop_interleaved);
-	tcase_add_test(cost, test_exec_write_sync_loop_interleaved_not);
 	tcase_add_test(cost, test_exec_write_back_mix);
 	tcase_add_test(cost, test_exec_zero_blocks);
 	tcase_add_test(cost, test_exec_write_through_costs);

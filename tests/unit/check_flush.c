@@ -160,6 +160,28 @@ START_TEST(test_flush_batch_policy)
 }
 END_TEST
 
+/* flush_batch=off: the same 17 flushes under the same concurrent load
+ * never arm the trial, so no flush is ever held back. */
+START_TEST(test_flush_batch_off)
+{
+	struct syncguard_opts o = { .mode = SYNCGUARD_MODE_WRITE_BACK,
+				    .flush_batch = SYNCGUARD_FLUSH_BATCH_OFF };
+	char err[256];
+
+	syncguard_lun_close(&lun);
+	ck_assert_int_eq(syncguard_lun_open(&lun, path, 9, &o, err,
+					    sizeof(err)), 0);
+	for (int i = 0; i < 17; i++) {
+		syncguard_mark_dirty(&lun);
+		ck_assert_int_eq(syncguard_lun_flush(&lun, false), 0);
+		lun.flusher.last_group = 8;
+	}
+	ck_assert_uint_eq(lun.flusher.trial.t0_us, 0);	/* never fed */
+	ck_assert_uint_eq(syncguard_flush_hold_us(&lun), 0);
+	ck_assert_uint_eq(lun.stats->batch_way, 0);
+}
+END_TEST
+
 /* Submission batching: an O_DIRECT read or write waits for the end of
  * tgtd's event-loop pass, at most 8 of them; it is submitted after a
  * pass that brought no other while fewer than 4 are in the kernel, and
@@ -552,6 +574,7 @@ Suite *flush_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_flush_group_commit);
 	tcase_add_test(tc, test_flush_batch_policy);
+	tcase_add_test(tc, test_flush_batch_off);
 	tcase_add_test(tc, test_flush_trial);
 	tcase_add_test(tc, test_flush_elision);
 	tcase_add_test(tc, test_flush_stats_published);

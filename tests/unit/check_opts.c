@@ -119,6 +119,21 @@ START_TEST(test_opts_control_characters)
 }
 END_TEST
 
+/* the mechanisms' switches: defaults auto, each value, a bad one named */
+START_TEST(test_opts_mechanism_switches)
+{
+	ck_assert_int_eq(parse(""), 0);
+	ck_assert_int_eq(opts.flush_batch, SYNCGUARD_FLUSH_BATCH_AUTO);
+	ck_assert_int_eq(opts.sync_loop, SYNCGUARD_SYNCLOOP_AUTO);
+	ck_assert_int_eq(parse("flush_batch=off;sync_loop=off"), 0);
+	ck_assert_int_eq(opts.flush_batch, SYNCGUARD_FLUSH_BATCH_OFF);
+	ck_assert_int_eq(opts.sync_loop, SYNCGUARD_SYNCLOOP_OFF);
+	ck_assert_int_eq(parse("sync_loop=streak"), -EINVAL);
+	ck_assert_int_eq(parse("flush_batch=on"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "flush_batch (use auto or off)"));
+}
+END_TEST
+
 START_TEST(test_opts_not_key_value)
 {
 	ck_assert_int_eq(parse("write-back"), -EINVAL);
@@ -129,7 +144,7 @@ END_TEST
 
 START_TEST(test_opts_help_lists_every_key)
 {
-	char buf[2048];
+	char buf[4096];
 	size_t need = syncguard_opts_help(buf, sizeof(buf));
 
 	ck_assert_uint_lt(need, sizeof(buf));
@@ -139,6 +154,8 @@ START_TEST(test_opts_help_lists_every_key)
 	ck_assert_ptr_nonnull(strstr(buf, "engine=<auto, threads or uring>"));
 	ck_assert_ptr_nonnull(strstr(buf, "write_sync=<auto, group or dsync>"));
 	ck_assert_ptr_nonnull(strstr(buf, "direct=<auto, yes or no>"));
+	ck_assert_ptr_nonnull(strstr(buf, "flush_batch=<auto or off>"));
+	ck_assert_ptr_nonnull(strstr(buf, "sync_loop=<auto or off>"));
 	/* a short buffer is truncated, not overrun */
 	ck_assert_uint_eq(syncguard_opts_help(buf, 8), need);
 	ck_assert_uint_eq(strlen(buf), 7);
@@ -160,6 +177,7 @@ Suite *opts_suite(void)
 	tcase_add_test(tc, test_opts_repeated_key);
 	tcase_add_test(tc, test_opts_control_characters);
 	tcase_add_test(tc, test_opts_help_lists_every_key);
+	tcase_add_test(tc, test_opts_mechanism_switches);
 	suite_add_tcase(s, tc);
 	return s;
 }
