@@ -205,8 +205,9 @@ static const struct opt_def opt_table[] = {
 	{ "sync_loop", parse_sync_loop, "auto or off",
 	  "write-back, WCE=1: auto (default) = a single writer that sends a "
 	  "SYNCHRONIZE CACHE after every plain write (eight in a row) gets "
-	  "its writes made durable at once (RWF_DSYNC), so its SYNCHRONIZE "
-	  "CACHEs find nothing to flush; off = plain writes stay cached" },
+	  "its writes made durable as they are written (as write_sync says), "
+	  "so its SYNCHRONIZE CACHEs find nothing to flush; off = plain "
+	  "writes stay cached" },
 	{ "state_dir", parse_state_dir, "an absolute path of at most 255 "
 	  "characters (':' and ';' separate bsopts)",
 	  "where a latch that may stand for lost data is recorded, so that "

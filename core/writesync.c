@@ -8,7 +8,6 @@
  * Layer: below io.c and exec.c; it uses trial.c, cdb.c and latch.c.
  */
 #include <stdint.h>
-#include <string.h>
 
 #include "core.h"
 #include "internal.h"

@@ -104,10 +104,17 @@ static void submit(struct syncguard_bs *bs)
 		syncguard_count(&bs->lun.stats->ring_submits);
 	u->held = 0;
 	ret = io_uring_submit(&u->ring);
-
-	if (ret < 0)
-		eprintf("syncguard: io_uring submit: %s (retried)\n",
-			strerror(-ret));
+	if (ret >= 0)
+		return;
+	eprintf("syncguard: io_uring submit: %s (retried)\n", strerror(-ret));
+	/* what stays in the ring is retried at the end of the loop's pass:
+	 * with nothing else in flight no completion would wake run_ring */
+	u->held = io_uring_sq_ready(&u->ring);
+	if (u->held) {
+		u->held_since_us = syncguard_now_us();
+		u->held_seen = 0;
+		tgt_add_sched_event(&u->submit_ev);
+	}
 }
 
 static struct io_uring_sqe *get_sqe(struct syncguard_bs *bs)
@@ -141,7 +148,8 @@ static void submit_event(struct event_data *ev)
 	if (!u->held)
 		return;
 	if (syncguard_submit_due(syncguard_now_us() - u->held_since_us,
-				 arrived, u->io_inflight - u->held)) {
+				 arrived, u->io_inflight > u->held ?
+				 u->io_inflight - u->held : 0)) {
 		submit(bs);
 		return;
 	}
@@ -508,7 +516,10 @@ void syncguard_uring_quiesce(struct scsi_lu *lu)
 	for (run_ring(bs); bs->uring.inflight ||
 	     __atomic_load_n(&bs->lun.async_cached, __ATOMIC_SEQ_CST);
 	     run_ring(bs)) {
-		int ret = io_uring_submit_and_wait(&bs->uring.ring, 1);
+		int ret;
+
+		bs->uring.held = 0;	/* submitted here, with the rest */
+		ret = io_uring_submit_and_wait(&bs->uring.ring, 1);
 
 		if (ret < 0 && ret != -EINTR) {
 			eprintf("syncguard: io_uring wait: %s\n", strerror(-ret));
