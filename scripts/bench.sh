@@ -82,6 +82,25 @@ mechanism_of() {
 	sg-wbd) echo "write-back page cache (direct auto/yes)|sg-wb" ;;
 	esac
 }
+
+# Does configuration $1 run in the cells of device $2, discipline $3,
+# QD $4?  The modes and peers everywhere; a mechanism's only where it
+# can act (batching: several callers of one flush; the sync loop:
+# write-back WRITE+SYNCHRONIZE CACHE; write_sync: durable writes; the
+# engine: where the file takes non-blocking I/O, not the FUSE model)
+acts() {
+	case $1 in sg-wt|sg-wb|sg-plp|rdwr-*|aio) return 0 ;; esac
+	case $1:$3:$4 in
+	sg-w?-nobatch:*:1) return 1 ;;
+	sg-wt-nobatch:*|sg-wb-nobatch:f*) return 0 ;;
+	sg-wb-noloop:flush:*) return 0 ;;
+	sg-wt-group:*|sg-wt-dsync:*) return 0 ;;
+	sg-wb-group:fua:*|sg-wb-dsync:fua:*) return 0 ;;
+	sg-*-threads:*) [ "$2" != slow ] ;;
+	sg-wbd:none:*|sg-wbd:flush:*) return 0 ;;
+	sg-*-*) return 1 ;;
+	esac
+}
 four_discs="none fua flush"
 memory=yes
 USAGE="usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--mechanisms] [--peers] [--quick] [--self-check]"
@@ -346,6 +365,11 @@ EOF
 	want_gains="mechanism,device,sync,block_size,queue_depth,config,with,gain,rounds
 flush batching (flush_batch auto/off),disk,fua,4096,1,sg-wt-nobatch,sg-wt,1.100,3
 flush batching (flush_batch auto/off),disk,all,,,1 cells,,1.100,1.100-1.100"
+	# every mode runs in every cell, a mechanism's row only where it acts
+	acts sg-wt disk flush-only 1 && acts sg-plp slow none 32 &&
+	acts sg-wt-nobatch disk fua 32 && ! acts sg-wt-nobatch disk fua 1 &&
+	! acts sg-plp-threads slow none 32 && ! acts sg-wb-noloop disk fua 1 ||
+		gains="acts: wrong"
 	if [ "$gains" != "$want_gains" ]; then
 		say "self-check: the mechanisms' gains are wrong:"
 		diff <(echo "$want_gains") <(echo "$gains") >&2
@@ -496,23 +520,6 @@ runs_on() {
 }
 
 
-# Does configuration $1 run in the cells of device $2, discipline $3,
-# QD $4?  The modes and peers everywhere; a mechanism's only where it
-# can act (batching: several callers of one flush; the sync loop:
-# write-back WRITE+SYNCHRONIZE CACHE; write_sync: durable writes; the
-# engine: where the file takes non-blocking I/O, not the FUSE model)
-acts() {
-	case $1:$3:$4 in
-	sg-w?-nobatch:*:1) return 1 ;;
-	sg-wt-nobatch:*|sg-wb-nobatch:f*) return 0 ;;
-	sg-wb-noloop:flush:*) return 0 ;;
-	sg-wt-group:*|sg-wt-dsync:*) return 0 ;;
-	sg-wb-group:fua:*|sg-wb-dsync:fua:*) return 0 ;;
-	sg-*-threads:*) [ "$2" != slow ] ;;
-	sg-wbd:none:*|sg-wbd:flush:*) return 0 ;;
-	sg-*-*) return 1 ;;
-	esac
-}
 
 # Is discipline $1 measured at size $2?  SYNCHRONIZE CACHE alone moves
 # no data: flush-only at one size is enough.
