@@ -168,6 +168,17 @@ expect "JSON says how write-back's sync loop ran: cached at QD 8 ($(jq -r '.resu
 	 "$top/tools/syncguard-stat" --json "$iqn" 1 | jq -e ".[0] | .sync_loop_way == \"cached\" and .sync_loop_rate.at_once == 0" >/dev/null &&
 	 "$top/tools/syncguard-stat" --json "$iqn" 2 | jq -e ".[0].sync_loop_way == null" >/dev/null'
 
+# the writes line and the JSON name the same way of write_sync's trial,
+# on write-through too (statsfile.c builds the line apart from the JSON)
+expect "syncguard-stat's writes line names the trial's way its JSON gives (write-through)" \
+	'way=$("$top/tools/syncguard-stat" --json "$iqn" 2 | jq -r ".[0].write_sync_way") &&
+	 line=$("$top/tools/syncguard-stat" "$iqn" 2 | grep "writes:") &&
+	 case $way in
+	 group) grep -q "(now group commit" <<<"$line" ;;
+	 dsync) grep -q "(now RWF_DSYNC" <<<"$line" ;;
+	 *) false ;;
+	 esac'
+
 "$sb" -t 1.2 --interval 0.5 --json --no-progress "$u1" >"$work/iv.json"
 expect "--interval 0.5 over 1.2 s gives two intervals and the last, partial one" \
 	'[ "$(jq -r ".results[0].intervals | length" "$work/iv.json")" = 3 ] &&

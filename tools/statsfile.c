@@ -96,7 +96,6 @@ void syncguard_ways_writes(const struct syncguard_stats *st, char *buf,
 		return;
 	snprintf(buf + n, len - (size_t)n,
 		 " (now %s%s; last epochs: RWF_DSYNC %s, group %s)",
-		 st->mode == SYNCGUARD_MODE_WRITE_BACK && st->wce &&
 		 st->write_sync_way ? "group commit where writes overlap" :
 		 "RWF_DSYNC", trying(st->write_sync_way, st->write_sync_rate),
 		 rate(st->write_sync_rate[0], a, sizeof(a)),
