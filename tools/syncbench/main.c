@@ -47,6 +47,22 @@ static void on_signal(int sig)
 	syncguard_interrupted = 1;
 }
 
+void syncguard_signals_hold(sigset_t *old)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(SIG_BLOCK, &set, old);
+}
+
+void syncguard_signals_release(const sigset_t *old)
+{
+	sigprocmask(SIG_SETMASK, old, NULL);
+}
+
 /* a workload's name from its mix, as the presets name theirs; a partly
  * random one says how random ("rand50-write" for -R 50) */
 static const char *workload_name(const struct config *c)
@@ -236,7 +252,7 @@ static int restore_wce(const struct config *c, struct iscsi_context *iscsi,
 		ret = -1;
 	}
 	if (fresh) {
-		iscsi_logout_sync(fresh);
+		SYNCGUARD_HELD(iscsi_logout_sync(fresh));
 		iscsi_destroy_context(fresh);
 	}
 	if (ret)
@@ -327,7 +343,7 @@ int syncguard_measure(const struct config *c)
 	ti.lun = lun;
 	if (c->verify_only) {
 		status = check_only(c, iscsi, &ti);
-		iscsi_logout_sync(iscsi);
+		SYNCGUARD_HELD(iscsi_logout_sync(iscsi));
 		iscsi_destroy_context(iscsi);
 		return status;
 	}
@@ -360,7 +376,7 @@ int syncguard_measure(const struct config *c)
 		status = status ? status : 1;	/* could not restore */
 	wce_off = 0;
 	if (!gone)
-		iscsi_logout_sync(iscsi);
+		SYNCGUARD_HELD(iscsi_logout_sync(iscsi));
 	iscsi_destroy_context(iscsi);
 	return status;
 }

@@ -851,7 +851,7 @@ static void close_session(struct sess *s, bool clean)
 {
 	if (s->iscsi) {
 		if (clean && !s->dead)
-			iscsi_logout_sync(s->iscsi);
+			SYNCGUARD_HELD(iscsi_logout_sync(s->iscsi));
 		iscsi_destroy_context(s->iscsi);
 	}
 	for (unsigned int k = 0; s->slots && k < s->run->p->qd; k++)

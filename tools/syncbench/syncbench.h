@@ -249,6 +249,25 @@ extern double syncguard_run_start;
  * nothing) */
 extern volatile sig_atomic_t syncguard_reading_back;
 
+/*
+ * libiscsi's *_sync calls return at a signal (poll's EINTR) and leave
+ * their task queued with a pointer into their stack frame, which the
+ * next service of the context writes through (the logout after an
+ * interrupted read-back would).  So
+ * each runs with SIGINT, SIGTERM and SIGHUP held: one that comes
+ * meanwhile is taken when the call returns (at most --timeout later).
+ * SYNCGUARD_HELD(expr) evaluates @expr so and gives its value.
+ */
+void syncguard_signals_hold(sigset_t *old);
+void syncguard_signals_release(const sigset_t *old);
+#define SYNCGUARD_HELD(expr) __extension__ ({				\
+	sigset_t old_;							\
+	syncguard_signals_hold(&old_);					\
+	__typeof__(expr) ret_ = (expr);					\
+	syncguard_signals_release(&old_);				\
+	ret_;								\
+})
+
 /* options.c: fill @c from the command line; a usage error exits 2 */
 void syncguard_parse_args(int argc, char **argv, struct config *c);
 /* the --help text, and the synopsis lines alone, to @f */

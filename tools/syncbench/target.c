@@ -158,7 +158,7 @@ struct iscsi_context *syncguard_target_login(const struct config *c, int *lun,
 	*lun = u->lun;
 	if (target)
 		snprintf(target, len, "%s", u->target);
-	if (iscsi_full_connect_sync(iscsi, u->portal, u->lun)) {
+	if (SYNCGUARD_HELD(iscsi_full_connect_sync(iscsi, u->portal, u->lun))) {
 		login_failed(c, iscsi, u->portal, u->lun);
 		iscsi_destroy_url(u);
 		iscsi_destroy_context(iscsi);
@@ -176,9 +176,9 @@ static void read_caching(struct iscsi_context *iscsi, int lun,
 	struct scsi_mode_page *pg;
 
 	for (int pc = 0; pc <= 1; pc++) {	/* current, then changeable */
-		t = iscsi_modesense10_sync(iscsi, lun, 0, 1, pc ?
+		t = SYNCGUARD_HELD(iscsi_modesense10_sync(iscsi, lun, 0, 1, pc ?
 			SCSI_MODESENSE_PC_CHANGEABLE : SCSI_MODESENSE_PC_CURRENT,
-			SCSI_MODEPAGE_CACHING, 0, 255);
+			SCSI_MODEPAGE_CACHING, 0, 255));
 		if (t && t->status == SCSI_STATUS_GOOD &&
 		    (ms = scsi_datain_unmarshall(t)) != NULL) {
 			pg = scsi_modesense_get_page(ms, SCSI_MODEPAGE_CACHING, 0);
@@ -201,7 +201,8 @@ static void read_caching(struct iscsi_context *iscsi, int lun,
 static void read_block_limits(struct iscsi_context *iscsi, int lun,
 			      struct target_info *ti)
 {
-	struct scsi_task *t = iscsi_inquiry_sync(iscsi, lun, 1, 0xb0, 255);
+	struct scsi_task *t =
+		SYNCGUARD_HELD(iscsi_inquiry_sync(iscsi, lun, 1, 0xb0, 255));
 	struct scsi_inquiry_block_limits *bl;
 
 	if (t && t->status == SCSI_STATUS_GOOD &&
@@ -221,7 +222,7 @@ static void describe_failed(struct iscsi_context *iscsi, int lun)
 	struct scsi_inquiry_standard *inq;
 
 	snprintf(why, sizeof(why), "%s", iscsi_get_error(iscsi));
-	t = iscsi_inquiry_sync(iscsi, lun, 0, 0, 255);
+	t = SYNCGUARD_HELD(iscsi_inquiry_sync(iscsi, lun, 0, 0, 255));
 	if (t && t->status == SCSI_STATUS_GOOD &&
 	    (inq = scsi_datain_unmarshall(t)) != NULL &&
 	    inq->device_type != SCSI_INQUIRY_PERIPHERAL_DEVICE_TYPE_DIRECT_ACCESS)
@@ -239,7 +240,8 @@ static void describe_failed(struct iscsi_context *iscsi, int lun)
 int syncguard_target_describe(struct iscsi_context *iscsi, int lun,
 			      struct target_info *ti)
 {
-	struct scsi_task *t = iscsi_readcapacity16_sync(iscsi, lun);
+	struct scsi_task *t =
+		SYNCGUARD_HELD(iscsi_readcapacity16_sync(iscsi, lun));
 	struct scsi_readcapacity16 *rc;
 
 	*ti = (struct target_info){ .wce = -1, .dpofua = -1,
@@ -275,8 +277,8 @@ static int set_wce_once(struct iscsi_context *iscsi, int lun, int wce,
 	int ret = -1;
 
 	snprintf(before, sizeof(before), "%s", iscsi_get_error(iscsi));
-	t = failed = iscsi_modesense6_sync(iscsi, lun, 1,
-		SCSI_MODESENSE_PC_CURRENT, SCSI_MODEPAGE_CACHING, 0, 255);
+	t = failed = SYNCGUARD_HELD(iscsi_modesense6_sync(iscsi, lun, 1,
+		SCSI_MODESENSE_PC_CURRENT, SCSI_MODEPAGE_CACHING, 0, 255));
 
 	if (t && t->status == SCSI_STATUS_GOOD &&
 	    (ms = scsi_datain_unmarshall(t)) != NULL)
@@ -286,7 +288,8 @@ static int set_wce_once(struct iscsi_context *iscsi, int lun, int wce,
 	} else if (pg) {
 		pg->caching.wce = wce;
 		pg->ps = 0;
-		sel = iscsi_modeselect6_sync(iscsi, lun, 1, 0, pg);
+		sel = SYNCGUARD_HELD(iscsi_modeselect6_sync(iscsi, lun, 1, 0,
+							    pg));
 		ret = sel && sel->status == SCSI_STATUS_GOOD ? 0 : -1;
 		failed = sel;
 	}
