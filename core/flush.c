@@ -273,8 +273,8 @@ unsigned int syncguard_flush_batch_us(unsigned int last_group,
  *   so nothing waits behind I/O that is stuck (on FUSE, io-wq's writes
  *   to a file wait for its running fsync: tests/stall.sh).
  * Page-cache I/O never waits: it notifies no device.  Measured at QD32
- * 4 KiB: 2.4-3.9 O_DIRECT writes per io_uring_enter where the rule
- * before (hold only behind SUBMIT_BUSY still completing) made 1.0-1.2.
+ * 4 KiB: 2.8-4.1 O_DIRECT writes per io_uring_enter where holding only
+ * behind SUBMIT_BUSY still completing made 1.0-1.2 (performance.md).
  */
 #define SUBMIT_BATCH	8u
 #define SUBMIT_BUSY	4u
