@@ -532,18 +532,17 @@ unsigned int syncguard_flush_hold_us(struct syncguard_lun *lun);
 
 /*
  * Submission batching, for the io_uring engine: may a read or write just
- * prepared wait for the end of tgtd's event-loop pass?  @direct: it is
- * O_DIRECT (page-cache I/O never waits); @held: prepared and not
- * submitted, this one included.  Pure; the rules and their reasons are
- * in core/flush.c.
+ * prepared wait for the end of tgtd's event-loop pass?  @held: prepared
+ * and not submitted, this one included.  Pure; the rules and their
+ * reasons are in core/flush.c.
  */
-bool syncguard_submit_hold(bool direct, unsigned int held);
+bool syncguard_submit_hold(unsigned int held);
 
 /* At the end of a pass of tgtd's event loop: is what is held due now?
  * @waited_us: microseconds the first held has waited; @arrived: a read
  * or write was held during the pass; @in_kernel: O_DIRECT reads and
- * writes submitted and not yet completed.  Then everything held is
- * submitted. */
+ * writes submitted and not yet completed (page-cache I/O keeps no
+ * device busy).  Then everything held is submitted. */
 bool syncguard_submit_due(uint64_t waited_us, bool arrived,
 			  unsigned int in_kernel);
 

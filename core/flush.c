@@ -259,30 +259,37 @@ unsigned int syncguard_flush_batch_us(unsigned int last_group,
  * that carries O_DIRECT reads or writes ends the block layer's plug and
  * notifies the device once; on a virtio disk that notification is a
  * trap to the hypervisor (perf put 24% of tgtd's samples there at QD32
- * with one write per enter).  tgtd reads one iSCSI PDU per pass of its
- * event loop, so commands that arrive together reach the engine one
- * pass apart.  So an O_DIRECT read or write waits for the end of tgtd's
- * pass (tgt's scheduled events run before each epoll_wait) and is
- * submitted with the others that joined it:
- * - while commands keep arriving, or SUBMIT_BUSY others are in the
- *   kernel (the device has work meanwhile, and their completions bring
- *   the next commands); otherwise a pass that brought none submits what
- *   waits (at QD1 the write waits one empty pass of the loop, no more);
+ * with one write per enter).  Each that carries page-cache writes on a
+ * file system that takes no non-blocking buffered write (ext4 here)
+ * hands them to io_uring's io-wq threads, a wake-up per enter.  tgtd
+ * reads one iSCSI PDU per pass of its event loop, so commands that
+ * arrive together reach the engine one pass apart.  So a read or write
+ * waits for the end of tgtd's pass (tgt's scheduled events run before
+ * each epoll_wait) and is submitted with the others that joined it:
+ * - while commands keep arriving, or SUBMIT_BUSY O_DIRECT ones are in
+ *   the kernel (the device has work meanwhile, and their completions
+ *   bring the next commands; counting page-cache writes there too
+ *   held them longer and cost more system calls, 10.4-11.6 per command
+ *   against 10.0, as tgt's loop polls while anything is held);
+ *   otherwise a pass that brought none submits what waits (at QD1 the
+ *   write waits one empty pass of the loop, no more);
  * - at most SUBMIT_BATCH of them: more would only add latency;
  * - for SUBMIT_HOLD_US at most: a command never waits longer on others,
  *   so nothing waits behind I/O that is stuck (on FUSE, io-wq's writes
  *   to a file wait for its running fsync: tests/stall.sh).
- * Page-cache I/O never waits: it notifies no device.  Measured at QD32
- * 4 KiB: 2.8-4.1 O_DIRECT writes per io_uring_enter where holding only
- * behind SUBMIT_BUSY still completing made 1.0-1.2 (performance.md).
+ * Measured at QD32 4 KiB: 2.8-4.1 O_DIRECT writes per io_uring_enter
+ * where holding only behind SUBMIT_BUSY still completing made 1.0-1.2;
+ * write-back plain writes (page cache) 26.5-31.3k IOPS and 32-38 us of
+ * tgtd CPU per command where submitting each at once made 22.5-24.6k
+ * and 45-48 us, QD1 unchanged (5 alternating rounds, performance.md).
  */
 #define SUBMIT_BATCH	8u
 #define SUBMIT_BUSY	4u
 #define SUBMIT_HOLD_US	100u
 
-bool syncguard_submit_hold(bool direct, unsigned int held)
+bool syncguard_submit_hold(unsigned int held)
 {
-	return direct && held < SUBMIT_BATCH;
+	return held < SUBMIT_BATCH;
 }
 
 bool syncguard_submit_due(uint64_t waited_us, bool arrived,

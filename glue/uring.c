@@ -98,11 +98,12 @@ static void finish(struct syncguard_bs *bs, struct uring_op *op,
 static void submit(struct syncguard_bs *bs)
 {
 	struct syncguard_uring *u = &bs->uring;
+	unsigned int direct = u->held_direct;
 	int ret;
 
 	if (u->held)
 		syncguard_count(&bs->lun.stats->ring_submits);
-	u->held = 0;
+	u->held = u->held_direct = 0;
 	ret = io_uring_submit(&u->ring);
 	if (ret >= 0)
 		return;
@@ -110,6 +111,7 @@ static void submit(struct syncguard_bs *bs)
 	/* what stays in the ring is retried at the end of the loop's pass:
 	 * with nothing else in flight no completion would wake run_ring */
 	u->held = io_uring_sq_ready(&u->ring);
+	u->held_direct = direct < u->held ? direct : u->held;
 	if (u->held) {
 		u->held_since_us = syncguard_now_us();
 		u->held_seen = 0;
@@ -148,8 +150,8 @@ static void submit_event(struct event_data *ev)
 	if (!u->held)
 		return;
 	if (syncguard_submit_due(syncguard_now_us() - u->held_since_us,
-				 arrived, u->io_inflight > u->held ?
-				 u->io_inflight - u->held : 0)) {
+				 arrived, u->io_inflight > u->held_direct ?
+				 u->io_inflight - u->held_direct : 0)) {
 		submit(bs);
 		return;
 	}
@@ -164,9 +166,11 @@ static void submit_io(struct syncguard_bs *bs, bool direct)
 
 	syncguard_count(&bs->lun.stats->ring_ios);
 	u->held++;
-	if (direct)
+	if (direct) {
+		u->held_direct++;
 		u->io_inflight++;
-	if (!syncguard_submit_hold(direct, u->held)) {
+	}
+	if (!syncguard_submit_hold(u->held)) {
 		submit(bs);
 		return;
 	}
@@ -518,7 +522,8 @@ void syncguard_uring_quiesce(struct scsi_lu *lu)
 	     run_ring(bs)) {
 		int ret;
 
-		bs->uring.held = 0;	/* submitted here, with the rest */
+		/* submitted here, with the rest */
+		bs->uring.held = bs->uring.held_direct = 0;
 		ret = io_uring_submit_and_wait(&bs->uring.ring, 1);
 
 		if (ret < 0 && ret != -EINTR) {

@@ -182,16 +182,15 @@ START_TEST(test_flush_batch_off)
 }
 END_TEST
 
-/* Submission batching: an O_DIRECT read or write waits for the end of
- * tgtd's event-loop pass, at most 8 of them; it is submitted after a
- * pass that brought no other while fewer than 4 are in the kernel, and
- * after 100 us whatever else happens; page-cache I/O never waits. */
+/* Submission batching: a read or write (O_DIRECT or page cache) waits
+ * for the end of tgtd's event-loop pass, at most 8 of them; it is
+ * submitted after a pass that brought no other while fewer than 4 are
+ * in the kernel, and after 100 us whatever else happens. */
 START_TEST(test_flush_submit_batching)
 {
-	ck_assert(syncguard_submit_hold(true, 1));
-	ck_assert(syncguard_submit_hold(true, 7));
-	ck_assert(!syncguard_submit_hold(false, 1));	/* page cache */
-	ck_assert(!syncguard_submit_hold(true, 8));	/* a full batch */
+	ck_assert(syncguard_submit_hold(1));
+	ck_assert(syncguard_submit_hold(7));
+	ck_assert(!syncguard_submit_hold(8));	/* a full batch */
 	ck_assert(!syncguard_submit_due(0, true, 0));	/* still arriving */
 	ck_assert(!syncguard_submit_due(99, true, 0));
 	ck_assert(!syncguard_submit_due(50, false, 4));	/* the device busy */
