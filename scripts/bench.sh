@@ -103,7 +103,8 @@ acts() {
 }
 four_discs="none fua flush"
 memory=yes
-USAGE="usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--mechanisms] [--peers] [--quick] [--self-check]"
+tgtd_args=""		# --tgtd-args: tgtd's own options for the cells' tgtd
+USAGE="usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--mechanisms] [--peers] [--tgtd-args ARGS] [--quick] [--self-check]"
 usage() { echo "$USAGE" >&2; exit 2; }
 help() {
 	cat <<EOF
@@ -130,6 +131,10 @@ build/bench.png.
                  without, the median of the rounds' own ratios
   --peers        also tgt's rdwr (WCE=1, WCE=0) and aio (rows with IOPS,
                  CPU and the null store's ratio, no limit)
+  --tgtd-args ARGS
+                 options for the tgtd that runs the cells, the null
+                 store and the 4-LUN line (words split on blanks), e.g.
+                 "--nr_iothreads 4" (tgt's worker threads per LUN)
   --quick        the disk, 4 KiB, QD 1 and 32, the 4-LUN line for fua
                  only, no memory step (a few minutes)
   --self-check   check the table's arithmetic on canned rounds and exit
@@ -152,7 +157,7 @@ number() {
 self_check_only=
 while [ $# -gt 0 ]; do
 	case $1 in
-	--seconds|--rounds|--flush-ms)
+	--seconds|--rounds|--flush-ms|--tgtd-args)
 		[ $# -ge 2 ] || { echo "bench: $1 wants a value" >&2; usage; } ;;
 	esac
 	case $1 in
@@ -163,6 +168,7 @@ while [ $# -gt 0 ]; do
 		extra="$extra $mechanism_configs" sizes=4k discs="none fua flush"
 		four_discs= memory= mechanisms=1; shift ;;
 	--peers) extra="$extra rdwr-wce1 rdwr-wce0 aio"; shift ;;
+	--tgtd-args) tgtd_args=$2; shift 2 ;;
 	--quick) devices=disk sizes=4k four_discs=fua memory=; shift ;;
 	--self-check) self_check_only=1; shift ;;
 	-h|--help) help ;;
@@ -186,14 +192,15 @@ say() { printf 'bench: %s\n' "$*" >&2; }
 # configuration's cell), null (tgt's null store, config "null") or fio
 # (the local figure on config's file, semantics named); luns 1, or 4 for
 # the 4-LUN line.  cpu_us and commands are tgtd's over the measured
-# window (empty for fio).
-rounds_header="device,luns,config,sync,block_size,queue_depth,round,kind,semantics,iops,lat_mean_us,lat_p99_us,commands,cpu_us,errors"
+# window (empty for fio); syscalls, tgtd's system calls over it (perf's
+# count of raw_syscalls:sys_enter; empty without perf).
+rounds_header="device,luns,config,sync,block_size,queue_depth,round,kind,semantics,iops,lat_mean_us,lat_p99_us,commands,cpu_us,errors,syscalls"
 
 # The cells' table (CSV) from a rounds file: per (device, luns, size, QD,
 # discipline, configuration), medians over the rounds of IOPS, of the
 # limit, of IOPS / limit and of IOPS / null IOPS, each ratio taken
 # within one round (a round that lacks a figure is left out of that
-# median); CPU per command as the sum over the rounds.  Configurations
+# median); CPU and system calls per command as sums over the rounds.  Configurations
 # whose rows have no semantics (peers) get no limit.  bound: "tgt" where
 # the null store is within 10% of the cell (cell / null >= 1 / 1.1), else
 # "limit"; meets: ratio >= 0.85 or tgt-bound.
@@ -216,6 +223,7 @@ NR == 1 { next }
 	if ($8 == "null") {
 		if ($10 > 0) { niops[g, r] = $10; nlat[g, r] = $11; add(nall, g, $10); add(nlall, g, $11) }
 		ncpu[g] += $14; ncmd[g] += $13
+		if ($16 != "") { nsys[g] += $16; nscmd[g] += $13 }
 		next
 	}
 	if ($8 == "fio") {
@@ -228,9 +236,10 @@ NR == 1 { next }
 	err[c] += $15
 	if ($10 > 0) { ciops[c, r] = $10; add(call, c, $10); rs[c] = rs[c] " " r }
 	cpu[c] += $14; cmd[c] += $13
+	if ($16 != "") { sys[c] += $16; scmd[c] += $13 }
 }
 END {
-	print "device,luns,config,sync,block_size,queue_depth,rounds,iops,semantics,local_iops,local_lat_us,null_iops,null_lat_us,limit,ratio,vs_null,bound,meets,cpu_us_per_cmd,null_cpu_us_per_cmd,errors"
+	print "device,luns,config,sync,block_size,queue_depth,rounds,iops,semantics,local_iops,local_lat_us,null_iops,null_lat_us,limit,ratio,vs_null,bound,meets,cpu_us_per_cmd,null_cpu_us_per_cmd,errors,syscalls_per_cmd,null_syscalls_per_cmd"
 	for (k = 1; k <= n; k++) {
 		c = order[k]; split(c, f, SUBSEP)
 		g = f[1] SUBSEP f[2] SUBSEP f[3] SUBSEP f[4] SUBSEP f[5]
@@ -254,13 +263,15 @@ END {
 		limit = median(lims); ratio = median(rats); vs = median(vsn)
 		bound = vs == "" || sem[c] == "" ? "" : vs >= 1 / 1.1 ? "tgt" : "limit"
 		meets = ratio == "" ? "" : (ratio >= 0.85 || bound == "tgt") ? "yes" : "no"
-		printf "%s,%s,%s,%s,%s,%s,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d\n",
+		printf "%s,%s,%s,%s,%s,%s,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d,%s,%s\n",
 			f[1], f[2], f[6], f[5], f[3], f[4], nr, num(median(call[c]), "%.0f"),
 			sem[c], num(median(fall[g, f[6]]), "%.0f"), num(median(flall[g, f[6]]), "%.1f"),
 			num(median(nall[g]), "%.0f"), num(median(nlall[g]), "%.1f"),
 			num(limit, "%.0f"), num(ratio, "%.3f"), num(vs, "%.3f"), bound, meets,
 			(cmd[c] > 0 ? sprintf("%.1f", cpu[c] / cmd[c]) : ""),
-			(ncmd[g] > 0 ? sprintf("%.1f", ncpu[g] / ncmd[g]) : ""), err[c]
+			(ncmd[g] > 0 ? sprintf("%.1f", ncpu[g] / ncmd[g]) : ""), err[c],
+			(scmd[c] > 0 ? sprintf("%.2f", sys[c] / scmd[c]) : ""),
+			(nscmd[g] > 0 ? sprintf("%.2f", nsys[g] / nscmd[g]) : "")
 	}
 }'
 bench_summary() { awk -F, "$summary_awk" "$1"; }
@@ -325,14 +336,14 @@ self_check() {
 	tmp=$(mktemp) || return 1
 	cat >"$tmp" <<EOF
 $rounds_header
-disk,1,null,fua,4096,1,1,null,,10000,100,,100,600,0
-disk,1,null,fua,4096,1,2,null,,8000,120,,100,0,0
+disk,1,null,fua,4096,1,1,null,,10000,100,,100,600,0,900
+disk,1,null,fua,4096,1,2,null,,8000,120,,100,0,0,920
 disk,1,null,fua,4096,1,3,null,,12000,80,,100,0,0
 disk,1,sg-wt,fua,4096,1,1,fio,dsync,1111,900,,,,
 disk,1,sg-wt,fua,4096,1,2,fio,dsync,1136,880,,,,
 disk,1,sg-wt,fua,4096,1,3,fio,dsync,1000,1000,,,,
-disk,1,sg-wt,fua,4096,1,1,lun,dsync,1000,1000,,100,1000,0
-disk,1,sg-wt,fua,4096,1,2,lun,dsync,900,1100,,100,2000,1
+disk,1,sg-wt,fua,4096,1,1,lun,dsync,1000,1000,,100,1000,0,1000
+disk,1,sg-wt,fua,4096,1,2,lun,dsync,900,1100,,100,2000,1,1050
 disk,1,sg-wt,fua,4096,1,3,lun,dsync,1100,900,,100,3000,0
 disk,1,null,none,4096,32,1,null,,10000,3200,,10000,0,0
 disk,1,null,none,4096,32,2,null,,10000,3200,,10000,0,0
@@ -358,7 +369,7 @@ disk,1,sg-wt-nobatch,fua,4096,1,1,lun,dsync,500,2000,,100,0,0
 disk,1,sg-wt-nobatch,fua,4096,1,2,lun,dsync,1000,1000,,100,0,0
 disk,1,sg-wt-nobatch,fua,4096,1,3,lun,dsync,1000,1000,,100,0,0
 EOF
-	got=$(bench_summary "$tmp" | grep -v nobatch | cut -d, -f1-8,14-21)
+	got=$(bench_summary "$tmp" | grep -v nobatch | cut -d, -f1-8,14-23)
 	gains=$(extra="sg-wt-nobatch sg-plp-threads" mechanism_gains "$tmp")
 	rm -f "$tmp"
 	# flush batching: sg-wt over sg-wt-nobatch per round: 2, 0.9, 1.1
@@ -377,18 +388,20 @@ flush batching (flush_batch auto/off),disk,all,,,1 cells,,1.100,1.100-1.100"
 	fi
 	# sg-wt QD1 fua: limits 1e6/1000, 1e6/1000, 1e6/1080 (median 1000),
 	# ratios 1, 0.9, 1.188 (median 1); vs null 0.1, 0.1125, 0.0917;
-	# CPU 6000 us / 300 commands; the null's 600 / 300.  sg-plp: the
+	# CPU 6000 us / 300 commands; the null's 600 / 300; system calls
+	# from the rounds that counted them, 2050 / 200 and 1820 / 200
+	# (none counted elsewhere: empty).  sg-plp: the
 	# null store is the limit (fio 50000), ratios 0.95 0.96 (round 3
 	# has no fio), vs null 0.95 0.96 1 (median 0.96 >= 1/1.1: tgt).
 	# sg-wb none: limit from round 1 alone (8800 / 10000).  The 4-LUN
 	# line: fio the lesser (3000, 2000: ratios 0.5 and 0.75, the median
 	# of two their mean).  flush-only at QD1: 1 / the null's latency.
-	want="device,luns,config,sync,block_size,queue_depth,rounds,iops,limit,ratio,vs_null,bound,meets,cpu_us_per_cmd,null_cpu_us_per_cmd,errors
-disk,1,sg-wt,fua,4096,1,3,1000,1000,1.000,0.100,limit,yes,20.0,2.0,1
-disk,1,sg-plp,none,4096,32,3,9600,10000,0.955,0.960,tgt,yes,0.0,0.0,0
-disk,1,sg-wb,none,4096,32,3,8800,10000,0.880,0.880,limit,yes,0.0,0.0,0
-disk,4,sg-wb,flush,4096,8,2,1500,2500,0.625,0.075,limit,no,0.0,0.0,0
-slow,1,sg-wt,flush-only,4096,1,1,10000,20000,0.500,0.500,limit,no,0.0,0.0,0"
+	want="device,luns,config,sync,block_size,queue_depth,rounds,iops,limit,ratio,vs_null,bound,meets,cpu_us_per_cmd,null_cpu_us_per_cmd,errors,syscalls_per_cmd,null_syscalls_per_cmd
+disk,1,sg-wt,fua,4096,1,3,1000,1000,1.000,0.100,limit,yes,20.0,2.0,1,10.25,9.10
+disk,1,sg-plp,none,4096,32,3,9600,10000,0.955,0.960,tgt,yes,0.0,0.0,0,,
+disk,1,sg-wb,none,4096,32,3,8800,10000,0.880,0.880,limit,yes,0.0,0.0,0,,
+disk,4,sg-wb,flush,4096,8,2,1500,2500,0.625,0.075,limit,no,0.0,0.0,0,,
+slow,1,sg-wt,flush-only,4096,1,1,10000,20000,0.500,0.500,limit,no,0.0,0.0,0,,"
 	if [ "$got" != "$want" ]; then
 		say "self-check: the table's arithmetic is wrong:"
 		diff <(echo "$want") <(echo "$got") >&2
@@ -556,7 +569,8 @@ setup_luns() {
 			FILE[four,$config,$i]=$(prepare_file disk "$config" "$((i + 1))") || return 1
 		done
 	done
-	"$tp" start "$work/main" "$module" >/dev/null || return 1
+	TGTD_PRIVATE_ARGS=$tgtd_args "$tp" start "$work/main" "$module" >/dev/null ||
+		{ say "tgtd did not start (--tgtd-args '$tgtd_args'?)"; return 1; }
 	for dev in $devices; do
 		tid=$((tid + 1)) lun=0 iqn=$(iqn_of "$dev")
 		"$tp" target "$work/main" "$tid" "$iqn" || return 1
@@ -587,6 +601,11 @@ setup_luns() {
 	URL[null]=$("$tp" url "$work/main" "$iqn" 1)
 	tgtd_pid=$(cat "$work/main/pid")
 	tick_us=$((1000000 / $(getconf CLK_TCK)))
+	# system calls per command where perf can count tgtd's
+	perf_ok=
+	perf stat -e raw_syscalls:sys_enter -p "$tgtd_pid" -x, -o /dev/null \
+		-- sleep 0.01 >/dev/null 2>&1 && perf_ok=1
+	[ -n "$perf_ok" ] || say "perf cannot count tgtd's system calls: no sys/cmd column"
 }
 
 # tgtd's utime + stime in clock ticks (fields 14 and 15 of its stat,
@@ -607,9 +626,21 @@ sleep_until() {
 	sleep "$left"
 }
 
+# tgtd's system calls a second over the next $1 seconds (perf's count
+# of raw_syscalls:sys_enter), or nothing without perf
+tgtd_syscall_rate() {
+	[ -n "$perf_ok" ] || return 0
+	perf stat -e raw_syscalls:sys_enter -p "$tgtd_pid" -x, -o "$work/perf" \
+		-- sleep "$1" >/dev/null 2>&1 &&
+	awk -F, -v s="$1" '$3 == "raw_syscalls:sys_enter" && $1 ~ /^[0-9]+$/ {
+		printf "%.0f", $1 / s }' "$work/perf"
+}
+
 # One iscsi-syncbench run of discipline $1, size $2, depth $3 on URLs
-# $4...: prints "iops,lat_mean_us,lat_p99_us,commands,cpu_us,errors"
-# (empty on failure).  It starts measuring at a set moment (--start-at,
+# $4...: prints "iops,lat_mean_us,lat_p99_us,commands,cpu_us,errors,
+# syscalls" (empty on failure; syscalls empty without perf: the rate
+# over the middle 80% of the window, times its length, so perf's own
+# start-up falls outside it).  It starts measuring at a set moment (--start-at,
 # after its logins), so tgtd's CPU time is read at the start and the end
 # of the measured window.  Every run starts with nothing dirty anywhere
 # (sync): else the background writeback of a write-back run before it
@@ -623,8 +654,12 @@ sb_run() {
 		{
 			sleep_until "$(awk -v t="$t0" -v w="$warmup" 'BEGIN { printf "%.3f", t + w }')"
 			a=$(tgtd_ticks)
+			{ sleep "$(awk -v s="$secs" 'BEGIN { print s / 10 }')"
+			  tgtd_syscall_rate "$(awk -v s="$secs" 'BEGIN { print s * 0.8 }')"
+			} >"$work/rate" 2>/dev/null &
 			sleep "$secs"
 			echo $(( $(tgtd_ticks) - a ))
+			wait
 		} >"$work/ticks" 2>/dev/null &
 		res=$("$bench" --csv --no-progress --timeout 10 -t "$secs" \
 			--warmup "$warmup" --start-at "$t0" -q "$qd" -b "$size" \
@@ -633,12 +668,13 @@ sb_run() {
 		[ -n "$res" ] && break
 	done
 	[ -n "$res" ] || return 0
-	awk -F, -v ticks="$(cat "$work/ticks")" -v tick="$tick_us" '
+	awk -F, -v ticks="$(cat "$work/ticks")" -v tick="$tick_us" \
+		-v rate="$(cat "$work/rate" 2>/dev/null)" -v secs="$secs" '
 	NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
 	NR == 2 {
 		n = $h["read_ops"] + $h["write_ops"] + $h["write_fua_ops"] + $h["synchronize_cache_ops"]
-		printf "%s,%s,%s,%d,%d,%s\n", $h["iops"], $h["lat_mean_us"], $h["lat_p99_us"],
-			n, ticks * tick, $h["errors"]
+		printf "%s,%s,%s,%d,%d,%s,%s\n", $h["iops"], $h["lat_mean_us"], $h["lat_p99_us"],
+			n, ticks * tick, $h["errors"], rate == "" ? "" : sprintf("%.0f", rate * secs)
 	}' <<<"$res"
 }
 
@@ -784,21 +820,24 @@ report_table() {
 	function sz(b) { return b % 1024 ? b : b / 1024 "k" }
 	function mode(c) { sub(/^sg-/, "", c); return c }
 	BEGIN {
-		printf "%-4s %4s %4s %3s %-10s %-9s %-9s %8s %8s %8s %6s %8s %-9s %7s %7s\n",
+		printf "%-4s %4s %4s %3s %-10s %-9s %-9s %8s %8s %8s %6s %8s %-9s %7s %7s %7s %6s\n",
 			"dev", "LUNs", "size", "QD", "sync", "mode", "local as", "IOPS",
-			"limit", "null", "ratio", "vs null", "bound", "cpu/cmd", "null"
+			"limit", "null", "ratio", "vs null", "bound", "cpu/cmd", "null",
+			"sys/cmd", "null"
 	}
 	{
 		if (v("device") != last) { if (NR > 2) print ""; last = v("device") }
 		b = v("bound") == "tgt" ? "tgt-bound" : v("bound") == "" ? "-" : "limit"
 		flag = v("meets") == "no" ? " <0.85" : ""
-		printf "%-4s %4s %4s %3s %-10s %-9s %-9s %8s %8s %8s %6s %8s %-9s %7s %7s%s\n",
+		printf "%-4s %4s %4s %3s %-10s %-9s %-9s %8s %8s %8s %6s %8s %-9s %7s %7s %7s %6s%s\n",
 			v("device"), v("luns"), sz(v("block_size")), v("queue_depth"), v("sync"),
 			mode(v("config")), v("semantics") == "" ? "-" : v("semantics") == "-" ? "null" : v("semantics"),
 			v("iops"), v("limit") == "" ? "-" : v("limit"), v("null_iops"),
 			v("ratio") == "" ? "-" : sprintf("%.2f", v("ratio")),
 			v("vs_null") == "" ? "-" : sprintf("%.2f", v("vs_null")), b,
-			v("cpu_us_per_cmd"), v("null_cpu_us_per_cmd"), flag
+			v("cpu_us_per_cmd"), v("null_cpu_us_per_cmd"),
+			v("syscalls_per_cmd") == "" ? "-" : v("syscalls_per_cmd"),
+			v("null_syscalls_per_cmd") == "" ? "-" : v("null_syscalls_per_cmd"), flag
 	}' "$csv"
 }
 
@@ -914,8 +953,8 @@ echo "run: $((elapsed / 60)) min $((elapsed % 60)) s"
 {
 	printf '{"system":{"commit":"%s","tree_changed":%s,"kernel":"%s","tgt":"%s","fio":"%s","cpus":%s,"disk_device":"%s","disk_write_cache":"%s"},' \
 		"$sys_commit" "$sys_changed" "$sys_kernel" "$sys_tgt" "$sys_fio" "$sys_cpus" "$sys_disk" "$sys_cache"
-	printf '"seconds_per_run":%s,"warmup_seconds":%s,"rounds":%s,"flush_ms":%s,"elapsed_seconds":%s,' \
-		"$secs" "$warmup" "$rounds" "$flush_ms" "$elapsed"
+	printf '"seconds_per_run":%s,"warmup_seconds":%s,"rounds":%s,"flush_ms":%s,"elapsed_seconds":%s,"tgtd_args":%s,' \
+		"$secs" "$warmup" "$rounds" "$flush_ms" "$elapsed" "$(jq -Rn --arg a "$tgtd_args" '$a')"
 	printf '"memory_kib":{"syncguard_8_luns":%s,"rdwr_8_luns":%s},"cells":' \
 		"${mem_sg:-null}" "${mem_rdwr:-null}"
 	csv_to_json "$csv"
