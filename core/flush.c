@@ -279,9 +279,10 @@ unsigned int syncguard_flush_batch_us(unsigned int last_group,
  *   to a file wait for its running fsync: tests/stall.sh).
  * Measured at QD32 4 KiB: 2.8-4.1 O_DIRECT writes per io_uring_enter
  * where holding only behind SUBMIT_BUSY still completing made 1.0-1.2;
- * write-back plain writes (page cache) 26.5-31.3k IOPS and 32-38 us of
- * tgtd CPU per command where submitting each at once made 22.5-24.6k
- * and 45-48 us, QD1 unchanged (5 alternating rounds, performance.md).
+ * write-back plain writes (page cache) 22.7-29.5k IOPS (median 26.7k)
+ * and a median 38.5 us of tgtd CPU per command where submitting each at
+ * once made 22.5-26.3k (23.8k) and 42.9 us, QD1 unchanged (5 alternating
+ * rounds, performance.md).
  */
 #define SUBMIT_BATCH	8u
 #define SUBMIT_BUSY	4u

@@ -133,10 +133,10 @@ static struct io_uring_sqe *get_sqe(struct syncguard_bs *bs)
 
 /*
  * Submission batching (the rules: syncguard_submit_hold, core/flush.c).
- * What waits is submitted by the next io_uring_enter: run_ring's, once
- * completions come back; a flush's; the one that reaches the batch
- * limit; or submit_event's, at the end of a pass of tgtd's loop that
- * brought no other, or once the first has waited its longest.
+ * What waits is submitted by the next io_uring_enter: a flush's; the one
+ * that reaches the batch limit; quiesce's; or submit_event's, at the end
+ * of a pass of tgtd's loop that brought no other, or once the first has
+ * waited its longest.
  */
 
 /* tgt's scheduled event, before each epoll_wait while anything is held
@@ -522,13 +522,18 @@ void syncguard_uring_quiesce(struct scsi_lu *lu)
 	     run_ring(bs)) {
 		int ret;
 
-		/* submitted here, with the rest */
+		/* what is held is submitted here, with the rest */
+		if (bs->uring.held)
+			syncguard_count(&bs->lun.stats->ring_submits);
 		bs->uring.held = bs->uring.held_direct = 0;
 		ret = io_uring_submit_and_wait(&bs->uring.ring, 1);
-
+		/* a failed enter leaves its SQEs in the ring, and the caller
+		 * waits for their writes (syncguard_lun_apply_wce): try again
+		 * (the kernel's EAGAIN and EBUSY pass) rather than return */
 		if (ret < 0 && ret != -EINTR) {
-			eprintf("syncguard: io_uring wait: %s\n", strerror(-ret));
-			return;
+			eprintf("syncguard: io_uring wait: %s (retried)\n",
+				strerror(-ret));
+			usleep(1000);
 		}
 	}
 }
