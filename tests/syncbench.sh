@@ -260,6 +260,19 @@ WIRECHECK_EVERY=4 WIRECHECK_LOG="$work/order.log" LD_PRELOAD="$top/build/wireche
 expect "every:4's flushes wait for the 4 writes they cover ($(grep -c "sent before" "$work/order.log") early; $(tail -1 "$work/order.log"))" \
 	'! grep -q "sent before" "$work/order.log" && grep -q "^flushes [1-9][0-9]* writes" "$work/order.log"'
 
+# a LUN that reports DPOFUA=0 (tests/wirecheck.c clears the bit in the
+# MODE SENSE answers; tgt sets it for every LUN): the fua discipline
+# measures no durability there, and the tool says so; not for none, and
+# not where the LUN reports 1
+WIRECHECK_DPOFUA0=1 LD_PRELOAD="$top/build/wirecheck.so" \
+	"$sb" -s fua -t 0.2 --no-progress "$u1" >/dev/null 2>"$work/dpofua0.err"
+WIRECHECK_DPOFUA0=1 LD_PRELOAD="$top/build/wirecheck.so" \
+	"$sb" -s none -t 0.2 --json --no-progress "$u1" >"$work/dpofua0.json" 2>"$work/dpofua0-none.err"
+"$sb" -s fua -t 0.2 --no-progress "$u1" >/dev/null 2>"$work/dpofua1.err"
+expect "DPOFUA=0 with --sync fua: a note that fua measures no durability; none with --sync none, or DPOFUA=1" \
+	'grep -q "reports DPOFUA=0" "$work/dpofua0.err" && [ "$(jq -r .target.dpofua "$work/dpofua0.json")" = 0 ] &&
+	 ! grep -q DPOFUA "$work/dpofua0-none.err" && ! grep -q DPOFUA "$work/dpofua1.err"'
+
 # the queue depth on the wire (IOPS x latency outside libiscsi's queue)
 # and the time commands waited in that queue: reported, and no more in
 # flight than asked

@@ -13,6 +13,9 @@
  * - Always: READ(16)s of blocks no WRITE(16) of this process wrote
  *   before are counted (a preset that reads what it did not write reads
  *   holes, which a sparse LUN answers without touching the device).
+ * - With WIRECHECK_DPOFUA0=1: MODE SENSE answers read as DPOFUA=0 (a
+ *   LUN without FUA, which tgt never reports: its sbc.c sets the bit
+ *   for every LUN), for the tool's warning about the fua discipline.
  *
  * At exit it appends "flushes F writes W reads R unwritten_reads U"
  * (totals), so that an empty run is told from a clean one.
@@ -25,6 +28,7 @@
 #include <stdlib.h>
 
 #include <iscsi/iscsi.h>
+#include <iscsi/scsi-lowlevel.h>
 
 #define MAX_CTX 64
 #define MAX_WRITES (1u << 20)
@@ -184,6 +188,22 @@ struct scsi_task *iscsi_read16_iov_task(struct iscsi_context *iscsi, int lun,
 	pthread_mutex_unlock(&lock);
 	return real(iscsi, lun, lba, datalen, blocksize, rdprotect, dpo, fua,
 		    fua_nv, group_number, cb, private_data, iov, niov);
+}
+
+/* the tool's MODE SENSE answers, unmarshalled: DPOFUA cleared if asked */
+void *scsi_datain_unmarshall(struct scsi_task *task)
+{
+	static void *(*real)(struct scsi_task *);
+	struct scsi_mode_sense *ms;
+
+	if (!real)
+		real = dlsym(RTLD_NEXT, "scsi_datain_unmarshall");
+	ms = real(task);
+	if (ms && getenv("WIRECHECK_DPOFUA0") &&
+	    (task->cdb[0] == SCSI_OPCODE_MODESENSE6 ||
+	     task->cdb[0] == SCSI_OPCODE_MODESENSE10))
+		ms->device_specific_parameter &= (uint8_t)~0x10;
+	return ms;
 }
 
 __attribute__((destructor)) static void totals(void)
