@@ -395,8 +395,10 @@ fuzz: $(BUILD)/san/bs_syncguard.so $(TOOLS)
 # each mode's cells against their limit lines (tgt's null store, fio on
 # the LUN's file); reports, never fails.  ARGS go to scripts/bench.sh:
 # make bench ARGS=--quick (a few minutes), ARGS=--help
+# (linux-perf: tgtd's system calls per command, a column left "-" where
+# its perf cannot count them)
 bench:
-	@scripts/need-deps.sh $(DEB_PACKAGES)
+	@scripts/need-deps.sh $(DEB_PACKAGES) linux-perf
 	@$(MAKE) --no-print-directory bench-run
 
 bench-run: all
