@@ -60,9 +60,9 @@ struct syncguard_uring {
 	/* submission batching (rules: core/flush.c): reads and writes
 	 * prepared and not yet submitted, and how many of them the last
 	 * pass of tgtd's loop saw; how many held are O_DIRECT; O_DIRECT
-	 * ones prepared and not yet completed; since when the first held waits (us,
-	 * syncguard_now_us); and the event that ends the wait (tgt's
-	 * scheduled events run before every epoll_wait) */
+	 * ones prepared and not yet completed; since when the first held
+	 * waits (us, syncguard_now_us); and the event that ends the wait
+	 * (tgt's scheduled events run before every epoll_wait) */
 	unsigned int held, held_seen, held_direct, io_inflight;
 	uint64_t held_since_us;
 	struct event_data submit_ev;

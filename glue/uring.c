@@ -88,6 +88,19 @@ static void finish(struct syncguard_bs *bs, struct uring_op *op,
 	target_cmd_io_done(cmd, scsi_get_result(cmd));
 }
 
+/* What is held goes with the enter about to be made: counted as one
+ * submission, and no longer held.  Returns how many held were O_DIRECT. */
+static unsigned int unhold(struct syncguard_bs *bs)
+{
+	struct syncguard_uring *u = &bs->uring;
+	unsigned int direct = u->held_direct;
+
+	if (u->held)
+		syncguard_count(&bs->lun.stats->ring_submits);
+	u->held = u->held_direct = 0;
+	return direct;
+}
+
 /*
  * Submission.  An SQE, once prepared, reaches the kernel with the next
  * io_uring_enter even if this one fails (liburing has published the SQ
@@ -98,12 +111,9 @@ static void finish(struct syncguard_bs *bs, struct uring_op *op,
 static void submit(struct syncguard_bs *bs)
 {
 	struct syncguard_uring *u = &bs->uring;
-	unsigned int direct = u->held_direct;
+	unsigned int direct = unhold(bs);
 	int ret;
 
-	if (u->held)
-		syncguard_count(&bs->lun.stats->ring_submits);
-	u->held = u->held_direct = 0;
 	ret = io_uring_submit(&u->ring);
 	if (ret >= 0)
 		return;
@@ -522,10 +532,7 @@ void syncguard_uring_quiesce(struct scsi_lu *lu)
 	     run_ring(bs)) {
 		int ret;
 
-		/* what is held is submitted here, with the rest */
-		if (bs->uring.held)
-			syncguard_count(&bs->lun.stats->ring_submits);
-		bs->uring.held = bs->uring.held_direct = 0;
+		unhold(bs);	/* submitted here, with the rest */
 		ret = io_uring_submit_and_wait(&bs->uring.ring, 1);
 		/* a failed enter leaves its SQEs in the ring, and the caller
 		 * waits for their writes (syncguard_lun_apply_wce): try again

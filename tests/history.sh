@@ -3,8 +3,9 @@
 # history of who found what, and when, lives in git and in
 # docs/bench-history.md.  Fails on, in any tracked text file but that
 # one:
-#   - a citation of whoever found something ("helper-" and a number,
-#     "a helper's run", "the reviewer", "an outside review");
+#   - a citation of whoever found something (the word helper with a
+#     number or naming its run or test, "the reviewer", "an outside
+#     review");
 #   - a commit hash (a hex word of 7 to 40 digits that is a commit of
 #     this repository);
 #   - a date (YYYY-MM-DD) or a word that needs one ("the day before",
