@@ -396,7 +396,7 @@ static tgtadm_err bs_syncguard_init(struct scsi_lu *lu, char *bsopts)
 	}
 	syncguard_cmdtable_install(lu);
 	return bs_thread_open(BS_THREAD_I(lu), bs_syncguard_request,
-			      nr_iothreads);
+			      (int)syncguard_workers(&bs->opts, nr_iothreads));
 }
 
 static void bs_syncguard_exit(struct scsi_lu *lu)

@@ -162,6 +162,36 @@ static int parse_state_dir(const char *val, struct syncguard_opts *opts)
 	return 0;
 }
 
+/* "auto" or 1..SYNCGUARD_WORKERS_MAX, decimal */
+static int parse_workers(const char *val, struct syncguard_opts *opts)
+{
+	char *end;
+	unsigned long n;
+
+	if (!strcmp(val, "auto")) {
+		opts->workers = 0;
+		return 0;
+	}
+	if (val[0] < '1' || val[0] > '9')	/* no sign, space or 0 */
+		return -EINVAL;
+	errno = 0;
+	n = strtoul(val, &end, 10);
+	if (errno || *end || n > SYNCGUARD_WORKERS_MAX)
+		return -EINVAL;
+	opts->workers = (unsigned int)n;
+	return 0;
+}
+
+unsigned int syncguard_workers(const struct syncguard_opts *opts,
+			       int tgt_threads)
+{
+	unsigned int t = tgt_threads > 0 ? (unsigned int)tgt_threads : 0;
+
+	if (opts->workers)
+		return opts->workers;
+	return t > SYNCGUARD_WORKERS_AUTO_MIN ? t : SYNCGUARD_WORKERS_AUTO_MIN;
+}
+
 struct opt_def {
 	const char *name;
 	int (*parse)(const char *val, struct syncguard_opts *opts);
@@ -214,6 +244,13 @@ static const struct opt_def opt_table[] = {
 	  "the store's next LUN starts latched until it is cleared "
 	  "(syncguard-stat --clear-latch PATH); default $SYNCGUARD_STATE_DIR "
 	  "of tgtd, else " SYNCGUARD_STATE_DIR_DEFAULT },
+	{ "workers", parse_workers, "auto or 1 to 256",
+	  "tgt worker threads for this LUN: they run every read and write "
+	  "where io_uring does not (engine=threads), and a write that must "
+	  "be durable holds its worker until its group flush, so fewer "
+	  "workers than the commands the initiators keep in flight cap the "
+	  "writes a flush answers; auto (default) = tgtd's --nr_iothreads, "
+	  "at least 32" },
 };
 
 #define NR_OPTS (sizeof(opt_table) / sizeof(opt_table[0]))

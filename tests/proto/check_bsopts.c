@@ -27,7 +27,8 @@ static const struct {
 	  "write-back or plp)" },
 	{ "mode=write-back;cache=off", P_GOOD,
 	  "bsopts: unknown key 'cache' (known: mode, alloc_check, allow_wce, "
-	  "engine, write_sync, direct, flush_batch, sync_loop, state_dir)" },
+	  "engine, write_sync, direct, flush_batch, sync_loop, state_dir, "
+	  "workers)" },
 	{ "write-back", P_GOOD, "bsopts: 'write-back' is not key=value" },
 	{ "mode=write-back;state_dir=rel", P_GOOD,
 	  "bad value 'rel' for state_dir (use an absolute path of at most 255" },
@@ -39,6 +40,8 @@ static const struct {
 	  "bad value 'streak' for sync_loop (use auto or off)" },
 	{ "mode=write-back;flush_batch=no", P_GOOD,
 	  "bad value 'no' for flush_batch (use auto or off)" },
+	{ "mode=write-through;workers=0", P_GOOD,
+	  "bad value '0' for workers (use auto or 1 to 256)" },
 	{ "mode=write-back", P_DIR, ": is a directory" },
 	{ "mode=write-back", P_MISSING, "missing.img: No such file or directory" },
 	{ "mode=write-back", P_ODD_SIZE,
@@ -129,6 +132,31 @@ START_TEST(test_bsopts_good_after_bad)
 }
 END_TEST
 
+/* bsopts workers: a LUN gets that many of tgt's worker threads, and
+ * with auto tgtd's --nr_iothreads (16 here) but at least 32; deleting
+ * the LUN ends them */
+START_TEST(test_bsopts_workers)
+{
+	static const struct { const char *bsopts; long long threads; } t[] = {
+		{ "mode=write-through;workers=3", 3 },
+		{ "mode=write-through", 32 },
+		{ "mode=plp;workers=40", 40 },
+	};
+	long long before = proto_tgtd_threads();
+
+	ck_assert_int_gt(before, 0);
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		ck_assert_int_eq(proto_add_lun(10, proto_file("workers.img",
+					       4 << 20, false), t[i].bsopts, 0), 0);
+		ck_assert_msg(proto_tgtd_threads() == before + t[i].threads,
+			      "%s: %lld threads, %lld before", t[i].bsopts,
+			      proto_tgtd_threads(), before);
+		ck_assert_int_eq(proto_del_lun(10), 0);
+		ck_assert_int_eq(proto_tgtd_threads(), before);
+	}
+}
+END_TEST
+
 /* An unwritable file for root needs chattr +i (ext2/3/4, xfs, btrfs). */
 static bool can_make_immutable(void)
 {
@@ -158,6 +186,7 @@ Suite *bsopts_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_bsopts_bad_input_rejected, 0, nbad);
 	tcase_add_test(tc, test_bsopts_good_after_bad);
+	tcase_add_test(tc, test_bsopts_workers);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -159,6 +159,12 @@ bool proto_tgtd_alive(void)
 	return proto_sh("kill -0 $(cat '%s/pid') 2>/dev/null", state) == 0;
 }
 
+long long proto_tgtd_threads(void)
+{
+	return proto_sh_number("grep -lx tgtd /proc/$(cat '%s/pid')/task/*/comm"
+			       " | wc -l", state);
+}
+
 int proto_log_count(const char *needle)
 {
 	char path[700], line[1024];

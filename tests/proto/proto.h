@@ -52,6 +52,10 @@ int proto_sh_in_tgtd(const char *fmt, ...)
 int proto_tgtd_signal(const char *sig);
 bool proto_tgtd_alive(void);
 
+/* tgtd's threads named "tgtd" (its event thread and tgt's worker
+ * threads; not io_uring's io-wq workers, which come and go), or -1 */
+long long proto_tgtd_threads(void);
+
 /* the number of tgtd.log lines that contain @needle */
 int proto_log_count(const char *needle);
 

@@ -1,5 +1,6 @@
 /* bsopts parsing: every key, every bad input, the messages users see. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core.h"
@@ -134,6 +135,35 @@ START_TEST(test_opts_mechanism_switches)
 }
 END_TEST
 
+/* workers: auto takes tgtd's count but at least 32; a number is taken
+ * as it is, within 1..256; nothing else */
+START_TEST(test_opts_workers)
+{
+	static const char *const bad[] = { "0", "257", "-1", "+4", " 4", "4 ",
+					   "0x10", "010", "", "many",
+					   "99999999999999999999" };
+
+	ck_assert_int_eq(parse(""), 0);
+	ck_assert_uint_eq(opts.workers, 0);
+	ck_assert_uint_eq(syncguard_workers(&opts, 16), 32);	/* tgt's default */
+	ck_assert_uint_eq(syncguard_workers(&opts, 64), 64);	/* -t 64 */
+	ck_assert_uint_eq(syncguard_workers(&opts, 0), 32);
+	ck_assert_int_eq(parse("workers=auto"), 0);
+	ck_assert_uint_eq(syncguard_workers(&opts, 4), 32);
+	ck_assert_int_eq(parse("workers=4"), 0);
+	ck_assert_uint_eq(syncguard_workers(&opts, 64), 4);	/* as given */
+	ck_assert_int_eq(parse("workers=256;mode=plp"), 0);
+	ck_assert_uint_eq(syncguard_workers(&opts, 16), 256);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char s[64];
+
+		snprintf(s, sizeof(s), "workers=%s", bad[i]);
+		ck_assert_msg(parse(s) == -EINVAL, "%s accepted", s);
+		ck_assert_ptr_nonnull(strstr(err, "workers (use auto or 1 to 256)"));
+	}
+}
+END_TEST
+
 START_TEST(test_opts_not_key_value)
 {
 	ck_assert_int_eq(parse("write-back"), -EINVAL);
@@ -156,6 +186,7 @@ START_TEST(test_opts_help_lists_every_key)
 	ck_assert_ptr_nonnull(strstr(buf, "direct=<auto, yes or no>"));
 	ck_assert_ptr_nonnull(strstr(buf, "flush_batch=<auto or off>"));
 	ck_assert_ptr_nonnull(strstr(buf, "sync_loop=<auto or off>"));
+	ck_assert_ptr_nonnull(strstr(buf, "workers=<auto or 1 to 256>"));
 	/* a short buffer is truncated, not overrun */
 	ck_assert_uint_eq(syncguard_opts_help(buf, 8), need);
 	ck_assert_uint_eq(strlen(buf), 7);
@@ -178,6 +209,7 @@ Suite *opts_suite(void)
 	tcase_add_test(tc, test_opts_control_characters);
 	tcase_add_test(tc, test_opts_help_lists_every_key);
 	tcase_add_test(tc, test_opts_mechanism_switches);
+	tcase_add_test(tc, test_opts_workers);
 	suite_add_tcase(s, tc);
 	return s;
 }
