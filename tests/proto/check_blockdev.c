@@ -1646,8 +1646,8 @@ END_TEST
 
 /* A LUN that needs the mount watch (write-back on a file) is refused
  * when the watch cannot start, here because tgtd may create no thread
- * beyond the LUN's 16 workers, which tgt starts before the LUN opens
- * (rather than exported unwatched); a plp LUN, which needs no
+ * beyond the LUN's 4 workers (workers=4), which tgt starts before the
+ * LUN opens (rather than exported unwatched); a plp LUN, which needs no
  * watch, is taken; and the write-back one once the watch can run. */
 START_TEST(test_blockdev_unwatched_lun_refused)
 {
@@ -1658,7 +1658,7 @@ START_TEST(test_blockdev_unwatched_lun_refused)
 	ck_assert_ptr_nonnull(base);
 	capped = proto_sh("G=%s/syncguard-proto-%d; mkdir -p $G && "
 		"echo $(cat '%s/tgtd/pid') >$G/cgroup.procs && "
-		"echo $(($(cat $G/pids.current) + 16)) >$G/pids.max", base,
+		"echo $(($(cat $G/pids.current) + 4)) >$G/pids.max", base,
 		(int)getppid(), proto_dir());
 	if (capped) {		/* e.g. a cgroup v2 that will not move it */
 		proto_sh("echo $(cat '%s/tgtd/pid') >%s/cgroup.procs",
@@ -1667,8 +1667,8 @@ START_TEST(test_blockdev_unwatched_lun_refused)
 			      "cannot cap tgtd's threads in %s", base);
 		return;
 	}
-	refused = proto_add_lun(9, file, "mode=write-back", 0) != 0;
-	plp = proto_add_lun(10, file, "mode=plp", 0) == 0;
+	refused = proto_add_lun(9, file, "mode=write-back;workers=4", 0) != 0;
+	plp = proto_add_lun(10, file, "mode=plp;workers=4", 0) == 0;
 	if (plp)
 		proto_del_lun(10);
 	proto_sh("echo $(cat '%s/tgtd/pid') >%s/cgroup.procs", proto_dir(),
