@@ -245,10 +245,11 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	*fd = bs->lun.fd;
 	*size = bs->lun.size;
 	eprintf("syncguard: lun %" PRIu64 ": %s, mode=%s, %" PRIu64
-		" bytes, %u-byte blocks, engine %s, writes %s%s\n", lu->lun, path,
-		syncguard_mode_name(bs->opts.mode), bs->lun.size,
+		" bytes, %u-byte blocks, engine %s, %d workers, writes %s%s\n",
+		lu->lun, path, syncguard_mode_name(bs->opts.mode), bs->lun.size,
 		1u << lu->blk_shift, bs->uring.on ? "io_uring" : bs->uring.flush_on ?
-		"threads, flushes through io_uring" : "threads", writes_how(bs),
+		"threads, flushes through io_uring" : "threads",
+		BS_THREAD_I(lu)->nr_worker_threads, writes_how(bs),
 		bs->lun.direct_reads ? ", reads O_DIRECT" : "");
 	log_device_cache(lu);
 	log_holes(lu);
@@ -382,6 +383,8 @@ static void bs_syncguard_close(struct scsi_lu *lu)
 static tgtadm_err bs_syncguard_init(struct scsi_lu *lu, char *bsopts)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
+	unsigned int workers;
+	tgtadm_err ret;
 	char err[256];
 
 	memset(bs, 0, sizeof(*bs));
@@ -395,8 +398,13 @@ static tgtadm_err bs_syncguard_init(struct scsi_lu *lu, char *bsopts)
 		return TGTADM_INVALID_REQUEST;
 	}
 	syncguard_cmdtable_install(lu);
-	return bs_thread_open(BS_THREAD_I(lu), bs_syncguard_request,
-			      (int)syncguard_workers(&bs->opts, nr_iothreads));
+	workers = syncguard_workers(&bs->opts, nr_iothreads);
+	ret = bs_thread_open(BS_THREAD_I(lu), bs_syncguard_request, (int)workers);
+	if (ret != TGTADM_SUCCESS)	/* tgt logs why pthread_create failed */
+		eprintf("syncguard: lun %" PRIu64 ": cannot start %u worker "
+			"threads: refused (bsopts workers=, tgtd's "
+			"--nr_iothreads or its task limit)\n", lu->lun, workers);
+	return ret;
 }
 
 static void bs_syncguard_exit(struct scsi_lu *lu)

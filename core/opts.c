@@ -189,6 +189,8 @@ unsigned int syncguard_workers(const struct syncguard_opts *opts,
 
 	if (opts->workers)
 		return opts->workers;
+	if (t > SYNCGUARD_WORKERS_MAX)
+		return SYNCGUARD_WORKERS_MAX;
 	return t > SYNCGUARD_WORKERS_AUTO_MIN ? t : SYNCGUARD_WORKERS_AUTO_MIN;
 }
 
@@ -249,8 +251,8 @@ static const struct opt_def opt_table[] = {
 	  "where io_uring does not (engine=threads), and a write that must "
 	  "be durable holds its worker until its group flush, so fewer "
 	  "workers than the commands the initiators keep in flight cap the "
-	  "writes a flush answers; auto (default) = tgtd's --nr_iothreads, "
-	  "at least 32" },
+	  "writes a flush answers; auto (default) = tgtd's --nr_iothreads "
+	  "within 32..256.  Fixed when the LUN is created" },
 };
 
 #define NR_OPTS (sizeof(opt_table) / sizeof(opt_table[0]))

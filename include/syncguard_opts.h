@@ -87,7 +87,8 @@ struct syncguard_opts {
 /*
  * How many of tgt's worker threads a LUN gets: @opts->workers if set
  * (1..SYNCGUARD_WORKERS_MAX), else @tgt_threads (tgtd's --nr_iothreads)
- * but at least SYNCGUARD_WORKERS_AUTO_MIN.  The workers run every read
+ * within SYNCGUARD_WORKERS_AUTO_MIN..SYNCGUARD_WORKERS_MAX.  Fixed when
+ * the LUN is created (tgt starts them before the LUN opens).  The workers run every read
  * and write on engine=threads (FUSE, NFS: no RWF_NOWAIT) and whatever
  * io_uring leaves to them elsewhere.  A write that must be durable
  * holds its worker until its group flush has answered it, so a flush
@@ -98,7 +99,7 @@ struct syncguard_opts {
  * made 5.7-6.0k IOPS with 32, 48 or 64 workers and 3.9k with tgt's 16
  * (docs/performance.md); on the disk, where io_uring runs the writes,
  * the count makes no difference.  Each idle worker costs about 8 KiB of
- * tgtd's resident memory.
+ * tgtd's resident memory, and its stack's 8 MiB of address space.
  */
 #define SYNCGUARD_WORKERS_AUTO_MIN	32u
 #define SYNCGUARD_WORKERS_MAX		256u

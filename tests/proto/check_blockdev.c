@@ -926,15 +926,15 @@ START_TEST(test_blockdev_write_back_page_cache)
 
 	for (int e = 0; e < 2; e++) {
 		snprintf(line, sizeof(line), "%s, mode=write-back, %u bytes, "
-			 "512-byte blocks, engine %s, writes through the page "
-			 "cache\n", devs[0].dev, DEV_BYTES, engines[e]);
+			 "512-byte blocks, engine %s, 32 workers, writes through "
+			 "the page cache\n", devs[0].dev, DEV_BYTES, engines[e]);
 		found = found || proto_log_has(line);
 	}
 	ck_assert_msg(found, "no page-cache line for %s", devs[0].dev);
 	found = false;
 	for (int e = 0; e < 2; e++) {
 		snprintf(line, sizeof(line), "%s, mode=write-back, %u bytes, "
-			 "512-byte blocks, engine %s, writes O_DIRECT",
+			 "512-byte blocks, engine %s, 32 workers, writes O_DIRECT",
 			 devs[3].dev, DEV_BYTES, engines[e]);
 		found = found || proto_log_has(line);
 	}
@@ -1648,12 +1648,14 @@ END_TEST
  * when the watch cannot start, here because tgtd may create no thread
  * beyond the LUN's 4 workers (workers=4), which tgt starts before the
  * LUN opens (rather than exported unwatched); a plp LUN, which needs no
- * watch, is taken; and the write-back one once the watch can run. */
+ * watch, is taken; one with more workers than tgtd may start is refused
+ * with a line saying so; and the write-back one once the watch can
+ * run. */
 START_TEST(test_blockdev_unwatched_lun_refused)
 {
 	const char *file = proto_file("unwatched.img", 4u << 20, false);
 	const char *base = pids_base();
-	int capped, refused, plp, taken;
+	int capped, refused, plp, taken, too_many;
 
 	ck_assert_ptr_nonnull(base);
 	capped = proto_sh("G=%s/syncguard-proto-%d; mkdir -p $G && "
@@ -1671,6 +1673,7 @@ START_TEST(test_blockdev_unwatched_lun_refused)
 	plp = proto_add_lun(10, file, "mode=plp;workers=4", 0) == 0;
 	if (plp)
 		proto_del_lun(10);
+	too_many = proto_add_lun(10, file, "mode=plp;workers=8", 0) != 0;
 	proto_sh("echo $(cat '%s/tgtd/pid') >%s/cgroup.procs", proto_dir(),
 		 base);
 	taken = proto_add_lun(9, file, "mode=write-back", 0) == 0;
@@ -1678,6 +1681,9 @@ START_TEST(test_blockdev_unwatched_lun_refused)
 		proto_del_lun(9);
 	ck_assert(refused);
 	ck_assert(plp);
+	ck_assert(too_many);
+	ck_assert(proto_log_has("lun 10: cannot start 8 worker threads: "
+				"refused"));
 	ck_assert(proto_log_has("cannot watch /proc/self/mountinfo"));
 	ck_assert(proto_log_has("unwatched.img: the mount table cannot be "
 				"watched, so a remount nobarrier under it would "

@@ -133,8 +133,8 @@ START_TEST(test_bsopts_good_after_bad)
 END_TEST
 
 /* bsopts workers: a LUN gets that many of tgt's worker threads, and
- * with auto tgtd's --nr_iothreads (16 here) but at least 32; deleting
- * the LUN ends them */
+ * with auto tgtd's --nr_iothreads (16 here) within 32..256, as its
+ * tgtd.log line says; deleting the LUN ends them */
 START_TEST(test_bsopts_workers)
 {
 	static const struct { const char *bsopts; long long threads; } t[] = {
@@ -143,14 +143,25 @@ START_TEST(test_bsopts_workers)
 		{ "mode=plp;workers=40", 40 },
 	};
 	long long before = proto_tgtd_threads();
+	int logged[3];
+	char line[64];
 
 	ck_assert_int_gt(before, 0);
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		snprintf(line, sizeof(line), ", %lld workers, writes ",
+			 t[i].threads);
+		logged[i] = proto_log_count(line);
+	}
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		ck_assert_int_eq(proto_add_lun(10, proto_file("workers.img",
 					       4 << 20, false), t[i].bsopts, 0), 0);
 		ck_assert_msg(proto_tgtd_threads() == before + t[i].threads,
 			      "%s: %lld threads, %lld before", t[i].bsopts,
 			      proto_tgtd_threads(), before);
+		snprintf(line, sizeof(line), ", %lld workers, writes ",
+			 t[i].threads);
+		ck_assert_msg(proto_log_count(line) == ++logged[i], "%s: "
+			      "tgtd.log lacks \"%s\"", t[i].bsopts, line);
 		ck_assert_int_eq(proto_del_lun(10), 0);
 		ck_assert_int_eq(proto_tgtd_threads(), before);
 	}

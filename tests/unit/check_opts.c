@@ -135,7 +135,7 @@ START_TEST(test_opts_mechanism_switches)
 }
 END_TEST
 
-/* workers: auto takes tgtd's count but at least 32; a number is taken
+/* workers: auto takes tgtd's count within 32..256; a number is taken
  * as it is, within 1..256; nothing else */
 START_TEST(test_opts_workers)
 {
@@ -148,6 +148,7 @@ START_TEST(test_opts_workers)
 	ck_assert_uint_eq(syncguard_workers(&opts, 16), 32);	/* tgt's default */
 	ck_assert_uint_eq(syncguard_workers(&opts, 64), 64);	/* -t 64 */
 	ck_assert_uint_eq(syncguard_workers(&opts, 0), 32);
+	ck_assert_uint_eq(syncguard_workers(&opts, 1000), 256);	/* -t 1000 */
 	ck_assert_int_eq(parse("workers=auto"), 0);
 	ck_assert_uint_eq(syncguard_workers(&opts, 4), 32);
 	ck_assert_int_eq(parse("workers=4"), 0);
