@@ -87,19 +87,20 @@ struct syncguard_opts {
 /*
  * How many of tgt's worker threads a LUN gets: @opts->workers if set
  * (1..SYNCGUARD_WORKERS_MAX), else @tgt_threads (tgtd's --nr_iothreads)
- * within SYNCGUARD_WORKERS_AUTO_MIN..SYNCGUARD_WORKERS_MAX.  Fixed when
- * the LUN is created (tgt starts them before the LUN opens).  The workers run every read
- * and write on engine=threads (FUSE, NFS: no RWF_NOWAIT) and whatever
- * io_uring leaves to them elsewhere.  A write that must be durable
- * holds its worker until its group flush has answered it, so a flush
- * can answer at most as many of them as there are workers: fewer
- * workers than the initiators keep in flight cap durable writes per
- * flush.  32 is open-iscsi's queue depth per LUN and iscsi-syncbench's
- * default; on the 2 ms-flush FUSE model at QD32, write-through writes
- * made 5.7-6.0k IOPS with 32, 48 or 64 workers and 3.9k with tgt's 16
- * (docs/performance.md); on the disk, where io_uring runs the writes,
- * the count makes no difference.  Each idle worker costs about 8 KiB of
- * tgtd's resident memory, and its stack's 8 MiB of address space.
+ * within SYNCGUARD_WORKERS_AUTO_MIN..SYNCGUARD_WORKERS_MAX; fixed when
+ * the LUN is created (tgt starts them before the LUN opens).  The
+ * workers run every read and write on engine=threads (FUSE, NFS: no
+ * RWF_NOWAIT) and whatever io_uring leaves to them elsewhere.  A write
+ * that must be durable holds its worker until its group flush has
+ * answered it, so a flush can answer at most as many of them as there
+ * are workers: fewer workers than the initiators keep in flight cap
+ * durable writes per flush.  32 is open-iscsi's queue depth per LUN
+ * and make bench's; on the 2 ms-flush FUSE model at QD32, write-through
+ * writes made 5.7-6.0k IOPS with 32, 48 or 64 workers and 3.9k with
+ * tgt's 16 (docs/performance.md); on the disk, where io_uring runs the
+ * writes, the count makes no difference.  Each idle worker costs about
+ * 8 KiB of tgtd's resident memory, and its stack's 8 MiB of address
+ * space.
  */
 #define SYNCGUARD_WORKERS_AUTO_MIN	32u
 #define SYNCGUARD_WORKERS_MAX		256u
@@ -116,9 +117,8 @@ const char *syncguard_write_sync_name(enum syncguard_write_sync ws);
  * ':' (tgt splits its own --params on ',', so ',' never reaches us).
  * Every field of @opts is set: a key not given gets its default
  * (mode=write-back, engine/write_sync/direct/flush_batch/sync_loop
- * auto, alloc_check yes,
- * allow_wce no, state_dir "", workers auto), so @bsopts NULL or empty gives the
- * defaults.
+ * auto, alloc_check yes, allow_wce no, state_dir "", workers auto), so
+ * @bsopts NULL or empty gives the defaults.
  * Returns 0; -EINVAL with a one-line reason in @err (NUL-terminated,
  * at most @errlen bytes) naming the offending key or value; or -ENOMEM.
  */
