@@ -132,6 +132,15 @@ START_TEST(test_bsopts_good_after_bad)
 }
 END_TEST
 
+/* tgtd.log lines of LUNs opened with @n workers */
+static int workers_logged(long long n)
+{
+	char line[64];
+
+	snprintf(line, sizeof(line), ", %lld workers, writes ", n);
+	return proto_log_count(line);
+}
+
 /* bsopts workers: a LUN gets that many of tgt's worker threads, and
  * with auto tgtd's --nr_iothreads (16 here) within 32..256, as its
  * tgtd.log line says; deleting the LUN ends them */
@@ -144,24 +153,19 @@ START_TEST(test_bsopts_workers)
 	};
 	long long before = proto_tgtd_threads();
 	int logged[3];
-	char line[64];
 
 	ck_assert_int_gt(before, 0);
-	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		snprintf(line, sizeof(line), ", %lld workers, writes ",
-			 t[i].threads);
-		logged[i] = proto_log_count(line);
-	}
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		logged[i] = workers_logged(t[i].threads);
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		ck_assert_int_eq(proto_add_lun(10, proto_file("workers.img",
 					       4 << 20, false), t[i].bsopts, 0), 0);
 		ck_assert_msg(proto_tgtd_threads() == before + t[i].threads,
 			      "%s: %lld threads, %lld before", t[i].bsopts,
 			      proto_tgtd_threads(), before);
-		snprintf(line, sizeof(line), ", %lld workers, writes ",
-			 t[i].threads);
-		ck_assert_msg(proto_log_count(line) == ++logged[i], "%s: "
-			      "tgtd.log lacks \"%s\"", t[i].bsopts, line);
+		ck_assert_msg(workers_logged(t[i].threads) == ++logged[i],
+			      "%s: tgtd.log lacks \", %lld workers, writes \"",
+			      t[i].bsopts, t[i].threads);
 		ck_assert_int_eq(proto_del_lun(10), 0);
 		ck_assert_int_eq(proto_tgtd_threads(), before);
 	}
