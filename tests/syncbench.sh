@@ -8,8 +8,8 @@
 # overwritten behind the target's back, Ctrl-C printing the results so
 # far with exit 130, the iozone preset's shape, labels and JSON that
 # cannot inject into CSV or gnuplot, a unit attention mid-run said once,
-# a missing LUN named, syncguard-stat's
-# and tgtd-private's errors, sweeps checked before they run
+# a missing LUN named, each command's header corked with its data,
+# syncguard-stat's and tgtd-private's errors, sweeps checked before they run
 # (--bytes below one command, writes to a write-protected LUN, a preset
 # beside the options it sets), --compare refusing a file without
 # results, and a target killed mid-run ending the run instead of hanging
@@ -259,6 +259,21 @@ WIRECHECK_EVERY=4 WIRECHECK_LOG="$work/order.log" LD_PRELOAD="$top/build/wireche
 	"$sb" -s every:4 -q 16 -t 1 --no-progress "$u1" >/dev/null 2>&1
 expect "every:4's flushes wait for the 4 writes they cover ($(grep -c "sent before" "$work/order.log") early; $(tail -1 "$work/order.log"))" \
 	'! grep -q "sent before" "$work/order.log" && grep -q "^flushes [1-9][0-9]* writes" "$work/order.log"'
+
+# one segment per command: the tool corks its socket around each pass's
+# writes, so that a command's header leaves with its data, as the kernel
+# initiator sends them (libiscsi alone sends them as two segments). Only
+# the few setup commands libiscsi's synchronous calls send (INQUIRY,
+# READ CAPACITY, MODE SENSE...) go uncorked; 64 KiB writes add Data-Out
+# PDUs after tgt's R2Ts, which must be corked too.
+for bs in 4k 64k; do
+	rm -f "$work/cork.log"
+	WIRECHECK_LOG="$work/cork.log" LD_PRELOAD="$top/build/wirecheck.so" \
+		"$sb" -q 8 -b "$bs" -t 0.5 --no-progress "$u1" >/dev/null 2>&1
+	read -r _ pdus _ uncorked < <(grep "^command_pdus" "$work/cork.log")
+	expect "$bs writes: command and Data-Out headers sent corked (${pdus:-?} sent, ${uncorked:-?} uncorked)" \
+		'[ "${pdus:-0}" -ge 500 ] && [ "${uncorked:-999}" -le 16 ]'
+done
 
 # a LUN that reports DPOFUA=0 (tests/wirecheck.c clears the bit in the
 # MODE SENSE answers; tgt sets it for every LUN): the fua discipline

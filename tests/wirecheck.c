@@ -17,8 +17,14 @@
  *   LUN without FUA, which tgt never reports: its sbc.c sets the bit
  *   for every LUN), for the tool's warning about the fua discipline.
  *
- * At exit it appends "flushes F writes W reads R unwritten_reads U"
- * (totals), so that an empty run is told from a clean one.
+ * - Always: the SCSI Command and SCSI Data-Out PDU headers libiscsi
+ *   sends are counted, and those sent while their socket was not corked
+ *   (TCP_CORK, set by the tool around its writes) apart: uncorked, a
+ *   header leaves as a segment of its own, without its data.
+ *
+ * At exit it appends "command_pdus C uncorked U", then "flushes F
+ * writes W reads R unwritten_reads U" (totals), so that an empty run is
+ * told from a clean one.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -26,6 +32,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
@@ -190,6 +199,41 @@ struct scsi_task *iscsi_read16_iov_task(struct iscsi_context *iscsi, int lun,
 		    fua_nv, group_number, cb, private_data, iov, niov);
 }
 
+/* the sockets corked now, by descriptor */
+#define MAX_FD 1024
+static bool corked[MAX_FD];
+static unsigned long command_pdus, uncorked_pdus;
+
+int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	static int (*real)(int, int, int, const void *, socklen_t);
+
+	if (!real)
+		real = dlsym(RTLD_NEXT, "setsockopt");
+	if (fd >= 0 && fd < MAX_FD && level == IPPROTO_TCP &&
+	    name == TCP_CORK && val && len >= (socklen_t)sizeof(int))
+		corked[fd] = *(const int *)val != 0;
+	return real(fd, level, name, val, len);
+}
+
+/* libiscsi sends each PDU's 48-byte basic header with send() */
+ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	static ssize_t (*real)(int, const void *, size_t, int);
+	const unsigned char *h = buf;
+
+	if (!real)
+		real = dlsym(RTLD_NEXT, "send");
+	if (n == 48 && fd >= 0 && fd < MAX_FD &&
+	    ((h[0] & 0x3f) == 0x01 || (h[0] & 0x3f) == 0x05)) {
+		pthread_mutex_lock(&lock);
+		command_pdus++;
+		uncorked_pdus += !corked[fd];
+		pthread_mutex_unlock(&lock);
+	}
+	return real(fd, buf, n, flags);
+}
+
 /* the tool's MODE SENSE answers, unmarshalled: DPOFUA cleared if asked */
 void *scsi_datain_unmarshall(struct scsi_task *task)
 {
@@ -217,6 +261,8 @@ __attribute__((destructor)) static void totals(void)
 		w += ctx[i].writes;
 	}
 	if (out) {
+		fprintf(out, "command_pdus %lu uncorked %lu\n", command_pdus,
+			uncorked_pdus);
 		fprintf(out, "flushes %lu writes %lu reads %lu unwritten_reads "
 			"%lu\n", f, w, reads, unwritten_reads);
 		fclose(out);
