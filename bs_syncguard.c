@@ -4,7 +4,7 @@
  * write-back, plp).
  *
  * This file is only glue between tgt's internal API (struct scsi_lu,
- * struct scsi_cmd, bs_thread workers) and the tgt-independent core in
+ * struct scsi_cmd, the worker threads) and the tgt-independent core in
  * core/; the LUN's command table is glue/cmdtable.c.  The durability
  * policy is in core/policy.c, the error-to-sense table in core/sense.c.
  *
@@ -245,11 +245,11 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	*fd = bs->lun.fd;
 	*size = bs->lun.size;
 	eprintf("syncguard: lun %" PRIu64 ": %s, mode=%s, %" PRIu64
-		" bytes, %u-byte blocks, engine %s, %d workers, writes %s%s\n",
+		" bytes, %u-byte blocks, engine %s, %u workers, writes %s%s\n",
 		lu->lun, path, syncguard_mode_name(bs->opts.mode), bs->lun.size,
 		1u << lu->blk_shift, bs->uring.on ? "io_uring" : bs->uring.flush_on ?
 		"threads, flushes through io_uring" : "threads",
-		BS_THREAD_I(lu)->nr_worker_threads, writes_how(bs),
+		bs->workers.n, writes_how(bs),
 		bs->lun.direct_reads ? ", reads O_DIRECT" : "");
 	log_device_cache(lu);
 	log_holes(lu);
@@ -384,8 +384,8 @@ static tgtadm_err bs_syncguard_init(struct scsi_lu *lu, char *bsopts)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
 	unsigned int workers;
-	tgtadm_err ret;
 	char err[256];
+	int ret;
 
 	memset(bs, 0, sizeof(*bs));
 	bs->lun.fd = -1;
@@ -399,23 +399,28 @@ static tgtadm_err bs_syncguard_init(struct scsi_lu *lu, char *bsopts)
 	}
 	syncguard_cmdtable_install(lu);
 	workers = syncguard_workers(&bs->opts, nr_iothreads);
-	ret = bs_thread_open(BS_THREAD_I(lu), bs_syncguard_request, (int)workers);
-	if (ret != TGTADM_SUCCESS)	/* tgt logs why pthread_create failed */
+	ret = syncguard_workers_start(&bs->workers, workers,
+				      bs_syncguard_request);
+	if (ret == -EAGAIN)
 		eprintf("syncguard: lun %" PRIu64 ": cannot start %u worker "
 			"threads: refused (bsopts workers=, tgtd's "
 			"--nr_iothreads or its task limit)\n", lu->lun, workers);
-	return ret;
+	else if (ret)
+		eprintf("syncguard: lun %" PRIu64 ": cannot start its worker "
+			"threads: refused (%s)\n", lu->lun, strerror(-ret));
+	if (ret)
+		return TGTADM_NOMEM;	/* what tgt's own workers answer */
+	return TGTADM_SUCCESS;
 }
 
 static void bs_syncguard_exit(struct scsi_lu *lu)
 {
-	bs_thread_close(BS_THREAD_I(lu));
+	syncguard_workers_stop(&SYNCGUARD_BS(lu)->workers);
 }
 
 static struct backingstore_template syncguard_bst = {
 	.bs_name = "syncguard",
-	.bs_datasize = sizeof(struct bs_thread_info) +
-		       sizeof(struct syncguard_bs),
+	.bs_datasize = sizeof(struct syncguard_bs),
 	.bs_open = bs_syncguard_open,
 	.bs_close = bs_syncguard_close,
 	.bs_init = bs_syncguard_init,

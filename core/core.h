@@ -752,7 +752,7 @@ bool syncguard_sync_cache_now(struct syncguard_lun *lun, const uint8_t *cdb,
  * Execute one SBC command against @lun: decode, validate (LBA range,
  * reserved fields this store cares about), move data, and make it as
  * durable as syncguard_policy() demands before returning.  Thread-safe:
- * tgt's worker threads call it concurrently for one LUN.
+ * the LUN's worker threads call it concurrently.
  */
 void syncguard_execute(struct syncguard_lun *lun,
 		       const struct syncguard_req *req,

@@ -213,7 +213,7 @@ static const struct opt_def opt_table[] = {
 	  "WCE=1 (default no); write-through then behaves as write-back" },
 	{ "engine", parse_engine, "auto, threads or uring",
 	  "how plain reads and writes reach the file: uring = io_uring from "
-	  "tgtd's event thread; threads = tgt's worker threads; auto "
+	  "tgtd's event thread; threads = the LUN's worker threads; auto "
 	  "(default) = uring where the file system supports non-blocking "
 	  "I/O (RWF_NOWAIT), else threads" },
 	{ "write_sync", parse_write_sync, "auto, group or dsync",
@@ -247,7 +247,7 @@ static const struct opt_def opt_table[] = {
 	  "(syncguard-stat --clear-latch PATH); default $SYNCGUARD_STATE_DIR "
 	  "of tgtd, else " SYNCGUARD_STATE_DIR_DEFAULT },
 	{ "workers", parse_workers, "auto or 1 to 256",
-	  "tgt worker threads for this LUN: they run every read and write "
+	  "worker threads for this LUN: they run every read and write "
 	  "where io_uring does not (engine=threads), and a write that must "
 	  "be durable holds its worker until its group flush, so fewer "
 	  "workers than the commands the initiators keep in flight cap the "

@@ -40,7 +40,7 @@ static int syncguard_unmap(int host_no, struct scsi_cmd *cmd)
 	if (lu->attrs.readonly || lu->attrs.swp)
 		return syncguard_fail(cmd, SYNCGUARD_ERR_WRITE_PROTECT);
 	/* thin provisioning, ANCHOR, descriptors: core/exec.c */
-	bs_thread_cmd_submit(cmd);
+	syncguard_workers_submit(cmd);
 	return SAM_STAT_GOOD;
 }
 

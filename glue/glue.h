@@ -5,7 +5,7 @@
  * the tgt-independent core is core/core.h.
  *
  * Layers, each using only those after it: bs_syncguard.c; cmdtable.c;
- * admin.c; wce.c, synccache.c, vpd.c; uring.c, watch.c; answer.c.
+ * admin.c; wce.c, synccache.c, vpd.c; uring.c, watch.c; answer.c, workers.c.
  * (tests/deps.sh checks it.)
  */
 #ifndef SYNCGUARD_GLUE_H
@@ -22,7 +22,6 @@
 #include "tgtd.h"
 #include "scsi.h"
 #include "spc.h"
-#include "bs_thread.h"
 #include "target.h"
 
 #include "core.h"
@@ -68,7 +67,21 @@ struct syncguard_uring {
 	struct event_data submit_ev;
 };
 
-/* Per-LUN private data, placed after tgt's struct bs_thread_info. */
+/* The LUN's worker threads (glue/workers.c). */
+struct syncguard_workers {
+	bool inited, watched, stop;	/* stop: under lock */
+	pthread_mutex_t lock;		/* pending, stop */
+	pthread_cond_t cond;
+	struct list_head pending;	/* commands to run, by bs_list */
+	pthread_mutex_t done_lock;	/* done */
+	struct list_head done;		/* run, to be answered */
+	int efd;			/* done went non-empty */
+	void (*fn)(struct scsi_cmd *cmd);
+	pthread_t *threads;
+	unsigned int n;			/* started */
+};
+
+/* Per-LUN private data, placed after tgt's struct scsi_lu. */
 struct syncguard_bs {
 	struct syncguard_opts opts;
 	struct syncguard_lun lun;
@@ -101,6 +114,7 @@ struct syncguard_bs {
 	unsigned int wce_switches;
 	bool opening;			/* the switch to WCE=0 at open runs */
 	struct syncguard_uring uring;
+	struct syncguard_workers workers;
 	struct syncguard_bs *next_watched;	/* the mount watch's list */
 	uint64_t lun_nr;			/* for its log line */
 	/* failed commands' log lines (syncguard_answer), atomics, per
@@ -114,8 +128,7 @@ struct syncguard_bs {
 
 static inline struct syncguard_bs *SYNCGUARD_BS(struct scsi_lu *lu)
 {
-	return (struct syncguard_bs *)((char *)BS_THREAD_I(lu) +
-				       sizeof(struct bs_thread_info));
+	return (struct syncguard_bs *)((char *)lu + sizeof(*lu));
 }
 
 /* ---- glue/cmdtable.c ---- */
@@ -264,5 +277,25 @@ int syncguard_fail(struct scsi_cmd *cmd, enum syncguard_reason r);
 /* Run @fn(@arg) on a detached thread: 0, or pthread_create's error
  * number (the final flush, the switches to WCE=0). */
 int syncguard_start_detached(void *(*fn)(void *), void *arg);
+
+/* ---- glue/workers.c ---- */
+
+/* Start @n (1..256) threads that run @fn on each command queued to @w
+ * (tgtd's event thread answers them after); 0, or -errno with none left
+ * running: -EAGAIN, a thread could not start (tgtd's task limit);
+ * -EMFILE and the like, no eventfd; -ENOMEM; -EIO, tgt's epoll refused
+ * the eventfd. Event thread. */
+int syncguard_workers_start(struct syncguard_workers *w, unsigned int n,
+			    void (*fn)(struct scsi_cmd *cmd));
+
+/* Queue @cmd for its LUN's workers and mark it asynchronous; returns 0
+ * (bs_cmd_submit's convention). Event thread. */
+int syncguard_workers_submit(struct scsi_cmd *cmd);
+
+/* Stop and join @w's threads; call only with no command of the LUN in
+ * flight (tgt deletes a LUN only then: its active_cmd is 0), as one
+ * run and not yet answered would be dropped. A @w never started is left
+ * alone. Event thread. */
+void syncguard_workers_stop(struct syncguard_workers *w);
 
 #endif

@@ -404,17 +404,17 @@ int bs_syncguard_cmd_submit(struct scsi_cmd *cmd)
 				       (size_t)cmd->scb_len);
 	if (!bs->uring.on || bs->uring.inflight >= RING_ENTRIES - 2 ||
 	    !(op = calloc(1, sizeof(*op))))
-		return bs_thread_cmd_submit(cmd);
+		return syncguard_workers_submit(cmd);
 	if (!syncguard_plan(&bs->lun, &req, &op->plan)) {
 		free(op);
-		return bs_thread_cmd_submit(cmd);
+		return syncguard_workers_submit(cmd);
 	}
 	op->cmd = cmd;
 	if (op->plan.len && prepare(bs, op)) {	/* a worker may manage */
 		release(bs, op);
 		syncguard_plan_cancel(&bs->lun, &op->plan);
 		free(op);
-		return bs_thread_cmd_submit(cmd);
+		return syncguard_workers_submit(cmd);
 	}
 	set_cmd_async(cmd);
 	bs->uring.inflight++;

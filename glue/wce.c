@@ -254,7 +254,7 @@ int syncguard_mode_select(int host_no, struct scsi_cmd *cmd)
 	}
 	syncguard_page_set_wce(cmd->dev, true);		/* until the flush is done */
 	syncguard_lun_want_wce(&bs->lun, false);	/* a later WCE=1 wins */
-	bs_thread_cmd_submit(cmd);		/* -> syncguard_wce_off_request */
+	syncguard_workers_submit(cmd);		/* -> syncguard_wce_off_request */
 	return SAM_STAT_GOOD;
 }
 

@@ -39,7 +39,7 @@ enum syncguard_direct {
 enum syncguard_engine {
 	SYNCGUARD_ENGINE_AUTO,		/* io_uring where the file takes
 					 * non-blocking I/O (RWF_NOWAIT) */
-	SYNCGUARD_ENGINE_THREADS,	/* tgt's worker threads only */
+	SYNCGUARD_ENGINE_THREADS,	/* the LUN's worker threads only */
 	SYNCGUARD_ENGINE_URING,		/* io_uring, or the LUN is refused */
 };
 
@@ -76,7 +76,7 @@ struct syncguard_opts {
 	 * (core/poison.c); "" = $SYNCGUARD_STATE_DIR, else
 	 * SYNCGUARD_STATE_DIR_DEFAULT */
 	char state_dir[256];
-	/* tgt worker threads for the LUN; 0 = auto (syncguard_workers) */
+	/* worker threads for the LUN; 0 = auto (syncguard_workers) */
 	unsigned int workers;
 };
 
@@ -85,7 +85,7 @@ struct syncguard_opts {
 #define SYNCGUARD_STATE_DIR_DEFAULT "/var/lib/syncguard"
 
 /*
- * How many of tgt's worker threads a LUN gets: @opts->workers if set
+ * How many worker threads a LUN gets (glue/workers.c): @opts->workers if set
  * (1..SYNCGUARD_WORKERS_MAX), else @tgt_threads (tgtd's --nr_iothreads)
  * within SYNCGUARD_WORKERS_AUTO_MIN..SYNCGUARD_WORKERS_MAX; fixed when
  * the LUN is created (tgt starts them before the LUN opens).  The

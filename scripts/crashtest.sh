@@ -326,7 +326,7 @@ one_cut() {
 	trap '[ -n "$wpid" ] && kill "$wpid" 2>/dev/null
 	      "$tp" kill "$work/victim" 2>/dev/null; unmount_model; exit 130' INT TERM
 	IFS='|' read -r bsopts bstype bsz <<<"$(lun_args "$config" "$seed")"
-	# every engine in turn: io_uring; tgt's worker threads; and auto, which
+	# every engine in turn: io_uring; the LUN's worker threads; and auto, which
 	# on FUSE is the workers for I/O with SYNCHRONIZE CACHE on io_uring
 	local engines=(threads uring auto)
 	[ "$bstype" = syncguard ] && bsopts="$bsopts;engine=${engines[seed % 3]}"

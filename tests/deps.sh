@@ -1,7 +1,8 @@
 #!/bin/sh
 # The module's files depend on each other one way: no file calls into a
 # file that calls back into it, directly or around a circle, and the
-# core (core/) never calls the glue (glue/, compiled against tgt).
+# core (core/) never calls the glue (glue/, compiled against tgt); and
+# no file uses tgt's worker threads (bs_thread_*).
 #
 #   tests/deps.sh OBJECT...
 #
@@ -68,4 +69,12 @@ if [ -n "$up" ]; then
 	echo "$up" >&2
 	exit 1
 fi
-echo "deps: ok ($# objects, $(edges "$@" | wc -l) dependencies, no circle)"
+# tgt's worker threads tell each completion with kill(getpid(), SIGUSR2),
+# which the kernel places by walking every tgtd thread: the glue runs
+# its own (glue/workers.c) and takes none of tgt's
+tgt_workers=$(for o in "$@"; do nm -u "$o"; done | awk '$2 ~ /^bs_thread_/ { print $2 }' | sort -u)
+if [ -n "$tgt_workers" ]; then
+	echo "deps: FAIL: the module uses tgt's worker threads:" $tgt_workers >&2
+	exit 1
+fi
+echo "deps: ok ($# objects, $(edges "$@" | wc -l) dependencies, no circle, none of tgt's workers)"

@@ -1646,7 +1646,7 @@ END_TEST
 
 /* A LUN that needs the mount watch (write-back on a file) is refused
  * when the watch cannot start, here because tgtd may create no thread
- * beyond the LUN's 4 workers (workers=4), which tgt starts before the
+ * beyond the LUN's 4 workers (workers=4), which start before the
  * LUN opens (rather than exported unwatched); a plp LUN, which needs no
  * watch, is taken; one with more workers than tgtd may start is refused
  * with a line saying so; and the write-back one once the watch can

@@ -141,7 +141,7 @@ static int workers_logged(long long n)
 	return proto_log_count(line);
 }
 
-/* bsopts workers: a LUN gets that many of tgt's worker threads, and
+/* bsopts workers: a LUN gets that many worker threads, and
  * with auto tgtd's --nr_iothreads (16 here) within 32..256, as its
  * tgtd.log line says; deleting the LUN ends them */
 START_TEST(test_bsopts_workers)

@@ -98,7 +98,7 @@ static struct scsi_task *write_lba(struct iscsi_context *iscsi, int lun,
 				  fua, 0, 0);
 }
 
-/* both engines: tgt's worker threads, io_uring */
+/* both engines: the LUN's worker threads, io_uring */
 static const char *const wb_engines[] = { "mode=write-back;engine=threads",
 					  "mode=write-back;engine=uring" };
 

@@ -52,7 +52,7 @@ int proto_sh_in_tgtd(const char *fmt, ...)
 int proto_tgtd_signal(const char *sig);
 bool proto_tgtd_alive(void);
 
-/* tgtd's threads named "tgtd" (its event thread and tgt's worker
+/* tgtd's threads named "tgtd" (its event thread and the LUNs' worker
  * threads; not io_uring's io-wq workers, which come and go), or -1 */
 long long proto_tgtd_threads(void);
 
