@@ -413,8 +413,13 @@ static tgtadm_err bs_syncguard_init(struct scsi_lu *lu, char *bsopts)
 	return TGTADM_SUCCESS;
 }
 
+/* tgt closes a LUN's store before this, except on its own failure path
+ * after the store opened (tgt_device_create's fail_bs_init), where the
+ * mount watch and the ring would go on pointing at the freed LUN: close
+ * it here then (a no-op when closed). */
 static void bs_syncguard_exit(struct scsi_lu *lu)
 {
+	bs_syncguard_close(lu);
 	syncguard_workers_stop(&SYNCGUARD_BS(lu)->workers);
 }
 

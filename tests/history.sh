@@ -34,7 +34,9 @@ cites() {
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-head=$(git rev-parse --short HEAD 2>/dev/null || echo)
+# the whole hash: a short one can be all digits (about 1 in 27), which the
+# check takes for a number and lets pass
+head=$(git rev-parse HEAD 2>/dev/null || echo)
 printf 'a\n/* found by helper-%d */\nb\n' 12 >"$tmp/a.c"
 printf 'fixed in %s\n' "$head" >"$tmp/b.c"
 printf 'measured 2026-01-02\n' >"$tmp/c.c"
