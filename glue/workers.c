@@ -3,11 +3,11 @@
  * of them with engine=threads) run here, one at a time per thread, and
  * tgtd's event thread answers them.
  *
- * tgt's own workers (bs.c, bs_thread.h) do the same, but tell the event thread
- * of each completion with kill(getpid(), SIGUSR2): every tgtd thread
- * blocks that signal (tgtd reads it from a signalfd), so the kernel
- * walks all of tgtd's threads, of every LUN, to place each one, and a
- * worker's command costs more the more LUNs and workers tgtd has
+ * tgt's own workers (bs.c, bs_thread.h) do the same, but tell the
+ * event thread of each completion with kill(getpid(), SIGUSR2): every
+ * tgtd thread blocks that signal (tgtd reads it from a signalfd), so the
+ * kernel walks all of tgtd's threads, of every LUN, to place each one,
+ * and a worker's command costs more the more LUNs and workers tgtd has
  * (docs/performance.md, "The workers' own completion signal"). Here a
  * completion writes the LUN's eventfd, and only when the event thread
  * has not been told of an earlier one still waiting.  Tests:

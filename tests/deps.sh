@@ -72,9 +72,11 @@ fi
 # tgt's worker threads tell each completion with kill(getpid(), SIGUSR2),
 # which the kernel places by walking every tgtd thread: the glue runs
 # its own (glue/workers.c) and takes none of tgt's
-tgt_workers=$(for o in "$@"; do nm -u "$o"; done | awk '$2 ~ /^bs_thread_/ { print $2 }' | sort -u)
+tgt_workers=$(for o in "$@"; do nm -u "$o"; done |
+	      awk '$2 ~ /^bs_thread_/ { print $2 }' | sort -u)
 if [ -n "$tgt_workers" ]; then
 	echo "deps: FAIL: the module uses tgt's worker threads:" $tgt_workers >&2
 	exit 1
 fi
-echo "deps: ok ($# objects, $(edges "$@" | wc -l) dependencies, no circle, none of tgt's workers)"
+echo "deps: ok ($# objects, $(edges "$@" | wc -l) dependencies, no circle," \
+     "none of tgt's workers)"
