@@ -32,7 +32,11 @@
 # is marked tgt-bound.  tgtd's CPU time per command answered (utime +
 # stime from /proc/PID/stat over each measured window, summed over the
 # rounds, divided by the commands answered in them) is printed beside
-# the null store's own figure.
+# the null store's own figure.  vs_series (bench.csv, and a line under
+# the table): where the limit is the lesser of two, the cell against
+# 1 / (1/null IOPS + 1/fio IOPS), the two parts one after the other, as
+# a command at a fixed queue depth meets them; a figure to read, not a
+# second rule.
 #
 # Also the 4-LUN line: 4 LUNs of a mode at QD 8 each, one iscsi-syncbench
 # run (a process per LUN, merged), against the lesser of 4 null LUNs
@@ -239,11 +243,11 @@ NR == 1 { next }
 	if ($16 != "") { sys[c] += $16; scmd[c] += $13 }
 }
 END {
-	print "device,luns,config,sync,block_size,queue_depth,rounds,iops,semantics,local_iops,local_lat_us,null_iops,null_lat_us,limit,ratio,vs_null,bound,meets,cpu_us_per_cmd,null_cpu_us_per_cmd,errors,syscalls_per_cmd,null_syscalls_per_cmd"
+	print "device,luns,config,sync,block_size,queue_depth,rounds,iops,semantics,local_iops,local_lat_us,null_iops,null_lat_us,limit,ratio,vs_null,bound,meets,cpu_us_per_cmd,null_cpu_us_per_cmd,errors,syscalls_per_cmd,null_syscalls_per_cmd,vs_series"
 	for (k = 1; k <= n; k++) {
 		c = order[k]; split(c, f, SUBSEP)
 		g = f[1] SUBSEP f[2] SUBSEP f[3] SUBSEP f[4] SUBSEP f[5]
-		lims = ""; rats = ""; vsn = ""
+		lims = ""; rats = ""; vsn = ""; sers = ""
 		nr = split(substr(rs[c], 2), rr, " ")
 		for (i = 1; i <= nr; i++) {
 			r = rr[i]; lim = ""
@@ -253,8 +257,10 @@ END {
 				else if ((g, f[6], r) in fiops) {
 					if (f[4] == 1 && f[2] == 1)
 						lim = 1e6 / (nlat[g, r] + flat[g, f[6], r])
-					else
+					else {
 						lim = niops[g, r] < fiops[g, f[6], r] ? niops[g, r] : fiops[g, f[6], r]
+						sers = sers " " ciops[c, r] * (1 / niops[g, r] + 1 / fiops[g, f[6], r])
+					}
 				}
 			}
 			if (lim != "") { lims = lims " " lim; rats = rats " " ciops[c, r] / lim }
@@ -263,7 +269,7 @@ END {
 		limit = median(lims); ratio = median(rats); vs = median(vsn)
 		bound = vs == "" || sem[c] == "" ? "" : vs >= 1 / 1.1 ? "tgt" : "limit"
 		meets = ratio == "" ? "" : (ratio >= 0.85 || bound == "tgt") ? "yes" : "no"
-		printf "%s,%s,%s,%s,%s,%s,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d,%s,%s\n",
+		printf "%s,%s,%s,%s,%s,%s,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d,%s,%s,%s\n",
 			f[1], f[2], f[6], f[5], f[3], f[4], nr, num(median(call[c]), "%.0f"),
 			sem[c], num(median(fall[g, f[6]]), "%.0f"), num(median(flall[g, f[6]]), "%.1f"),
 			num(median(nall[g]), "%.0f"), num(median(nlall[g]), "%.1f"),
@@ -271,7 +277,8 @@ END {
 			(cmd[c] > 0 ? sprintf("%.1f", cpu[c] / cmd[c]) : ""),
 			(ncmd[g] > 0 ? sprintf("%.1f", ncpu[g] / ncmd[g]) : ""), err[c],
 			(scmd[c] > 0 ? sprintf("%.2f", sys[c] / scmd[c]) : ""),
-			(nscmd[g] > 0 ? sprintf("%.2f", nsys[g] / nscmd[g]) : "")
+			(nscmd[g] > 0 ? sprintf("%.2f", nsys[g] / nscmd[g]) : ""),
+			num(median(sers), "%.3f")
 	}
 }'
 bench_summary() { awk -F, "$summary_awk" "$1"; }
@@ -369,7 +376,7 @@ disk,1,sg-wt-nobatch,fua,4096,1,1,lun,dsync,500,2000,,100,0,0
 disk,1,sg-wt-nobatch,fua,4096,1,2,lun,dsync,1000,1000,,100,0,0
 disk,1,sg-wt-nobatch,fua,4096,1,3,lun,dsync,1000,1000,,100,0,0
 EOF
-	got=$(bench_summary "$tmp" | grep -v nobatch | cut -d, -f1-8,14-23)
+	got=$(bench_summary "$tmp" | grep -v nobatch | cut -d, -f1-8,14-24)
 	gains=$(extra="sg-wt-nobatch sg-plp-threads" mechanism_gains "$tmp")
 	rm -f "$tmp"
 	# flush batching: sg-wt over sg-wt-nobatch per round: 2, 0.9, 1.1
@@ -396,12 +403,15 @@ flush batching (flush_batch auto/off),disk,all,,,1 cells,,1.100,1.100-1.100"
 	# sg-wb none: limit from round 1 alone (8800 / 10000).  The 4-LUN
 	# line: fio the lesser (3000, 2000: ratios 0.5 and 0.75, the median
 	# of two their mean).  flush-only at QD1: 1 / the null's latency.
-	want="device,luns,config,sync,block_size,queue_depth,rounds,iops,limit,ratio,vs_null,bound,meets,cpu_us_per_cmd,null_cpu_us_per_cmd,errors,syscalls_per_cmd,null_syscalls_per_cmd
-disk,1,sg-wt,fua,4096,1,3,1000,1000,1.000,0.100,limit,yes,20.0,2.0,1,10.25,9.10
-disk,1,sg-plp,none,4096,32,3,9600,10000,0.955,0.960,tgt,yes,0.0,0.0,0,,
-disk,1,sg-wb,none,4096,32,3,8800,10000,0.880,0.880,limit,yes,0.0,0.0,0,,
-disk,4,sg-wb,flush,4096,8,2,1500,2500,0.625,0.075,limit,no,0.0,0.0,0,,
-slow,1,sg-wt,flush-only,4096,1,1,10000,20000,0.500,0.500,limit,no,0.0,0.0,0,,"
+	# vs_series (QD > 1 with a fio line): IOPS x (1/null + 1/fio), per
+	# round: sg-plp 9500 and 9600 x 1.2e-4 (1.140, 1.152), sg-wb 8800 x
+	# 1.1111e-4 (0.978), the 4-LUN line 0.575 and 0.825.
+	want="device,luns,config,sync,block_size,queue_depth,rounds,iops,limit,ratio,vs_null,bound,meets,cpu_us_per_cmd,null_cpu_us_per_cmd,errors,syscalls_per_cmd,null_syscalls_per_cmd,vs_series
+disk,1,sg-wt,fua,4096,1,3,1000,1000,1.000,0.100,limit,yes,20.0,2.0,1,10.25,9.10,
+disk,1,sg-plp,none,4096,32,3,9600,10000,0.955,0.960,tgt,yes,0.0,0.0,0,,,1.146
+disk,1,sg-wb,none,4096,32,3,8800,10000,0.880,0.880,limit,yes,0.0,0.0,0,,,0.978
+disk,4,sg-wb,flush,4096,8,2,1500,2500,0.625,0.075,limit,no,0.0,0.0,0,,,0.700
+slow,1,sg-wt,flush-only,4096,1,1,10000,20000,0.500,0.500,limit,no,0.0,0.0,0,,,"
 	if [ "$got" != "$want" ]; then
 		say "self-check: the table's arithmetic is wrong:"
 		diff <(echo "$want") <(echo "$got") >&2
@@ -938,6 +948,14 @@ report_table
 echo
 awk -F, 'NR > 1 && $18 != "" { n++; if ($17 == "tgt") t++; if ($18 == "no") b++ }
 	END { printf "%d cells with a limit: %d at >= 0.85 of it, %d tgt-bound, %d below 0.85\n", n, n - b - t, t, b }' "$csv"
+# the deeper cells against their two parts taken one after the other
+awk -F, 'NR > 1 && $24 != "" { v[++n] = $24 + 0; m += $24 >= 0.85 }
+	END {
+		if (!n) exit
+		for (i = 2; i <= n; i++)
+			for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+		printf "QD > 1 against 1 / (1/null + 1/fio) (vs_series): %d cells, %.2f-%.2f, median %.2f, %d at >= 0.85\n",
+			n, v[1], v[n], n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2, m }' "$csv"
 [ -n "$mem_sg" ] && [ -n "$mem_rdwr" ] &&
 	awk -v s="$mem_sg" -v r="$mem_rdwr" 'BEGIN {
 		printf "tgtd RSS under load: 8 syncguard LUNs %.1f MiB, 8 rdwr LUNs %.1f MiB (%+.1f MiB)\n",
