@@ -374,6 +374,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	if (!ret && (lun->group_fd = syncguard_reopen(lun, O_RDWR)) < 0)
 		ret = lun->group_fd;
 	lun->local_stats.write_sync = (uint32_t)opts->write_sync;
+	lun->local_stats.flush_batch = (uint32_t)opts->flush_batch;
+	lun->local_stats.sync_loop = (uint32_t)opts->sync_loop;
 	lun->local_stats.direct_io = lun->direct_io ? 1 : lun->mix.on ? 2 : 0;
 	if (!ret)
 		ret = init_write_lock(&lun->write_lock);

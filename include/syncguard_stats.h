@@ -21,11 +21,13 @@
 #include <sys/types.h>
 
 #define SYNCGUARD_STATS_MAGIC	0x53544753u	/* "SGTS" */
-#define SYNCGUARD_STATS_VERSION	7	/* 2: how writes go, the trials;
+#define SYNCGUARD_STATS_VERSION	8	/* 2: how writes go, the trials;
 					 * 3: pid_start; 4: wce;
 					 * 5: ring_ios, ring_submits;
 					 * 6: latched, latched_soft;
-					 * 7: sync_loop_way, _rate */
+					 * 7: sync_loop_way, _rate;
+					 * 8: workers, flush_batch,
+					 * sync_loop */
 #define SYNCGUARD_STATS_DIR	"/run/syncguard"
 #define SYNCGUARD_FLUSH_BUCKETS	32	/* log2 microseconds */
 #define SYNCGUARD_SYNC_LOOP_STREAK 2	/* sync_loop_way: a single writer */
@@ -101,6 +103,12 @@ struct syncguard_stats {
 	 * layout, which the tools share */
 	uint64_t sync_loop_way;
 	uint64_t sync_loop_rate[2];
+	/* set once, as the LUN opens: its worker threads (bsopts workers,
+	 * glue/workers.c), and bsopts flush_batch and sync_loop (enum
+	 * syncguard_flush_batch, enum syncguard_sync_loop: 0 auto, 1 off) */
+	uint64_t workers;
+	uint32_t flush_batch;
+	uint32_t sync_loop;
 };
 
 /* The owner's start time of a file whose first @bytes were read into

@@ -63,7 +63,8 @@ static void table_metrics(FILE *f, const struct syncguard_prom_lun *l,
 	for (size_t k = 0; k < syncguard_stats_nfields; k++) {
 		const struct syncguard_stats_field *fd =
 			&syncguard_stats_fields[k];
-		bool gauge = !strcmp(fd->name, "wce");
+		bool gauge = !strcmp(fd->name, "wce") ||
+			     !strcmp(fd->name, "workers");
 
 		if (fd->off == SYNCGUARD_OWN_CODE ||
 		    !strcmp(fd->name, "flush_us_total"))

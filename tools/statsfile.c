@@ -111,6 +111,11 @@ void syncguard_ways_batching(const struct syncguard_stats *st, char *buf,
 		snprintf(buf, len, "none (plp sends no flush)");
 		return;
 	}
+	if (st->flush_batch == SYNCGUARD_FLUSH_BATCH_OFF) {
+		snprintf(buf, len, "off (bsopts flush_batch=off: every flush "
+			 "at once)");
+		return;
+	}
 	snprintf(buf, len, "%s%s (last epochs: at once %s, held %s)",
 		 st->batch_way ? "holds back flushes that answer more than one "
 		 "command" : "flushes at once",
@@ -135,6 +140,11 @@ void syncguard_ways_sync_loop(const struct syncguard_stats *st, char *buf,
 	}
 	if (!st->wce) {
 		snprintf(buf, len, "none (WCE=0: every write is durable)");
+		return;
+	}
+	if (st->sync_loop == SYNCGUARD_SYNCLOOP_OFF) {
+		snprintf(buf, len, "off (bsopts sync_loop=off: plain writes "
+			 "stay cached)");
 		return;
 	}
 	if (st->sync_loop_way == SYNCGUARD_SYNC_LOOP_STREAK) {
@@ -196,6 +206,8 @@ const struct syncguard_stats_field syncguard_stats_fields[] = {
 	{ "ring_submits", offsetof(struct syncguard_stats, ring_submits),
 	  "the io_uring_enter calls that carried them (fewer when "
 	  "submissions were batched)" },
+	{ "workers", offsetof(struct syncguard_stats, workers),
+	  "the LUN's worker threads (bsopts workers; a gauge)" },
 	{ "write_sync", SYNCGUARD_OWN_CODE, "bsopts write_sync: auto, group or dsync" },
 	{ "direct_io", SYNCGUARD_OWN_CODE, "true when every aligned write goes "
 	  "O_DIRECT" },
@@ -205,13 +217,15 @@ const struct syncguard_stats_field syncguard_stats_fields[] = {
 	  "now: dsync or group; null on plp or another write_sync" },
 	{ "write_sync_rate", SYNCGUARD_OWN_CODE, "{dsync, group}: durable writes "
 	  "answered per second by each way in its last epoch (0: none yet)" },
+	{ "flush_batch", SYNCGUARD_OWN_CODE, "bsopts flush_batch: auto or off" },
 	{ "batch_way", SYNCGUARD_OWN_CODE, "the flush batching trial's way: at_once or "
-	  "hold; null on plp" },
+	  "hold; null on plp or with flush_batch=off" },
 	{ "batch_rate", SYNCGUARD_OWN_CODE, "{at_once, hold}: commands answered per "
 	  "second by each way's flushes in its last epoch" },
+	{ "sync_loop", SYNCGUARD_OWN_CODE, "bsopts sync_loop: auto or off" },
 	{ "sync_loop_way", SYNCGUARD_OWN_CODE, "write-back's WRITE+SYNCHRONIZE CACHE "
 	  "loop: cached, or single_writer (plain writes durable at once); "
-	  "null where it does not run" },
+	  "null where it does not run (also with sync_loop=off)" },
 	{ "sync_loop_rate", SYNCGUARD_OWN_CODE, "{cached, at_once}: always 0 (no "
 	  "trial rates the loop; the field stays for the output's readers)" },
 	{ "latched", SYNCGUARD_OWN_CODE, "null, or {errno, error, rechecked} for the "

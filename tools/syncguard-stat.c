@@ -73,8 +73,8 @@ static void print_ways(const struct syncguard_stats *st)
 	syncguard_ways_writes(st, w, sizeof(w));
 	syncguard_ways_batching(st, f, sizeof(f));
 	syncguard_ways_sync_loop(st, l, sizeof(l));
-	printf("  writes: %s\n  flush batching: %s\n  sync loop: %s\n", w,
-	       f, l);
+	printf("  writes: %s\n  flush batching: %s\n  sync loop: %s\n"
+	       "  worker threads: %" PRIu64 "\n", w, f, l, st->workers);
 }
 
 static void print_ways_json(const struct syncguard_stats *st)
@@ -84,7 +84,8 @@ static void print_ways_json(const struct syncguard_stats *st)
 
 	printf(",\"write_sync\":\"%s\",\"direct_io\":%s,\"dsync_direct_io\":%s,"
 	       "\"write_sync_way\":%s,\"write_sync_rate\":{\"dsync\":%"
-	       PRIu64 ",\"group\":%" PRIu64 "},\"batch_way\":%s,"
+	       PRIu64 ",\"group\":%" PRIu64 "},\"flush_batch\":\"%s\","
+	       "\"batch_way\":%s,"
 	       "\"batch_rate\":{\"at_once\":%" PRIu64 ",\"hold\":%" PRIu64 "}",
 	       syncguard_write_sync_name((enum syncguard_write_sync)st->write_sync),
 	       st->direct_io == 1 ? "true" : "false",
@@ -92,12 +93,18 @@ static void print_ways_json(const struct syncguard_stats *st)
 	       plp || st->write_sync != SYNCGUARD_WRITE_SYNC_AUTO ? "null" :
 	       st->write_sync_way ? "\"group\"" : "\"dsync\"",
 	       st->write_sync_rate[0], st->write_sync_rate[1],
-	       plp ? "null" : st->batch_way ? "\"hold\"" : "\"at_once\"",
+	       st->flush_batch == SYNCGUARD_FLUSH_BATCH_OFF ? "off" : "auto",
+	       plp || st->flush_batch == SYNCGUARD_FLUSH_BATCH_OFF ? "null" :
+	       st->batch_way ? "\"hold\"" : "\"at_once\"",
 	       st->batch_rate[0], st->batch_rate[1]);
-	/* write-back runs the sync loop, but with write_sync=group */
-	printf(",\"sync_loop_way\":%s,\"sync_loop_rate\":{\"cached\":%" PRIu64
-	       ",\"at_once\":%" PRIu64 "}",
+	/* write-back runs the sync loop, but not with write_sync=group or
+	 * sync_loop=off */
+	printf(",\"sync_loop\":\"%s\",\"sync_loop_way\":%s,"
+	       "\"sync_loop_rate\":{\"cached\":%" PRIu64 ",\"at_once\":%"
+	       PRIu64 "}",
+	       st->sync_loop == SYNCGUARD_SYNCLOOP_OFF ? "off" : "auto",
 	       st->mode != SYNCGUARD_MODE_WRITE_BACK || !st->wce ||
+	       st->sync_loop == SYNCGUARD_SYNCLOOP_OFF ||
 	       st->write_sync == SYNCGUARD_WRITE_SYNC_GROUP ? "null" :
 	       st->sync_loop_way == SYNCGUARD_SYNC_LOOP_STREAK ?
 	       "\"single_writer\"" :
@@ -345,8 +352,8 @@ static const char help_text[] =
 	"saved by coalescing and\nelision; whether writes go "
 	"O_DIRECT, and which way each running trial\n"
 	"(write_sync, flush batching, write-back's sync loop) takes now, "
-	"with each\nway's rate in its last measured epoch; an error the "
-	"LUN has latched.\n"
+	"with each\nway's rate in its last measured epoch; its worker "
+	"threads; an error\nthe LUN has latched.\n"
 	"Without arguments, every LUN's, by target and "
 	"LUN.\nCounters of a tgtd "
 	"that has exited are marked (gone).\n--json: one array "
@@ -387,7 +394,8 @@ static void print_man(void)
 	     "coalescing and elision; whether writes go O_DIRECT, which way "
 	     "each running trial (write_sync, flush batching, write-back's "
 	     "sync loop) takes now, with each way's rate in its last "
-	     "measured epoch; and an error the LUN has latched.  Without "
+	     "measured epoch; its worker threads; and an error the LUN has "
+	     "latched.  Without "
 	     "arguments, every LUN's, by target and LUN; a LUN of a tgtd that "
 	     "has exited is marked (gone).\n");
 	printf(".SH OPTIONS\n.TP\n\\fB\\-\\-json\\fR\n");
