@@ -228,8 +228,10 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	__atomic_store_n(&bs->open, true, __ATOMIC_RELEASE);
 	if (!bs->size_shown)	/* a LUN's first store: what it starts with */
 		bs->size_shown = bs->lun.size;
+	/* started by bs_init; set before the file is published, which a
+	 * reader may open at once */
+	bs->lun.stats->workers = bs->workers.n;
 	publish_stats(lu);
-	bs->lun.stats->workers = bs->workers.n;	/* started by bs_init */
 	ret = syncguard_vpd_open(lu);
 	if (!ret && (ret = syncguard_uring_open(lu)) != 0)
 		eprintf("syncguard: lun %" PRIu64 ": engine=uring: io_uring "

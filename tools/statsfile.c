@@ -21,7 +21,11 @@ static bool plausible(const struct syncguard_stats *st)
 	return st->mode <= SYNCGUARD_MODE_PLP &&
 	       st->write_sync <= SYNCGUARD_WRITE_SYNC_DSYNC &&
 	       st->direct_io <= 2 && st->write_sync_way <= 1 &&
-	       st->batch_way <= 1 && st->wce <= 1 && st->sync_loop_way <= SYNCGUARD_SYNC_LOOP_STREAK;
+	       st->batch_way <= 1 && st->wce <= 1 &&
+	       st->sync_loop_way <= SYNCGUARD_SYNC_LOOP_STREAK &&
+	       st->flush_batch <= SYNCGUARD_FLUSH_BATCH_OFF &&
+	       st->sync_loop <= SYNCGUARD_SYNCLOOP_OFF &&
+	       st->workers >= 1 && st->workers <= SYNCGUARD_WORKERS_MAX;
 }
 
 int syncguard_stats_load(const char *path, struct syncguard_stats *st)
