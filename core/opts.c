@@ -61,6 +61,16 @@ const char *syncguard_write_sync_name(enum syncguard_write_sync ws)
 	return NAME_OF(ws, write_sync_names);
 }
 
+const char *syncguard_flush_batch_name(enum syncguard_flush_batch fb)
+{
+	return NAME_OF(fb, flush_batch_names);
+}
+
+const char *syncguard_sync_loop_name(enum syncguard_sync_loop sl)
+{
+	return NAME_OF(sl, sync_loop_names);
+}
+
 void syncguard_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;

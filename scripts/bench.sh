@@ -200,15 +200,9 @@ say() { printf 'bench: %s\n' "$*" >&2; }
 # count of raw_syscalls:sys_enter; empty without perf).
 rounds_header="device,luns,config,sync,block_size,queue_depth,round,kind,semantics,iops,lat_mean_us,lat_p99_us,commands,cpu_us,errors,syscalls"
 
-# The cells' table (CSV) from a rounds file: per (device, luns, size, QD,
-# discipline, configuration), medians over the rounds of IOPS, of the
-# limit, of IOPS / limit and of IOPS / null IOPS, each ratio taken
-# within one round (a round that lacks a figure is left out of that
-# median); CPU and system calls per command as sums over the rounds.  Configurations
-# whose rows have no semantics (peers) get no limit.  bound: "tgt" where
-# the null store is within 10% of the cell (cell / null >= 1 / 1.1), else
-# "limit"; meets: ratio >= 0.85 or tgt-bound.
-summary_awk='
+# The median of the numbers in the blank-separated string s ("" for
+# none), for the awk programs below.
+median_awk='
 function median(s,   a, n, i, j, t) {
 	n = split(s, a, " ")
 	if (!n) return ""
@@ -218,6 +212,17 @@ function median(s,   a, n, i, j, t) {
 		}
 	return n % 2 ? a[(n + 1) / 2] + 0 : (a[n / 2] + a[n / 2 + 1]) / 2
 }
+'
+
+# The cells' table (CSV) from a rounds file: per (device, luns, size, QD,
+# discipline, configuration), medians over the rounds of IOPS, of the
+# limit, of IOPS / limit and of IOPS / null IOPS, each ratio taken
+# within one round (a round that lacks a figure is left out of that
+# median); CPU and system calls per command as sums over the rounds.  Configurations
+# whose rows have no semantics (peers) get no limit.  bound: "tgt" where
+# the null store is within 10% of the cell (cell / null >= 1 / 1.1), else
+# "limit"; meets: ratio >= 0.85 or tgt-bound.
+summary_awk="$median_awk"'
 function add(arr, k, v) { arr[k] = (k in arr) ? arr[k] " " v : v }
 function num(x, fmt) { return x == "" ? "" : sprintf(fmt, x) }
 NR == 1 { next }
@@ -288,15 +293,7 @@ bench_summary() { awk -F, "$summary_awk" "$1"; }
 # the median over the rounds of IOPS(WITH) / IOPS(CONFIG), each ratio
 # taken within one round; then a line per mechanism and device with the
 # least, the median and the greatest of its cells' gains ("all").
-mechanism_awk='
-function median(s,   a, n, i, j, t) {
-	n = split(s, a, " ")
-	for (i = 2; i <= n; i++)
-		for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) {
-			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
-		}
-	return n % 2 ? a[(n + 1) / 2] + 0 : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+mechanism_awk="$median_awk"'
 FNR == NR { split($0, m, "|"); name[m[1]] = m[2]; with[m[1]] = m[3]; next }
 FNR == 1 { next }
 $8 == "lun" && $2 == 1 && $10 > 0 { iops[$1, $4, $5, $6, $3, $7] = $10; cell[$1, $4, $5, $6] = 1 }
@@ -949,13 +946,15 @@ echo
 awk -F, 'NR > 1 && $18 != "" { n++; if ($17 == "tgt") t++; if ($18 == "no") b++ }
 	END { printf "%d cells with a limit: %d at >= 0.85 of it, %d tgt-bound, %d below 0.85\n", n, n - b - t, t, b }' "$csv"
 # the deeper cells against their two parts taken one after the other
-awk -F, 'NR > 1 && $24 != "" { v[++n] = $24 + 0; m += $24 >= 0.85 }
+awk -F, "$median_awk"'
+	NR > 1 && $24 != "" {
+		v = $24 + 0; s = s " " v; m += v >= 0.85
+		if (!n++ || v < lo) lo = v
+		if (n == 1 || v > hi) hi = v
+	}
 	END {
-		if (!n) exit
-		for (i = 2; i <= n; i++)
-			for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-		printf "QD > 1 against 1 / (1/null + 1/fio) (vs_series): %d cells, %.2f-%.2f, median %.2f, %d at >= 0.85\n",
-			n, v[1], v[n], n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2, m }' "$csv"
+		if (n) printf "QD > 1 against 1 / (1/null + 1/fio) (vs_series): %d cells, %.2f-%.2f, median %.2f, %d at >= 0.85\n",
+			n, lo, hi, median(s), m }' "$csv"
 [ -n "$mem_sg" ] && [ -n "$mem_rdwr" ] &&
 	awk -v s="$mem_sg" -v r="$mem_rdwr" 'BEGIN {
 		printf "tgtd RSS under load: 8 syncguard LUNs %.1f MiB, 8 rdwr LUNs %.1f MiB (%+.1f MiB)\n",

@@ -93,7 +93,8 @@ static void print_ways_json(const struct syncguard_stats *st)
 	       plp || st->write_sync != SYNCGUARD_WRITE_SYNC_AUTO ? "null" :
 	       st->write_sync_way ? "\"group\"" : "\"dsync\"",
 	       st->write_sync_rate[0], st->write_sync_rate[1],
-	       st->flush_batch == SYNCGUARD_FLUSH_BATCH_OFF ? "off" : "auto",
+	       syncguard_flush_batch_name(
+		       (enum syncguard_flush_batch)st->flush_batch),
 	       plp || st->flush_batch == SYNCGUARD_FLUSH_BATCH_OFF ? "null" :
 	       st->batch_way ? "\"hold\"" : "\"at_once\"",
 	       st->batch_rate[0], st->batch_rate[1]);
@@ -102,7 +103,7 @@ static void print_ways_json(const struct syncguard_stats *st)
 	printf(",\"sync_loop\":\"%s\",\"sync_loop_way\":%s,"
 	       "\"sync_loop_rate\":{\"cached\":%" PRIu64 ",\"at_once\":%"
 	       PRIu64 "}",
-	       st->sync_loop == SYNCGUARD_SYNCLOOP_OFF ? "off" : "auto",
+	       syncguard_sync_loop_name((enum syncguard_sync_loop)st->sync_loop),
 	       st->mode != SYNCGUARD_MODE_WRITE_BACK || !st->wce ||
 	       st->sync_loop == SYNCGUARD_SYNCLOOP_OFF ||
 	       st->write_sync == SYNCGUARD_WRITE_SYNC_GROUP ? "null" :
