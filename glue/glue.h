@@ -38,16 +38,29 @@ typedef int (*syncguard_op_fn)(int host_no, struct scsi_cmd *cmd);
 #define SYNCGUARD_MAX_DEFERRED 16	/* nexuses remembered per LUN */
 
 struct uring_op;
+struct syncguard_bs;
 
-/* The io_uring engine's state (glue/uring.c); event thread only. */
+/* What a completion of the shared ring is for: user_data points to one
+ * (first in every struct uring_op, and the LUN's flush and batch tags). */
+enum syncguard_ring_kind { SYNCGUARD_RING_IO, SYNCGUARD_RING_FLUSH,
+			   SYNCGUARD_RING_BATCH };
+struct syncguard_ring_tag {
+	enum syncguard_ring_kind kind;
+	struct syncguard_bs *bs;
+};
+
+/* A LUN's part of the io_uring engine (glue/uring.c); event thread
+ * only.  The ring itself, and its submission batching, are shared by
+ * every LUN of the tgtd (one io_uring_enter carries several LUNs'
+ * writes); the group flush is the LUN's own. */
 struct syncguard_uring {
 	bool on;		/* plain reads and writes go through the ring */
 	bool flush_on;		/* SYNCHRONIZE CACHE waits on the ring's flush */
-	bool ring_ok;
-	struct io_uring ring;
-	int efd;			/* completions wake tgtd's event loop */
+	bool attached;		/* one of the shared ring's users */
+	struct syncguard_bs *next;	/* the ring's next user */
 	unsigned int inflight;		/* commands in the engine */
-	struct uring_op *ready;		/* answers deferred to the event loop */
+	unsigned int held;		/* of the ring's held I/O, this LUN's */
+	struct syncguard_bs *held_next;	/* the next LUN with I/O held */
 	/* group commit: one device flush at a time */
 	int flush_fd;
 	bool flushing;
@@ -56,15 +69,7 @@ struct syncguard_uring {
 	uint64_t flush_covers, flush_start_us;
 	bool batching;			/* a batch timer runs (next_flush) */
 	struct __kernel_timespec batch_ts;
-	/* submission batching (rules: core/flush.c): reads and writes
-	 * prepared and not yet submitted, and how many of them the last
-	 * pass of tgtd's loop saw; how many held are O_DIRECT; O_DIRECT
-	 * ones prepared and not yet completed; since when the first held
-	 * waits (us, syncguard_now_us); and the event that ends the wait
-	 * (tgt's scheduled events run before every epoll_wait) */
-	unsigned int held, held_seen, held_direct, io_inflight;
-	uint64_t held_since_us;
-	struct event_data submit_ev;
+	struct syncguard_ring_tag flush_tag, batch_tag;
 };
 
 /* The LUN's worker threads (glue/workers.c). */
@@ -232,8 +237,10 @@ int syncguard_check_thin(struct scsi_lu *lu);
 
 /* ---- glue/uring.c: the io_uring engine ---- */
 
-/* open: 0 or -errno (only with bsopts engine=uring; with engine=auto a
- * missing io_uring just leaves the engine off).  submit: tgt's
+/* open: attach @lu to the tgtd's ring (the first LUN starts it); 0 or
+ * -errno (only with bsopts engine=uring; with engine=auto a missing
+ * io_uring just leaves the engine off).  close: finish what @lu still
+ * has on the ring, detach (the last LUN stops it).  submit: tgt's
  * bs_cmd_submit hook, 0 always.  sync_cache: false when the engine
  * cannot take the command. */
 int syncguard_uring_open(struct scsi_lu *lu);
@@ -242,7 +249,8 @@ int bs_syncguard_cmd_submit(struct scsi_cmd *cmd);
 bool syncguard_uring_sync_cache(struct scsi_cmd *cmd);
 
 /* From tgtd's event thread, before it switches @lu to WCE=0 itself
- * (tgtadm): finish and answer every command on the ring, since
+ * (tgtadm): finish and answer every command of @lu on the ring (other
+ * LUNs' answers wait for the event loop), since
  * syncguard_lun_set_wce waits for its cached writes, and for worker
  * writes that may wait for its O_DIRECT ones (core/mix.c), and only
  * this thread reaps them. */

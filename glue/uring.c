@@ -19,6 +19,13 @@
  * one runs at a time, on a descriptor of its own (Linux reports a
  * writeback error once per open file description); the commands that
  * joined while it ran are all answered by the single next one.
+ *
+ * One ring serves every LUN of the tgtd: each io_uring_enter that carries
+ * O_DIRECT writes notifies the device (a virtio kick traps to the
+ * hypervisor), and LUNs that each held their own few writes made several
+ * enters where one would do.  A completion's user_data names its LUN
+ * (struct syncguard_ring_tag); the group flush, its descriptor and its
+ * waiters stay the LUN's own.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -47,6 +54,7 @@
 
 /* One command in flight in the engine. */
 struct uring_op {
+	struct syncguard_ring_tag tag;	/* first: the CQE's user_data */
 	struct scsi_cmd *cmd;
 	struct syncguard_plan plan;
 	enum syncguard_reason reason;	/* for defer() */
@@ -58,12 +66,33 @@ struct uring_op {
 	bool scored;		/* a durable write: write_sync=auto's trial
 				 * counts it when answered GOOD */
 	uint8_t *bounce;	/* aligned copy for O_DIRECT, or NULL */
-	struct uring_op *next;	/* flush waiters */
+	struct uring_op *next;	/* flush waiters, or the ready list */
 };
 
-/* user_data of the flush's and the batch timer's completions (ops are
- * never these addresses) */
-static char flush_tag, batch_tag;
+/* The ring every attached LUN shares; tgtd's event thread only. */
+static struct {
+	struct io_uring ring;
+	int efd;			/* completions wake tgtd's event loop */
+	unsigned int users;		/* LUNs attached */
+	struct syncguard_bs *luns;	/* them, linked by uring.next */
+	unsigned int ops;		/* commands in the ring, every LUN's */
+	struct uring_op *ready;		/* answers deferred to the event loop */
+	struct syncguard_bs *quiescing;	/* only its answers go out now */
+	bool flush_stalled;		/* a flush found no SQE: retry */
+	/* submission batching (rules: core/flush.c): reads and writes
+	 * prepared and not yet submitted, and how many of them the last
+	 * pass of tgtd's loop saw; how many held are O_DIRECT; O_DIRECT
+	 * ones prepared and not yet completed; since when the first held
+	 * waits (us, syncguard_now_us); and the event that ends the wait
+	 * (tgt's scheduled events run before every epoll_wait) */
+	unsigned int held, held_seen, held_direct, io_inflight;
+	struct syncguard_bs *held_luns;	/* whose I/O is held, linked by
+					 * uring.held_next */
+	uint64_t held_since_us;
+	struct event_data submit_ev;
+} ring = { .efd = -1 };
+
+static void defer(struct uring_op *op, enum syncguard_reason r);
 
 /* What prepare() took for @op: its descriptor, its aligned copy. */
 static void release(struct syncguard_bs *bs, struct uring_op *op)
@@ -75,29 +104,40 @@ static void release(struct syncguard_bs *bs, struct uring_op *op)
 	op->bounce = NULL;
 }
 
-static void finish(struct syncguard_bs *bs, struct uring_op *op,
-		   enum syncguard_reason r)
+/* Answer @op.  While one LUN is quiesced (from a tgtadm request) other
+ * LUNs' answers wait for the event loop, where tgt expects them. */
+static void finish(struct uring_op *op, enum syncguard_reason r)
 {
+	struct syncguard_bs *bs = op->tag.bs;
 	struct syncguard_result res = { .reason = r, .err = op->err };
 	struct scsi_cmd *cmd = op->cmd;
 
+	if (ring.quiescing && ring.quiescing != bs) {
+		defer(op, r);
+		return;
+	}
 	syncguard_answer(cmd, &res);
 	release(bs, op);
 	free(op);
 	bs->uring.inflight--;
+	ring.ops--;
 	target_cmd_io_done(cmd, scsi_get_result(cmd));
 }
 
 /* What is held goes with the enter about to be made: counted as one
- * submission, and no longer held.  Returns how many held were O_DIRECT. */
-static unsigned int unhold(struct syncguard_bs *bs)
+ * submission of each LUN it carries, and no longer held.  Returns how
+ * many held were O_DIRECT. */
+static unsigned int unhold(void)
 {
-	struct syncguard_uring *u = &bs->uring;
-	unsigned int direct = u->held_direct;
+	unsigned int direct = ring.held_direct;
+	struct syncguard_bs *bs;
 
-	if (u->held)
+	for (bs = ring.held_luns; bs; bs = bs->uring.held_next) {
 		syncguard_count(&bs->lun.stats->ring_submits);
-	u->held = u->held_direct = 0;
+		bs->uring.held = 0;
+	}
+	ring.held_luns = NULL;
+	ring.held = ring.held_direct = 0;
 	return direct;
 }
 
@@ -105,111 +145,113 @@ static unsigned int unhold(struct syncguard_bs *bs)
  * Submission.  An SQE, once prepared, reaches the kernel with the next
  * io_uring_enter even if this one fails (liburing has published the SQ
  * tail), so a failed submit is not a failed command: it is logged, and
- * uring_event submits again.  A full SQ (never, with inflight capped
- * below RING_ENTRIES) is submitted to make room.
+ * uring_event submits again.  A full SQ (never, with the ring's commands
+ * capped below RING_ENTRIES) is submitted to make room.
  */
-static void submit(struct syncguard_bs *bs)
+static void submit(void)
 {
-	struct syncguard_uring *u = &bs->uring;
-	unsigned int direct = unhold(bs);
+	unsigned int direct = unhold();
 	int ret;
 
-	ret = io_uring_submit(&u->ring);
+	ret = io_uring_submit(&ring.ring);
 	if (ret >= 0)
 		return;
 	eprintf("syncguard: io_uring submit: %s (retried)\n", strerror(-ret));
 	/* what stays in the ring is retried at the end of the loop's pass:
 	 * with nothing else in flight no completion would wake run_ring */
-	u->held = io_uring_sq_ready(&u->ring);
-	u->held_direct = direct < u->held ? direct : u->held;
-	if (u->held) {
-		u->held_since_us = syncguard_now_us();
-		u->held_seen = 0;
-		tgt_add_sched_event(&u->submit_ev);
+	ring.held = io_uring_sq_ready(&ring.ring);
+	ring.held_direct = direct < ring.held ? direct : ring.held;
+	if (ring.held) {
+		ring.held_since_us = syncguard_now_us();
+		ring.held_seen = 0;
+		tgt_add_sched_event(&ring.submit_ev);
 	}
 }
 
-static struct io_uring_sqe *get_sqe(struct syncguard_bs *bs)
+static struct io_uring_sqe *get_sqe(void)
 {
-	struct syncguard_uring *u = &bs->uring;
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ring.ring);
 
 	if (!sqe) {
-		submit(bs);
-		sqe = io_uring_get_sqe(&u->ring);
+		submit();
+		sqe = io_uring_get_sqe(&ring.ring);
 	}
 	return sqe;
 }
 
 /*
- * Submission batching (the rules: syncguard_submit_hold, core/flush.c).
- * What waits is submitted by the next io_uring_enter: a flush's; the one
- * that reaches the batch limit; quiesce's; or submit_event's, at the end
- * of a pass of tgtd's loop that brought no other, or once the first has
- * waited its longest.
+ * Submission batching (the rules: syncguard_submit_hold, core/flush.c),
+ * over every LUN's reads and writes.  What waits is submitted by the
+ * next io_uring_enter: a flush's; the one that reaches the batch limit;
+ * quiesce's; or submit_event's, at the end of a pass of tgtd's loop that
+ * brought no other, or once the first has waited its longest.
  */
 
 /* tgt's scheduled event, before each epoll_wait while anything is held
  * (epoll_wait then does not sleep). */
 static void submit_event(struct event_data *ev)
 {
-	struct syncguard_bs *bs = ev->data;
-	struct syncguard_uring *u = &bs->uring;
-	bool arrived = u->held != u->held_seen;
+	bool arrived = ring.held != ring.held_seen;
 
-	if (!u->held)
+	(void)ev;
+	if (!ring.held)
 		return;
-	if (syncguard_submit_due(syncguard_now_us() - u->held_since_us,
-				 arrived, u->io_inflight > u->held_direct ?
-				 u->io_inflight - u->held_direct : 0)) {
-		submit(bs);
+	if (syncguard_submit_due(syncguard_now_us() - ring.held_since_us,
+				 arrived, ring.io_inflight > ring.held_direct ?
+				 ring.io_inflight - ring.held_direct : 0)) {
+		submit();
 		return;
 	}
-	u->held_seen = u->held;
-	tgt_add_sched_event(&u->submit_ev);
+	ring.held_seen = ring.held;
+	tgt_add_sched_event(&ring.submit_ev);
 }
 
-/* A read or write just prepared; @direct: O_DIRECT, to the device. */
+/* A read or write of @bs just prepared; @direct: O_DIRECT, to the
+ * device. */
 static void submit_io(struct syncguard_bs *bs, bool direct)
 {
-	struct syncguard_uring *u = &bs->uring;
-
 	syncguard_count(&bs->lun.stats->ring_ios);
-	u->held++;
-	if (direct) {
-		u->held_direct++;
-		u->io_inflight++;
+	if (!bs->uring.held++) {
+		bs->uring.held_next = ring.held_luns;
+		ring.held_luns = bs;
 	}
-	if (!syncguard_submit_hold(u->held)) {
-		submit(bs);
+	ring.held++;
+	if (direct) {
+		ring.held_direct++;
+		ring.io_inflight++;
+	}
+	if (!syncguard_submit_hold(ring.held)) {
+		submit();
 		return;
 	}
-	if (u->held == 1) {
-		u->held_since_us = syncguard_now_us();
-		u->held_seen = 0;
-		tgt_add_sched_event(&u->submit_ev);
+	if (ring.held == 1) {
+		ring.held_since_us = syncguard_now_us();
+		ring.held_seen = 0;
+		tgt_add_sched_event(&ring.submit_ev);
 	}
 }
 
-/* ---- the group flush ---- */
+/* ---- the group flush (each LUN its own) ---- */
 
 /* Start the device flush that answers the pending waiters.  Without an
- * SQE they stay pending, and uring_event tries again. */
+ * SQE they stay pending, and run_ring tries again. */
 static void start_flush(struct syncguard_bs *bs)
 {
 	struct syncguard_uring *u = &bs->uring;
-	struct io_uring_sqe *sqe = get_sqe(bs);
+	struct io_uring_sqe *sqe = get_sqe();
 
-	if (!sqe)
+	if (!sqe) {
+		ring.flush_stalled = true;
 		return;
+	}
 	u->current = u->pending;
 	u->pending = NULL;
 	u->flushing = true;
 	u->flush_covers = syncguard_lun_dirty(&bs->lun);
 	u->flush_start_us = syncguard_now_us();
 	io_uring_prep_fsync(sqe, u->flush_fd, IORING_FSYNC_DATASYNC);
-	io_uring_sqe_set_data(sqe, &flush_tag);
-	submit(bs);
+	io_uring_sqe_set_data(sqe, &u->flush_tag);
+	submit();
 }
 
 /* Start the next flush now, or after a batching wait (core/flush.c) in
@@ -220,15 +262,15 @@ static void next_flush(struct syncguard_bs *bs)
 	unsigned int us = syncguard_flush_hold_us(&bs->lun);
 	struct io_uring_sqe *sqe;
 
-	if (!us || !(sqe = get_sqe(bs))) {
+	if (!us || !(sqe = get_sqe())) {
 		start_flush(bs);
 		return;
 	}
 	u->batch_ts.tv_sec = 0;
 	u->batch_ts.tv_nsec = (long long)us * 1000;
 	io_uring_prep_timeout(sqe, &u->batch_ts, 0, 0);
-	io_uring_sqe_set_data(sqe, &batch_tag);
-	submit(bs);
+	io_uring_sqe_set_data(sqe, &u->batch_tag);
+	submit();
 	u->batching = true;
 }
 
@@ -261,7 +303,7 @@ static void flush_done(struct syncguard_bs *bs, int res)
 		next = op->next;
 		op->err = -res;
 		writes += op->scored && !op->err;
-		finish(bs, op, syncguard_plan_done(&bs->lun, &op->plan, -op->err));
+		finish(op, syncguard_plan_done(&bs->lun, &op->plan, -op->err));
 	}
 	if (n > 1)
 		__atomic_fetch_add(&bs->lun.stats->flushes_coalesced, n - 1,
@@ -276,9 +318,9 @@ static void flush_done(struct syncguard_bs *bs, int res)
 
 /* Queue the (rest of the) transfer of @op; 0 or -SYNCGUARD_ERESOURCE
  * (no SQE: answered BUSY, the initiator retries). */
-static int queue_io(struct syncguard_bs *bs, struct uring_op *op)
+static int queue_io(struct uring_op *op)
 {
-	struct io_uring_sqe *sqe = get_sqe(bs);
+	struct io_uring_sqe *sqe = get_sqe();
 	struct scsi_cmd *cmd = op->cmd;
 	uint32_t left = op->plan.len - op->done;
 	uint64_t off = op->plan.off + op->done;
@@ -294,8 +336,8 @@ static int queue_io(struct syncguard_bs *bs, struct uring_op *op)
 				    left, off);
 	if (op->plan.dsync)
 		sqe->rw_flags = RWF_DSYNC;
-	io_uring_sqe_set_data(sqe, op);
-	submit_io(bs, op->plan.direct);
+	io_uring_sqe_set_data(sqe, &op->tag);
+	submit_io(op->tag.bs, op->plan.direct);
 	return 0;
 }
 
@@ -339,11 +381,9 @@ static int prepare(struct syncguard_bs *bs, struct uring_op *op)
  * inside bs_cmd_submit: a flush completes later, and anything else goes
  * through defer().
  */
-static void defer(struct syncguard_bs *bs, struct uring_op *op,
-		  enum syncguard_reason r);
-
-static void io_done(struct syncguard_bs *bs, struct uring_op *op, int err)
+static void io_done(struct uring_op *op, int err)
 {
+	struct syncguard_bs *bs = op->tag.bs;
 	bool joins = !err && op->plan.write && !op->plan.dsync &&
 		     op->plan.persist == SYNCGUARD_PERSIST_DURABLE;
 
@@ -360,7 +400,7 @@ static void io_done(struct syncguard_bs *bs, struct uring_op *op, int err)
 		return;
 	}
 	op->err = -err;
-	defer(bs, op, syncguard_plan_done(&bs->lun, &op->plan, err));
+	defer(op, syncguard_plan_done(&bs->lun, &op->plan, err));
 }
 
 /*
@@ -369,21 +409,33 @@ static void io_done(struct syncguard_bs *bs, struct uring_op *op, int err)
  * it frees it.  uring_event answers the ready list after its completions;
  * bs_syncguard_cmd_submit wakes it for what it deferred itself.
  */
-static void defer(struct syncguard_bs *bs, struct uring_op *op,
-		  enum syncguard_reason r)
+static void defer(struct uring_op *op, enum syncguard_reason r)
 {
 	op->reason = r;
-	op->next = bs->uring.ready;
-	bs->uring.ready = op;
+	op->next = ring.ready;
+	ring.ready = op;
 }
 
 /* Wake uring_event for answers deferred outside it. */
-static void wake(struct syncguard_bs *bs)
+static void wake(void)
 {
 	uint64_t one = 1;
 
-	if (bs->uring.ready && write(bs->uring.efd, &one, sizeof(one)) < 0)
+	if (ring.ready && write(ring.efd, &one, sizeof(one)) < 0)
 		eprintf("syncguard: eventfd: %m\n");
+}
+
+/* A new op of @bs for @cmd, or NULL (the ring is full, or no memory). */
+static struct uring_op *new_op(struct syncguard_bs *bs, struct scsi_cmd *cmd)
+{
+	struct uring_op *op;
+
+	if (ring.ops >= RING_ENTRIES - 2 || !(op = calloc(1, sizeof(*op))))
+		return NULL;
+	op->tag.kind = SYNCGUARD_RING_IO;
+	op->tag.bs = bs;
+	op->cmd = cmd;
+	return op;
 }
 
 /* bs_cmd_submit: plain reads and writes here, the rest on a worker */
@@ -402,14 +454,12 @@ int bs_syncguard_cmd_submit(struct scsi_cmd *cmd)
 	if (bs->open)
 		syncguard_lun_note_cdb(&bs->lun, cmd->scb,
 				       (size_t)cmd->scb_len);
-	if (!bs->uring.on || bs->uring.inflight >= RING_ENTRIES - 2 ||
-	    !(op = calloc(1, sizeof(*op))))
+	if (!bs->uring.on || !(op = new_op(bs, cmd)))
 		return syncguard_workers_submit(cmd);
 	if (!syncguard_plan(&bs->lun, &req, &op->plan)) {
 		free(op);
 		return syncguard_workers_submit(cmd);
 	}
-	op->cmd = cmd;
 	if (op->plan.len && prepare(bs, op)) {	/* a worker may manage */
 		release(bs, op);
 		syncguard_plan_cancel(&bs->lun, &op->plan);
@@ -418,21 +468,22 @@ int bs_syncguard_cmd_submit(struct scsi_cmd *cmd)
 	}
 	set_cmd_async(cmd);
 	bs->uring.inflight++;
+	ring.ops++;
 	err = 0;
 	if (op->plan.len)
-		err = queue_io(bs, op);
-	else if (!err)
-		io_done(bs, op, 0);	/* nothing to move: at most a flush */
+		err = queue_io(op);
+	else
+		io_done(op, 0);	/* nothing to move: at most a flush */
 	if (err) {
 		op->err = -err;
-		defer(bs, op, syncguard_plan_done(&bs->lun, &op->plan, err));
+		defer(op, syncguard_plan_done(&bs->lun, &op->plan, err));
 	}
-	wake(bs);
+	wake();
 	return 0;
 }
 
-/* What a completion of @op (a read or write; NULL: the flush) reports,
- * through the system-call table (tests inject errnos there). */
+/* What a completion of @op (a read or write; NULL: @bs's flush)
+ * reports, through the system-call table (tests inject errnos there). */
 static int ring_result(struct syncguard_bs *bs, struct uring_op *op, int res)
 {
 	enum syncguard_call call = !op ? SYNCGUARD_CALL_FLUSH :
@@ -442,29 +493,16 @@ static int ring_result(struct syncguard_bs *bs, struct uring_op *op, int res)
 					 res);
 }
 
-/* One completion: a transfer (maybe short: queue the rest) or the flush. */
-static void reap(struct syncguard_bs *bs, struct io_uring_cqe *cqe)
+/* A transfer's completion @res (through ring_result): maybe short
+ * (queue the rest). */
+static void reap_io(struct uring_op *op, int res)
 {
-	struct uring_op *op = io_uring_cqe_get_data(cqe);
-	bool flush = (void *)op == &flush_tag;
-	int res;
-
-	if ((void *)op == &batch_tag) {	/* -ETIME: the wait is over */
-		bs->uring.batching = false;
-		if (bs->uring.pending && !bs->uring.flushing)
-			start_flush(bs);
-		return;
-	}
-	res = ring_result(bs, flush ? NULL : op, cqe->res);
-	if (flush) {	/* any errno fails it (syncguard_retry says why) */
-		flush_done(bs, res < 0 ? res : 0);
-		return;
-	}
 	if (op->plan.direct)
-		bs->uring.io_inflight--;
+		ring.io_inflight--;
 	if (res == -EOPNOTSUPP && op->plan.dsync && !op->done) {
 		/* no RWF_DSYNC here: the same write, then a group flush */
-		__atomic_store_n(&bs->lun.no_rwf_dsync, true, __ATOMIC_RELAXED);
+		__atomic_store_n(&op->tag.bs->lun.no_rwf_dsync, true,
+				 __ATOMIC_RELAXED);
 		op->plan.dsync = false;
 		res = -EAGAIN;
 	}
@@ -476,36 +514,77 @@ static void reap(struct syncguard_bs *bs, struct io_uring_cqe *cqe)
 	 * write's are its sync's: a failure (syncguard_retry) */
 	if ((res < 0 && !op->plan.dsync && syncguard_retry(-res, &op->tries)) ||
 	    (res > 0 && op->done < op->plan.len)) {
-		int err = queue_io(bs, op);	/* the rest, or again */
+		int err = queue_io(op);	/* the rest, or again */
 
 		if (err)
-			io_done(bs, op, err);
+			io_done(op, err);
 		return;
 	}
-	io_done(bs, op, res < 0 ? res : res == 0 && op->done < op->plan.len ?
+	io_done(op, res < 0 ? res : res == 0 && op->done < op->plan.len ?
 		-EIO : 0);
+}
+
+/* One completion: a transfer, a LUN's flush, or its batch timer. */
+static void reap(struct io_uring_cqe *cqe)
+{
+	struct syncguard_ring_tag *tag = io_uring_cqe_get_data(cqe);
+	struct syncguard_bs *bs = tag->bs;
+	struct uring_op *op;
+	int res;
+
+	if (tag->kind == SYNCGUARD_RING_BATCH) {  /* -ETIME: the wait is over */
+		bs->uring.batching = false;
+		if (bs->uring.pending && !bs->uring.flushing)
+			start_flush(bs);
+		return;
+	}
+	op = tag->kind == SYNCGUARD_RING_IO ? (struct uring_op *)tag : NULL;
+	res = ring_result(bs, op, cqe->res);
+	if (op)
+		reap_io(op, res);
+	else	/* the flush: any errno fails it (syncguard_retry says why) */
+		flush_done(bs, res < 0 ? res : 0);
+}
+
+/* Answer what is ready.  While a LUN is quiesced, finish() puts other
+ * LUNs' answers back: one pass then. */
+static void answer_ready(void)
+{
+	struct uring_op *op, *next;
+	bool again = true;
+
+	while (again && (op = ring.ready) != NULL) {
+		ring.ready = NULL;
+		again = !ring.quiescing;
+		for (; op; op = next) {
+			next = op->next;
+			finish(op, op->reason);
+		}
+	}
 }
 
 /* Reap every completion, answer what is ready, and retry what found
  * the ring busy. */
-static void run_ring(struct syncguard_bs *bs)
+static void run_ring(void)
 {
 	struct io_uring_cqe *cqe;
-	struct uring_op *op;
+	struct syncguard_bs *bs;
 
-	while (io_uring_peek_cqe(&bs->uring.ring, &cqe) == 0) {
-		reap(bs, cqe);
-		io_uring_cqe_seen(&bs->uring.ring, cqe);
+	while (io_uring_peek_cqe(&ring.ring, &cqe) == 0) {
+		reap(cqe);
+		io_uring_cqe_seen(&ring.ring, cqe);
 	}
-	while ((op = bs->uring.ready) != NULL) {
-		bs->uring.ready = op->next;
-		finish(bs, op, op->reason);
-	}
+	answer_ready();
 	/* a submit failed (held I/O waits for submit_event, or goes along) */
-	if (io_uring_sq_ready(&bs->uring.ring) > bs->uring.held)
-		submit(bs);
-	if (bs->uring.pending && !bs->uring.flushing && !bs->uring.batching)
-		start_flush(bs);		/* it found no SQE */
+	if (io_uring_sq_ready(&ring.ring) > ring.held)
+		submit();
+	if (!ring.flush_stalled)
+		return;
+	ring.flush_stalled = false;	/* a flush that found no SQE */
+	for (bs = ring.luns; bs; bs = bs->uring.next)
+		if (bs->uring.pending && !bs->uring.flushing &&
+		    !bs->uring.batching)
+			start_flush(bs);
 }
 
 /* The eventfd says: completions, or deferred answers, are waiting. */
@@ -514,9 +593,10 @@ static void uring_event(int fd, int events, void *data)
 	uint64_t n;
 
 	(void)events;
+	(void)data;
 	if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
 		eprintf("syncguard: eventfd: %m\n");
-	run_ring(data);
+	run_ring();
 }
 
 void syncguard_uring_quiesce(struct scsi_lu *lu)
@@ -525,15 +605,16 @@ void syncguard_uring_quiesce(struct scsi_lu *lu)
 
 	if (!bs->uring.flush_on)
 		return;
+	ring.quiescing = bs;
 	/* answer what is ready first: a deferred answer has no completion
 	 * to wait for */
-	for (run_ring(bs); bs->uring.inflight ||
+	for (run_ring(); bs->uring.inflight ||
 	     __atomic_load_n(&bs->lun.async_cached, __ATOMIC_SEQ_CST);
-	     run_ring(bs)) {
+	     run_ring()) {
 		int ret;
 
-		unhold(bs);	/* submitted here, with the rest */
-		ret = io_uring_submit_and_wait(&bs->uring.ring, 1);
+		unhold();	/* submitted here, with the rest */
+		ret = io_uring_submit_and_wait(&ring.ring, 1);
 		/* a failed enter leaves its SQEs in the ring, and the caller
 		 * waits for their writes (syncguard_lun_apply_wce): try again
 		 * (the kernel's EAGAIN and EBUSY pass) rather than return */
@@ -543,6 +624,8 @@ void syncguard_uring_quiesce(struct scsi_lu *lu)
 			usleep(1000);
 		}
 	}
+	ring.quiescing = NULL;
+	wake();		/* other LUNs' answers, put back meanwhile */
 }
 
 /*
@@ -564,10 +647,9 @@ bool syncguard_uring_sync_cache(struct scsi_cmd *cmd)
 	struct uring_op *op;
 
 	/* a soft latch is rechecked on a worker (syncguard_lun_recheck) */
-	if (!bs->uring.flush_on || bs->uring.inflight >= RING_ENTRIES - 2 ||
-	    syncguard_lun_latched(&bs->lun) || !(op = calloc(1, sizeof(*op))))
+	if (!bs->uring.flush_on || syncguard_lun_latched(&bs->lun) ||
+	    !(op = new_op(bs, cmd)))
 		return false;
-	op->cmd = cmd;
 	syncguard_count(&bs->lun.stats->sync_caches);
 	/* a flush failure is a WRITE ERROR; nothing was written by it */
 	op->plan.write = op->plan.written = true;
@@ -575,6 +657,7 @@ bool syncguard_uring_sync_cache(struct scsi_cmd *cmd)
 	set_cmd_async(cmd);
 	scsi_set_in_resid_by_actual(cmd, 0);
 	bs->uring.inflight++;
+	ring.ops++;
 	join_flush(bs, op);
 	return true;
 }
@@ -610,9 +693,9 @@ static bool nowait_capable(int fd)
  * 5.19 refuse the flags (EINVAL) and get a ring without them.
  * Returns 0 or -errno from io_uring_queue_init.
  */
-static int ring_init(struct io_uring *ring)
+static int ring_init(struct io_uring *r)
 {
-	int ret = io_uring_queue_init(RING_ENTRIES, ring,
+	int ret = io_uring_queue_init(RING_ENTRIES, r,
 				      IORING_SETUP_COOP_TASKRUN |
 				      IORING_SETUP_TASKRUN_FLAG);
 
@@ -620,7 +703,44 @@ static int ring_init(struct io_uring *ring)
 		return ret;
 	eprintf("syncguard: io_uring without COOP_TASKRUN (a kernel before "
 		"5.19): completions interrupt tgtd's event thread\n");
-	return io_uring_queue_init(RING_ENTRIES, ring, 0);
+	return io_uring_queue_init(RING_ENTRIES, r, 0);
+}
+
+/* Start the shared ring for its first user: 0 or -errno. */
+static int ring_start(void)
+{
+	int ret = ring_init(&ring.ring);
+
+	if (ret)
+		return ret;
+	ring.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	ret = ring.efd < 0 ? -errno :
+	      io_uring_register_eventfd(&ring.ring, ring.efd);
+	if (!ret)
+		ret = tgt_event_add(ring.efd, EPOLLIN, uring_event, NULL);
+	if (ret) {
+		if (ring.efd >= 0)
+			close(ring.efd);
+		ring.efd = -1;
+		io_uring_queue_exit(&ring.ring);
+		return ret;
+	}
+	tgt_init_sched_event(&ring.submit_ev, submit_event, NULL);
+	return 0;
+}
+
+/* Its last user has gone (nothing of theirs is in it). */
+static void ring_stop(void)
+{
+	tgt_event_del(ring.efd);
+	close(ring.efd);
+	ring.efd = -1;
+	tgt_remove_sched_event(&ring.submit_ev);
+	io_uring_queue_exit(&ring.ring);
+	ring.held = ring.held_seen = ring.held_direct = 0;
+	ring.held_luns = NULL;
+	ring.io_inflight = 0;
+	ring.flush_stalled = false;
 }
 
 int syncguard_uring_open(struct scsi_lu *lu)
@@ -630,46 +750,49 @@ int syncguard_uring_open(struct scsi_lu *lu)
 	int ret;
 
 	memset(u, 0, sizeof(*u));
-	u->efd = u->flush_fd = -1;
+	u->flush_fd = -1;
+	u->flush_tag = (struct syncguard_ring_tag){ SYNCGUARD_RING_FLUSH, bs };
+	u->batch_tag = (struct syncguard_ring_tag){ SYNCGUARD_RING_BATCH, bs };
 	if (bs->opts.engine == SYNCGUARD_ENGINE_THREADS)
 		return 0;
-	ret = ring_init(&u->ring);
+	ret = ring.users ? 0 : ring_start();
+	if (!ret) {
+		u->flush_fd = syncguard_sync_fd_get(&bs->lun);
+		ret = u->flush_fd < 0 ? u->flush_fd : 0;
+		if (ret && !ring.users)
+			ring_stop();
+	}
 	if (ret)
 		return bs->opts.engine == SYNCGUARD_ENGINE_URING ? ret : 0;
-	u->ring_ok = true;
-	tgt_init_sched_event(&u->submit_ev, submit_event, bs);
-	u->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	u->flush_fd = syncguard_sync_fd_get(&bs->lun);
-	ret = u->efd < 0 || u->flush_fd < 0 ? -errno :
-	      io_uring_register_eventfd(&u->ring, u->efd);
-	if (!ret)
-		ret = tgt_event_add(u->efd, EPOLLIN, uring_event, bs);
-	if (ret) {
-		syncguard_uring_close(lu);
-		return bs->opts.engine == SYNCGUARD_ENGINE_URING ? ret : 0;
-	}
+	u->attached = true;
+	u->next = ring.luns;
+	ring.luns = bs;
+	ring.users++;
 	u->flush_on = true;
 	u->on = bs->opts.engine == SYNCGUARD_ENGINE_URING ||
 		nowait_capable(bs->lun.fd);
 	return 0;
 }
 
+/* After tgt has no command of @lu left (it refuses to delete a LUN that
+ * has); anything still in the ring is finished first, since the ring
+ * outlives the LUN. */
 void syncguard_uring_close(struct scsi_lu *lu)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
 	struct syncguard_uring *u = &bs->uring;
+	struct syncguard_bs **p;
 
-	if (u->efd >= 0) {
-		if (u->flush_on)
-			tgt_event_del(u->efd);
-		close(u->efd);
+	if (u->attached) {
+		syncguard_uring_quiesce(lu);
+		for (p = &ring.luns; *p != bs; p = &(*p)->uring.next)
+			;
+		*p = u->next;
+		if (!--ring.users)
+			ring_stop();
 	}
 	if (u->flush_fd >= 0)
 		syncguard_sync_fd_put(&bs->lun, u->flush_fd);
-	if (u->ring_ok) {
-		tgt_remove_sched_event(&u->submit_ev);
-		io_uring_queue_exit(&u->ring);
-	}
 	memset(u, 0, sizeof(*u));
-	u->efd = u->flush_fd = -1;
+	u->flush_fd = -1;
 }

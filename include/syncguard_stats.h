@@ -85,7 +85,9 @@ struct syncguard_stats {
 	uint64_t wce;
 	/* io_uring submission batching (glue/uring.c): reads and
 	 * writes submitted through the ring, and the io_uring_enter calls
-	 * that carried them (equal when none was held back) */
+	 * that carried them (equal when none was held back; the ring is
+	 * the tgtd's, and an enter that carried several LUNs' I/O counts
+	 * in each of them) */
 	uint64_t ring_ios;
 	uint64_t ring_submits;
 	/* the errno the LUN has latched (core/lun.c, syncguard_latch), 0

@@ -209,7 +209,8 @@ const struct syncguard_stats_field syncguard_stats_fields[] = {
 	  "reads and writes submitted through io_uring" },
 	{ "ring_submits", offsetof(struct syncguard_stats, ring_submits),
 	  "the io_uring_enter calls that carried them (fewer when "
-	  "submissions were batched)" },
+	  "submissions were batched; the LUNs of a tgtd share one ring, "
+	  "and an enter that carried several LUNs' counts in each)" },
 	{ "workers", offsetof(struct syncguard_stats, workers),
 	  "the LUN's worker threads (bsopts workers; a gauge)" },
 	{ "write_sync", SYNCGUARD_OWN_CODE, "bsopts write_sync: auto, group or dsync" },

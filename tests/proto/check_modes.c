@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "proto.h"
 
@@ -559,6 +560,86 @@ START_TEST(test_modes_ring_submission_batching)
 }
 END_TEST
 
+/*
+ * One io_uring for every LUN of a tgtd (glue/uring.c), so that one enter
+ * carries several LUNs' writes.  Three LUNs (plp, write-through and
+ * write-back on the ring) take FUA writes at QD 8 each while a fourth is
+ * added, written to and deleted again and again: tgtd holds one ring
+ * throughout, the three LUNs' writes went through it, and none failed
+ * or timed out (iscsi-syncbench --timeout).  A deleted LUN's close
+ * finishes its commands on the ring from tgtadm's request, where the
+ * other LUNs' answers are held back for the event loop; an answer lost
+ * there, or the ring stopped under the others, fails the run.  With
+ * every LUN deleted the ring goes, and the suite's LUNs, added back,
+ * start one.  (Last in the suite: it re-creates the suite's LUNs.)
+ */
+START_TEST(test_modes_ring_shared)
+{
+	static const char *const bsopts[3] = {
+		"mode=plp,engine=uring", "mode=write-through,engine=uring",
+		"mode=write-back,engine=uring" };
+	const char *top = getenv("SYNCGUARD_TOP");
+	const int churn = 12, first = 13;
+	unsigned char out[8 * BS];
+	char urls[3][256], name[32];
+	long long ios[3];
+	int status, cycles = 0;
+	pid_t run;
+
+	ck_assert_int_eq(proto_tgtd_rings(), 1);
+	memset(out, 0x5a, sizeof(out));
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "shared%d.img", i);
+		ck_assert_int_eq(proto_add_lun(first + i, proto_file(name,
+					       8u << 20, false), bsopts[i], BS), 0);
+		/* proto_url's buffer is static */
+		snprintf(urls[i], sizeof(urls[i]), "%s", proto_url(first + i));
+		ios[i] = proto_counter(first + i, "ring_ios");
+	}
+	run = proto_child();
+	if (!run)
+		_exit(proto_sh("'%s/tools/iscsi-syncbench' -s fua -q 8 -t 4 "
+			       "--timeout 10 --no-progress '%s' '%s' '%s' "
+			       ">/dev/null", top ? top : ".", urls[0], urls[1],
+			       urls[2]) ? 1 : 0);
+	while (waitpid(run, &status, WNOHANG) == 0) {
+		struct iscsi_context *iscsi;
+
+		ck_assert_int_eq(proto_add_lun(churn, proto_file("churn.img",
+					       1u << 20, false), cycles % 2 ?
+					       "mode=plp,engine=uring" :
+					       "mode=write-through", BS), 0);
+		ck_assert_int_eq(proto_tgtd_rings(), 1);
+		iscsi = proto_connect(churn);
+		proto_assert_good(iscsi_write16_sync(iscsi, churn, 0, out,
+				  sizeof(out), BS, 0, 0, 1, 0, 0), "WRITE FUA",
+				  false);
+		proto_assert_good(iscsi_synchronizecache10_sync(iscsi, churn,
+				  0, 0, 0, 0), "SYNCHRONIZE CACHE", false);
+		iscsi_destroy_context(iscsi);
+		ck_assert_int_eq(proto_del_lun(churn), 0);
+		cycles++;
+	}
+	ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
+		      "writes to LUNs %d-%d failed while LUN %d came and went",
+		      first, first + 2, churn);
+	ck_assert_msg(cycles >= 5, "only %d cycles during the run", cycles);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_msg(proto_counter(first + i, "ring_ios") > ios[i],
+			      "%s: no write went through the ring", bsopts[i]);
+		ck_assert_int_eq(proto_del_lun(first + i), 0);
+	}
+	ck_assert_int_eq(proto_tgtd_rings(), 1);
+	for (int i = 0; i < NMODES; i++)
+		ck_assert_int_eq(proto_del_lun(modes[i].lun), 0);
+	ck_assert_int_eq(proto_tgtd_rings(), 0);
+	for (int i = 0; i < NMODES; i++)
+		ck_assert_int_eq(proto_add_lun(modes[i].lun, files[i],
+					       modes[i].bsopts, 0), 0);
+	ck_assert_int_eq(proto_tgtd_rings(), 1);
+}
+END_TEST
+
 START_TEST(test_modes_write_beyond_capacity)
 {
 	int lun = modes[_i].lun;
@@ -767,6 +848,7 @@ Suite *modes_suite(void)
 	tcase_add_test(tc, test_modes_path_capacity_change_announced);
 	tcase_add_test(tc, test_modes_path_refusals);
 	tcase_add_test(tc, test_modes_ring_submission_batching);
+	tcase_add_test(tc, test_modes_ring_shared);
 	suite_add_tcase(s, tc);
 	return s;
 }

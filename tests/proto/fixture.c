@@ -165,6 +165,12 @@ long long proto_tgtd_threads(void)
 			       " | wc -l", state);
 }
 
+long long proto_tgtd_rings(void)
+{
+	return proto_sh_number("find /proc/$(cat '%s/pid')/fd -lname "
+			       "'anon_inode:\\[io_uring\\]' | wc -l", state);
+}
+
 int proto_log_count(const char *needle)
 {
 	char path[700], line[1024];

@@ -56,6 +56,9 @@ bool proto_tgtd_alive(void);
  * threads; not io_uring's io-wq workers, which come and go), or -1 */
 long long proto_tgtd_threads(void);
 
+/* the io_uring instances tgtd holds (its descriptors), or -1 */
+long long proto_tgtd_rings(void);
+
 /* the number of tgtd.log lines that contain @needle */
 int proto_log_count(const char *needle);
 
