@@ -33,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,7 +71,6 @@ struct uring_op {
 /* The ring every attached LUN shares; tgtd's event thread only. */
 static struct {
 	struct io_uring ring;
-	int efd;			/* completions wake tgtd's event loop */
 	unsigned int users;		/* LUNs attached */
 	struct syncguard_bs *luns;	/* them, linked by uring.next */
 	unsigned int ops;		/* commands in the ring, every LUN's */
@@ -90,7 +88,8 @@ static struct {
 					 * uring.held_next */
 	uint64_t held_since_us;
 	struct event_data submit_ev;
-} ring = { .efd = -1 };
+	struct event_data answer_ev;	/* answers deferred outside run_ring */
+} ring;
 
 static void defer(struct uring_op *op, enum syncguard_reason r);
 
@@ -406,8 +405,8 @@ static void io_done(struct uring_op *op, int err)
 /*
  * Answer @op from the event loop, never from inside bs_cmd_submit: tgt
  * still uses the command after its submit hook returns, and completing
- * it frees it.  uring_event answers the ready list after its completions;
- * bs_syncguard_cmd_submit wakes it for what it deferred itself.
+ * it frees it.  run_ring answers the ready list after its completions;
+ * what is deferred outside it waits for answer_event (wake).
  */
 static void defer(struct uring_op *op, enum syncguard_reason r)
 {
@@ -416,13 +415,12 @@ static void defer(struct uring_op *op, enum syncguard_reason r)
 	ring.ready = op;
 }
 
-/* Wake uring_event for answers deferred outside it. */
+/* Answers deferred outside run_ring go out before tgtd's loop next
+ * waits (a scheduled event: no system call). */
 static void wake(void)
 {
-	uint64_t one = 1;
-
-	if (ring.ready && write(ring.efd, &one, sizeof(one)) < 0)
-		eprintf("syncguard: eventfd: %m\n");
+	if (ring.ready)
+		tgt_add_sched_event(&ring.answer_ev);
 }
 
 /* A new op of @bs for @cmd, or NULL (the ring is full, or no memory). */
@@ -587,15 +585,21 @@ static void run_ring(void)
 			start_flush(bs);
 }
 
-/* The eventfd says: completions, or deferred answers, are waiting. */
+/* The ring's fd is readable (epoll, level-triggered): completions are
+ * waiting.  Reaping them all makes it unreadable again: no eventfd, no
+ * read(2) per wake-up. */
 static void uring_event(int fd, int events, void *data)
 {
-	uint64_t n;
-
+	(void)fd;
 	(void)events;
 	(void)data;
-	if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
-		eprintf("syncguard: eventfd: %m\n");
+	run_ring();
+}
+
+/* tgt's scheduled event for wake(). */
+static void answer_event(struct event_data *ev)
+{
+	(void)ev;
 	run_ring();
 }
 
@@ -713,29 +717,22 @@ static int ring_start(void)
 
 	if (ret)
 		return ret;
-	ring.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	ret = ring.efd < 0 ? -errno :
-	      io_uring_register_eventfd(&ring.ring, ring.efd);
-	if (!ret)
-		ret = tgt_event_add(ring.efd, EPOLLIN, uring_event, NULL);
+	ret = tgt_event_add(ring.ring.ring_fd, EPOLLIN, uring_event, NULL);
 	if (ret) {
-		if (ring.efd >= 0)
-			close(ring.efd);
-		ring.efd = -1;
 		io_uring_queue_exit(&ring.ring);
 		return ret;
 	}
 	tgt_init_sched_event(&ring.submit_ev, submit_event, NULL);
+	tgt_init_sched_event(&ring.answer_ev, answer_event, NULL);
 	return 0;
 }
 
 /* Its last user has gone (nothing of theirs is in it). */
 static void ring_stop(void)
 {
-	tgt_event_del(ring.efd);
-	close(ring.efd);
-	ring.efd = -1;
+	tgt_event_del(ring.ring.ring_fd);
 	tgt_remove_sched_event(&ring.submit_ev);
+	tgt_remove_sched_event(&ring.answer_ev);
 	io_uring_queue_exit(&ring.ring);
 	ring.held = ring.held_seen = ring.held_direct = 0;
 	ring.held_luns = NULL;
