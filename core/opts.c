@@ -223,9 +223,10 @@ static const struct opt_def opt_table[] = {
 	  "WCE=1 (default no); write-through then behaves as write-back" },
 	{ "engine", parse_engine, "auto, threads or uring",
 	  "how plain reads and writes reach the file: uring = io_uring from "
-	  "tgtd's event thread; threads = the LUN's worker threads; auto "
-	  "(default) = uring where the file system supports non-blocking "
-	  "I/O (RWF_NOWAIT), else threads" },
+	  "tgtd's event thread (one ring for all of tgtd's LUNs, at most "
+	  "254 commands on it, the rest on the worker threads); threads = "
+	  "the LUN's worker threads; auto (default) = uring where the file "
+	  "system supports non-blocking I/O (RWF_NOWAIT), else threads" },
 	{ "write_sync", parse_write_sync, "auto, group or dsync",
 	  "how a write that must be durable becomes durable: group = cached "
 	  "write, then a device flush shared with concurrent commands; "
