@@ -222,11 +222,14 @@ static const struct opt_def opt_table[] = {
 	  "write-through or plp: let an initiator (MODE SELECT) or tgtadm set "
 	  "WCE=1 (default no); write-through then behaves as write-back" },
 	{ "engine", parse_engine, "auto, threads or uring",
-	  "how plain reads and writes reach the file: uring = io_uring from "
-	  "tgtd's event thread (one ring for all of tgtd's LUNs, at most "
-	  "254 commands on it, the rest on the worker threads); threads = "
-	  "the LUN's worker threads; auto (default) = uring where the file "
-	  "system supports non-blocking I/O (RWF_NOWAIT), else threads" },
+	  "how plain reads and writes reach the file or device: uring = "
+	  "io_uring from tgtd's event thread (one ring for all of tgtd's "
+	  "LUNs, at most 254 commands on it, the rest on the worker "
+	  "threads; the LUN is refused where io_uring cannot be set up); "
+	  "threads = the LUN's worker threads; auto (default) = uring where "
+	  "the file system supports non-blocking I/O (RWF_NOWAIT), else "
+	  "threads, and even then SYNCHRONIZE CACHE waits for its device "
+	  "flush on the ring" },
 	{ "write_sync", parse_write_sync, "auto, group or dsync",
 	  "how a write that must be durable becomes durable: group = cached "
 	  "write, then a device flush shared with concurrent commands; "
