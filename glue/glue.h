@@ -55,8 +55,8 @@ struct syncguard_ring_tag {
  * writes); the group flush is the LUN's own. */
 struct syncguard_uring {
 	bool on;		/* plain reads and writes go through the ring */
-	bool flush_on;		/* SYNCHRONIZE CACHE waits on the ring's flush */
-	bool attached;		/* one of the shared ring's users */
+	bool flush_on;		/* one of the shared ring's users:
+				 * SYNCHRONIZE CACHE waits on its flush */
 	struct syncguard_bs *next;	/* the ring's next user */
 	unsigned int inflight;		/* commands in the engine */
 	unsigned int held;		/* of the ring's held I/O, this LUN's */

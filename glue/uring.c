@@ -68,10 +68,10 @@ struct uring_op {
 	struct uring_op *next;	/* flush waiters, or the ready list */
 };
 
-/* The ring every attached LUN shares; tgtd's event thread only. */
+/* The ring every attached LUN (uring.flush_on) shares; tgtd's event
+ * thread only.  It runs while the list of LUNs is not empty. */
 static struct {
 	struct io_uring ring;
-	unsigned int users;		/* LUNs attached */
 	struct syncguard_bs *luns;	/* them, linked by uring.next */
 	unsigned int ops;		/* commands in the ring, every LUN's */
 	struct uring_op *ready;		/* answers deferred to the event loop */
@@ -752,19 +752,17 @@ int syncguard_uring_open(struct scsi_lu *lu)
 	u->batch_tag = (struct syncguard_ring_tag){ SYNCGUARD_RING_BATCH, bs };
 	if (bs->opts.engine == SYNCGUARD_ENGINE_THREADS)
 		return 0;
-	ret = ring.users ? 0 : ring_start();
+	ret = ring.luns ? 0 : ring_start();
 	if (!ret) {
 		u->flush_fd = syncguard_sync_fd_get(&bs->lun);
 		ret = u->flush_fd < 0 ? u->flush_fd : 0;
-		if (ret && !ring.users)
+		if (ret && !ring.luns)
 			ring_stop();
 	}
 	if (ret)
 		return bs->opts.engine == SYNCGUARD_ENGINE_URING ? ret : 0;
-	u->attached = true;
 	u->next = ring.luns;
 	ring.luns = bs;
-	ring.users++;
 	u->flush_on = true;
 	u->on = bs->opts.engine == SYNCGUARD_ENGINE_URING ||
 		nowait_capable(bs->lun.fd);
@@ -780,12 +778,12 @@ void syncguard_uring_close(struct scsi_lu *lu)
 	struct syncguard_uring *u = &bs->uring;
 	struct syncguard_bs **p;
 
-	if (u->attached) {
+	if (u->flush_on) {
 		syncguard_uring_quiesce(lu);
 		for (p = &ring.luns; *p != bs; p = &(*p)->uring.next)
 			;
 		*p = u->next;
-		if (!--ring.users)
+		if (!ring.luns)
 			ring_stop();
 	}
 	if (u->flush_fd >= 0)
