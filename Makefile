@@ -74,7 +74,7 @@ CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 	check-crash crashtest check-fuzz fuzz check-lifecycle soak conformance \
 	check-conf check-tools check-stall check-syscalls check-deps check-names \
 	check-history check-man check-deb check-guest \
-	bench bench-run clean \
+	check-bench bench bench-run clean \
 	tgt-src deb FORCE
 
 all: bs_syncguard.so $(TOOLS) $(MANS)
@@ -290,7 +290,7 @@ check:
 
 check-all: check-unit check-proto check-names check-conf check-tools \
 	check-stall check-syscalls check-deps check-history check-man \
-	check-deb check-fuzz check-lifecycle check-crash
+	check-deb check-fuzz check-lifecycle check-crash check-bench
 
 # each test binary writes the tests that passed (TAP) and those it left
 # out, with the reason (tests/leftout.h), for check-names
@@ -402,8 +402,18 @@ bench:
 	@scripts/need-deps.sh $(DEB_PACKAGES) linux-perf
 	@$(MAKE) --no-print-directory bench-run
 
-bench-run: all
+bench-run: all $(BUILD)/freezeprobe
 	scripts/bench.sh $(ARGS)
+
+# the bench's probe of the host stopping the machine (scripts/freezeprobe.c)
+$(BUILD)/freezeprobe: scripts/freezeprobe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(CFLAGS) $< -o $@
+
+# the bench's arithmetic on canned rounds, and its probe on a stopped
+# process
+check-bench: $(BUILD)/freezeprobe
+	scripts/bench.sh --self-check
 
 demo:
 	@scripts/need-deps.sh $(DEB_PACKAGES)

@@ -43,6 +43,10 @@
 # at QD 8 and fio on 4 files at iodepth 8; and tgtd's resident memory
 # with 8 syncguard LUNs vs 8 rdwr LUNs under load.
 #
+# --freeze-probe also measures, in every run, how long the whole machine
+# stood still (freezeprobe: a virtual machine's host stopping all of its
+# CPUs), as a share of the cell's runs and of its limit lines' runs.
+#
 # --mechanisms adds each adaptive mechanism switched off (a bsopts value
 # per mechanism) in the cells where it acts, and a table of each one's
 # gain: IOPS with it over IOPS without, per cell the median of the
@@ -51,7 +55,8 @@
 # Writes build/bench.csv, build/bench.json, build/bench-rounds.csv
 # (every run of every round) and build/bench.png.  It reports; it does
 # not pass or fail (exit 1 only if it could not run).  --self-check runs
-# the table's arithmetic on canned rounds (and every run does, first).
+# the table's arithmetic on canned rounds and freezeprobe on a stopped
+# process (and every run does, first; make check too).
 set -u
 # it starts more than one private tgtd (the memory step): ports chosen by
 # hand for scripts/tgtd-private would clash, so tgtd-private picks free ones
@@ -108,7 +113,7 @@ acts() {
 four_discs="none fua flush"
 memory=yes
 tgtd_args=""		# --tgtd-args: tgtd's own options for the cells' tgtd
-USAGE="usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--mechanisms] [--peers] [--tgtd-args ARGS] [--quick] [--self-check]"
+USAGE="usage: bench.sh [--seconds S] [--rounds N] [--flush-ms MS] [--mechanisms] [--peers] [--tgtd-args ARGS] [--freeze-probe] [--quick] [--self-check]"
 usage() { echo "$USAGE" >&2; exit 2; }
 help() {
 	cat <<EOF
@@ -139,9 +144,18 @@ build/bench.png.
                  options for the tgtd that runs the cells, the null
                  store and the 4-LUN line (words split on blanks), e.g.
                  "--nr_iothreads 4" (tgt's worker threads per LUN)
+  --freeze-probe also measure, in every run, how long the whole machine
+                 stopped (a virtual machine's host can stop all of its
+                 CPUs at once): a SCHED_FIFO thread's 2 ms sleeps that
+                 end more than 4 ms late (build/freezeprobe, root).
+                 Columns frz% (the cell's runs) and limit (its null
+                 store's and fio's runs), in % of the measured time.
+                 The probe's 500 wake-ups a second may move the cells
+                 it watches, so it is off by default
   --quick        the disk, 4 KiB, QD 1 and 32, the 4-LUN line for fua
                  only, no memory step (a few minutes)
-  --self-check   check the table's arithmetic on canned rounds and exit
+  --self-check   check the table's arithmetic on canned rounds and that
+                 freezeprobe sees a stop, and exit
 EOF
 	exit 0
 }
@@ -159,6 +173,7 @@ number() {
 	usage
 }
 self_check_only=
+freeze_probe=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--seconds|--rounds|--flush-ms|--tgtd-args)
@@ -173,6 +188,7 @@ while [ $# -gt 0 ]; do
 		four_discs= memory= mechanisms=1; shift ;;
 	--peers) extra="$extra rdwr-wce1 rdwr-wce0 aio"; shift ;;
 	--tgtd-args) tgtd_args=$2; shift 2 ;;
+	--freeze-probe) freeze_probe=1; shift ;;
 	--quick) devices=disk sizes=4k four_discs=fua memory=; shift ;;
 	--self-check) self_check_only=1; shift ;;
 	-h|--help) help ;;
@@ -183,6 +199,7 @@ configs="$modes$extra"
 
 bench=$top/tools/iscsi-syncbench
 model=$top/tools/syncguard-devmodel
+probe=$top/build/freezeprobe
 tp=$top/scripts/tgtd-private
 module=$top/bs_syncguard.so
 out=$top/build
@@ -197,8 +214,10 @@ say() { printf 'bench: %s\n' "$*" >&2; }
 # (the local figure on config's file, semantics named); luns 1, or 4 for
 # the 4-LUN line.  cpu_us and commands are tgtd's over the measured
 # window (empty for fio); syscalls, tgtd's system calls over it (perf's
-# count of raw_syscalls:sys_enter; empty without perf).
-rounds_header="device,luns,config,sync,block_size,queue_depth,round,kind,semantics,iops,lat_mean_us,lat_p99_us,commands,cpu_us,errors,syscalls"
+# count of raw_syscalls:sys_enter; empty without perf).  frozen_ms: how
+# long the whole machine stopped running in the measured window
+# (freezeprobe; empty where it cannot run at SCHED_FIFO).
+rounds_header="device,luns,config,sync,block_size,queue_depth,round,kind,semantics,iops,lat_mean_us,lat_p99_us,commands,cpu_us,errors,syscalls,frozen_ms"
 
 # The median of the numbers in the blank-separated string s ("" for
 # none), for the awk programs below.
@@ -221,10 +240,14 @@ function median(s,   a, n, i, j, t) {
 # median); CPU and system calls per command as sums over the rounds.  Configurations
 # whose rows have no semantics (peers) get no limit.  bound: "tgt" where
 # the null store is within 10% of the cell (cell / null >= 1 / 1.1), else
-# "limit"; meets: ratio >= 0.85 or tgt-bound.
+# "limit"; meets: ratio >= 0.85 or tgt-bound.  frozen_pct: the share of
+# the cell's measured windows (secs each) in which the machine was
+# frozen; limit_frozen_pct, the same over its null store's and fio's
+# runs (empty where freezeprobe measured none of them).
 summary_awk="$median_awk"'
 function add(arr, k, v) { arr[k] = (k in arr) ? arr[k] " " v : v }
 function num(x, fmt) { return x == "" ? "" : sprintf(fmt, x) }
+function pct(ms, runs) { return runs ? sprintf("%.1f", ms * 100 / (runs * secs * 1000)) : "" }
 NR == 1 { next }
 {
 	g = $1 SUBSEP $2 SUBSEP $5 SUBSEP $6 SUBSEP $4	# the group
@@ -233,11 +256,13 @@ NR == 1 { next }
 		if ($10 > 0) { niops[g, r] = $10; nlat[g, r] = $11; add(nall, g, $10); add(nlall, g, $11) }
 		ncpu[g] += $14; ncmd[g] += $13
 		if ($16 != "") { nsys[g] += $16; nscmd[g] += $13 }
+		if ($17 != "") { nfz[g] += $17; nfzn[g]++ }
 		next
 	}
 	if ($8 == "fio") {
 		if ($10 > 0) { fiops[g, $3, r] = $10; flat[g, $3, r] = $11
 			add(fall, g SUBSEP $3, $10); add(flall, g SUBSEP $3, $11) }
+		if ($17 != "") { ffz[g, $3] += $17; ffzn[g, $3]++ }
 		next
 	}
 	c = g SUBSEP $3
@@ -246,9 +271,10 @@ NR == 1 { next }
 	if ($10 > 0) { ciops[c, r] = $10; add(call, c, $10); rs[c] = rs[c] " " r }
 	cpu[c] += $14; cmd[c] += $13
 	if ($16 != "") { sys[c] += $16; scmd[c] += $13 }
+	if ($17 != "") { fz[c] += $17; fzn[c]++ }
 }
 END {
-	print "device,luns,config,sync,block_size,queue_depth,rounds,iops,semantics,local_iops,local_lat_us,null_iops,null_lat_us,limit,ratio,vs_null,bound,meets,cpu_us_per_cmd,null_cpu_us_per_cmd,errors,syscalls_per_cmd,null_syscalls_per_cmd,vs_series"
+	print "device,luns,config,sync,block_size,queue_depth,rounds,iops,semantics,local_iops,local_lat_us,null_iops,null_lat_us,limit,ratio,vs_null,bound,meets,cpu_us_per_cmd,null_cpu_us_per_cmd,errors,syscalls_per_cmd,null_syscalls_per_cmd,vs_series,frozen_pct,limit_frozen_pct"
 	for (k = 1; k <= n; k++) {
 		c = order[k]; split(c, f, SUBSEP)
 		g = f[1] SUBSEP f[2] SUBSEP f[3] SUBSEP f[4] SUBSEP f[5]
@@ -274,7 +300,8 @@ END {
 		limit = median(lims); ratio = median(rats); vs = median(vsn)
 		bound = vs == "" || sem[c] == "" ? "" : vs >= 1 / 1.1 ? "tgt" : "limit"
 		meets = ratio == "" ? "" : (ratio >= 0.85 || bound == "tgt") ? "yes" : "no"
-		printf "%s,%s,%s,%s,%s,%s,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d,%s,%s,%s\n",
+		lfz = sem[c] == "" ? "" : pct(nfz[g] + ffz[g, f[6]], nfzn[g] + ffzn[g, f[6]])
+		printf "%s,%s,%s,%s,%s,%s,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d,%s,%s,%s,%s,%s\n",
 			f[1], f[2], f[6], f[5], f[3], f[4], nr, num(median(call[c]), "%.0f"),
 			sem[c], num(median(fall[g, f[6]]), "%.0f"), num(median(flall[g, f[6]]), "%.1f"),
 			num(median(nall[g]), "%.0f"), num(median(nlall[g]), "%.1f"),
@@ -283,10 +310,10 @@ END {
 			(ncmd[g] > 0 ? sprintf("%.1f", ncpu[g] / ncmd[g]) : ""), err[c],
 			(scmd[c] > 0 ? sprintf("%.2f", sys[c] / scmd[c]) : ""),
 			(nscmd[g] > 0 ? sprintf("%.2f", nsys[g] / nscmd[g]) : ""),
-			num(median(sers), "%.3f")
+			num(median(sers), "%.3f"), pct(fz[c], fzn[c]), lfz
 	}
 }'
-bench_summary() { awk -F, "$summary_awk" "$1"; }
+bench_summary() { awk -F, -v secs="$secs" "$summary_awk" "$1"; }
 
 # Each mechanism's gain (CSV) from a rounds file $1, given the lines
 # "CONFIG|NAME|WITH" on stdin (mechanism_of): per cell where both ran,
@@ -340,14 +367,14 @@ self_check() {
 	tmp=$(mktemp) || return 1
 	cat >"$tmp" <<EOF
 $rounds_header
-disk,1,null,fua,4096,1,1,null,,10000,100,,100,600,0,900
-disk,1,null,fua,4096,1,2,null,,8000,120,,100,0,0,920
+disk,1,null,fua,4096,1,1,null,,10000,100,,100,600,0,900,0
+disk,1,null,fua,4096,1,2,null,,8000,120,,100,0,0,920,5
 disk,1,null,fua,4096,1,3,null,,12000,80,,100,0,0
-disk,1,sg-wt,fua,4096,1,1,fio,dsync,1111,900,,,,
+disk,1,sg-wt,fua,4096,1,1,fio,dsync,1111,900,,,,,,15
 disk,1,sg-wt,fua,4096,1,2,fio,dsync,1136,880,,,,
 disk,1,sg-wt,fua,4096,1,3,fio,dsync,1000,1000,,,,
-disk,1,sg-wt,fua,4096,1,1,lun,dsync,1000,1000,,100,1000,0,1000
-disk,1,sg-wt,fua,4096,1,2,lun,dsync,900,1100,,100,2000,1,1050
+disk,1,sg-wt,fua,4096,1,1,lun,dsync,1000,1000,,100,1000,0,1000,10
+disk,1,sg-wt,fua,4096,1,2,lun,dsync,900,1100,,100,2000,1,1050,20
 disk,1,sg-wt,fua,4096,1,3,lun,dsync,1100,900,,100,3000,0
 disk,1,null,none,4096,32,1,null,,10000,3200,,10000,0,0
 disk,1,null,none,4096,32,2,null,,10000,3200,,10000,0,0
@@ -373,7 +400,7 @@ disk,1,sg-wt-nobatch,fua,4096,1,1,lun,dsync,500,2000,,100,0,0
 disk,1,sg-wt-nobatch,fua,4096,1,2,lun,dsync,1000,1000,,100,0,0
 disk,1,sg-wt-nobatch,fua,4096,1,3,lun,dsync,1000,1000,,100,0,0
 EOF
-	got=$(bench_summary "$tmp" | grep -v nobatch | cut -d, -f1-8,14-24)
+	got=$(secs=1 bench_summary "$tmp" | grep -v nobatch | cut -d, -f1-8,14-26)
 	gains=$(extra="sg-wt-nobatch sg-plp-threads" mechanism_gains "$tmp")
 	rm -f "$tmp"
 	# flush batching: sg-wt over sg-wt-nobatch per round: 2, 0.9, 1.1
@@ -402,19 +429,43 @@ flush batching (flush_batch auto/off),disk,all,,,1 cells,,1.100,1.100-1.100"
 	# of two their mean).  flush-only at QD1: 1 / the null's latency.
 	# vs_series (QD > 1 with a fio line): IOPS x (1/null + 1/fio), per
 	# round: sg-plp 9500 and 9600 x 1.2e-4 (1.140, 1.152), sg-wb 8800 x
-	# 1.1111e-4 (0.978), the 4-LUN line 0.575 and 0.825.
-	want="device,luns,config,sync,block_size,queue_depth,rounds,iops,limit,ratio,vs_null,bound,meets,cpu_us_per_cmd,null_cpu_us_per_cmd,errors,syscalls_per_cmd,null_syscalls_per_cmd,vs_series
-disk,1,sg-wt,fua,4096,1,3,1000,1000,1.000,0.100,limit,yes,20.0,2.0,1,10.25,9.10,
-disk,1,sg-plp,none,4096,32,3,9600,10000,0.955,0.960,tgt,yes,0.0,0.0,0,,,1.146
-disk,1,sg-wb,none,4096,32,3,8800,10000,0.880,0.880,limit,yes,0.0,0.0,0,,,0.978
-disk,4,sg-wb,flush,4096,8,2,1500,2500,0.625,0.075,limit,no,0.0,0.0,0,,,0.700
-slow,1,sg-wt,flush-only,4096,1,1,10000,20000,0.500,0.500,limit,no,0.0,0.0,0,,,"
+	# 1.1111e-4 (0.978), the 4-LUN line 0.575 and 0.825.  Frozen, with
+	# 1 s windows: sg-wt's 10 + 20 ms in 2 measured runs (1.5%); its
+	# limit runs' 0 + 5 (null) and 15 (fio) ms in 3 (0.67%); none
+	# measured elsewhere (empty).
+	want="device,luns,config,sync,block_size,queue_depth,rounds,iops,limit,ratio,vs_null,bound,meets,cpu_us_per_cmd,null_cpu_us_per_cmd,errors,syscalls_per_cmd,null_syscalls_per_cmd,vs_series,frozen_pct,limit_frozen_pct
+disk,1,sg-wt,fua,4096,1,3,1000,1000,1.000,0.100,limit,yes,20.0,2.0,1,10.25,9.10,,1.5,0.7
+disk,1,sg-plp,none,4096,32,3,9600,10000,0.955,0.960,tgt,yes,0.0,0.0,0,,,1.146,,
+disk,1,sg-wb,none,4096,32,3,8800,10000,0.880,0.880,limit,yes,0.0,0.0,0,,,0.978,,
+disk,4,sg-wb,flush,4096,8,2,1500,2500,0.625,0.075,limit,no,0.0,0.0,0,,,0.700,,
+slow,1,sg-wt,flush-only,4096,1,1,10000,20000,0.500,0.500,limit,no,0.0,0.0,0,,,,,"
 	if [ "$got" != "$want" ]; then
 		say "self-check: the table's arithmetic is wrong:"
 		diff <(echo "$want") <(echo "$got") >&2
 		return 1
 	fi
 	say "self-check: the table's arithmetic on canned rounds: ok"
+	probe_check
+}
+
+# freezeprobe counts a stop it sat through: stopped (SIGSTOP) for 0.4 s
+# of a 1.2 s window, it must report a freeze of at least 0.3 s.
+probe_check() {
+	local pid got
+	[ -x "$probe" ] || { say "self-check: build/freezeprobe missing (make build/freezeprobe)"; return 1; }
+	"$probe" 1.2 >"${TMPDIR:-/tmp}/freezeprobe.$$" &
+	pid=$!
+	sleep 0.3; kill -STOP "$pid"; sleep 0.4; kill -CONT "$pid"
+	wait "$pid"
+	got=$(cat "${TMPDIR:-/tmp}/freezeprobe.$$"); rm -f "${TMPDIR:-/tmp}/freezeprobe.$$"
+	case $got in
+	"- - -") say "self-check: freezeprobe cannot run at SCHED_FIFO here (not root): the frozen columns stay empty"; return 0 ;;
+	esac
+	if ! awk -v g="$got" 'BEGIN { split(g, f, " "); exit !(f[2] >= 1 && f[3] >= 300 && f[1] >= f[3]) }'; then
+		say "self-check: freezeprobe missed a 0.4 s stop: \"$got\""
+		return 1
+	fi
+	say "self-check: freezeprobe saw a 0.4 s stop ($got): ok"
 }
 self_check || exit 1
 [ -n "$self_check_only" ] && exit 0
@@ -643,9 +694,20 @@ tgtd_syscall_rate() {
 		printf "%.0f", $1 / s }' "$work/perf"
 }
 
+# How long the machine was frozen in the next $1 seconds (freezeprobe's
+# milliseconds), or nothing without --freeze-probe or where the probe
+# cannot tell
+frozen_ms() {
+	local f
+	[ -n "$freeze_probe" ] || return 0
+	f=$("$probe" "$1" 2>/dev/null) || return 0
+	f=${f%% *}
+	[ "$f" = - ] || echo "$f"
+}
+
 # One iscsi-syncbench run of discipline $1, size $2, depth $3 on URLs
 # $4...: prints "iops,lat_mean_us,lat_p99_us,commands,cpu_us,errors,
-# syscalls" (empty on failure; syscalls empty without perf: the rate
+# syscalls,frozen_ms" (empty on failure; syscalls empty without perf: the rate
 # over the middle 80% of the window, times its length, so perf's own
 # start-up falls outside it).  It starts measuring at a set moment (--start-at,
 # after its logins), so tgtd's CPU time is read at the start and the end
@@ -661,6 +723,7 @@ sb_run() {
 		{
 			sleep_until "$(awk -v t="$t0" -v w="$warmup" 'BEGIN { printf "%.3f", t + w }')"
 			a=$(tgtd_ticks)
+			frozen_ms "$secs" >"$work/frozen" &
 			{ sleep "$(awk -v s="$secs" 'BEGIN { print s / 10 }')"
 			  tgtd_syscall_rate "$(awk -v s="$secs" 'BEGIN { print s * 0.8 }')"
 			} >"$work/rate" 2>/dev/null &
@@ -676,20 +739,22 @@ sb_run() {
 	done
 	[ -n "$res" ] || return 0
 	awk -F, -v ticks="$(cat "$work/ticks")" -v tick="$tick_us" \
-		-v rate="$(cat "$work/rate" 2>/dev/null)" -v secs="$secs" '
+		-v rate="$(cat "$work/rate" 2>/dev/null)" -v secs="$secs" \
+		-v frozen="$(cat "$work/frozen" 2>/dev/null)" '
 	NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
 	NR == 2 {
 		n = $h["read_ops"] + $h["write_ops"] + $h["write_fua_ops"] + $h["synchronize_cache_ops"]
-		printf "%s,%s,%s,%d,%d,%s,%s\n", $h["iops"], $h["lat_mean_us"], $h["lat_p99_us"],
-			n, ticks * tick, $h["errors"], rate == "" ? "" : sprintf("%.0f", rate * secs)
+		printf "%s,%s,%s,%d,%d,%s,%s,%s\n", $h["iops"], $h["lat_mean_us"], $h["lat_p99_us"],
+			n, ticks * tick, $h["errors"], rate == "" ? "" : sprintf("%.0f", rate * secs), frozen
 	}' <<<"$res"
 }
 
 # One fio run of semantics $1, size $2, depth $3 on device $4's files
 # $5...: random writes over each whole file, one job (or one group of
-# writers) per file, reported together; prints "iops,lat_mean_us,p99"
-# (empty on failure).  The latency of a write-then-fdatasync pair is
-# both together.
+# writers) per file, reported together; prints "iops,lat_mean_us,p99,
+# ,,,,frozen_ms" (a row of the rounds file without tgtd's columns; empty
+# on failure).  The latency of a write-then-fdatasync pair is both
+# together.
 fio_run() {
 	local sem=$1 size=$2 qd=$3 dev=$4 f args=()
 	shift 4
@@ -698,16 +763,19 @@ fio_run() {
 		args+=(--name="$(basename "$(dirname "$f")")-$(basename "$f")"
 		       --filename="$f" --size="$(stat -c %s "$f")")
 	done
+	{ sleep "$warmup"; frozen_ms "$secs"; } >"$work/frozen" 2>/dev/null &
 	# shellcheck disable=SC2046
 	fio --output-format=json --rw=randwrite --bs="$size" --time_based \
 		--runtime="$(awk -v s="$secs" 'BEGIN { printf "%d", s * 1000 }')ms" \
 		--ramp_time="$(awk -v s="$warmup" 'BEGIN { printf "%d", s * 1000 }')ms" \
 		--randrepeat=0 --norandommap --group_reporting \
 		$(fio_args "$sem" "$qd" "$dev") "${args[@]}" \
-		>"$work/fio.json" 2>>"$work/fio.err" || return 0
-	jq -r '.jobs[0] | [.write.iops,
+		>"$work/fio.json" 2>>"$work/fio.err" || { wait; return 0; }
+	wait
+	jq -r --arg frozen "$(cat "$work/frozen")" '.jobs[0] | [.write.iops,
 		((.write.lat_ns.mean + (.sync.lat_ns.mean // 0)) / 1000),
-		((.write.clat_ns.percentile["99.000000"] // 0) / 1000)] | @csv' \
+		((.write.clat_ns.percentile["99.000000"] // 0) / 1000),
+		"", "", "", "", $frozen] | map(tostring) | join(",")' \
 		"$work/fio.json" 2>>"$work/fio.err"
 }
 
@@ -787,7 +855,6 @@ run_all() {
 			mapfile -t targets < <(run_targets "$what" "$dev" "$luns")
 			if [ "$kind" = fio ]; then
 				row=$(fio_run "$sem" "$bs" "$qd" "$dev" "${targets[@]}")
-				[ -n "$row" ] && row="$row,,,"
 			else
 				row=$(sb_run "$disc" "$bs" "$qd" "${targets[@]}" </dev/null)
 			fi
@@ -821,22 +888,22 @@ memory_of() {
 
 # the table, from the cells' CSV
 report_table() {
-	awk -F, '
+	awk -F, -v frz="$freeze_probe" '
 	NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
 	function v(name) { return $h[name] }
 	function sz(b) { return b % 1024 ? b : b / 1024 "k" }
 	function mode(c) { sub(/^sg-/, "", c); return c }
 	BEGIN {
-		printf "%-4s %4s %4s %3s %-10s %-9s %-9s %8s %8s %8s %6s %8s %-9s %7s %7s %7s %6s\n",
+		printf "%-4s %4s %4s %3s %-10s %-9s %-9s %8s %8s %8s %6s %8s %-9s %7s %7s %7s %6s%s\n",
 			"dev", "LUNs", "size", "QD", "sync", "mode", "local as", "IOPS",
 			"limit", "null", "ratio", "vs null", "bound", "cpu/cmd", "null",
-			"sys/cmd", "null"
+			"sys/cmd", "null", frz ? sprintf(" %5s %5s", "frz%", "limit") : ""
 	}
 	{
 		if (v("device") != last) { if (NR > 2) print ""; last = v("device") }
 		b = v("bound") == "tgt" ? "tgt-bound" : v("bound") == "" ? "-" : "limit"
 		flag = v("meets") == "no" ? " <0.85" : ""
-		printf "%-4s %4s %4s %3s %-10s %-9s %-9s %8s %8s %8s %6s %8s %-9s %7s %7s %7s %6s%s\n",
+		printf "%-4s %4s %4s %3s %-10s %-9s %-9s %8s %8s %8s %6s %8s %-9s %7s %7s %7s %6s%s%s\n",
 			v("device"), v("luns"), sz(v("block_size")), v("queue_depth"), v("sync"),
 			mode(v("config")), v("semantics") == "" ? "-" : v("semantics") == "-" ? "null" : v("semantics"),
 			v("iops"), v("limit") == "" ? "-" : v("limit"), v("null_iops"),
@@ -844,7 +911,9 @@ report_table() {
 			v("vs_null") == "" ? "-" : sprintf("%.2f", v("vs_null")), b,
 			v("cpu_us_per_cmd"), v("null_cpu_us_per_cmd"),
 			v("syscalls_per_cmd") == "" ? "-" : v("syscalls_per_cmd"),
-			v("null_syscalls_per_cmd") == "" ? "-" : v("null_syscalls_per_cmd"), flag
+			v("null_syscalls_per_cmd") == "" ? "-" : v("null_syscalls_per_cmd"),
+			frz ? sprintf(" %5s %5s", v("frozen_pct") == "" ? "-" : v("frozen_pct"),
+				      v("limit_frozen_pct") == "" ? "-" : v("limit_frozen_pct")) : "", flag
 	}' "$csv"
 }
 
@@ -955,6 +1024,20 @@ awk -F, "$median_awk"'
 	END {
 		if (n) printf "QD > 1 against 1 / (1/null + 1/fio) (vs_series): %d cells, %.2f-%.2f, median %.2f, %d at >= 0.85\n",
 			n, lo, hi, median(s), m }' "$csv"
+# how much of the time the host stopped the machine, in the cells and in
+# their limit lines' runs
+[ -n "$freeze_probe" ] && awk -F, "$median_awk"'
+	NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+	$h["meets"] != "" && $h["frozen_pct"] != "" {
+		c = c " " $h["frozen_pct"]; if ($h["meets"] == "no") b = b " " $h["frozen_pct"]
+		if ($h["limit_frozen_pct"] != "") l = l " " $h["limit_frozen_pct"]
+		if ($h["frozen_pct"] + 0 > max) max = $h["frozen_pct"] + 0
+		if ($h["limit_frozen_pct"] + 0 > lmax) lmax = $h["limit_frozen_pct"] + 0
+	}
+	END {
+		if (c == "") { print "machine frozen: not measured (freezeprobe needs root)"; exit }
+		printf "machine frozen (freezeprobe, %% of the measured time): cells median %.1f, at most %.1f; those below 0.85 median %s; their limit lines'"'"' runs median %.1f, at most %.1f\n",
+			median(c), max, b == "" ? "-" : sprintf("%.1f", median(b)), median(l), lmax }' "$csv"
 [ -n "$mem_sg" ] && [ -n "$mem_rdwr" ] &&
 	awk -v s="$mem_sg" -v r="$mem_rdwr" 'BEGIN {
 		printf "tgtd RSS under load: 8 syncguard LUNs %.1f MiB, 8 rdwr LUNs %.1f MiB (%+.1f MiB)\n",
@@ -970,8 +1053,9 @@ echo "run: $((elapsed / 60)) min $((elapsed % 60)) s"
 {
 	printf '{"system":{"commit":"%s","tree_changed":%s,"kernel":"%s","tgt":"%s","fio":"%s","cpus":%s,"disk_device":"%s","disk_write_cache":"%s"},' \
 		"$sys_commit" "$sys_changed" "$sys_kernel" "$sys_tgt" "$sys_fio" "$sys_cpus" "$sys_disk" "$sys_cache"
-	printf '"seconds_per_run":%s,"warmup_seconds":%s,"rounds":%s,"flush_ms":%s,"elapsed_seconds":%s,"tgtd_args":%s,' \
-		"$secs" "$warmup" "$rounds" "$flush_ms" "$elapsed" "$(jq -Rn --arg a "$tgtd_args" '$a')"
+	printf '"seconds_per_run":%s,"warmup_seconds":%s,"rounds":%s,"flush_ms":%s,"elapsed_seconds":%s,"tgtd_args":%s,"freeze_probe":%s,' \
+		"$secs" "$warmup" "$rounds" "$flush_ms" "$elapsed" "$(jq -Rn --arg a "$tgtd_args" '$a')" \
+		"$([ -n "$freeze_probe" ] && echo true || echo false)"
 	printf '"memory_kib":{"syncguard_8_luns":%s,"rdwr_8_luns":%s},"cells":' \
 		"${mem_sg:-null}" "${mem_rdwr:-null}"
 	csv_to_json "$csv"
