@@ -228,10 +228,6 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	__atomic_store_n(&bs->open, true, __ATOMIC_RELEASE);
 	if (!bs->size_shown)	/* a LUN's first store: what it starts with */
 		bs->size_shown = bs->lun.size;
-	/* started by bs_init; set before the file is published, which a
-	 * reader may open at once */
-	bs->lun.stats->workers = bs->workers.n;
-	publish_stats(lu);
 	ret = syncguard_vpd_open(lu);
 	if (!ret && (ret = syncguard_uring_open(lu)) != 0)
 		eprintf("syncguard: lun %" PRIu64 ": engine=uring: io_uring "
@@ -242,6 +238,14 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		syncguard_watch_close_unused();
 		return ret;
 	}
+	/* the workers started by bs_init, the engine as it opened: set
+	 * before the file is published, which a reader may open at once */
+	bs->lun.stats->workers = bs->workers.n;
+	bs->lun.stats->engine = bs->opts.engine;
+	bs->lun.stats->ring_use = bs->uring.on ? SYNCGUARD_RING_ALL :
+				  bs->uring.flush_on ? SYNCGUARD_RING_FLUSHES :
+				  SYNCGUARD_RING_NONE;
+	publish_stats(lu);
 	syncguard_wce_open(lu);
 	if (!lu->attrs.no_auto_lbppbe && bs->lun.phys_block_size)
 		update_lbppbe(lu, (int)bs->lun.phys_block_size);
@@ -250,8 +254,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	eprintf("syncguard: lun %" PRIu64 ": %s, mode=%s, %" PRIu64
 		" bytes, %u-byte blocks, engine %s, %u workers, writes %s%s\n",
 		lu->lun, path, syncguard_mode_name(bs->opts.mode), bs->lun.size,
-		1u << lu->blk_shift, bs->uring.on ? "io_uring" : bs->uring.flush_on ?
-		"threads, flushes through io_uring" : "threads",
+		1u << lu->blk_shift, syncguard_ring_use_name(bs->lun.stats->ring_use),
 		bs->workers.n, writes_how(bs),
 		bs->lun.direct_reads ? ", reads O_DIRECT" : "");
 	log_device_cache(lu);

@@ -61,6 +61,11 @@ const char *syncguard_write_sync_name(enum syncguard_write_sync ws)
 	return NAME_OF(ws, write_sync_names);
 }
 
+const char *syncguard_engine_name(enum syncguard_engine e)
+{
+	return NAME_OF(e, engine_names);
+}
+
 const char *syncguard_flush_batch_name(enum syncguard_flush_batch fb)
 {
 	return NAME_OF(fb, flush_batch_names);

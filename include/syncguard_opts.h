@@ -111,6 +111,8 @@ unsigned int syncguard_workers(const struct syncguard_opts *opts,
 const char *syncguard_mode_name(enum syncguard_mode mode);
 /* "auto", "group", "dsync" (bsopts write_sync); "?" if out of range */
 const char *syncguard_write_sync_name(enum syncguard_write_sync ws);
+/* "auto", "threads", "uring" (bsopts engine); "?" if out of range */
+const char *syncguard_engine_name(enum syncguard_engine e);
 /* "auto", "off" (bsopts flush_batch, sync_loop); "?" if out of range */
 const char *syncguard_flush_batch_name(enum syncguard_flush_batch fb);
 const char *syncguard_sync_loop_name(enum syncguard_sync_loop sl);

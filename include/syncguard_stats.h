@@ -21,13 +21,14 @@
 #include <sys/types.h>
 
 #define SYNCGUARD_STATS_MAGIC	0x53544753u	/* "SGTS" */
-#define SYNCGUARD_STATS_VERSION	8	/* 2: how writes go, the trials;
+#define SYNCGUARD_STATS_VERSION	9	/* 2: how writes go, the trials;
 					 * 3: pid_start; 4: wce;
 					 * 5: ring_ios, ring_submits;
 					 * 6: latched, latched_soft;
 					 * 7: sync_loop_way, _rate;
 					 * 8: workers, flush_batch,
-					 * sync_loop */
+					 * sync_loop; 9: engine,
+					 * ring_use */
 #define SYNCGUARD_STATS_DIR	"/run/syncguard"
 #define SYNCGUARD_FLUSH_BUCKETS	32	/* log2 microseconds */
 #define SYNCGUARD_SYNC_LOOP_STREAK 2	/* sync_loop_way: a single writer */
@@ -111,7 +112,34 @@ struct syncguard_stats {
 	uint64_t workers;
 	uint32_t flush_batch;
 	uint32_t sync_loop;
+	/* set once, as the LUN opens: bsopts engine (enum
+	 * syncguard_engine), and what the LUN sends through the tgtd's
+	 * io_uring (SYNCGUARD_RING_*) */
+	uint32_t engine;
+	uint32_t ring_use;
 };
+
+#define SYNCGUARD_RING_NONE	0u	/* nothing: the worker threads */
+#define SYNCGUARD_RING_FLUSHES	1u	/* its flushes; reads and writes on
+					 * the worker threads */
+#define SYNCGUARD_RING_ALL	2u	/* reads, writes and flushes */
+
+/* How a LUN with ring_use @use runs its commands, as tgtd.log's line
+ * and syncguard-stat say it. */
+static inline const char *syncguard_ring_use_name(uint32_t use)
+{
+	return use == SYNCGUARD_RING_ALL ? "io_uring" :
+	       use == SYNCGUARD_RING_FLUSHES ?
+	       "threads, flushes through io_uring" : "threads";
+}
+
+/* The same as a word, for JSON and Prometheus: "all", "flushes" or
+ * "none". */
+static inline const char *syncguard_ring_use_word(uint32_t use)
+{
+	return use == SYNCGUARD_RING_ALL ? "all" :
+	       use == SYNCGUARD_RING_FLUSHES ? "flushes" : "none";
+}
 
 /* The owner's start time of a file whose first @bytes were read into
  * @st: pid_start where the file has it (version 3 on, and not cut

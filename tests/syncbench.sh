@@ -857,19 +857,21 @@ expect "tgtd.log's plp line says no RWF_DSYNC" \
 	 ! grep "lun 6: .*mode=plp" "$work/tgtd/tgtd.log" | grep -q RWF_DSYNC'
 "$tp" adm "$work/tgtd" --op delete --mode logicalunit --tid 1 --lun 6 >/dev/null
 
-# the bsopts that switch a mechanism off, and the worker count, show in
-# the counters as the LUN runs them (text and JSON)
+# the bsopts that switch a mechanism off, the engine and the worker count
+# show in the counters as the LUN runs them (text and JSON); LUN 1, a
+# file of this build directory with engine=auto, runs on the ring
 dd if=/dev/zero of="$work/off.img" bs=1M count=8 conv=fsync status=none
 "$tp" lun "$work/tgtd" 1 7 "$work/off.img" \
-	"mode=write-back;flush_batch=off;sync_loop=off;workers=3" >/dev/null ||
+	"mode=write-back;flush_batch=off;sync_loop=off;workers=3;engine=threads" >/dev/null ||
 	bad "LUN 7 with mechanisms off"
 out=$("$top/tools/syncguard-stat" "$iqn" 7)
-expect "syncguard-stat says flush_batch=off, sync_loop=off and 3 worker threads ($(grep "worker threads" <<<"$out"))" \
+expect "syncguard-stat says flush_batch=off, sync_loop=off, engine=threads and 3 worker threads ($(grep "worker threads" <<<"$out"))" \
 	'grep -q "flush batching: off (bsopts flush_batch=off" <<<"$out" &&
 	 grep -q "sync loop: off (bsopts sync_loop=off" <<<"$out" &&
-	 grep -q "worker threads: 3$" <<<"$out" &&
-	 "$top/tools/syncguard-stat" --json "$iqn" 7 | jq -e ".[0] | .workers == 3 and .flush_batch == \"off\" and .batch_way == null and .sync_loop == \"off\" and .sync_loop_way == null" >/dev/null &&
-	 "$top/tools/syncguard-stat" --json "$iqn" 1 | jq -e ".[0] | .workers >= 32 and .flush_batch == \"auto\" and .sync_loop == \"auto\"" >/dev/null'
+	 grep -q "engine: threads (bsopts engine=threads), 3 worker threads$" <<<"$out" &&
+	 "$top/tools/syncguard-stat" --json "$iqn" 7 | jq -e ".[0] | .workers == 3 and .flush_batch == \"off\" and .batch_way == null and .sync_loop == \"off\" and .sync_loop_way == null and .engine == \"threads\" and .ring == \"none\"" >/dev/null &&
+	 "$top/tools/syncguard-stat" "$iqn" 1 | grep -q "engine: io_uring (bsopts engine=auto), [0-9]* worker threads$" &&
+	 "$top/tools/syncguard-stat" --json "$iqn" 1 | jq -e ".[0] | .workers >= 32 and .flush_batch == \"auto\" and .sync_loop == \"auto\" and .engine == \"auto\" and .ring == \"all\"" >/dev/null'
 "$tp" adm "$work/tgtd" --op delete --mode logicalunit --tid 1 --lun 7 >/dev/null
 
 # a unit attention during a run is retried, and said once with its

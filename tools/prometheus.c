@@ -144,15 +144,20 @@ static uint64_t latched_soft(const struct syncguard_prom_lun *l)
 
 static void info(FILE *f, const struct syncguard_prom_lun *l, size_t n)
 {
-	fputs("# HELP syncguard_info the LUN's mode and write_sync (value "
-	      "1)\n# TYPE syncguard_info gauge\n", f);
+	fputs("# HELP syncguard_info the LUN's mode, write_sync, engine and "
+	      "what it sends through io_uring (value 1)\n"
+	      "# TYPE syncguard_info gauge\n", f);
 	for (size_t i = 0; i < n; i++) {
 		fputs("syncguard_info", f);
 		labels(f, &l[i]);
-		fprintf(f, ",mode=\"%s\",write_sync=\"%s\"} 1\n",
+		fprintf(f, ",mode=\"%s\",write_sync=\"%s\",engine=\"%s\","
+			"ring=\"%s\"} 1\n",
 			syncguard_mode_name((enum syncguard_mode)l[i].st.mode),
 			syncguard_write_sync_name(
-				(enum syncguard_write_sync)l[i].st.write_sync));
+				(enum syncguard_write_sync)l[i].st.write_sync),
+			syncguard_engine_name(
+				(enum syncguard_engine)l[i].st.engine),
+			syncguard_ring_use_word(l[i].st.ring_use));
 	}
 }
 

@@ -25,7 +25,9 @@ static bool plausible(const struct syncguard_stats *st)
 	       st->sync_loop_way <= SYNCGUARD_SYNC_LOOP_STREAK &&
 	       st->flush_batch <= SYNCGUARD_FLUSH_BATCH_OFF &&
 	       st->sync_loop <= SYNCGUARD_SYNCLOOP_OFF &&
-	       st->workers >= 1 && st->workers <= SYNCGUARD_WORKERS_MAX;
+	       st->workers >= 1 && st->workers <= SYNCGUARD_WORKERS_MAX &&
+	       st->engine <= SYNCGUARD_ENGINE_URING &&
+	       st->ring_use <= SYNCGUARD_RING_ALL;
 }
 
 int syncguard_stats_load(const char *path, struct syncguard_stats *st)
@@ -213,6 +215,10 @@ const struct syncguard_stats_field syncguard_stats_fields[] = {
 	  "and an enter that carried several LUNs' counts in each)" },
 	{ "workers", offsetof(struct syncguard_stats, workers),
 	  "the LUN's worker threads (bsopts workers; a gauge)" },
+	{ "engine", SYNCGUARD_OWN_CODE, "bsopts engine: auto, threads or uring" },
+	{ "ring", SYNCGUARD_OWN_CODE, "what the LUN sends through the tgtd's "
+	  "io_uring: all (reads, writes and flushes), flushes (reads and "
+	  "writes on the worker threads) or none" },
 	{ "write_sync", SYNCGUARD_OWN_CODE, "bsopts write_sync: auto, group or dsync" },
 	{ "direct_io", SYNCGUARD_OWN_CODE, "true when every aligned write goes "
 	  "O_DIRECT" },

@@ -74,7 +74,10 @@ static void print_ways(const struct syncguard_stats *st)
 	syncguard_ways_batching(st, f, sizeof(f));
 	syncguard_ways_sync_loop(st, l, sizeof(l));
 	printf("  writes: %s\n  flush batching: %s\n  sync loop: %s\n"
-	       "  worker threads: %" PRIu64 "\n", w, f, l, st->workers);
+	       "  engine: %s (bsopts engine=%s), %" PRIu64 " worker threads\n",
+	       w, f, l, syncguard_ring_use_name(st->ring_use),
+	       syncguard_engine_name((enum syncguard_engine)st->engine),
+	       st->workers);
 }
 
 static void print_ways_json(const struct syncguard_stats *st)
@@ -82,6 +85,9 @@ static void print_ways_json(const struct syncguard_stats *st)
 	/* plp has no trials: null ways, not dsync and at_once */
 	bool plp = st->mode == SYNCGUARD_MODE_PLP;
 
+	printf(",\"engine\":\"%s\",\"ring\":\"%s\"",
+	       syncguard_engine_name((enum syncguard_engine)st->engine),
+	       syncguard_ring_use_word(st->ring_use));
 	printf(",\"write_sync\":\"%s\",\"direct_io\":%s,\"dsync_direct_io\":%s,"
 	       "\"write_sync_way\":%s,\"write_sync_rate\":{\"dsync\":%"
 	       PRIu64 ",\"group\":%" PRIu64 "},\"flush_batch\":\"%s\","
@@ -395,7 +401,8 @@ static void print_man(void)
 	     "coalescing and elision; whether writes go O_DIRECT, which way "
 	     "each running trial (write_sync, flush batching, write-back's "
 	     "sync loop) takes now, with each way's rate in its last "
-	     "measured epoch; its worker threads; and an error the LUN has "
+	     "measured epoch; its engine and worker threads; and an error "
+	     "the LUN has "
 	     "latched.  Without "
 	     "arguments, every LUN's, by target and LUN; a LUN of a tgtd that "
 	     "has exited is marked (gone).\n");
