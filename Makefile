@@ -77,6 +77,11 @@ CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 	check-bench bench bench-run clean \
 	tgt-src deb FORCE
 
+# the manual pages: two printed by their tool from its own option or
+# field table, bs_syncguard(8) with the bsopts table of core/opts.c
+MANS := tools/iscsi-syncbench.1 tools/syncguard-stat.1 \
+	man/openiscsi-syncbench.1 man/bs_syncguard.8
+
 all: bs_syncguard.so $(TOOLS) $(MANS)
 
 deps:
@@ -168,11 +173,6 @@ bs_syncguard.so: $(GLUE_PIC) $(CORE_PIC)
 # for the fuzz tests (tgtd runs with libasan preloaded)
 $(BUILD)/san/bs_syncguard.so: $(GLUE_SANPIC) $(CORE_SANPIC)
 	$(call link_module,-O1 -g $(SAN),$(GLUE_SANPIC) $(CORE_SANPIC))
-
-# the manual pages: two printed by their tool from its own option or
-# field table, bs_syncguard(8) with the bsopts table of core/opts.c
-MANS := tools/iscsi-syncbench.1 tools/syncguard-stat.1 \
-	man/openiscsi-syncbench.1 man/bs_syncguard.8
 
 $(BUILD)/manopts: tools/manopts.c tools/roff.h core/opts.c \
 		  include/syncguard_opts.h
@@ -429,4 +429,5 @@ clean:
 	rm -rf $(BUILD)/pic $(BUILD)/san $(BUILD)/sanpic $(BUILD)/abi \
 	  $(BUILD)/unit-tests \
 	  $(BUILD)/proto-tests bs_syncguard.so $(TOOLS) tools/iscsi-syncbench.1 \
-	  tools/syncguard-stat.1 man/bs_syncguard.8 $(BUILD)/manopts
+	  tools/syncguard-stat.1 man/bs_syncguard.8 $(BUILD)/manopts \
+	  $(BUILD)/freezeprobe

@@ -98,7 +98,8 @@ static void flush_histogram(FILE *f, const struct syncguard_prom_lun *l,
 			cum += l[i].st.flush_us[b];
 			fputs("syncguard_device_flush_seconds_bucket", f);
 			labels(f, &l[i]);
-			fprintf(f, ",le=\"%g\"} %" PRIu64 "\n",
+			/* 2^(b+1) us in seconds, exactly */
+			fprintf(f, ",le=\"%.6f\"} %" PRIu64 "\n",
 				(double)(2ull << b) / 1e6, cum);
 		}
 		fputs("syncguard_device_flush_seconds_bucket", f);

@@ -258,10 +258,15 @@ static void print(const char *target, unsigned long lun,
 		print_latch_json(st);
 		print_histogram(st);
 	} else {
-		char median[24] = "-";	/* none measured: no 0 us */
+		char median[48] = "-";	/* none measured: no 0 us */
+		uint64_t p50 = flush_p50(st);
 
-		if (flush_p50(st))
-			snprintf(median, sizeof(median), "%" PRIu64, flush_p50(st));
+		/* the median's bucket, [2^i, 2^(i+1)) us */
+		if (p50 == 1)
+			snprintf(median, sizeof(median), "1");
+		else if (p50)
+			snprintf(median, sizeof(median), "%" PRIu64 "-%" PRIu64,
+				 p50, 2 * p50 - 1);
 		printf("%s lun %lu: %s, WCE=%" PRIu64 ", tgtd %u%s\n"
 		       "  commands: %" PRIu64 " reads, %" PRIu64 " writes, %" PRIu64
 		       " FUA writes, %" PRIu64 " SYNCHRONIZE CACHE, %" PRIu64
