@@ -154,9 +154,10 @@ expect "JSON parses, says WCE=1 on write-back and 0 on write-through, DPOFUA=1" 
 	 [ "$(jq -r .target.wce "$work/wt.json")" = 0 ]'
 expect "JSON results have IOPS, percentiles and device flushes per op" \
 	'jq -e ".results[] | select(.iops > 0 and .latency_us.p99 >= .latency_us.p50 and .device_flushes_per_op >= 0)" "$work/wb.json" >/dev/null'
-expect "JSON results say how the LUN ran (write-back: the page cache, RWF_DSYNC writes O_DIRECT; the write_sync trial's way)" \
+expect "JSON results say how the LUN ran (write-back: the page cache, RWF_DSYNC writes O_DIRECT; the write_sync trial's way; the engine)" \
 	'[ "$(jq -r ".results[1].target_writes" "$work/wb.json" | cut -c1-60)" = "page cache, RWF_DSYNC writes O_DIRECT, write_sync auto (now " ] &&
-	 jq -r ".results[1].target_flush_batching" "$work/wt.json" | grep -q "^flushes at once\|^holds back flushes"'
+	 jq -r ".results[1].target_flush_batching" "$work/wt.json" | grep -q "^flushes at once\|^holds back flushes" &&
+	 jq -r ".results[1].target_engine" "$work/wb.json" | grep -q "^io_uring (bsopts engine=auto), [0-9]* worker threads$"'
 
 # write-back's sync loop: several commands in flight keep their plain
 # writes cached (only a single writer's strict alternation makes them
@@ -730,9 +731,9 @@ wait "$pid"; rc=$?
 expect "--cache-off on a killed target: the restore says it got no answer ($(grep refused "$work/dead.err"))" \
 	'[ $rc -eq 1 ] && grep -q "MODE SELECT WCE=1 refused: no answer from the target" "$work/dead.err"'
 expect "another busy tgtd's counters of the same target name are not this LUN's either" \
-	'[ "$(jq -r "[.results[0].device_flushes_per_op, .results[0].target_writes] | @tsv" "$work/twin-busy.json")" = "$(printf "\t")" ]'
+	'[ "$(jq -r "[.results[0].device_flushes_per_op, .results[0].target_writes, .results[0].target_engine] | @tsv" "$work/twin-busy.json")" = "$(printf "\t\t")" ]'
 expect "another tgtd's counters of the same target name are not reported as this LUN's" \
-	'[ "$(jq -r "[.results[0].device_flushes_per_op, .results[0].target_writes] | @tsv" "$work/twin.json")" = "$(printf "\t")" ]'
+	'[ "$(jq -r "[.results[0].device_flushes_per_op, .results[0].target_writes, .results[0].target_engine] | @tsv" "$work/twin.json")" = "$(printf "\t\t")" ]'
 
 # a sync loop earlier on LUN 1 would make up to 256 more plain writes
 # RWF_DSYNC (core/lun.c, loop_note_write): a plain write load ends it

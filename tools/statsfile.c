@@ -130,6 +130,15 @@ void syncguard_ways_batching(const struct syncguard_stats *st, char *buf,
 		 rate(st->batch_rate[1], b, sizeof(b)));
 }
 
+void syncguard_ways_engine(const struct syncguard_stats *st, char *buf,
+			   size_t len)
+{
+	snprintf(buf, len, "%s (bsopts engine=%s), %" PRIu64 " worker threads",
+		 syncguard_ring_use_name(st->ring_use),
+		 syncguard_engine_name((enum syncguard_engine)st->engine),
+		 st->workers);
+}
+
 void syncguard_ways_sync_loop(const struct syncguard_stats *st, char *buf,
 			      size_t len)
 {

@@ -38,6 +38,10 @@ void syncguard_ways_batching(const struct syncguard_stats *st, char *buf,
  * writer's streak, or why it does not apply. */
 void syncguard_ways_sync_loop(const struct syncguard_stats *st, char *buf,
 			      size_t len);
+/* How the LUN runs its commands, into @buf (@len bytes):
+ * "io_uring (bsopts engine=auto), 32 worker threads". */
+void syncguard_ways_engine(const struct syncguard_stats *st, char *buf,
+			   size_t len);
 
 /* A field of syncguard-stat's output: its JSON name, where its counter
  * is (the offset of a uint64_t in struct syncguard_stats, or

@@ -68,16 +68,14 @@ static bool load(const char *path, struct syncguard_stats *st)
 /* How writes go and what the running trials chose (stats version 2 on). */
 static void print_ways(const struct syncguard_stats *st)
 {
-	char w[256], f[160], l[160];
+	char w[256], f[160], l[160], e[96];
 
 	syncguard_ways_writes(st, w, sizeof(w));
 	syncguard_ways_batching(st, f, sizeof(f));
 	syncguard_ways_sync_loop(st, l, sizeof(l));
+	syncguard_ways_engine(st, e, sizeof(e));
 	printf("  writes: %s\n  flush batching: %s\n  sync loop: %s\n"
-	       "  engine: %s (bsopts engine=%s), %" PRIu64 " worker threads\n",
-	       w, f, l, syncguard_ring_use_name(st->ring_use),
-	       syncguard_engine_name((enum syncguard_engine)st->engine),
-	       st->workers);
+	       "  engine: %s\n", w, f, l, e);
 }
 
 static void print_ways_json(const struct syncguard_stats *st)

@@ -355,8 +355,9 @@ static void print_text(const struct config *c, const struct result *r)
 	}
 	if (r->target_writes[0])
 		printf("  target writes: %s\n  target flush batching: %s\n"
-		       "  target sync loop: %s\n", r->target_writes,
-		       r->target_batching, r->target_sync_loop);
+		       "  target sync loop: %s\n  target engine: %s\n",
+		       r->target_writes, r->target_batching,
+		       r->target_sync_loop, r->target_engine);
 	if (r->verify_checked)	/* a stopped read-back too: "incomplete" */
 		printf("  verify: %" PRIu64 " blocks checked, %" PRIu64
 		       " mismatches%s\n", r->verify_checked, r->verify_bad,
@@ -469,12 +470,14 @@ static void print_json(const struct config *c, const struct result *r,
 	print_sources_json(r);
 	if (r->target_writes[0])	/* plain text: no quotes in it */
 		printf(",\"target_writes\":\"%s\",\"target_flush_batching\""
-		       ":\"%s\",\"target_sync_loop\":\"%s\",\"intervals\":[",
+		       ":\"%s\",\"target_sync_loop\":\"%s\","
+		       "\"target_engine\":\"%s\",\"intervals\":[",
 		       r->target_writes, r->target_batching,
-		       r->target_sync_loop);
+		       r->target_sync_loop, r->target_engine);
 	else
 		printf(",\"target_writes\":null,\"target_flush_batching\":"
-		       "null,\"target_sync_loop\":null,\"intervals\":[");
+		       "null,\"target_sync_loop\":null,\"target_engine\":null,"
+		       "\"intervals\":[");
 	for (unsigned int i = 0; i < r->niv; i++) {
 		char p99[32] = "null";	/* nothing completed: no latency */
 

@@ -910,7 +910,7 @@ static void flushes_per_op(struct run *rn, struct result *r)
 	    counted < sent - edge ||
 	    counted > 1.1 * sent + edge + (double)r->retries) {
 		r->target_writes[0] = r->target_batching[0] = '\0';
-		r->target_sync_loop[0] = '\0';
+		r->target_sync_loop[0] = r->target_engine[0] = '\0';
 		return;
 	}
 	r->flushes_per_op = (a.syncs - b->syncs) / (double)r->ops;

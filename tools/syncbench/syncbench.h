@@ -219,6 +219,7 @@ struct result {
 	/* how the syncguard LUN ran, as its counters said at the end
 	 * (tools/statsfile.h); empty when it is no syncguard LUN here */
 	char target_writes[256], target_batching[160], target_sync_loop[160];
+	char target_engine[96];
 	uint64_t verify_checked, verify_bad;
 	bool verify_ran;		/* --verify: the read-back ran */
 	bool verify_complete;		/* ... and read every block */

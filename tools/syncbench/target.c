@@ -355,7 +355,7 @@ void syncguard_target_ways(const char *url_target, int lun, struct result *r)
 	struct syncguard_stats st;
 
 	r->target_writes[0] = r->target_batching[0] = '\0';
-	r->target_sync_loop[0] = '\0';
+	r->target_sync_loop[0] = r->target_engine[0] = '\0';
 	if (!read_stats(url_target, lun, &st))
 		return;
 	syncguard_ways_writes(&st, r->target_writes, sizeof(r->target_writes));
@@ -363,4 +363,5 @@ void syncguard_target_ways(const char *url_target, int lun, struct result *r)
 				sizeof(r->target_batching));
 	syncguard_ways_sync_loop(&st, r->target_sync_loop,
 				 sizeof(r->target_sync_loop));
+	syncguard_ways_engine(&st, r->target_engine, sizeof(r->target_engine));
 }
