@@ -2,7 +2,8 @@
 # abi.sh: the module refuses to register in a tgtd it was not built for.
 # A copy built with another tgtd build ID must not give tgtd a syncguard
 # bstype (LUN creation fails) and must say why in tgtd's log; the real
-# build, in the same kind of private tgtd, must work.  Exit 0 when so.
+# build, in the same kind of private tgtd, must work; and a DIR started
+# again with another module file loads that one alone.  Exit 0 when so.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,5 +30,12 @@ grep -q "built for tgtd build ID 0000.*not registering" "$work/a/tgtd.log" ||
 "$tp" stop "$work/a" >/dev/null 2>&1	# frees the file's lock
 "$tp" lun "$work/b" 1 1 "$work/lun.img" mode=write-back ||
 	{ say "FAIL: the module built for this tgtd did not register"; fail=1; }
-[ "$fail" -eq 0 ] && say "ok: refused in another tgtd, loaded in this one"
+# a DIR started again with another module file holds that one alone:
+# the refused build must not load beside it
+cp "$top/bs_syncguard.so" "$work/other.so"
+"$tp" start "$work/a" "$work/other.so" >/dev/null || exit 1
+[ "$(ls "$work/a/modules")" = other.so ] &&
+	! grep -q "not registering" "$work/a/tgtd.log" ||
+	{ say "FAIL: an earlier start's module loaded again: $(ls "$work/a/modules" | tr '\n' ' ')"; fail=1; }
+[ "$fail" -eq 0 ] && say "ok: refused in another tgtd, loaded in this one, not left behind"
 exit "$fail"
