@@ -43,9 +43,10 @@
 # at QD 8 and fio on 4 files at iodepth 8; and tgtd's resident memory
 # with 8 syncguard LUNs vs 8 rdwr LUNs under load.
 #
-# --freeze-probe also measures, in every run, how long the whole machine
-# stood still (freezeprobe: a virtual machine's host stopping all of its
-# CPUs), as a share of the cell's runs and of its limit lines' runs.
+# --freeze-probe also measures, in every run, how long the machine stood
+# still as a SCHED_FIFO probe sees it (freezeprobe: a virtual machine's
+# host stopping its CPUs), as a share of the cell's runs and of its limit
+# lines' runs.
 #
 # --mechanisms adds each adaptive mechanism switched off (a bsopts value
 # per mechanism) in the cells where it acts, and a table of each one's
@@ -144,9 +145,9 @@ build/bench.png.
                  options for the tgtd that runs the cells, the null
                  store and the 4-LUN line (words split on blanks), e.g.
                  "--nr_iothreads 4" (tgt's worker threads per LUN)
-  --freeze-probe also measure, in every run, how long the whole machine
-                 stopped (a virtual machine's host can stop all of its
-                 CPUs at once): a SCHED_FIFO thread's 2 ms sleeps that
+  --freeze-probe also measure, in every run, how long the machine
+                 stood still (a virtual machine's host can stop its
+                 CPUs): a SCHED_FIFO thread's 2 ms sleeps that
                  end more than 4 ms late (build/freezeprobe, root).
                  Columns frz% (the cell's runs) and lim% (its null
                  store's and fio's runs), in % of the measured time.
@@ -215,8 +216,8 @@ say() { printf 'bench: %s\n' "$*" >&2; }
 # the 4-LUN line.  cpu_us and commands are tgtd's over the measured
 # window (empty for fio); syscalls, tgtd's system calls over it (perf's
 # count of raw_syscalls:sys_enter; empty without perf).  frozen_ms: how
-# long the whole machine stopped running in the measured window
-# (freezeprobe; empty where it cannot run at SCHED_FIFO).
+# long the probe's CPU stood still in the measured window (freezeprobe;
+# empty without --freeze-probe or where it cannot run at SCHED_FIFO).
 rounds_header="device,luns,config,sync,block_size,queue_depth,round,kind,semantics,iops,lat_mean_us,lat_p99_us,commands,cpu_us,errors,syscalls,frozen_ms"
 
 # The median of the numbers in the blank-separated string s ("" for

@@ -1,6 +1,7 @@
 /*
- * freezeprobe: how long the whole machine stopped running during the
- * next SECONDS, for scripts/bench.sh.
+ * freezeprobe: how long the CPU it runs on stood still during the next
+ * SECONDS (on a virtual machine, the host stopping it), for
+ * scripts/bench.sh.
  *
  * The probe runs at SCHED_FIFO priority 1, above every ordinary task,
  * with its memory locked, so only interrupts and real-time kernel
