@@ -275,9 +275,36 @@ expect "wb-vdbench: reads and plain writes, no FUA, no flush but the logout's" \
 	'[ "${R[wb-vdbench]}" -gt 0 ] && [ "${W[wb-vdbench]}" -gt 0 ] && [ "${F[wb-vdbench]}" = 0 ] && [ "${S[wb-vdbench]}" -le 1 ]'
 expect "wb-throughput: plain writes, WCE restored to 1 afterwards" \
 	'[ "${W[wb-throughput]}" -gt 0 ] && [ "${F[wb-throughput]}" = 0 ] && [ "${D[wb-throughput]}" = 1 ]'
+# a tgtd wedged by a check would fail the later ones in ways that hide it
+expect "tgtd still answers tgtadm after the checks" \
+	'timeout 10 "$tp" adm "$tgtd" --lld iscsi --op show --mode target >/dev/null'
 expect "every fio run wrote a histogram log" \
 	'[ "$(find "$share/out" -name "*_clat_hist.*.log" | wc -l)" -ge 13 ]'
 
+# what a failure leaves to read where the work directory is gone (CI):
+# each failed run's own output, the guest kernel's iSCSI messages, and
+# whether the private tgtd outlived the checks
+diagnose() {
+	local name pid
+	for name in $(awk '{ print $1 }' "$share/checks"); do
+		[ "${G[$name]:-}" = 0 ] && continue
+		say "out/$name/log, its last lines:"
+		tail -n 15 "$share/out/$name/log" 2>/dev/null | sed 's/^/  /' >&2
+	done
+	say "the guest kernel's errors, timeouts and resets, the last ones:"
+	grep -aiE 'error|timeout|timed out|abort|reset|fail|offline|reject|blocked' \
+		"$share/out/dmesg" 2>/dev/null | grep -av 'Power-on or device reset' |
+		tail -n 25 | sed 's/^/  /' >&2
+	pid=$(cat "$tgtd/pid" 2>/dev/null)
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then say "tgtd (pid $pid) is still running"
+	else say "tgtd (pid ${pid:-?}) is gone"; fi
+	say "tgtd.log, its last lines:"
+	tail -n 15 "$tgtd/tgtd.log" | sed 's/^/  /' >&2
+}
+
 if [ "$fails" -eq 0 ]; then say "ok: $checks checks"
-else say "$fails of $checks checks FAILED (tests/guest.sh --keep keeps the guest's output)"; fi
+else
+	diagnose
+	say "$fails of $checks checks FAILED (tests/guest.sh --keep keeps the guest's output)"
+fi
 [ "$fails" -eq 0 ]

@@ -8,12 +8,12 @@
 # host and says on the serial console how each went, in lines
 #   GUEST: check NAME rc N cache_type TYPE fua F
 # which tests/guest.sh reads; fio's JSON and each run's output go to
-# /share/out/NAME.  The host, not the guest, judges what reached the
+# /share/out/NAME, the kernel's messages at the end to /share/out/dmesg.  The host, not the guest, judges what reached the
 # wire (the target's counters).  It powers the guest off at the end,
 # whatever happened.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C
 say() { echo "GUEST: $*" >/dev/console; }
-bye() { say "done"; sync; echo o >/proc/sysrq-trigger; sleep 30; }
+bye() { dmesg >/share/out/dmesg 2>&1; say "done"; sync; echo o >/proc/sysrq-trigger; sleep 30; }
 trap bye EXIT
 
 . /share/params	# REPO PORTAL JOBS_DIR
