@@ -207,22 +207,23 @@ expect() {	# WHAT CONDITION
 	checks=$((checks + 1))
 	eval "$2" || { fails=$((fails + 1)); say "FAIL: $1"; }
 }
-printf '%-14s %-15s %4s %6s %6s %5s %6s %3s %5s\n' check "Linux's view" rc \
-	writes fua sync reads wce fio_w >&2
-declare -A W F S R E C D G X
+printf '%-14s %-15s %4s %6s %6s %5s %6s %3s %5s %4s\n' check "Linux's view" rc \
+	writes fua sync reads wce fio_w secs >&2
+declare -A W F S R E C D G X T
 for name in $(awk '{ print $1 }' "$share/checks"); do
 	line=$(grep "^GUEST: check $name rc " "$work/guest.txt" | tail -1)
 	G[$name]=$(awk '{ print $5 }' <<<"$line")
 	C[$name]=$(awk '{ print $7 }' <<<"$line")
+	T[$name]=$(awk '{ print $11 }' <<<"$line")
 	read -r W[$name] F[$name] S[$name] R[$name] E[$name] D[$name] < <(
 		"$stat" --json "$base-$name" 1 | jq -r '.[0] |
 		"\(.writes) \(.fua_writes) \(.sync_caches) \(.reads) \(.errors) \(.wce)"')
 	# the writes fio itself counted (after its ramp_time)
 	X[$name]=$(cat "$share/out/$name"/*.json 2>/dev/null |
 		jq -s '[.[].jobs[].write.total_ios] | add // 0')
-	printf '%-14s %-15s %4s %6s %6s %5s %6s %3s %5s\n' "$name" "${C[$name]:-?}" \
+	printf '%-14s %-15s %4s %6s %6s %5s %6s %3s %5s %4s\n' "$name" "${C[$name]:-?}" \
 		"${G[$name]:-?}" "${W[$name]}" "${F[$name]}" "${S[$name]}" \
-		"${R[$name]}" "${D[$name]}" "${X[$name]}" >&2
+		"${R[$name]}" "${D[$name]}" "${X[$name]}" "${T[$name]:-?}" >&2
 	expect "$name: the guest's run exited 0 (out/$name/log)" '[ "${G[$name]}" = 0 ]'
 	expect "$name: no command answered with an error" '[ "${E[$name]}" = 0 ]'
 done

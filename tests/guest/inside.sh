@@ -6,7 +6,7 @@
 # (QEMU's user networking: the host's loopback is 10.0.2.2) and iscsid,
 # then runs each check of /share/checks against the private tgtd on the
 # host and says on the serial console how each went, in lines
-#   GUEST: check NAME rc N cache_type TYPE fua F
+#   GUEST: check NAME rc N cache_type TYPE fua F secs S
 # which tests/guest.sh reads; fio's JSON and each run's output go to
 # /share/out/NAME, the kernel's messages at the end to /share/out/dmesg.  The host, not the guest, judges what reached the
 # wire (the target's counters).  It powers the guest off at the end,
@@ -82,12 +82,13 @@ switch_check() {
 	fi
 	iscsiadm "${node[@]}" --logout >>"$out/log" 2>&1 || rc=1
 	iscsiadm "${node[@]}" -o delete >>"$out/log" 2>&1
-	say "check $name rc $rc cache_type ${after:-none} fua -"
+	say "check $name rc $rc cache_type ${after:-none} fua - secs $SECONDS"
 }
 
 while read -r name iqn how args; do
 	out=/share/out/$name
 	mkdir -p "$out"
+	SECONDS=0	# how long the check took: a stall shows in the table
 	case $how in
 	switch) switch_check "$name" "$iqn" "$out" ;;
 	tool)
@@ -95,6 +96,6 @@ while read -r name iqn how args; do
 		timeout 300 "$ob" --portal "$PORTAL" --target "$iqn" --output "$out" \
 			$args >"$out/log" 2>&1
 		rc=$?
-		say "check $name rc $rc $(view "$out/log")" ;;
+		say "check $name rc $rc $(view "$out/log") secs $SECONDS" ;;
 	esac
 done </share/checks
