@@ -177,6 +177,32 @@ JOBS_DIR='${SYNCGUARD_GUEST_JOBS:-}'
 EOF
 install -m 0755 "$top/tests/guest/inside.sh" "$share/inside.sh"
 
+# What a failure leaves to read where the work directory is gone (CI):
+# the failed runs' own output (those whose rc is not 0, or the last one
+# the guest began), the guest kernel's errors, and whether the private
+# tgtd outlived the checks.
+declare -A G
+diagnose() {
+	local name pid last
+	last=$(ls -td "$share/out"/*/ 2>/dev/null | head -1)
+	for name in $(awk '{ print $1 }' "$share/checks"); do
+		[ "${G[$name]:-}" = 0 ] && continue
+		[ -n "${G[$name]:-}" ] || [ "$share/out/$name/" = "$last" ] ||
+			continue
+		say "out/$name/log, its last lines:"
+		tail -n 15 "$share/out/$name/log" 2>/dev/null | sed 's/^/  /' >&2
+	done
+	say "the guest kernel's errors, timeouts and resets, the last ones:"
+	grep -aiE 'error|timeout|timed out|abort|reset|fail|offline|reject|blocked' \
+		"$share/out/dmesg" 2>/dev/null | grep -av 'Power-on or device reset' |
+		tail -n 25 | sed 's/^/  /' >&2
+	pid=$(cat "$tgtd/pid" 2>/dev/null)
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then say "tgtd (pid $pid) is still running"
+	else say "tgtd (pid ${pid:-?}) is gone"; fi
+	say "tgtd.log, its last lines:"
+	tail -n 15 "$tgtd/tgtd.log" | sed 's/^/  /' >&2
+}
+
 # ---- the guest ----
 say "booting $kver under TCG (not a performance measurement), $tid checks"
 t0=$(date +%s)
@@ -198,6 +224,7 @@ if ! grep -q '^GUEST: done' "$work/guest.txt" ||
    ! grep -q '^GUEST: ready' "$work/guest.txt"; then
 	say "FAIL: the guest did not finish its checks; its console:"
 	tail -n 40 "$work/serial.log" >&2
+	diagnose
 	exit 1
 fi
 
@@ -209,7 +236,7 @@ expect() {	# WHAT CONDITION
 }
 printf '%-14s %-15s %4s %6s %6s %5s %6s %3s %5s %4s\n' check "Linux's view" rc \
 	writes fua sync reads wce fio_w secs >&2
-declare -A W F S R E C D G X T
+declare -A W F S R E C D X T
 for name in $(awk '{ print $1 }' "$share/checks"); do
 	line=$(grep "^GUEST: check $name rc " "$work/guest.txt" | tail -1)
 	G[$name]=$(awk '{ print $5 }' <<<"$line")
@@ -281,27 +308,6 @@ expect "tgtd still answers tgtadm after the checks" \
 	'timeout 10 "$tp" adm "$tgtd" --lld iscsi --op show --mode target >/dev/null'
 expect "every fio run wrote a histogram log" \
 	'[ "$(find "$share/out" -name "*_clat_hist.*.log" | wc -l)" -ge 13 ]'
-
-# what a failure leaves to read where the work directory is gone (CI):
-# each failed run's own output, the guest kernel's iSCSI messages, and
-# whether the private tgtd outlived the checks
-diagnose() {
-	local name pid
-	for name in $(awk '{ print $1 }' "$share/checks"); do
-		[ "${G[$name]:-}" = 0 ] && continue
-		say "out/$name/log, its last lines:"
-		tail -n 15 "$share/out/$name/log" 2>/dev/null | sed 's/^/  /' >&2
-	done
-	say "the guest kernel's errors, timeouts and resets, the last ones:"
-	grep -aiE 'error|timeout|timed out|abort|reset|fail|offline|reject|blocked' \
-		"$share/out/dmesg" 2>/dev/null | grep -av 'Power-on or device reset' |
-		tail -n 25 | sed 's/^/  /' >&2
-	pid=$(cat "$tgtd/pid" 2>/dev/null)
-	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then say "tgtd (pid $pid) is still running"
-	else say "tgtd (pid ${pid:-?}) is gone"; fi
-	say "tgtd.log, its last lines:"
-	tail -n 15 "$tgtd/tgtd.log" | sed 's/^/  /' >&2
-}
 
 if [ "$fails" -eq 0 ]; then say "ok: $checks checks"
 else

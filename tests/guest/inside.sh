@@ -8,9 +8,9 @@
 # host and says on the serial console how each went, in lines
 #   GUEST: check NAME rc N cache_type TYPE fua F secs S
 # which tests/guest.sh reads; fio's JSON and each run's output go to
-# /share/out/NAME, the kernel's messages at the end to /share/out/dmesg.  The host, not the guest, judges what reached the
-# wire (the target's counters).  It powers the guest off at the end,
-# whatever happened.
+# /share/out/NAME, the kernel's messages at the end to /share/out/dmesg.
+# The host, not the guest, judges what reached the wire (the target's
+# counters).  It powers the guest off at the end, whatever happened.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C
 say() { echo "GUEST: $*" >/dev/console; }
 bye() { dmesg >/share/out/dmesg 2>&1; say "done"; sync; echo o >/proc/sysrq-trigger; sleep 30; }
