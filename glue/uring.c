@@ -286,19 +286,30 @@ static void join_flush(struct syncguard_bs *bs, struct uring_op *op)
 		next_flush(bs);
 }
 
+/*
+ * The flush that answers u->current is over.  An answer can run a
+ * command at once: where the waiter's connection has closed, tgt frees
+ * its task inside target_cmd_io_done and starts the commands an ORDERED
+ * or HEAD OF QUEUE one held back (target.c, post_cmd_done), and a
+ * SYNCHRONIZE CACHE among them joins, and may start, the next flush of
+ * this LUN from within finish().  So the waiters are taken off
+ * u->current before the first answer, and the next flush starts only
+ * where no such command started one (test_modes_ordered_flush_closed).
+ */
 static void flush_done(struct syncguard_bs *bs, int res)
 {
 	struct syncguard_uring *u = &bs->uring;
-	struct uring_op *op, *next;
+	struct uring_op *op, *next, *waiters = u->current;
 	unsigned int n = 0, writes = 0;
 	uint64_t us = syncguard_now_us() - u->flush_start_us;
 
 	u->flushing = false;
-	for (op = u->current; op; op = op->next)
+	u->current = NULL;
+	for (op = waiters; op; op = op->next)
 		n++;
 	/* every waiter gets this flush's own result, whatever the errno */
 	res = syncguard_flush_done(&bs->lun, u->flush_covers, res, us, n);
-	for (op = u->current; op; op = next) {
+	for (op = waiters; op; op = next) {
 		next = op->next;
 		op->err = -res;
 		writes += op->scored && !op->err;
@@ -308,8 +319,7 @@ static void flush_done(struct syncguard_bs *bs, int res)
 		__atomic_fetch_add(&bs->lun.stats->flushes_coalesced, n - 1,
 				   __ATOMIC_RELAXED);
 	syncguard_durable_answered(&bs->lun, writes);
-	u->current = NULL;
-	if (u->pending)
+	if (u->pending && !u->flushing && !u->batching)
 		next_flush(bs);
 }
 

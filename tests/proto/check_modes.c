@@ -5,6 +5,7 @@
  * WCE changes by MODE SELECT follow the mode.
  */
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -573,6 +574,87 @@ END_TEST
  * every LUN deleted the ring goes, and the suite's LUNs, added back,
  * start one.  (Last in the suite: it re-creates the suite's LUNs.)
  */
+/* An asynchronous command's outcome (libiscsi's callback). */
+struct outcome {
+	bool done;
+	int status;
+};
+
+static void on_outcome(struct iscsi_context *iscsi, int status, void *task,
+		       void *data)
+{
+	struct outcome *o = data;
+
+	(void)iscsi;
+	o->done = true;
+	o->status = status;
+	scsi_free_scsi_task(task);
+}
+
+/* Run @iscsi's I/O until @o is answered (or, @o NULL, until what is
+ * queued has gone out), for @ms milliseconds at most; 0 when it was. */
+static int service(struct iscsi_context *iscsi, struct outcome *o, int ms)
+{
+	for (int waited = 0; waited < ms; waited += 10) {
+		struct pollfd p = { iscsi_get_fd(iscsi),
+				    (short)iscsi_which_events(iscsi), 0 };
+
+		if (o ? o->done : !iscsi_out_queue_length(iscsi))
+			return 0;
+		if (poll(&p, 1, 10) < 0 ||
+		    iscsi_service(iscsi, p.revents) < 0)
+			return -1;
+	}
+	return o ? !o->done : iscsi_out_queue_length(iscsi) != 0;
+}
+
+/* An ORDERED SYNCHRONIZE CACHE waits in tgt's queue behind another
+ * initiator's SYNCHRONIZE CACHE, whose connection then closes while its
+ * flush runs (a write made after the flush began leaves the LUN dirty).
+ * tgt starts the ORDERED one from within the first one's answer, which
+ * then joins the next flush of the LUN while the ring still answers the
+ * first: it must be answered too, and the LUN then deleted at once.
+ * Each round's flush writes back 4 MiB of page cache so that the
+ * closing comes while it runs; 10 rounds. */
+START_TEST(test_modes_ordered_flush_closed)
+{
+	static unsigned char big[512 * 1024], out[8 * BS];
+	const int lun = 20;
+
+	memset(big, 0x3c, sizeof(big));
+	memset(out, 0xa5, sizeof(out));
+	ck_assert_int_eq(proto_add_lun(lun, proto_file("ordered.img", 8u << 20,
+				       false), "mode=write-back", BS), 0);
+	for (int round = 0; round < 10; round++) {
+		struct iscsi_context *a = proto_connect(lun), *b = proto_connect(lun);
+		struct outcome first = { 0 }, ordered = { 0 };
+
+		for (uint32_t i = 0; i < 8; i++)
+			proto_assert_good(iscsi_write10_sync(a, lun, i * 1024,
+					  big, sizeof(big), BS, 0, 0, 0, 0, 0),
+					  "WRITE(10) of 512 KiB", false);
+		ck_assert_ptr_nonnull(iscsi_synchronizecache10_task(a, lun, 0,
+				      0, 0, 0, on_outcome, &first));
+		ck_assert_int_eq(service(a, NULL, 2000), 0);
+		proto_assert_good(iscsi_write10_sync(b, lun, 9000, out,
+				  sizeof(out), BS, 0, 0, 0, 0, 0),
+				  "WRITE(10) during the flush", false);
+		proto_task_attribute(0x35, 2);	/* ORDERED */
+		ck_assert_ptr_nonnull(iscsi_synchronizecache10_task(b, lun, 0,
+				      0, 0, 0, on_outcome, &ordered));
+		ck_assert_int_eq(service(b, NULL, 2000), 0);
+		proto_task_attribute(-1, 0);
+		iscsi_destroy_context(a);	/* its flush still running */
+		ck_assert_msg(!service(b, &ordered, 10000),
+			      "round %d: the ORDERED SYNCHRONIZE CACHE was not "
+			      "answered in 10 s", round);
+		ck_assert_int_eq(ordered.status, SCSI_STATUS_GOOD);
+		iscsi_destroy_context(b);
+	}
+	ck_assert_int_eq(proto_del_lun(lun), 0);
+}
+END_TEST
+
 START_TEST(test_modes_ring_shared)
 {
 	static const char *const bsopts[3] = {
@@ -848,6 +930,7 @@ Suite *modes_suite(void)
 	tcase_add_test(tc, test_modes_path_capacity_change_announced);
 	tcase_add_test(tc, test_modes_path_refusals);
 	tcase_add_test(tc, test_modes_ring_submission_batching);
+	tcase_add_test(tc, test_modes_ordered_flush_closed);
 	tcase_add_test(tc, test_modes_ring_shared);
 	suite_add_tcase(s, tc);
 	return s;

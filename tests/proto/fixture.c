@@ -1,4 +1,5 @@
 /* The private tgtd and the helpers every protocol test uses. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -412,4 +414,38 @@ int proto_child_end(pid_t pid)
 		return -1;
 	}
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* ---- task attributes: libiscsi sends every command SIMPLE ---- */
+
+static int attr_opcode = -1, attr_value;
+
+void proto_task_attribute(int opcode, int attr)
+{
+	attr_opcode = opcode;
+	attr_value = attr;
+}
+
+/*
+ * libiscsi sends each PDU's 48-byte header with send(2); this one, in
+ * the test program, comes first in the symbol search, so it sees them.
+ * A SCSI Command header (opcode 0x01, RFC 7143 11.3) whose CDB (byte
+ * 32 on) starts with the armed opcode goes out with the armed task
+ * attribute (byte 1, bits 0-2) in a copy; the rest as it is.
+ */
+ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	static ssize_t (*real)(int, const void *, size_t, int);
+	const unsigned char *h = buf;
+	unsigned char copy[48];
+
+	if (!real)
+		real = (ssize_t (*)(int, const void *, size_t, int))
+			dlsym(RTLD_NEXT, "send");
+	if (attr_opcode < 0 || n != sizeof(copy) || (h[0] & 0x3f) != 0x01 ||
+	    h[32] != attr_opcode)
+		return real(fd, buf, n, flags);
+	memcpy(copy, buf, sizeof(copy));
+	copy[1] = (unsigned char)((copy[1] & ~7u) | (unsigned)attr_value);
+	return real(fd, copy, sizeof(copy), flags);
 }

@@ -135,6 +135,11 @@ void proto_assert_good(struct scsi_task *t, const char *what, bool keep);
 struct scsi_task *proto_select_wce(struct iscsi_context *iscsi, int lun,
 				   int wce);
 
+/* From now on, every SCSI Command this process sends whose CDB starts
+ * with @opcode carries task attribute @attr (SAM-5: 1 SIMPLE, 2
+ * ORDERED, 3 HEAD OF QUEUE), not libiscsi's SIMPLE; @opcode -1 stops. */
+void proto_task_attribute(int opcode, int attr);
+
 /* LUN @lun's counter @field (a key of syncguard-stat --json: "errors",
  * "wce", ...); -1 when there is none. */
 long long proto_counter(int lun, const char *field);
