@@ -136,8 +136,9 @@ struct scsi_task *proto_select_wce(struct iscsi_context *iscsi, int lun,
 				   int wce);
 
 /* From now on, every SCSI Command this process sends whose CDB starts
- * with @opcode carries task attribute @attr (SAM-5: 1 SIMPLE, 2
- * ORDERED, 3 HEAD OF QUEUE), not libiscsi's SIMPLE; @opcode -1 stops. */
+ * with @opcode carries task attribute @attr (RFC 7143 11.3.1: 1 SIMPLE,
+ * 2 ORDERED, 3 HEAD OF QUEUE), not libiscsi's SIMPLE; @opcode -1
+ * stops. */
 void proto_task_attribute(int opcode, int attr);
 
 /* LUN @lun's counter @field (a key of syncguard-stat --json: "errors",
