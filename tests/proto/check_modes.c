@@ -561,19 +561,6 @@ START_TEST(test_modes_ring_submission_batching)
 }
 END_TEST
 
-/*
- * One io_uring for every LUN of a tgtd (glue/uring.c), so that one enter
- * carries several LUNs' writes.  Three LUNs (plp, write-through and
- * write-back on the ring) take FUA writes at QD 8 each while a fourth is
- * added, written to and deleted again and again: tgtd holds one ring
- * throughout, the three LUNs' writes went through it, and none failed
- * or timed out (iscsi-syncbench --timeout).  A deleted LUN's close
- * finishes its commands on the ring from tgtadm's request, where the
- * other LUNs' answers are held back for the event loop; an answer lost
- * there, or the ring stopped under the others, fails the run.  With
- * every LUN deleted the ring goes, and the suite's LUNs, added back,
- * start one.  (Last in the suite: it re-creates the suite's LUNs.)
- */
 /* An asynchronous command's outcome (libiscsi's callback). */
 struct outcome {
 	bool done;
@@ -655,6 +642,19 @@ START_TEST(test_modes_ordered_flush_closed)
 }
 END_TEST
 
+/*
+ * One io_uring for every LUN of a tgtd (glue/uring.c), so that one enter
+ * carries several LUNs' writes.  Three LUNs (plp, write-through and
+ * write-back on the ring) take FUA writes at QD 8 each while a fourth is
+ * added, written to and deleted again and again: tgtd holds one ring
+ * throughout, the three LUNs' writes went through it, and none failed
+ * or timed out (iscsi-syncbench --timeout).  A deleted LUN's close
+ * finishes its commands on the ring from tgtadm's request, where the
+ * other LUNs' answers are held back for the event loop; an answer lost
+ * there, or the ring stopped under the others, fails the run.  With
+ * every LUN deleted the ring goes, and the suite's LUNs, added back,
+ * start one.  (Last in the suite: it re-creates the suite's LUNs.)
+ */
 START_TEST(test_modes_ring_shared)
 {
 	static const char *const bsopts[3] = {
