@@ -253,6 +253,13 @@ static void start_flush(struct syncguard_bs *bs)
 	submit();
 }
 
+/* No flush of the LUN runs or waits out its batching hold: the next
+ * one may start. */
+static bool flush_free(const struct syncguard_uring *u)
+{
+	return !u->flushing && !u->batching;
+}
+
 /* Start the next flush now, or after a batching wait (core/flush.c) in
  * which more commands join it; the timer's completion starts it. */
 static void next_flush(struct syncguard_bs *bs)
@@ -282,7 +289,7 @@ static void join_flush(struct syncguard_bs *bs, struct uring_op *op)
 
 	op->next = u->pending;
 	u->pending = op;
-	if (!u->flushing && !u->batching)
+	if (flush_free(u))
 		next_flush(bs);
 }
 
@@ -319,7 +326,7 @@ static void flush_done(struct syncguard_bs *bs, int res)
 		__atomic_fetch_add(&bs->lun.stats->flushes_coalesced, n - 1,
 				   __ATOMIC_RELAXED);
 	syncguard_durable_answered(&bs->lun, writes);
-	if (u->pending && !u->flushing && !u->batching)
+	if (u->pending && flush_free(u))
 		next_flush(bs);
 }
 
@@ -590,8 +597,7 @@ static void run_ring(void)
 		return;
 	ring.flush_stalled = false;	/* a flush that found no SQE */
 	for (bs = ring.luns; bs; bs = bs->uring.next)
-		if (bs->uring.pending && !bs->uring.flushing &&
-		    !bs->uring.batching)
+		if (bs->uring.pending && flush_free(&bs->uring))
 			start_flush(bs);
 }
 
