@@ -254,7 +254,8 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	eprintf("syncguard: lun %" PRIu64 ": %s, mode=%s, %" PRIu64
 		" bytes, %u-byte blocks, engine %s, %u workers, writes %s%s\n",
 		lu->lun, path, syncguard_mode_name(bs->opts.mode), bs->lun.size,
-		1u << lu->blk_shift, syncguard_ring_use_name(bs->lun.stats->ring_use),
+		1u << lu->blk_shift,
+		syncguard_ring_use_name(bs->lun.stats->ring_use, false),
 		bs->workers.n, writes_how(bs),
 		bs->lun.direct_reads ? ", reads O_DIRECT" : "");
 	log_device_cache(lu);

@@ -124,21 +124,20 @@ struct syncguard_stats {
 					 * the worker threads */
 #define SYNCGUARD_RING_ALL	2u	/* reads, writes and flushes */
 
-/* How a LUN with ring_use @use runs its commands, as tgtd.log's line
- * and syncguard-stat say it. */
-static inline const char *syncguard_ring_use_name(uint32_t use)
+/* How a LUN with ring_use @use runs its commands: with @word false as
+ * tgtd.log's line and syncguard-stat's text say it ("io_uring",
+ * "threads, flushes through io_uring", "threads"), else as a word for
+ * JSON and Prometheus ("all", "flushes", "none"). */
+static inline const char *syncguard_ring_use_name(uint32_t use, bool word)
 {
-	return use == SYNCGUARD_RING_ALL ? "io_uring" :
-	       use == SYNCGUARD_RING_FLUSHES ?
-	       "threads, flushes through io_uring" : "threads";
-}
+	static const char *const names[][2] = {
+		[SYNCGUARD_RING_NONE] = { "threads", "none" },
+		[SYNCGUARD_RING_FLUSHES] = { "threads, flushes through io_uring",
+					     "flushes" },
+		[SYNCGUARD_RING_ALL] = { "io_uring", "all" },
+	};
 
-/* The same as a word, for JSON and Prometheus: "all", "flushes" or
- * "none". */
-static inline const char *syncguard_ring_use_word(uint32_t use)
-{
-	return use == SYNCGUARD_RING_ALL ? "all" :
-	       use == SYNCGUARD_RING_FLUSHES ? "flushes" : "none";
+	return names[use <= SYNCGUARD_RING_ALL ? use : SYNCGUARD_RING_NONE][word];
 }
 
 /* The owner's start time of a file whose first @bytes were read into

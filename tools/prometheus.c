@@ -158,7 +158,7 @@ static void info(FILE *f, const struct syncguard_prom_lun *l, size_t n)
 				(enum syncguard_write_sync)l[i].st.write_sync),
 			syncguard_engine_name(
 				(enum syncguard_engine)l[i].st.engine),
-			syncguard_ring_use_word(l[i].st.ring_use));
+			syncguard_ring_use_name(l[i].st.ring_use, true));
 	}
 }
 

@@ -134,7 +134,7 @@ void syncguard_ways_engine(const struct syncguard_stats *st, char *buf,
 			   size_t len)
 {
 	snprintf(buf, len, "%s (bsopts engine=%s), %" PRIu64 " worker threads",
-		 syncguard_ring_use_name(st->ring_use),
+		 syncguard_ring_use_name(st->ring_use, false),
 		 syncguard_engine_name((enum syncguard_engine)st->engine),
 		 st->workers);
 }

@@ -85,7 +85,7 @@ static void print_ways_json(const struct syncguard_stats *st)
 
 	printf(",\"engine\":\"%s\",\"ring\":\"%s\"",
 	       syncguard_engine_name((enum syncguard_engine)st->engine),
-	       syncguard_ring_use_word(st->ring_use));
+	       syncguard_ring_use_name(st->ring_use, true));
 	printf(",\"write_sync\":\"%s\",\"direct_io\":%s,\"dsync_direct_io\":%s,"
 	       "\"write_sync_way\":%s,\"write_sync_rate\":{\"dsync\":%"
 	       PRIu64 ",\"group\":%" PRIu64 "},\"flush_batch\":\"%s\","
