@@ -203,6 +203,24 @@ static void log_poisoned(struct scsi_lu *lu, const char *path)
 			syncguard_state_dir(&lun->opts), lun->store_id, text, path);
 }
 
+/*
+ * A syncguard LUN is a fixed disk.  tgt makes a LUN created without a
+ * store removable media, and a media changer's MOVE MEDIUM (SMC-3) may
+ * then unload it: tgt's dtd_load_unload closes the store at once, with
+ * commands still running on it, and opens another in its place.  Cleared
+ * when a store opens, that changer gets CHECK CONDITION instead, and
+ * removable=1 is refused (syncguard_lu_config; test_modes_fixed_media).
+ */
+static void fixed_disk(struct scsi_lu *lu)
+{
+	if (!lu->attrs.removable)
+		return;
+	lu->attrs.removable = 0;
+	eprintf("syncguard: lun %" PRIu64 ": a fixed disk from now on, not "
+		"removable media (tgt's default for a LUN created without a "
+		"store)\n", lu->lun);
+}
+
 static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 			     uint64_t *size)
 {
@@ -260,6 +278,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		bs->lun.direct_reads ? ", reads O_DIRECT" : "");
 	log_device_cache(lu);
 	log_holes(lu);
+	fixed_disk(lu);
 	log_poisoned(lu, path);
 	syncguard_watch_add(bs, lu->lun);
 	return 0;

@@ -152,14 +152,22 @@ static bool busy_for_path(struct scsi_lu *lu, const char *params)
  * order and answers with the last one's result, so "online=1,path=X"
  * would bring a storeless LUN online when X fails, and "path=X,online=0"
  * would say success for a move tgt refused; give them one update each
- * (test_modes_path_refusals).
+ * (test_modes_path_refusals).  And removable=1: a media changer's MOVE
+ * MEDIUM unloads a removable LUN by closing its store with no regard for
+ * the commands in flight (tgt's dtd_load_unload), so a syncguard LUN is
+ * a fixed disk (bs_syncguard_open; test_modes_fixed_media).
  */
 static bool refused_state(struct scsi_lu *lu, const char *params)
 {
 	const char *online = param_value(params, "online");
+	const char *removable = param_value(params, "removable");
 	const char *why = NULL;
 
-	if (has_param(params, "path") && online)
+	if (removable && atoi(removable))
+		why = "removable=1 refused: a syncguard LUN is a fixed disk (a "
+		      "media changer would close its store under the commands "
+		      "in flight)";
+	else if (has_param(params, "path") && online)
 		why = "path= and online= in one update: give them one each";
 	else if (has_param(params, "path") && lu->path && lu->attrs.online)
 		why = "path change refused: the LUN is online; take it offline "
@@ -202,8 +210,8 @@ static void announce_capacity(struct scsi_lu *lu)
 /*
  * tgtadm --op update --mode logicalunit (mode_page=, thin_provisioning=,
  * path=, ...).  A path change is refused while commands are in flight
- * (busy_for_path) or the LUN is online, and online=1 while it has no
- * store (refused_state).  A refused update changes no WCE; a path= move
+ * (busy_for_path) or the LUN is online, online=1 while it has no store,
+ * and removable=1 (refused_state).  A refused update changes no WCE; a path= move
  * to another size is announced (announce_capacity).  A Caching page
  * that is not 18 bytes (given or declared), or a WCE change
  * the LUN does not allow, is undone and refused.  A switch to WCE=0

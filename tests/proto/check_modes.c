@@ -506,6 +506,86 @@ START_TEST(test_modes_path_refusals)
 END_TEST
 
 /*
+ * A syncguard LUN is a fixed disk (bs_syncguard.c, fixed_disk): tgt makes
+ * a LUN created without a store removable media, and a media changer's
+ * MOVE MEDIUM into a drive that is one closes the drive's store at once,
+ * with commands still running on it (tgt's dtd_load_unload), and opens
+ * the medium's file in its place.  Here the LUN gets its store by path=
+ * and stops being removable; a changer whose drive is that LUN then has
+ * its MOVE MEDIUM refused (tgt's HARDWARE ERROR, MECHANICAL POSITIONING
+ * ERROR), and the LUN keeps its store and its data; removable=1 is
+ * refused.
+ */
+START_TEST(test_modes_fixed_media)
+{
+	const int lun = 16, changer = 17;
+	/* MOVE MEDIUM (SMC-3 6.6): transport 0, source 1000, destination 100 */
+	unsigned char move[12] = { 0xa5, 0, 0, 0, 0x03, 0xe8, 0, 100 };
+	struct iscsi_context *iscsi;
+	struct scsi_task *t;
+	unsigned char block[BS];
+	char params[512];
+
+	ck_assert_int_eq(proto_adm("--op new --mode logicalunit --tid %d --lun "
+				   "%d --bstype syncguard", PROTO_TID, lun), 0);
+	ck_assert(proto_lun_shows(lun, "Removable media: Yes"));
+	snprintf(params, sizeof(params), "path=%s", proto_file("fixed.img",
+		 1u << 20, false));
+	ck_assert_int_eq(proto_update_lun(lun, params), 0);
+	ck_assert(proto_lun_shows(lun, "Removable media: No"));
+	ck_assert(proto_log_has("a fixed disk from now on"));
+	ck_assert_int_ne(proto_update_lun(lun, "removable=1"), 0);
+	ck_assert(proto_log_has("removable=1 refused"));
+	ck_assert(proto_lun_shows(lun, "Removable media: No"));
+
+	/* a changer: storage slot 1000 holds a medium whose file exists,
+	 * drive 100 is the syncguard LUN */
+	ck_assert_int_eq(proto_adm("--op new --mode logicalunit --tid %d --lun "
+				   "%d --device-type changer --bstype rdwr -b "
+				   "%s", PROTO_TID, changer,
+				   proto_file("changer.img", 1u << 20, false)), 0);
+	proto_file("medium", 1u << 20, false);
+	ck_assert_int_eq(proto_update_lun(changer, "element_type=2,"
+					  "start_address=1000,quantity=1"), 0);
+	ck_assert_int_eq(proto_update_lun(changer, "element_type=4,"
+					  "start_address=100,quantity=1"), 0);
+	snprintf(params, sizeof(params), "element_type=4,address=100,tid=%d,"
+		 "lun=%d", PROTO_TID, lun);
+	ck_assert_int_eq(proto_update_lun(changer, params), 0);
+	snprintf(params, sizeof(params), "media_home=%s", proto_dir());
+	ck_assert_int_eq(proto_update_lun(changer, params), 0);
+	ck_assert_int_eq(proto_update_lun(changer, "element_type=2,"
+					  "address=1000,barcode=medium"), 0);
+
+	iscsi = proto_connect(lun);
+	memset(block, 0xa5, sizeof(block));
+	proto_assert_good(iscsi_write10_sync(iscsi, lun, 0, block, BS, BS, 0,
+					     0, 0, 0, 0),
+			  "WRITE(10) before the MOVE MEDIUM", false);
+	/* the changer's first command on this nexus gets its unit
+	 * attention (power on) */
+	t = iscsi_testunitready_sync(iscsi, changer);
+	if (t)
+		scsi_free_scsi_task(t);
+	t = scsi_create_task(sizeof(move), move, SCSI_XFER_NONE, 0);
+	ck_assert(t != NULL);
+	t = iscsi_scsi_command_sync(iscsi, changer, t, NULL);
+	proto_assert_sense(t, SCSI_SENSE_HARDWARE_ERROR, 0x1501,
+			   "MOVE MEDIUM into the syncguard LUN");
+	ck_assert(proto_lun_shows(lun, "fixed.img"));
+	t = iscsi_read10_sync(iscsi, lun, 0, BS, BS, 0, 0, 0, 0, 0);
+	ck_assert(t && t->status == SCSI_STATUS_GOOD &&
+		  t->datain.size == (int)BS);
+	ck_assert_msg(!memcmp(t->datain.data, block, BS),
+		      "the LUN's data after the MOVE MEDIUM");
+	scsi_free_scsi_task(t);
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(changer), 0);
+	ck_assert_int_eq(proto_del_lun(lun), 0);
+}
+END_TEST
+
+/*
  * Submission batching on the ring (glue/uring.c, rules in core/flush.c):
  * a read or write waits for the end of tgtd's loop pass while others
  * keep arriving.  At QD1 each write goes in an enter of its own, after
@@ -929,6 +1009,7 @@ Suite *modes_suite(void)
 	tcase_add_test(tc, test_modes_admin_wce_change_announced);
 	tcase_add_test(tc, test_modes_path_capacity_change_announced);
 	tcase_add_test(tc, test_modes_path_refusals);
+	tcase_add_test(tc, test_modes_fixed_media);
 	tcase_add_test(tc, test_modes_ring_submission_batching);
 	tcase_add_test(tc, test_modes_ordered_flush_closed);
 	tcase_add_test(tc, test_modes_ring_shared);

@@ -213,6 +213,28 @@ int proto_update_lun(int lun, const char *params)
 			"'%s' 2>/dev/null", top, state, PROTO_TID, lun, params);
 }
 
+int proto_adm(const char *fmt, ...)
+{
+	char args[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	return proto_sh("'%s/scripts/tgtd-private' adm '%s' --lld iscsi %s "
+			">/dev/null 2>&1", top, state, args);
+}
+
+bool proto_lun_shows(int lun, const char *text)
+{
+	setenv("PROTO_TEXT", text, 1);
+	return proto_sh("'%s/scripts/tgtd-private' adm '%s' --op show --mode "
+			"target | awk -v t=\"$PROTO_TEXT\" '/^Target [0-9]+:/ "
+			"{ tg = $2 == \"%d:\" } /^ +LUN: [0-9]/ { l = tg && "
+			"$2 == %d } l && index($0, t) { f = 1 } END { exit !f }'",
+			top, state, PROTO_TID, lun) == 0;
+}
+
 int proto_del_lun(int lun)
 {
 	/* tgtadm's own message for a LUN a test already deleted (or never

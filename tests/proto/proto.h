@@ -80,6 +80,12 @@ int proto_del_left_luns(int keep);
 /* tgtadm --op update --mode logicalunit --params @params: 0 or the
  * command's exit status (its stderr is dropped). */
 int proto_update_lun(int lun, const char *params);
+/* tgtadm --lld iscsi with the arguments @fmt makes, on target PROTO_TID's
+ * tgtd: 0 or the command's exit status (its output is dropped). */
+int proto_adm(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Does tgtadm --op show list LUN @lun of target PROTO_TID with a line
+ * that contains @text? */
+bool proto_lun_shows(int lun, const char *text);
 
 /* A file of @bytes in the test's scratch directory, fully written
  * (zeroes) unless @sparse; returns its path (static storage per name). */
