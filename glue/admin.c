@@ -211,11 +211,11 @@ static void announce_capacity(struct scsi_lu *lu)
  * tgtadm --op update --mode logicalunit (mode_page=, thin_provisioning=,
  * path=, ...).  A path change is refused while commands are in flight
  * (busy_for_path) or the LUN is online, online=1 while it has no store,
- * and removable=1 (refused_state).  A refused update changes no WCE; a path= move
- * to another size is announced (announce_capacity).  A Caching page
- * that is not 18 bytes (given or declared), or a WCE change
- * the LUN does not allow, is undone and refused.  A switch to WCE=0
- * flushes on a thread of its own (admin_set_wce); tgtadm gets its
+ * and removable=1 (refused_state).  A refused update changes no WCE; a
+ * path= move to another size is announced (announce_capacity).  A
+ * Caching page that is not 18 bytes (given or declared), or a WCE
+ * change the LUN does not allow, is undone and refused.  A switch to
+ * WCE=0 flushes on a thread of its own (admin_set_wce); tgtadm gets its
  * answer at once.
  */
 tgtadm_err syncguard_lu_config(struct scsi_lu *lu, char *params)
