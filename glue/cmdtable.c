@@ -111,6 +111,19 @@ static int syncguard_dispatch(int host_no, struct scsi_cmd *cmd)
 
 /* ---- set-up ---- */
 
+/*
+ * Commands that change the medium conflict with a persistent reservation
+ * as WRITE(16) does (SBC-3's table of commands allowed in the presence
+ * of reservations): a Write Exclusive holder's fenced peers may write
+ * nothing.  tgt gives WRITE AND VERIFY and ORWRITE a reader's bits and
+ * WRITE SAME and UNMAP none, so they got through
+ * (test_cmd_reservation_fences_writes).
+ */
+static const uint8_t medium_writers[] = {
+	WRITE_VERIFY, WRITE_VERIFY_12, WRITE_VERIFY_16, WRITE_SAME,
+	WRITE_SAME_16, UNMAP, COMPARE_AND_WRITE, ORWRITE_16,
+};
+
 void syncguard_cmdtable_install(struct scsi_lu *lu)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
@@ -124,10 +137,9 @@ void syncguard_cmdtable_install(struct scsi_lu *lu)
 	}
 	for (size_t i = 0; i < sizeof(overrides) / sizeof(overrides[0]); i++)
 		bs->run[overrides[i].op] = overrides[i].fn;
-	/* COMPARE AND WRITE and ORWRITE conflict with reservations as
-	 * writes do (tgt gives ORWRITE a reader's bits) */
-	ops[COMPARE_AND_WRITE].pr_conflict_bits = ops[WRITE_16].pr_conflict_bits;
-	ops[ORWRITE_16].pr_conflict_bits = ops[WRITE_16].pr_conflict_bits;
+	for (size_t i = 0; i < sizeof(medium_writers); i++)
+		ops[medium_writers[i]].pr_conflict_bits =
+			ops[WRITE_16].pr_conflict_bits;
 	bs->tgt_lu_config = lu->dev_type_template.lu_config;
 	lu->dev_type_template.lu_config = syncguard_lu_config;
 }

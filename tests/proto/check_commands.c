@@ -417,6 +417,86 @@ START_TEST(test_cmd_unmap_reads_zeroes)
 }
 END_TEST
 
+/* PERSISTENT RESERVE OUT (SPC-4 6.16) with the key @key and, for a
+ * reservation, Write Exclusive. */
+static struct scsi_task *pr_out(struct iscsi_context *iscsi, int lun,
+				int sa, uint64_t key)
+{
+	struct scsi_persistent_reserve_out_basic p = { 0 };
+
+	if (sa == SCSI_PERSISTENT_RESERVE_REGISTER)
+		p.service_action_reservation_key = key;
+	else
+		p.reservation_key = key;
+	return iscsi_persistent_reserve_out_sync(iscsi, lun, sa, 0,
+		SCSI_PERSISTENT_RESERVE_TYPE_WRITE_EXCLUSIVE, &p);
+}
+
+/*
+ * A persistent reservation of type Write Exclusive fences every other
+ * I_T nexus off the medium: each command that would change it gets
+ * RESERVATION CONFLICT and changes nothing (SBC-3's table of commands
+ * allowed in the presence of reservations; glue/cmdtable.c,
+ * medium_writers), WRITE AND VERIFY, WRITE SAME, UNMAP, COMPARE AND
+ * WRITE and ORWRITE as WRITE does.  Once the holder clears it the same
+ * WRITE SAME is answered GOOD.
+ */
+START_TEST(test_cmd_reservation_fences_writes)
+{
+	static const uint8_t ops[] = { 0x2a, 0x2e, 0xae, 0x8e, 0x41, 0x93,
+				       0x89, 0x8b, 0x42 };
+	int lun = luns[_i].lun;
+	struct iscsi_context *holder = proto_connect(lun);
+	struct iscsi_context *other = proto_connect(lun);
+	unsigned char old[2 * BS], buf[2 * BS], unmap[24] = { 0, 22, 0, 16 };
+	const uint64_t lba = 3500, key = 0x5ca1ab1e;
+	uint8_t cdb[16];
+	struct scsi_task *t;
+
+	pattern(old, sizeof(old), (unsigned int)(70 + _i));
+	proto_assert_good(iscsi_write16_sync(holder, lun, lba, old, sizeof(old),
+			  BS, 0, 0, 0, 0, 0), "WRITE(16) by the holder", false);
+	proto_assert_good(pr_out(holder, lun, SCSI_PERSISTENT_RESERVE_REGISTER,
+				 key), "PERSISTENT RESERVE OUT REGISTER", false);
+	proto_assert_good(pr_out(holder, lun, SCSI_PERSISTENT_RESERVE_RESERVE,
+				 key), "PERSISTENT RESERVE OUT RESERVE", false);
+	pattern(buf, sizeof(buf), (unsigned int)(80 + _i));
+	put(unmap + 8, 8, lba);		/* one block descriptor: 2 blocks */
+	put(unmap + 16, 4, 2);
+	for (size_t k = 0; k < sizeof(ops); k++) {
+		/* WRITE SAME: one block; COMPARE AND WRITE: one block,
+		 * compared and written */
+		uint32_t out = ops[k] == 0x41 || ops[k] == 0x93 ? BS :
+			       ops[k] == 0x89 ? 2 * BS : sizeof(buf);
+		int len = rw_cdb(cdb, ops[k], 0, lba, ops[k] == 0x89 ? 1 : 2);
+
+		if (ops[k] == 0x42) {	/* UNMAP: a parameter list */
+			if (!luns[_i].thin)
+				continue;
+			memset(cdb, 0, 10);
+			cdb[0] = 0x42;
+			cdb[8] = sizeof(unmap);
+			len = 10;
+		}
+		t = raw(other, lun, cdb, len, ops[k] == 0x42 ? unmap : buf,
+			ops[k] == 0x42 ? sizeof(unmap) : out, 0);
+		ck_assert_ptr_nonnull(t);
+		ck_assert_msg(t->status == SCSI_STATUS_RESERVATION_CONFLICT,
+			      "opcode 0x%02x from a fenced nexus: status 0x%x, "
+			      "expected RESERVATION CONFLICT", ops[k],
+			      t->status);
+		scsi_free_scsi_task(t);
+		assert_reads_back(holder, lun, lba, old, sizeof(old));
+	}
+	proto_assert_good(pr_out(holder, lun, SCSI_PERSISTENT_RESERVE_CLEAR,
+				 key), "PERSISTENT RESERVE OUT CLEAR", false);
+	proto_assert_good(raw(other, lun, cdb, rw_cdb(cdb, 0x93, 0, lba, 2),
+			      buf, BS, 0), "WRITE SAME(16) once cleared", false);
+	iscsi_destroy_context(other);
+	iscsi_destroy_context(holder);
+}
+END_TEST
+
 Suite *commands_suite(void)
 {
 	Suite *s = suite_create("commands");
@@ -433,6 +513,7 @@ Suite *commands_suite(void)
 	tcase_add_loop_test(tc, test_cmd_sync_cache_immed, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_vpd_pages, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_unmap_reads_zeroes, 0, NLUNS);
+	tcase_add_loop_test(tc, test_cmd_reservation_fences_writes, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_write_sync_loop, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
