@@ -47,6 +47,18 @@ static const char *param_value(const char *params, const char *key)
 	return param_next(params, key, NULL);
 }
 
+/* Does any @key in @params have a value other than 0 (tgt reads each
+ * with atoi, and applies them in order)? */
+static bool param_nonzero(const char *params, const char *key)
+{
+	const char *v = NULL;
+
+	while ((v = param_next(params, key, v)))
+		if (atoi(v))
+			return true;
+	return false;
+}
+
 /* Does @params set @key? */
 static bool has_param(const char *params, const char *key)
 {
@@ -160,10 +172,10 @@ static bool busy_for_path(struct scsi_lu *lu, const char *params)
 static bool refused_state(struct scsi_lu *lu, const char *params)
 {
 	const char *online = param_value(params, "online");
-	const char *removable = param_value(params, "removable");
 	const char *why = NULL;
 
-	if (removable && atoi(removable))
+	/* every value counts: "removable=0,removable=1" ends removable */
+	if (param_nonzero(params, "removable"))
 		why = "removable=1 refused: a syncguard LUN is a fixed disk (a "
 		      "media changer would close its store under the commands "
 		      "in flight)";
@@ -172,7 +184,7 @@ static bool refused_state(struct scsi_lu *lu, const char *params)
 	else if (has_param(params, "path") && lu->path && lu->attrs.online)
 		why = "path change refused: the LUN is online; take it offline "
 		      "first (--params online=0)";
-	else if (online && atoi(online) && !lu->path)
+	else if (param_nonzero(params, "online") && !lu->path)
 		why = "online=1 refused: no backing store (a path= change "
 		      "failed); give it one with path= first";
 	if (why)

@@ -475,6 +475,13 @@ START_TEST(test_modes_path_refusals)
 			   "SYNCHRONIZE CACHE(16) of the LUN without a store");
 	ck_assert_int_ne(proto_update_lun(lun, "online=1"), 0);
 	ck_assert(proto_log_has("online=1 refused: no backing store"));
+	/* tgt applies every online= in turn: the last one would count */
+	ck_assert_int_ne(proto_update_lun(lun, "online=0,online=1"), 0);
+	ck_assert_int_eq(proto_log_count("online=1 refused: no backing "
+					 "store"), 2);
+	proto_assert_sense(iscsi_testunitready_sync(iscsi, lun),
+			   SCSI_SENSE_NOT_READY, 0x0401,
+			   "TEST UNIT READY after online=0,online=1");
 	/* nor with a path= in the same update, which tgt applies after the
 	 * online=1 (taken, the LUN is online with 0 bytes when that path=
 	 * fails) */
@@ -536,6 +543,9 @@ START_TEST(test_modes_fixed_media)
 	ck_assert(proto_log_has("a fixed disk from now on"));
 	ck_assert_int_ne(proto_update_lun(lun, "removable=1"), 0);
 	ck_assert(proto_log_has("removable=1 refused"));
+	/* tgt applies every removable= in turn: the last one would count */
+	ck_assert_int_ne(proto_update_lun(lun, "removable=0,removable=1"), 0);
+	ck_assert_int_eq(proto_log_count("removable=1 refused"), 2);
 	ck_assert(proto_lun_shows(lun, "Removable media: No"));
 
 	/* a changer: storage slot 1000 holds a medium whose file exists,
