@@ -902,7 +902,7 @@ expect "a unit attention mid-run is in the result ($(jq -c '.results[0] | [.unit
 # still is
 truncate -s 8M "$work/bs.img"
 seed=0
-for bsz in 512 4096 512; do	# another seed each: the same one rewrites the same blocks
+for bsz in 512 4096 256 4096; do	# another seed each: the same one rewrites the same blocks
 	seed=$((seed + 1))
 	"$tp" lun "$work/tgtd" 1 5 "$work/bs.img" "mode=write-back" "$bsz" >/dev/null || bad "LUN 5 with $bsz-byte blocks"
 	out=$("$sb" -s none -b 4k -q 8 --bytes 256k --seed $seed --verify -S 8m --state "$work/bs.state" --no-progress "$("$tp" url "$work/tgtd" "$iqn" 5)" 2>&1); rc=$?

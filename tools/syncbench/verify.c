@@ -125,7 +125,7 @@ void syncguard_verify_note_acked(struct verify_map *m, uint64_t lba, uint32_t bl
 static bool other_block_size(const struct stamp *st, const unsigned char *b,
 			     uint32_t bs, uint64_t lba)
 {
-	for (uint32_t s = 512; s <= (64u << 10); s *= 2) {
+	for (uint32_t s = 256; s <= (128u << 10); s *= 2) {	/* tgt's range */
 		if (s < bs && st->lba == lba * (bs / s) &&
 		    st->csum == fnv(b, s, offsetof(struct stamp, csum)))
 			return true;
