@@ -423,6 +423,11 @@ static tgtadm_err bs_syncguard_init(struct scsi_lu *lu, char *bsopts)
 		eprintf("syncguard: lun %" PRIu64 ": %s\n", lu->lun, err);
 		return TGTADM_INVALID_REQUEST;
 	}
+	/* tgt splits --bsopts on commas and drops what follows without a
+	 * word: the log shows what arrived (docs/usage.md, bsopts) */
+	eprintf("syncguard: lun %" PRIu64 ": bsopts \"%s\" (as tgt passed "
+		"them: it drops anything after a ',')\n", lu->lun,
+		bsopts ? bsopts : "");
 	syncguard_cmdtable_install(lu);
 	workers = syncguard_workers(&bs->opts, nr_iothreads);
 	ret = syncguard_workers_start(&bs->workers, workers,

@@ -132,6 +132,20 @@ START_TEST(test_bsopts_good_after_bad)
 }
 END_TEST
 
+/* tgt splits --bsopts on commas and drops what follows without a word:
+ * tgtd.log shows what syncguard got (bs_syncguard_init) */
+START_TEST(test_bsopts_logged_as_received)
+{
+	ck_assert_int_eq(proto_add_lun(10, proto_file("fine.img", 4 << 20,
+				       false), "mode=write-through,direct=no",
+				       0), 0);
+	ck_assert(proto_log_has("lun 10: bsopts \"mode=write-through\" (as "
+				"tgt passed them: it drops anything after a "
+				"',')"));
+	ck_assert_int_eq(proto_del_lun(10), 0);
+}
+END_TEST
+
 /* tgtd.log lines of LUNs opened with @n workers */
 static int workers_logged(long long n)
 {
@@ -201,6 +215,7 @@ Suite *bsopts_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_bsopts_bad_input_rejected, 0, nbad);
 	tcase_add_test(tc, test_bsopts_good_after_bad);
+	tcase_add_test(tc, test_bsopts_logged_as_received);
 	tcase_add_test(tc, test_bsopts_workers);
 	suite_add_tcase(s, tc);
 	return s;
