@@ -213,8 +213,10 @@ static int open_direct(struct syncguard_lun *lun, const char *path,
 	 * there can keep the old data cached after the write is answered,
 	 * and every later read returns it (test_blockdev_read_after_write:
 	 * 9-164 stale reads in 3,000 writes with two other sessions reading
-	 * the block, with page-cache reads).  Reading O_DIRECT too
-	 * leaves nothing of ours in the page cache.  File systems (iomap)
+	 * the block, with page-cache reads).  Reading O_DIRECT too, no
+	 * read of ours uses the page cache (the engine's 1-byte probe at
+	 * open may start readahead there, which nothing then reads).
+	 * File systems (iomap)
 	 * drop such pages when the write completes, so files keep their
 	 * page-cache reads. */
 	lun->direct_reads = lun->direct_io && lun->blockdev;

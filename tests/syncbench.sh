@@ -261,6 +261,17 @@ WIRECHECK_EVERY=4 WIRECHECK_LOG="$work/order.log" LD_PRELOAD="$top/build/wireche
 expect "every:4's flushes wait for the 4 writes they cover ($(grep -c "sent before" "$work/order.log") early; $(tail -1 "$work/order.log"))" \
 	'! grep -q "sent before" "$work/order.log" && grep -q "^flushes [1-9][0-9]* writes" "$work/order.log"'
 
+# each point of a sweep draws its own offsets (tools/syncbench/run.c,
+# point_rng): two points of 256 random 4 KiB writes over the LUN
+# rewrite a few blocks by chance; the second point repeating the first's
+# offsets would rewrite every block it writes (2048 and more)
+rm -f "$work/sweep.log"
+WIRECHECK_LOG="$work/sweep.log" LD_PRELOAD="$top/build/wirecheck.so" \
+	"$sb" -s none -r 0 -q 1,2 --bytes 1m --seed 7 --no-progress "$u1" >/dev/null 2>&1
+read -r _ rewritten < <(grep "^rewritten_blocks" "$work/sweep.log")
+expect "each point of a sweep draws its own offsets (${rewritten:-?} of 4096 blocks written twice)" \
+	'[ -n "$rewritten" ] && [ "$rewritten" -lt 512 ] && grep -q "^flushes 0 writes 512 " "$work/sweep.log"'
+
 # one segment per command: the tool corks its socket around each pass's
 # writes, so that a command's header leaves with its data, as the kernel
 # initiator sends them (libiscsi alone sends them as two segments). Only

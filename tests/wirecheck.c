@@ -22,9 +22,13 @@
  *   (TCP_CORK, set by the tool around its writes) apart: uncorked, a
  *   header leaves as a segment of its own, without its data.
  *
+ * - Always: blocks a WRITE(16) writes that a WRITE(16) of this process
+ *   wrote before are counted (the points of a sweep each draw their own
+ *   offsets: one that repeated the last point's rewrites all of them).
+ *
  * At exit it appends "command_pdus C uncorked U", then "flushes F
- * writes W reads R unwritten_reads U" (totals), so that an empty run is
- * told from a clean one.
+ * writes W reads R unwritten_reads U", then "rewritten_blocks B"
+ * (totals), so that an empty run is told from a clean one.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -54,13 +58,15 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* the logical blocks this process's WRITE(16)s went to (one LUN) */
 #define MAX_BLOCKS (1u << 26)
 static unsigned char *written;
-static unsigned long reads, unwritten_reads;
+static unsigned long reads, unwritten_reads, rewritten_blocks;
 
 static void note_blocks(uint64_t lba, uint64_t n, bool write, bool *hole)
 {
 	if (!written)
 		written = calloc(MAX_BLOCKS / 8, 1);
 	for (uint64_t b = lba; written && b < lba + n && b < MAX_BLOCKS; b++) {
+		if (write && written[b / 8] & (1u << (b % 8)))
+			rewritten_blocks++;
 		if (write)
 			written[b / 8] |= (unsigned char)(1u << (b % 8));
 		else if (!(written[b / 8] & (1u << (b % 8))))
@@ -265,6 +271,7 @@ __attribute__((destructor)) static void totals(void)
 			uncorked_pdus);
 		fprintf(out, "flushes %lu writes %lu reads %lu unwritten_reads "
 			"%lu\n", f, w, reads, unwritten_reads);
+		fprintf(out, "rewritten_blocks %lu\n", rewritten_blocks);
 		fclose(out);
 	}
 }

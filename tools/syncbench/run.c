@@ -1022,12 +1022,26 @@ static void note_wrap(const struct config *c, const struct target_info *ti,
 			(double)p->bytes / (double)part);
 }
 
+/* The random offsets' generator state for the next point of this run:
+ * each point of a sweep (-q 1,32, a --curve's steps) draws its own, or
+ * each would re-read, from the page cache, what the point before it had
+ * just read or written (tests/syncbench.sh, "each point of a sweep").
+ * The first point's is the seed's alone, as it always was. */
+static uint64_t point_rng(uint64_t seed)
+{
+	static uint64_t points;		/* points run by this process */
+	uint64_t x = (seed * 0x9e3779b97f4a7c15ull + 1) ^
+		     (points++ * 0xbf58476d1ce4e5b9ull);
+
+	return x ? x : 1;		/* xorshift64's one bad state */
+}
+
 int syncguard_run_point(const struct config *c, const struct target_info *ti,
 			const struct run_params *p, struct result *r)
 {
 	struct run rn = { .c = c, .ti = ti, .p = p, .r = r,
 			  .nsess = p->sessions ? p->sessions : c->sessions,
-			  .rng = c->seed * 0x9e3779b97f4a7c15ull + 1 };
+			  .rng = point_rng(c->seed) };
 	uint64_t span_blocks = point_span(c, ti, p) /
 			       ti->block_size;
 	const char *why = syncguard_point_problem(c, ti, p);
