@@ -75,6 +75,8 @@ usage_case --curve 10,50 --rate 200 iscsi://127.0.0.1/x/1
 usage_case --curve 50,10 iscsi://127.0.0.1/x/1		# not rising
 usage_case --curve 0,101 iscsi://127.0.0.1/x/1
 usage_case --arrivals poisson iscsi://127.0.0.1/x/1	# no --rate or --curve
+usage_case --rate 1000 --bytes 1m iscsi://127.0.0.1/x/1	# paced over no time
+usage_case --curve 50 --bytes 1m iscsi://127.0.0.1/x/1
 usage_case --arrivals bursty --rate 200 iscsi://127.0.0.1/x/1
 usage_case --rate 200 --preset vdbench iscsi://127.0.0.1/x/1
 usage_case --label $'\xff\xfe' iscsi://127.0.0.1/x/1	# invalid UTF-8 would make the JSON invalid
@@ -433,6 +435,10 @@ expect "--merge: operations and sessions add up, and the merged p99 ($(jq '.resu
 	'jq -e --slurpfile a "$work/m1.json" --slurpfile b "$work/m2.json" --argjson p "$union_p99" ".results[0] |
 		.ops == (\$a[0].results[0].ops + \$b[0].results[0].ops) and .sessions == 2 and
 		(.sources | length) == 2 and (.latency_us.p99 - \$p | fabs) < 0.11" "$work/merged.json" >/dev/null'
+out=$("$sb" --merge "$work/merged.json" "$work/m1.json" 2>&1); rc=$?
+expect "--merge of a merged file and one of its runs: exit 2, naming both (the merged file lists its runs)" \
+	'[ $rc -eq 2 ] && grep -q "m1.json: the same run as another file, or in it .*merged.json" <<<"$out" &&
+	 [ "$(jq ".merged_from | length" "$work/merged.json")" = 2 ]'
 cp "$work/m1.json" "$work/m3.json"
 sed -i 's/"block_size":4096/"block_size":8192/' "$work/m3.json"
 out=$("$sb" --merge "$work/m1.json" "$work/m3.json" 2>&1); rc=$?

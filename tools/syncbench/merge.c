@@ -369,30 +369,64 @@ static void source_of(const struct part *p, const char *name,
 		syncguard_hist_percentile(&p->hist, 99) / 1e3 : -1;
 }
 
-/* the same run given twice (its operations would count twice): the
- * same host, start, seed and command line */
-static void same_runs(json_object **top, char **files, int n)
+/*
+ * The same run given twice (its operations would count twice): the same
+ * host, start, seed and command line.  A merged file names the runs it
+ * holds ("merged_from", written by merge_header), so a run is found
+ * twice also in a merged file and one of its runs, or the merged file
+ * given twice.  Every run's identity is kept for merge_header.
+ */
+static json_object *merged_from;
+
+/* @top's runs, each { host, start, seed, command_line }, appended to
+ * @ids with their file's index in @from (up to MAX_RUNS) */
+#define MAX_RUNS 256
+static void runs_of(json_object *top, int f, json_object *ids, int *from)
 {
 	static const char *const keys[] = { "host", "start", "seed",
 					    "command_line" };
+	json_object *list, *id = json_object_new_object(), *v;
 
-	for (int a = 0; a < n; a++)
-		for (int b = a + 1; b < n; b++) {
-			bool same = true;
-
-			for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
-				json_object *x, *y;
-
-				if (!json_object_object_get_ex(top[a], keys[k], &x) ||
-				    !json_object_object_get_ex(top[b], keys[k], &y) ||
-				    !json_object_equal(x, y))
-					same = false;
-			}
-			if (same)
-				bad(files[b], "the same run as another file "
-				    "(host, start, seed, command line):",
-				    files[a]);
+	if (json_object_object_get_ex(top, "merged_from", &list) &&
+	    json_object_is_type(list, json_type_array)) {
+		json_object_put(id);
+		for (size_t i = 0; i < json_object_array_length(list) &&
+		     json_object_array_length(ids) < MAX_RUNS; i++) {
+			from[json_object_array_length(ids)] = f;
+			json_object_array_add(ids, json_object_get(
+				json_object_array_get_idx(list, i)));
 		}
+		return;
+	}
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+		if (json_object_object_get_ex(top, keys[k], &v))
+			json_object_object_add(id, keys[k], json_object_get(v));
+	if (json_object_object_length(id) != (int)(sizeof(keys) /
+						   sizeof(keys[0])) ||
+	    json_object_array_length(ids) >= MAX_RUNS) {
+		json_object_put(id);	/* not identified: never "the same" */
+		return;
+	}
+	from[json_object_array_length(ids)] = f;
+	json_object_array_add(ids, id);
+}
+
+static void same_runs(json_object **top, char **files, int n)
+{
+	static int from[MAX_RUNS];
+	json_object *ids = json_object_new_array();
+
+	for (int f = 0; f < n; f++)
+		runs_of(top[f], f, ids, from);
+	for (size_t a = 0; a < json_object_array_length(ids); a++)
+		for (size_t b = a + 1; b < json_object_array_length(ids); b++)
+			if (json_object_equal(json_object_array_get_idx(ids, a),
+					      json_object_array_get_idx(ids, b)))
+				bad(files[from[b]], "the same run as another "
+				    "file, or in it (host, start, seed, command "
+				    "line):", files[from[a]]);
+	json_object_put(merged_from);
+	merged_from = ids;
 }
 
 int syncguard_merge_report(const struct config *c, char **files,
@@ -482,10 +516,12 @@ static void merge_header(const struct config *c, const struct target_info *ti)
 	       "\"target\":{\"name\":%s,\"lun\":%d,\"block_size\":%u,"
 	       "\"physical_block_size\":%u,\"blocks\":%" PRIu64 ",\"wce\":%d,"
 	       "\"wce_changeable\":%d,\"dpofua\":%d,\"max_transfer_blocks\":%u},"
-	       "\"results\":[\n", c->nfiles,
+	       "\"merged_from\":%s,\"results\":[\n", c->nfiles,
 	       json_object_to_json_string(name), ti->lun, ti->block_size,
 	       ti->phys_block_size, ti->blocks, ti->wce, ti->wce_changeable,
-	       ti->dpofua, ti->max_transfer);
+	       ti->dpofua, ti->max_transfer, merged_from ?
+	       json_object_to_json_string_ext(merged_from,
+					      JSON_C_TO_STRING_PLAIN) : "[]");
 	json_object_put(name);
 }
 

@@ -349,7 +349,8 @@ static const struct opt opts[] = {
 	{ "time", 't', "SECONDS", "duration of each run; default 10", set_time },
 	{ "bytes", 0, "SIZE", "instead of --time: each session moves SIZE "
 	  "bytes per run (at least one command), rounded up to whole "
-	  "commands of --block-size",
+	  "commands of --block-size; not with --rate or --curve, which pace "
+	  "over a time",
 	  set_bytes },
 	{ "warmup", 0, "SECONDS", "run that long first, unmeasured (commands "
 	  "answered after it count, with their whole latency, as after fio's "

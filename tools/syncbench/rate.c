@@ -210,6 +210,9 @@ void syncguard_check_rate(const struct config *c)
 	if (c->verify_only)
 		syncguard_usage_error("%s", "--verify-only sends no load: not with "
 				      "--rate or --curve");
+	if (c->bytes)	/* an open loop is paced over a time: it had none */
+		syncguard_usage_error("%s", "--rate and --curve pace commands over "
+				      "--time: not with --bytes");
 }
 
 /* ---- results ---- */
