@@ -581,6 +581,14 @@ if command -v fio >/dev/null; then
 	out=$("$sb" --compare "$work/ours.json" "$work/fio-nj.json")
 	expect "fio numjobs=2 without group_reporting: two rows of one session each" \
 		'[ "$(awk "\$1 == \"fio-nj\" && \$6 == 1" <<<"$out" | wc -l)" = 2 ]'
+	# group_reporting given bare leaves no trace in fio's JSON: one job
+	# of the name, two sessions
+	fio --name=ng --filename="$work/fio.img" --size=8m --rw=randwrite --bs=4k --numjobs=2 \
+		--group_reporting --ioengine=psync --runtime=0.3 --time_based \
+		--output-format=json >"$work/fio-ng.json" 2>/dev/null
+	out=$("$sb" --compare "$work/ours.json" "$work/fio-ng.json")
+	expect "fio numjobs=2 with a bare --group_reporting: one row of two sessions" \
+		'[ "$(awk "\$1 == \"fio-ng\" && \$6 == 2" <<<"$out" | wc -l)" = 1 ]'
 	sed 's/"bs" : "4k"/"bs" : "4k-64k"/' "$work/fio.json" >"$work/fio-range.json"
 	out=$("$sb" --compare "$work/ours.json" "$work/fio-range.json" 2>&1); rc=$?
 	expect "a fio job of several transfer sizes is refused, not shown as its first (exit $rc)" \

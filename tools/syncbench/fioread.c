@@ -263,8 +263,28 @@ static void own_fields(json_object *job, struct row *r)
 	}
 }
 
+/* How many of @jobs have the name of job @i: fio reports each clone of
+ * numjobs under its job's name, unless group_reporting sums them into
+ * one (given bare, that option leaves no trace in fio's JSON). */
+static size_t same_name(json_object *jobs, size_t i)
+{
+	json_object *a, *b;
+	size_t n = 0;
+
+	if (!json_object_object_get_ex(json_object_array_get_idx(jobs, i),
+				       "jobname", &a))
+		return 1;
+	for (size_t k = 0; k < json_object_array_length(jobs); k++)
+		if (json_object_object_get_ex(json_object_array_get_idx(jobs,
+					      k), "jobname", &b) &&
+		    json_object_equal(a, b))
+			n++;
+	return n ? n : 1;
+}
+
+/* Row @r of job @job (@clones: the jobs of its name, same_name). */
 static void job_row(json_object *job, json_object *global, int f,
-		    const char *file, struct row *r)
+		    const char *file, size_t clones, struct row *r)
 {
 	json_object *e;
 	const char *bs;
@@ -287,8 +307,8 @@ static void job_row(json_object *job, json_object *global, int f,
 		bad(file, "a size this tool cannot read in job options:", "bs");
 	r->qd = num_option(job, global, "iodepth", 1, file);
 	/* numjobs clones report one job each, unless group_reporting
-	 * sums them into this one */
-	r->sessions = option(job, global, "group_reporting") ?
+	 * sums them into this one (then the only job of its name) */
+	r->sessions = option(job, global, "group_reporting") || clones == 1 ?
 		      num_option(job, global, "numjobs", 1, file) : 1;
 	w = !strcmp(r->sync, "fua") ? CMD_WRITE_FUA : CMD_WRITE;
 	for (int k = 0; k < SYNCGUARD_NCMD; k++)
@@ -332,7 +352,7 @@ int syncguard_fio_rows(json_object *top, int f, const char *file,
 			return -1;
 		}
 		job_row(json_object_array_get_idx(jobs, i), global, f, file,
-			&rows[n++]);
+			same_name(jobs, i), &rows[n++]);
 	}
 	return n;
 }
