@@ -458,6 +458,14 @@ expect "two URLs in one run: exit $rc, per-LUN sources that add up, WCE per LUN 
 		(.sources[0].source | endswith(\"/1\")) and (.sources[1].source | endswith(\"/2\")) and
 		.latency_us.p99 >= 0.98 * (.sources | map(.p99) | min) and .latency_us.p99 <= 1.02 * (.sources | map(.p99) | max))" \
 		"$work/multi.json" >/dev/null'
+# --cache-off's mark survives a merge where every run had WCE forced
+# off; LUN 2 (write-through) is at WCE=0 already, so not with it
+"$sb" -t 0.3 --cache-off --json --no-progress "$u1" "$u2" >"$work/multi-off.json" 2>/dev/null
+"$sb" -t 0.3 --cache-off --json --no-progress "$u1" >"$work/off2.json" 2>/dev/null
+"$sb" --merge "$work/off.json" "$work/off2.json" >"$work/merged-off.json" 2>/dev/null
+expect "--cache-off in merged results: forced off where every run's was ($(jq -c '.target | [.wce, .wce_forced_off]' "$work/merged-off.json" "$work/multi-off.json" 2>/dev/null | tr '\n' ' '))" \
+	'jq -e ".target.wce == 0 and .target.wce_forced_off" "$work/merged-off.json" >/dev/null &&
+	 jq -e ".target.wce == 0 and (.target.wce_forced_off | not)" "$work/multi-off.json" >/dev/null'
 out=$("$sb" -s fua -q 2 -t 0.5 --no-progress "$u1" "${u1%/1}/7" 2>&1); rc=$?
 expect "a missing LUN among several URLs: exit 1, named, the other LUN's results still printed" \
 	'[ $rc -eq 1 ] && grep -q "/7: no results" <<<"$out" && grep -q "operations:" <<<"$out"'

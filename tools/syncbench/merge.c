@@ -342,7 +342,7 @@ static void result_of(struct part *m, struct result *r, unsigned int *every,
 static void target_of(json_object *top, struct target_info *ti,
 		      const char *file)
 {
-	json_object *t = member(top, "target", json_type_object, file);
+	json_object *t = member(top, "target", json_type_object, file), *off;
 
 	memset(ti, 0, sizeof(*ti));
 	str_of(t, "name", ti->target, sizeof(ti->target), file);
@@ -354,6 +354,10 @@ static void target_of(json_object *top, struct target_info *ti,
 	ti->dpofua = (int)int_of(t, "dpofua", file);
 	ti->wce_changeable = (int)int_of(t, "wce_changeable", file);
 	ti->max_transfer = (uint32_t)int_of(t, "max_transfer_blocks", file);
+	/* --cache-off's mark; files of older versions have none */
+	ti->wce_forced_off = json_object_object_get_ex(t, "wce_forced_off",
+						       &off) &&
+			     json_object_get_boolean(off);
 }
 
 static void source_of(const struct part *p, const char *name,
@@ -479,6 +483,7 @@ int syncguard_merge_report(const struct config *c, char **files,
 		target_of(top[f], &each, files[f]);
 		ti.wce = each.wce == ti.wce ? ti.wce : -1;
 		ti.dpofua = each.dpofua == ti.dpofua ? ti.dpofua : -1;
+		ti.wce_forced_off = ti.wce_forced_off && each.wce_forced_off;
 	}
 	header(c, &ti);
 	for (size_t i = 0; i < points; i++) {
@@ -515,11 +520,12 @@ static void merge_header(const struct config *c, const struct target_info *ti)
 	       SYNCGUARD_VERSION "\",\"merged\":%d,\"label\":\"merged\","
 	       "\"target\":{\"name\":%s,\"lun\":%d,\"block_size\":%u,"
 	       "\"physical_block_size\":%u,\"blocks\":%" PRIu64 ",\"wce\":%d,"
-	       "\"wce_changeable\":%d,\"dpofua\":%d,\"max_transfer_blocks\":%u},"
-	       "\"merged_from\":%s,\"results\":[\n", c->nfiles,
-	       json_object_to_json_string(name), ti->lun, ti->block_size,
-	       ti->phys_block_size, ti->blocks, ti->wce, ti->wce_changeable,
-	       ti->dpofua, ti->max_transfer, merged_from ?
+	       "\"wce_changeable\":%d,\"dpofua\":%d,\"max_transfer_blocks\":%u,"
+	       "\"wce_forced_off\":%s},\"merged_from\":%s,\"results\":[\n",
+	       c->nfiles, json_object_to_json_string(name), ti->lun,
+	       ti->block_size, ti->phys_block_size, ti->blocks, ti->wce,
+	       ti->wce_changeable, ti->dpofua, ti->max_transfer,
+	       ti->wce_forced_off ? "true" : "false", merged_from ?
 	       json_object_to_json_string_ext(merged_from,
 					      JSON_C_TO_STRING_PLAIN) : "[]");
 	json_object_put(name);
