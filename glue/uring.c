@@ -549,7 +549,7 @@ static void reap(struct io_uring_cqe *cqe)
 
 	if (tag->kind == SYNCGUARD_RING_BATCH) {  /* -ETIME: the wait is over */
 		bs->uring.batching = false;
-		if (bs->uring.pending && !bs->uring.flushing)
+		if (bs->uring.pending && flush_free(&bs->uring))
 			start_flush(bs);
 		return;
 	}

@@ -206,13 +206,6 @@ int proto_add_lun(int lun, const char *path, const char *bsopts,
 			bsopts ? bsopts : "", bsz);
 }
 
-int proto_update_lun(int lun, const char *params)
-{
-	return proto_sh("'%s/scripts/tgtd-private' adm '%s' --lld iscsi --op "
-			"update --mode logicalunit --tid %d --lun %d --params "
-			"'%s' 2>/dev/null", top, state, PROTO_TID, lun, params);
-}
-
 int proto_adm(const char *fmt, ...)
 {
 	char args[1024];
@@ -235,13 +228,19 @@ bool proto_lun_shows(int lun, const char *text)
 			top, state, PROTO_TID, lun) == 0;
 }
 
+int proto_update_lun(int lun, const char *params)
+{
+	return proto_adm("--op update --mode logicalunit --tid %d --lun %d "
+			 "--params '%s'", PROTO_TID, lun, params);
+}
+
 int proto_del_lun(int lun)
 {
 	/* tgtadm's own message for a LUN a test already deleted (or never
-	 * made) is noise in a passing run; the status says it */
-	return proto_sh("'%s/scripts/tgtd-private' adm '%s' --lld iscsi --op "
-			"delete --mode logicalunit --tid %d --lun %d 2>/dev/null",
-			top, state, PROTO_TID, lun);
+	 * made) is noise in a passing run (proto_adm drops it); the status
+	 * says it */
+	return proto_adm("--op delete --mode logicalunit --tid %d --lun %d",
+			 PROTO_TID, lun);
 }
 
 int proto_del_left_luns(int keep)

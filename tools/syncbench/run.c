@@ -1026,7 +1026,8 @@ static void note_wrap(const struct config *c, const struct target_info *ti,
  * each point of a sweep (-q 1,32, a --curve's steps) draws its own, or
  * each would re-read, from the page cache, what the point before it had
  * just read or written (tests/syncbench.sh, "each point of a sweep").
- * The first point's is the seed's alone, as it always was. */
+ * The first point's depends on the seed alone, so --seed N repeats a
+ * single-point run's offsets. */
 static uint64_t point_rng(uint64_t seed)
 {
 	static uint64_t points;		/* points run by this process */
