@@ -192,15 +192,16 @@ static void log_poisoned(struct scsi_lu *lu, const char *path)
 			"record %s/latched/%s cannot be read (%s), so whether an "
 			"earlier LUN on this store lost writes cannot be told; "
 			"mend the state directory (bsopts state_dir), then "
-			"re-create the LUN\n", lu->lun,
-			syncguard_state_dir(&lun->opts), lun->store_id, text + 12);
+			"re-create the LUN\n", lu->lun, lun->poison_dir,
+			lun->store_id, text + 12);
 	else
 		eprintf("syncguard: lun %" PRIu64 ": starts latched: an earlier "
 			"LUN on this store latched an error, and acknowledged "
 			"writes may be lost (%s/latched/%s: %s); check the data, "
-			"then clear it with 'syncguard-stat --clear-latch %s' and "
-			"re-create the LUN\n", lu->lun,
-			syncguard_state_dir(&lun->opts), lun->store_id, text, path);
+			"then clear it with 'syncguard-stat --clear-latch %s "
+			"--state-dir %s' and re-create the LUN\n", lu->lun,
+			lun->poison_dir, lun->store_id, text, path,
+			lun->poison_dir);
 }
 
 /*

@@ -348,6 +348,7 @@ struct syncguard_lun {
 					 * (syncguard_store_id) */
 	char poison[512];		/* the record it started latched by,
 					 * "" if none (core/poison.c) */
+	char poison_dir[4096];		/* the state directory it is in */
 	/* the ZFS datasets it stands on, "" past the last: its own zvol's
 	 * first, then those under it (a zvol under a loop or a file system,
 	 * a ZFS file system); their sync and logbias as at open */

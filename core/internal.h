@@ -248,6 +248,15 @@ int syncguard_poison_read(const char *dir, const char *id, char *text,
 /* Remove store @id's record from @dir: 0 or -errno (-ENOENT: none). */
 int syncguard_poison_clear(const char *dir, const char *id);
 
+/* The errno of store @id's latch as a new LUN with state directory @dir
+ * finds it (its text into @text, @len bytes): the record in @dir, else
+ * the one this process last wrote for the store in another state
+ * directory while it is still there; 0 if none, or -errno when a record
+ * cannot be read, as syncguard_poison_read.  The directory looked in
+ * last into @where (@where_len bytes; @where may be NULL). */
+int syncguard_store_record(const char *dir, const char *id, char *text,
+			   size_t len, char *where, size_t where_len);
+
 /* A LUN on store @id is about to let go of it with a final flush still
  * to run: mark the store until syncguard_final_flush_end.  0, or
  * -ENOMEM (no mark: the caller flushes before it lets go). */

@@ -288,9 +288,10 @@ static void open_poisoned(struct syncguard_lun *lun)
 
 	if (!lun->store_id[0])
 		return;
-	err = syncguard_poison_read(syncguard_state_dir(&lun->opts),
-				    lun->store_id, lun->poison,
-				    sizeof(lun->poison));
+	err = syncguard_store_record(syncguard_state_dir(&lun->opts),
+				     lun->store_id, lun->poison,
+				     sizeof(lun->poison), lun->poison_dir,
+				     sizeof(lun->poison_dir));
 	if (err < 0) {
 		snprintf(lun->poison, sizeof(lun->poison), "unreadable: %s",
 			 strerror(-err));

@@ -263,8 +263,9 @@ static const struct opt_def opt_table[] = {
 	  "characters (':' and ';' separate bsopts)",
 	  "where a latch that may stand for lost data is recorded, so that "
 	  "the store's next LUN starts latched until it is cleared "
-	  "(syncguard-stat --clear-latch PATH); records are looked up here "
-	  "only, so every LUN of a store needs the same one; default "
+	  "(syncguard-stat --clear-latch PATH); a new LUN looks here, and "
+	  "where this tgtd last recorded the store's latch, so every tgtd "
+	  "that exports a store needs the same one; default "
 	  "$SYNCGUARD_STATE_DIR of tgtd, else " SYNCGUARD_STATE_DIR_DEFAULT },
 	{ "workers", parse_workers, "auto or 1 to 256",
 	  "worker threads for this LUN: they run every read and write "

@@ -252,6 +252,8 @@ static int make_dirs(const char *dir)
 	return mkdir(p, 0700) && errno != EEXIST ? -errno : 0;
 }
 
+static void remember_record(const char *id, const char *dir);
+
 int syncguard_poison_write(const char *dir, const char *id, const char *path,
 			   int err)
 {
@@ -286,6 +288,8 @@ int syncguard_poison_write(const char *dir, const char *id, const char *path,
 	} else {
 		unlink(tmp);
 	}
+	if (!ret)
+		remember_record(id, dir);
 	return ret;
 }
 
@@ -341,6 +345,13 @@ int syncguard_poison_clear(const char *dir, const char *id)
  * marked store waits, before its first durable command, for that flush's
  * outcome (a soft latch: core/latch.c).  A record that cannot be written
  * leaves the mark, with its errno, for the rest of the process.
+ *
+ * A record that was written leaves the mark with the directory it went
+ * to: a LUN created on the store in this process with another state
+ * directory (bsopts state_dir) looks there too, so that a change of
+ * state_dir between a store's LUNs does not forget a latch while the
+ * tgtd that recorded it runs (syncguard_store_record).  Once that record
+ * is gone (syncguard-stat --clear-latch), the mark forgets it.
  */
 static pthread_mutex_t marks_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t marks_done = PTHREAD_COND_INITIALIZER;
@@ -348,6 +359,7 @@ static struct mark {
 	char id[256];
 	int flushes;	/* final flushes on their way */
 	int err;	/* one that failed, unrecorded: its errno */
+	char *recorded_in;	/* the state directory of its last record */
 } *marks;
 static int nr_marks;	/* allocated; it grows, so no store goes unmarked */
 
@@ -382,8 +394,79 @@ static int mark_of(const char *id, bool make)
 /* With marks_lock held: forget mark @i if it holds nothing */
 static void unmark(int i)
 {
-	if (!marks[i].flushes && !marks[i].err)
+	if (!marks[i].flushes && !marks[i].err && !marks[i].recorded_in)
 		marks[i].id[0] = '\0';
+}
+
+/* Store @id's latch was recorded in @dir: the mark keeps @dir (where it
+ * cannot, for want of memory, the record is still there for a LUN with
+ * the same state directory). */
+static void remember_record(const char *id, const char *dir)
+{
+	char *copy;
+	int i;
+
+	if (!id[0] || !(copy = strdup(dir)))
+		return;
+	pthread_mutex_lock(&marks_lock);
+	if ((i = mark_of(id, true)) >= 0) {
+		free(marks[i].recorded_in);
+		marks[i].recorded_in = copy;
+		copy = NULL;
+	}
+	pthread_mutex_unlock(&marks_lock);
+	free(copy);
+}
+
+/* The state directory other than @dir in which this process last
+ * recorded a latch of store @id, into @other (@len bytes): true, or
+ * false if none. */
+static bool recorded_elsewhere(const char *id, const char *dir, char *other,
+			       size_t len)
+{
+	bool found = false;
+	int i;
+
+	pthread_mutex_lock(&marks_lock);
+	if ((i = mark_of(id, false)) >= 0 && marks[i].recorded_in &&
+	    strcmp(marks[i].recorded_in, dir)) {
+		snprintf(other, len, "%s", marks[i].recorded_in);
+		found = true;
+	}
+	pthread_mutex_unlock(&marks_lock);
+	return found;
+}
+
+/* Store @id's record in @dir is gone (cleared): forget it, unless a
+ * newer one went elsewhere meanwhile. */
+static void forget_record(const char *id, const char *dir)
+{
+	int i;
+
+	pthread_mutex_lock(&marks_lock);
+	if ((i = mark_of(id, false)) >= 0 && marks[i].recorded_in &&
+	    !strcmp(marks[i].recorded_in, dir)) {
+		free(marks[i].recorded_in);
+		marks[i].recorded_in = NULL;
+		unmark(i);
+	}
+	pthread_mutex_unlock(&marks_lock);
+}
+
+int syncguard_store_record(const char *dir, const char *id, char *text,
+			   size_t len, char *where, size_t where_len)
+{
+	char other[PATH_MAX];
+	int err = syncguard_poison_read(dir, id, text, len);
+
+	if (!err && recorded_elsewhere(id, dir, other, sizeof(other))) {
+		dir = other;
+		if (!(err = syncguard_poison_read(other, id, text, len)))
+			forget_record(id, other);
+	}
+	if (where)
+		snprintf(where, where_len, "%s", dir);
+	return err;
 }
 
 int syncguard_final_flush_begin(const char *id)
@@ -445,8 +528,8 @@ int syncguard_store_outcome(const struct syncguard_lun *lun)
 
 	if (err && err != EINPROGRESS)
 		return err;
-	err = syncguard_poison_read(syncguard_state_dir(&lun->opts),
-				    lun->store_id, text, sizeof(text));
+	err = syncguard_store_record(syncguard_state_dir(&lun->opts),
+				     lun->store_id, text, sizeof(text), NULL, 0);
 	return err < 0 ? EIO : err;
 }
 

@@ -153,7 +153,8 @@ END_TEST
  * seen, so the store's next LUN, on this tgtd or the next, would answer
  * its first SYNCHRONIZE CACHE GOOD over the writes that are gone.  It
  * starts latched instead (the record is in the state directory, here
- * one that bsopts state_dir names and a second tgtd shares).
+ * one that bsopts state_dir names and a second tgtd shares; a LUN of the
+ * same tgtd with another state directory finds it there too).
  */
 START_TEST(test_faults_latch_outlives_lun)
 {
@@ -182,6 +183,17 @@ START_TEST(test_faults_latch_outlives_lun)
 			   SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
 			   "SYNCHRONIZE CACHE(10) of the store's next LUN");
 	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(2), 0);
+	/* in this tgtd, a LUN with another state directory finds it too, and
+	 * the log says where it is */
+	ck_assert_int_eq(proto_add_lun(2, disk, "mode=write-back", 0), 0);
+	iscsi = proto_connect(2);
+	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 2, 0, 0, 0, 0),
+			   SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "SYNCHRONIZE CACHE(10) with another state_dir");
+	iscsi_destroy_context(iscsi);
+	snprintf(tgtd2, sizeof(tgtd2), "--state-dir %s/kept'", proto_dir());
+	ck_assert_msg(proto_log_has(tgtd2), "the log names %s", tgtd2);
 	ck_assert_int_eq(proto_del_lun(2), 0);
 	/* the next tgtd: another private one, on the same store */
 	snprintf(tgtd2, sizeof(tgtd2), "%s/tgtd2", proto_dir());

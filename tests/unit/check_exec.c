@@ -1401,10 +1401,13 @@ START_TEST(test_poison_fuse_identity)
 }
 END_TEST
 
-/* bsopts state_dir keeps a LUN's records apart from the default's */
+/* bsopts state_dir keeps a LUN's records apart from the default's; a
+ * LUN with another state directory, in the process that wrote a record,
+ * starts latched by it all the same, until it is cleared where it is */
 START_TEST(test_poison_state_dir)
 {
-	char opts[300], other[200];
+	char opts[300], other[200], text[512];
+	const char *dir_state = syncguard_state_dir(NULL);
 
 	make_file(path, LUN_BYTES, true);
 	ck_assert_ptr_nonnull(realpath(dir, other));
@@ -1416,11 +1419,20 @@ START_TEST(test_poison_state_dir)
 	assert_sense(sync_cache10(0, 0), 0x03, 0x0c00);
 	fx.fdatasync_errno = 0;
 	syncguard_lun_close(&lun);
-	ck_assert_int_eq(reopen_latched("mode=write-back"), 0);
+	ck_assert_int_eq(syncguard_poison_read(dir_state, lun.store_id, text,
+					       sizeof(text)), 0);	/* none here */
+	ck_assert_int_eq(reopen_latched("mode=write-back"), EIO);
+	ck_assert_str_eq(lun.poison_dir, other);
+	assert_sense(sync_cache10(0, 0), 0x03, 0x0c00);
 	syncguard_lun_close(&lun);
 	ck_assert_int_eq(reopen_latched(opts), EIO);
 	syncguard_lun_close(&lun);
 	ck_assert_int_eq(syncguard_poison_clear(other, lun.store_id), 0);
+	ck_assert_int_eq(reopen_latched("mode=write-back"), 0);
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+	syncguard_lun_close(&lun);
+	ck_assert_int_eq(reopen_latched(opts), 0);
+	syncguard_lun_close(&lun);
 	snprintf(opts, sizeof(opts), "rm -rf '%s'", other);
 	ck_assert_int_eq(system(opts), 0);
 }
