@@ -21,30 +21,46 @@ static char scratch[400];
 static char state[512];		/* tgtd-private's state directory */
 static pid_t owner;		/* the process that started tgtd */
 
+/* @fmt and @ap formatted whole, never cut (a command cut short fails
+ * for its shell's syntax, and a test that wants it refused would pass):
+ * free() it.  Without the memory for it the tests stop. */
+static char *format(const char *fmt, va_list ap)
+{
+	char *s;
+
+	if (vasprintf(&s, fmt, ap) < 0) {
+		fprintf(stderr, "proto: no memory for a command\n");
+		abort();
+	}
+	return s;
+}
+
 int proto_sh(const char *fmt, ...)
 {
-	char cmd[2048];
 	va_list ap;
+	char *cmd;
 	int st;
 
 	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	cmd = format(fmt, ap);
 	va_end(ap);
 	st = system(cmd);
+	free(cmd);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 long long proto_sh_number(const char *fmt, ...)
 {
-	char cmd[2048];
 	long long v = -1;
 	va_list ap;
+	char *cmd;
 	FILE *p;
 
 	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	cmd = format(fmt, ap);
 	va_end(ap);
 	p = popen(cmd, "r");
+	free(cmd);
 	if (p && fscanf(p, "%lld", &v) != 1)
 		v = -1;
 	if (p)
@@ -140,13 +156,14 @@ void proto_tgtd_stop(void)
 
 int proto_sh_in_tgtd(const char *fmt, ...)
 {
-	char cmd[2048];
 	va_list ap;
+	char *cmd;
 
 	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	cmd = format(fmt, ap);
 	va_end(ap);
 	setenv("PROTO_CMD", cmd, 1);
+	free(cmd);
 	return proto_sh("nsenter -t $(cat '%s/pid') -m sh -c \"$PROTO_CMD\"",
 			state);
 }
@@ -208,14 +225,17 @@ int proto_add_lun(int lun, const char *path, const char *bsopts,
 
 int proto_adm(const char *fmt, ...)
 {
-	char args[1024];
 	va_list ap;
+	char *args;
+	int ret;
 
 	va_start(ap, fmt);
-	vsnprintf(args, sizeof(args), fmt, ap);
+	args = format(fmt, ap);
 	va_end(ap);
-	return proto_sh("'%s/scripts/tgtd-private' adm '%s' --lld iscsi %s "
-			">/dev/null 2>&1", top, state, args);
+	ret = proto_sh("'%s/scripts/tgtd-private' adm '%s' --lld iscsi %s "
+		       ">/dev/null 2>&1", top, state, args);
+	free(args);
+	return ret;
 }
 
 bool proto_lun_shows(int lun, const char *text)
