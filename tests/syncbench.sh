@@ -771,6 +771,11 @@ expect "another tgtd's counters of the same target name are not reported as this
 # a sync loop earlier on LUN 1 would make up to 256 more plain writes
 # RWF_DSYNC (core/lun.c, loop_note_write): a plain write load ends it
 "$sb" --bytes 2m -b 4k -q 8 --no-progress "$u1" >/dev/null 2>&1
+# sizes as fio and the docs spell them: 4k, 4kb, 4KiB are 4096 bytes
+out=$("$sb" --bytes 8KiB -b 4KiB,4kb -p seq --json --no-progress "$u1" 2>/dev/null |
+	jq -c '[.results[].block_size, .results[].ops]')
+expect "-b 4KiB,4kb --bytes 8KiB: two points of 2 writes of 4096 bytes: $out" \
+	'[ "$out" = "[4096,4096,2,2]" ]'
 out=$("$sb" -s end --bytes 16m -b 512 -p seq --json --no-progress "$u1" 2>/dev/null | jq '.results[0].device_flushes_per_op')
 expect "one flush in 32768 operations is not 0 in JSON (not 0.0000): $out" \
 	'awk -v v="$out" "BEGIN { exit !(v > 0 && v < 0.001) }"'

@@ -33,7 +33,8 @@ void syncguard_usage_error(const char *fmt, const char *arg)
 	exit(2);
 }
 
-/* "4096", "4k", "1m", "2g" (powers of 1024) -> bytes; 0 or -EINVAL */
+/* "4096", "4k", "4kb", "4KiB", "1m", "2g" (powers of 1024, as fio's
+ * default kb_base) -> bytes; 0 or -EINVAL */
 static int parse_size(const char *s, uint64_t *out)
 {
 	char *end;
@@ -50,6 +51,8 @@ static int parse_size(const char *s, uint64_t *out)
 	case 'g': case 'G': shift = 30; end++; break;
 	case 't': case 'T': shift = 40; end++; break;
 	}
+	if (*end == 'i' && shift && (end[1] == 'b' || end[1] == 'B'))
+		end++;
 	if ((*end == 'b' || *end == 'B') && shift)
 		end++;
 	if (*end || (shift && v > (UINT64_MAX >> shift)))
