@@ -562,7 +562,11 @@ static void reap(struct io_uring_cqe *cqe)
 }
 
 /* Answer what is ready.  While a LUN is quiesced, finish() puts other
- * LUNs' answers back: one pass then. */
+ * LUNs' answers back, so passes go on only while one answers some of
+ * the quiesced LUN's: an answer can bring tgt's next command of that
+ * LUN (one held behind an ORDERED one, say), whose own answer may be
+ * ready at once, and syncguard_uring_quiesce would wait in the kernel
+ * for a completion it no longer has coming. */
 static void answer_ready(void)
 {
 	struct uring_op *op, *next;
@@ -570,9 +574,10 @@ static void answer_ready(void)
 
 	while (again && (op = ring.ready) != NULL) {
 		ring.ready = NULL;
-		again = !ring.quiescing;
+		again = false;
 		for (; op; op = next) {
 			next = op->next;
+			again |= !ring.quiescing || op->tag.bs == ring.quiescing;
 			finish(op, op->reason);
 		}
 	}
