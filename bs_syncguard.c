@@ -194,6 +194,13 @@ static void log_poisoned(struct scsi_lu *lu, const char *path)
 			"mend the state directory (bsopts state_dir), then "
 			"re-create the LUN\n", lu->lun, lun->poison_dir,
 			lun->store_id, text + 12);
+	else if (!strncmp(text, "unrecorded", 10))	/* the same */
+		eprintf("syncguard: lun %" PRIu64 ": starts latched: an earlier "
+			"LUN on this store latched an error in this tgtd (%s), "
+			"and acknowledged writes may be lost; its record could "
+			"not be written in %s, so syncguard-stat has none to "
+			"clear: check the data; the latch holds until tgtd "
+			"restarts\n", lu->lun, text + 12, lun->poison_dir);
 	else
 		eprintf("syncguard: lun %" PRIu64 ": starts latched: an earlier "
 			"LUN on this store latched an error, and acknowledged "

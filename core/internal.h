@@ -241,11 +241,13 @@ int syncguard_poison_write(const char *dir, const char *id, const char *path,
 			   int err);
 
 /* The errno recorded for store @id in @dir (its text into @text, @len
- * bytes), 0 if none, or -errno when the record cannot be read. */
+ * bytes; EIO for a record left unfinished, its ".tmp" alone), 0 if none,
+ * or -errno when the record cannot be read. */
 int syncguard_poison_read(const char *dir, const char *id, char *text,
 			  size_t len);
 
-/* Remove store @id's record from @dir: 0 or -errno (-ENOENT: none). */
+/* Remove store @id's record, finished or not, from @dir: 0 or -errno
+ * (-ENOENT: none). */
 int syncguard_poison_clear(const char *dir, const char *id);
 
 /* The errno of store @id's latch as a new LUN with state directory @dir

@@ -284,10 +284,13 @@ static int init_write_lock(pthread_rwlock_t *lock)
  * One that cannot be read latches too (EIO): what it says is unknown. */
 static void open_poisoned(struct syncguard_lun *lun)
 {
-	int err;
+	int err, marked;
 
 	if (!lun->store_id[0])
 		return;
+	/* the mark before the record: a final flush that failed, recorded
+	 * and unmarked between the two looks is seen in one of them */
+	marked = syncguard_store_marked(lun->store_id, false);
 	err = syncguard_store_record(syncguard_state_dir(&lun->opts),
 				     lun->store_id, lun->poison,
 				     sizeof(lun->poison), lun->poison_dir,
@@ -297,15 +300,13 @@ static void open_poisoned(struct syncguard_lun *lun)
 			 strerror(-err));
 		err = EIO;
 	}
-	if (!err && (err = syncguard_store_marked(lun->store_id, false)) ==
-	    EINPROGRESS) {
+	if (!err && (err = marked) == EINPROGRESS) {
 		syncguard_latch_pending(lun);	/* the last LUN's final flush */
 		return;
 	}
 	if (err && !lun->poison[0])
-		snprintf(lun->poison, sizeof(lun->poison), "errno %d (%s), in "
-			 "this tgtd: its record could not be written", err,
-			 strerror(err));
+		snprintf(lun->poison, sizeof(lun->poison), "unrecorded: errno "
+			 "%d (%s)", err, strerror(err));
 	if (err)	/* already recorded: straight into the latch */
 		__atomic_store_n(&lun->flush_error, err, __ATOMIC_SEQ_CST);
 	lun->stats->latched = (uint64_t)syncguard_lun_latched(lun);
@@ -346,8 +347,13 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	ret = open_path(lun, path, &st, err, errlen);
 	if (ret)
 		return ret;
-	if (syncguard_store_id(lun->fd, lun->store_id, sizeof(lun->store_id)))
+	if ((ret = syncguard_store_id(lun->fd, lun->store_id,
+				      sizeof(lun->store_id)))) {
 		lun->store_id[0] = '\0';	/* nothing to record it by */
+		syncguard_logf("syncguard: %s: no identity for this store "
+			"(%s): a latch of it lasts as long as its LUN\n", path,
+			strerror(-ret));
+	}
 	ret = get_size(lun, &st, path, err, errlen);
 	lun->dev_write_cache = syncguard_dev_write_cache(lun->blockdev ?
 		st.st_rdev : st.st_dev, lun->dev_name, sizeof(lun->dev_name));

@@ -23,7 +23,7 @@
  * for every inode a file system hands out again); on a file system that
  * has neither (FUSE: its device number is handed out afresh at every
  * mount, and another FUSE file system may get this one's) the file's
- * path; a block device is
+ * path (path_id); a block device is
  * its device-mapper UUID, its WWID or serial (a partition: its disk's,
  * and its number), a loop device its backing file's identity (the file
  * and the loops over it are one store, as core/loopdev.c takes them), and
@@ -114,18 +114,35 @@ static void fs_id(int fd, char *out, size_t len)
 		snprintf(out, len, "fsid%llx", fsid);
 }
 
-/* "path" and @fd's canonical path, every character that is not
- * [A-Za-z0-9._-] made '_' (a record's name) */
+/* FNV-1a, 64 bits, of the string @s */
+static unsigned long long fnv1a(const char *s)
+{
+	unsigned long long h = 0xcbf29ce484222325ull;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return h;
+}
+
+/* "path", the last 200 characters of @fd's canonical path with every
+ * character that is not [A-Za-z0-9._-] made '_' (for the administrator
+ * to read), then "-h" and a hash of the whole path: two paths that read
+ * the same so ("/m 1", "/m_1") or end alike are two stores, and no path
+ * is too long for a record's name (PATH_ID_MAX, within NAME_MAX with
+ * the ".tmp" of its record being written).  test_poison_path_ids. */
+#define PATH_ID_TAIL	200
 static int path_id(int fd, char *id, size_t len)
 {
 	char link[32], p[PATH_MAX];
+	const char *tail;
 	ssize_t n;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 	if ((n = readlink(link, p, sizeof(p) - 1)) <= 0)
-		return -errno;
+		return n < 0 ? -errno : -ENOENT;
 	p[n] = '\0';
-	if (snprintf(id, len, "path%s", p) >= (int)len)
+	tail = n > PATH_ID_TAIL ? p + n - PATH_ID_TAIL : p;
+	if (snprintf(id, len, "path%s-h%016llx", tail, fnv1a(p)) >= (int)len)
 		return -ENAMETOOLONG;
 	for (char *c = id; *c; c++)
 		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
@@ -225,14 +242,19 @@ int syncguard_store_id(int fd, char *id, size_t len)
 	return file_id(fd, &st, id, len);
 }
 
-/* The record's path for store @id under @dir into @buf: 0, or
- * -ENAMETOOLONG (never a shortened name: another store's). */
-static int record_path(const char *dir, const char *id, char *buf,
+/* The record's path for store @id under @dir into @buf, and with @tmp
+ * the name it is written under first: "." @id ".tmp", a name no store's
+ * identity has (none starts with '.'), so that writing one store's record
+ * never replaces another's.  0, or -ENAMETOOLONG (never a shortened
+ * name: another store's). */
+static int record_path(const char *dir, const char *id, bool tmp, char *buf,
 		       size_t len)
 {
-	int n = snprintf(buf, len, "%s/latched/%s", dir, id);
+	int n = snprintf(buf, len, tmp ? "%s/latched/.%s.tmp" : "%s/latched/%s",
+			 dir, id);
 
-	return n < 0 || (size_t)n + 8 >= len ? -ENAMETOOLONG : 0;
+	return n < 0 || (size_t)n >= len || strlen(id) + 5 > NAME_MAX ?
+	       -ENAMETOOLONG : 0;
 }
 
 /* mkdir -p of @dir/latched (mode 0700). */
@@ -254,19 +276,38 @@ static int make_dirs(const char *dir)
 
 static void remember_record(const char *id, const char *dir);
 
+/* @len bytes of @buf to @fd, short writes continued: 0, or -errno (a
+ * full state directory says ENOSPC, not EIO) */
+static int write_all(int fd, const char *buf, size_t len)
+{
+	ssize_t n;
+
+	while (len) {
+		n = write(fd, buf, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 int syncguard_poison_write(const char *dir, const char *id, const char *path,
 			   int err)
 {
-	char rec[PATH_MAX], tmp[PATH_MAX + 8], text[PATH_MAX + 200], when[32];
+	char rec[PATH_MAX], tmp[PATH_MAX], text[PATH_MAX + 200], when[32];
 	time_t now = time(NULL);
 	struct tm tm;
-	int fd, n, ret = record_path(dir, id, rec, sizeof(rec));
+	int fd, n, ret = record_path(dir, id, false, rec, sizeof(rec));
 
+	if (!ret)
+		ret = record_path(dir, id, true, tmp, sizeof(tmp));
 	if (!ret)
 		ret = make_dirs(dir);
 	if (ret)
 		return ret;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", rec);
 	gmtime_r(&now, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	n = snprintf(text, sizeof(text), "errno %d (%s)\npath %s\ntime %s\n",
@@ -274,8 +315,11 @@ int syncguard_poison_write(const char *dir, const char *id, const char *path,
 	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
 		return -errno;
 	/* the record must itself survive a power cut: written, synced,
-	 * renamed into place, and the directory synced */
-	ret = write(fd, text, (size_t)n) == n ? syncguard_fsync(fd) : -EIO;
+	 * renamed into place, and the directory synced (a process killed
+	 * on the way leaves the ".tmp", which latches as well) */
+	ret = write_all(fd, text, (size_t)n);
+	if (!ret)
+		ret = syncguard_fsync(fd);
 	close(fd);
 	if (!ret && rename(tmp, rec))
 		ret = -errno;
@@ -293,28 +337,43 @@ int syncguard_poison_write(const char *dir, const char *id, const char *path,
 	return ret;
 }
 
+/* Is there a ".tmp" of store @id's record in @dir: one being written,
+ * or left by a process stopped while it wrote it (a failed flush it was
+ * recording)?  One that cannot be looked for counts. */
+static bool unfinished(const char *dir, const char *id)
+{
+	char tmp[PATH_MAX];
+	struct stat st;
+
+	return record_path(dir, id, true, tmp, sizeof(tmp)) ||
+	       !lstat(tmp, &st) || errno != ENOENT;
+}
+
 int syncguard_poison_read(const char *dir, const char *id, char *text,
 			  size_t len)
 {
 	char rec[PATH_MAX];
-	int err = 0, fd, ret = record_path(dir, id, rec, sizeof(rec));
+	int err = 0, fd, ret = record_path(dir, id, false, rec, sizeof(rec));
 	struct stat st;
 	ssize_t n;
 
-	if (ret)
-		return ret;
+	if (ret || !len)
+		return ret ? ret : -EINVAL;
 	/* never wait on a FIFO, follow a link, or read a device there */
 	fd = open(rec, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT && unfinished(dir, id)) {
+		snprintf(text, len, "errno %d (an unfinished record: the "
+			 "process that wrote it stopped on the way)\n", EIO);
+		return EIO;
+	}
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		close(fd);
 		return -EINVAL;
 	}
-	n = read(fd, text, len ? len - 1 : 0);
+	n = read(fd, text, len - 1);
 	close(fd);
-	if (!len)
-		return EIO;
 	text[n > 0 ? n : 0] = '\0';
 	for (char *c = text; *c; c++)	/* a log line's characters only */
 		if ((*c < ' ' && *c != '\n') || *c == 0x7f)
@@ -328,10 +387,19 @@ int syncguard_poison_read(const char *dir, const char *id, char *text,
 
 int syncguard_poison_clear(const char *dir, const char *id)
 {
-	char rec[PATH_MAX];
-	int ret = record_path(dir, id, rec, sizeof(rec));
+	char rec[PATH_MAX], tmp[PATH_MAX];
+	int ret = record_path(dir, id, false, rec, sizeof(rec)), gone;
 
-	return ret ? ret : unlink(rec) ? -errno : 0;
+	if (!ret)
+		ret = record_path(dir, id, true, tmp, sizeof(tmp));
+	if (ret)
+		return ret;
+	gone = unlink(tmp) ? (errno == ENOENT ? 0 : -errno) : 1;
+	if (gone < 0)
+		return gone;
+	if (!unlink(rec))
+		return 0;
+	return errno == ENOENT && gone ? 0 : -errno;
 }
 
 /*

@@ -468,14 +468,32 @@ static int list_latched(const char *dir)
 		return 1;
 	}
 	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.' || strstr(e->d_name, ".tmp"))
+		char id[256];
+		size_t len = strlen(e->d_name);
+		int ret;
+
+		/* a record, or the ".ID.tmp" of one left unfinished (listed
+		 * by its store's id when the record itself is not there) */
+		snprintf(id, sizeof(id), "%s", e->d_name);
+		if (e->d_name[0] == '.') {
+			if (len < 6 || strcmp(e->d_name + len - 4, ".tmp") ||
+			    len - 5 >= sizeof(id))
+				continue;
+			snprintf(id, sizeof(id), "%.*s", (int)(len - 5),
+				 e->d_name + 1);
+			if (!faccessat(dirfd(d), id, F_OK, AT_SYMLINK_NOFOLLOW))
+				continue;
+		}
+		ret = syncguard_poison_read(dir, id, text, sizeof(text));
+		if (!ret)
 			continue;
-		if (syncguard_poison_read(dir, e->d_name, text, sizeof(text)) <= 0)
-			continue;
+		if (ret < 0)	/* it latches every LUN on its store */
+			snprintf(text, sizeof(text), "unreadable: %s (a LUN on "
+				 "this store starts latched)\n", strerror(-ret));
 		for (char *c = text; *c; c++)
 			if (*c == '\n' && c[1])
 				*c = ';';
-		printf("%s: %s", e->d_name, text);
+		printf("%s: %s", id, text);
 		n++;
 	}
 	closedir(d);
@@ -490,8 +508,9 @@ static int clear_latch(const char *path, const char *dir)
 	char id[256], text[512];
 	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;
 
-	if (fd < 0 || syncguard_store_id(fd, id, sizeof(id))) {
-		fprintf(stderr, "syncguard-stat: %s: %s\n", path, strerror(errno));
+	if (fd < 0 || (ret = syncguard_store_id(fd, id, sizeof(id)))) {
+		fprintf(stderr, "syncguard-stat: %s: %s\n", path,
+			strerror(fd < 0 ? errno : -ret));
 		if (fd >= 0)
 			close(fd);
 		return 1;

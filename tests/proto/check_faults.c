@@ -215,8 +215,26 @@ START_TEST(test_faults_latch_outlives_lun)
 			   "SYNCHRONIZE CACHE(10) of the next tgtd's LUN");
 	iscsi_destroy_context(iscsi);
 	proto_sh("'%s/scripts/tgtd-private' stop '%s'", top, tgtd2);
+	/* a record left unfinished (a tgtd killed while it wrote one: its
+	 * ".tmp" alone) latches too, and --latched lists it */
+	snprintf(opts, sizeof(opts), "mode=write-back;state_dir=%s/kept",
+		 proto_dir());
+	ck_assert_int_eq(proto_sh("cd '%s/kept/latched' && for f in *; do mv "
+				  "\"$f\" \".$f.tmp\"; done", proto_dir()), 0);
+	ck_assert_int_eq(proto_sh("'%s/tools/syncguard-stat' --latched "
+		"--state-dir '%s/kept' | grep -q unfinished", top,
+		proto_dir()), 0);
+	ck_assert_int_eq(proto_add_lun(2, disk, opts, 0), 0);
+	iscsi = proto_connect(2);
+	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 2, 0, 0, 0, 0),
+			   SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
+			   "SYNCHRONIZE CACHE(10) over an unfinished record");
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(2), 0);
 	ck_assert_int_eq(proto_sh("'%s/tools/syncguard-stat' --clear-latch '%s' "
 		"--state-dir '%s/kept' >/dev/null", top, disk, proto_dir()), 0);
+	ck_assert_int_ne(proto_sh("ls -A '%s/kept/latched' | grep -q .",
+				  proto_dir()), 0);
 }
 END_TEST
 

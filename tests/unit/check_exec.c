@@ -1401,6 +1401,106 @@ START_TEST(test_poison_fuse_identity)
 }
 END_TEST
 
+/* The store id of the device model's disk mounted at @mnt (made, then
+ * unmounted) into @id (256 bytes) */
+static void model_store_id(const char *mnt, const char *img, char *id)
+{
+	char cmd[1400], file[600];
+	int fd;
+
+	snprintf(file, sizeof(file), "%s/disk.img", mnt);
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && tools/syncguard-devmodel "
+		 "--image '%s' '%s' && for i in $(seq 100); do [ -e '%s' ] && "
+		 "exit 0; sleep 0.02; done; exit 1", mnt, img, mnt, file);
+	ck_assert_int_eq(system(cmd), 0);
+	fd = open(file, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(syncguard_store_id(fd, id, 256), 0);
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "fusermount3 -u '%s'", mnt);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* A FUSE store is known by its path: two paths whose names read alike
+ * ("m 1" and "m_1", every character outside [A-Za-z0-9._-] being '_' in
+ * a record's name) are two stores, and a path of over 255 characters
+ * still has an id a record can be named by (it had none, and its
+ * latches went unrecorded) */
+START_TEST(test_poison_path_ids)
+{
+	char img[128], mnt[700], a[256], b[256], c[256], deep[600];
+	const char *dir_state = syncguard_state_dir(NULL);
+
+	snprintf(img, sizeof(img), "%s/model.img", dir);
+	make_file(img, LUN_BYTES, true);
+	snprintf(mnt, sizeof(mnt), "%s/m 1", dir);
+	model_store_id(mnt, img, a);
+	rmdir(mnt);
+	snprintf(mnt, sizeof(mnt), "%s/m_1", dir);
+	model_store_id(mnt, img, b);
+	rmdir(mnt);
+	ck_assert_str_ne(a, b);
+	snprintf(deep, sizeof(deep), "%s/%0250d", dir, 0);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", deep);
+	model_store_id(mnt, img, c);
+	rmdir(mnt);
+	rmdir(deep);
+	ck_assert_uint_le(strlen(c), 230);
+	ck_assert_int_eq(syncguard_poison_write(dir_state, c, mnt, EIO), 0);
+	ck_assert_int_eq(syncguard_poison_clear(dir_state, c), 0);
+	unlink(img);
+}
+END_TEST
+
+/* A record is written under a name no store's id has: writing store A's
+ * replaced store B's where B's id was A's and ".tmp" */
+START_TEST(test_poison_records_apart)
+{
+	const char *dir_state = syncguard_state_dir(NULL);
+	char text[512];
+
+	ck_assert_int_eq(syncguard_poison_write(dir_state, "test-apart.tmp",
+						path, EIO), 0);
+	ck_assert_int_eq(syncguard_poison_write(dir_state, "test-apart", path,
+						ENOSPC), 0);
+	ck_assert_int_eq(syncguard_poison_read(dir_state, "test-apart.tmp",
+					       text, sizeof(text)), EIO);
+	ck_assert_int_eq(syncguard_poison_read(dir_state, "test-apart", text,
+					       sizeof(text)), ENOSPC);
+	ck_assert_int_eq(syncguard_poison_clear(dir_state, "test-apart.tmp"), 0);
+	ck_assert_int_eq(syncguard_poison_clear(dir_state, "test-apart"), 0);
+}
+END_TEST
+
+/* A record left unfinished (tgtd killed while it wrote one: its ".tmp"
+ * alone) latches the store's next LUN; clearing it removes it */
+START_TEST(test_poison_unfinished_record)
+{
+	const char *dir_state = syncguard_state_dir(NULL);
+	char tmp[600];
+	int fd;
+
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	syncguard_lun_close(&lun);
+	ck_assert_int_eq(syncguard_poison_write(dir_state, lun.store_id, path,
+						EIO), 0);
+	ck_assert_int_eq(syncguard_poison_clear(dir_state, lun.store_id), 0);
+	snprintf(tmp, sizeof(tmp), "%s/latched/.%s.tmp", dir_state,
+		 lun.store_id);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(reopen_latched("mode=write-back"), EIO);
+	ck_assert_ptr_nonnull(strstr(lun.poison, "unfinished"));
+	assert_sense(sync_cache10(0, 0), 0x03, 0x0c00);
+	syncguard_lun_close(&lun);
+	ck_assert_int_eq(syncguard_poison_clear(dir_state, lun.store_id), 0);
+	ck_assert_int_ne(access(tmp, F_OK), 0);
+	ck_assert_int_eq(reopen_latched("mode=write-back"), 0);
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+}
+END_TEST
+
 /* bsopts state_dir keeps a LUN's records apart from the default's; a
  * LUN with another state directory, in the process that wrote a record,
  * starts latched by it all the same, until it is cleared where it is */
@@ -1874,12 +1974,18 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_poison_state_dir);
 	tcase_add_test(faults, test_poison_final_flush_pending);
 	tcase_add_test(faults, test_poison_marks_many_stores);
+	tcase_add_test(faults, test_poison_records_apart);
+	tcase_add_test(faults, test_poison_unfinished_record);
 	if (access("tools/syncguard-devmodel", X_OK) == 0 &&
-	    access("/dev/fuse", W_OK) == 0)
+	    access("/dev/fuse", W_OK) == 0) {
 		tcase_add_test(faults, test_poison_fuse_identity);
-	else
+		tcase_add_test(faults, test_poison_path_ids);
+	} else {
 		test_left_out("test_poison_fuse_identity", true,
 			      "needs tools/syncguard-devmodel and /dev/fuse");
+		test_left_out("test_poison_path_ids", true,
+			      "needs tools/syncguard-devmodel and /dev/fuse");
+	}
 	tcase_add_test(open, test_open_rejects);
 	tcase_add_test(open, test_open_one_lun_per_file);
 	tcase_add_test(open, test_open_plp_needs_allocated_file);
