@@ -326,13 +326,15 @@ static void final_flush_run(const struct final_flush *ff)
 
 	close(ff->fd);
 	us = syncguard_now_us() - t0;
+	if (err)	/* said before the record is written, which may stall */
+		eprintf("syncguard: lun %" PRIu64 ": final flush failed: %s\n",
+			lun, strerror(-err));
 	rec = syncguard_final_flush_end(ff->state_dir, ff->store_id, ff->path,
 					-err);
 	if (err)
-		eprintf("syncguard: lun %" PRIu64 ": final flush failed: %s; "
-			"%s %s/latched/%s\n", lun, strerror(-err), rec ?
-			"could not record it (its next LUN in this tgtd starts "
-			"latched all the same) in" :
+		eprintf("syncguard: lun %" PRIu64 ": %s %s/latched/%s\n", lun,
+			rec ? "could not record the failed final flush (its "
+			"next LUN in this tgtd starts latched all the same) in" :
 			"its next LUN starts latched, by", ff->state_dir,
 			ff->store_id);
 	else if (us >= 1000000)

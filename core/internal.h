@@ -253,16 +253,25 @@ int syncguard_poison_clear(const char *dir, const char *id);
 /* The errno of store @id's latch as a new LUN with state directory @dir
  * finds it (its text into @text, @len bytes): the record in @dir, else
  * the one this process last wrote for the store in another state
- * directory while it is still there; 0 if none, or -errno when a record
- * cannot be read, as syncguard_poison_read.  The directory looked in
+ * directory while it is still there, else EINPROGRESS while another
+ * process's final flush of the store runs, or EIO where that process
+ * stopped on the way; 0 if none, or -errno when a record cannot be read,
+ * as syncguard_poison_read.  The directory looked in
  * last into @where (@where_len bytes; @where may be NULL). */
 int syncguard_store_record(const char *dir, const char *id, char *text,
 			   size_t len, char *where, size_t where_len);
 
 /* A LUN on store @id is about to let go of it with a final flush still
- * to run: mark the store until syncguard_final_flush_end.  0, or
+ * to run: mark the store until syncguard_final_flush_end, in this
+ * process and, for other processes, in state directory @dir.  0, or
  * -ENOMEM (no mark: the caller flushes before it lets go). */
-int syncguard_final_flush_begin(const char *id);
+int syncguard_final_flush_begin(const char *dir, const char *id);
+
+/* The path of the marker in state directory @dir of a final flush of
+ * store @id by process @pid, into @buf (@len bytes): 0, -ESRCH (no such
+ * process) or -ENAMETOOLONG. */
+int syncguard_flush_marker(const char *dir, const char *id, long pid,
+			   char *buf, size_t len);
 
 /* That final flush, marked by syncguard_final_flush_begin, ended with
  * @err (0 or positive errno): recorded as syncguard_store_failed does,

@@ -300,8 +300,10 @@ static void open_poisoned(struct syncguard_lun *lun)
 			 strerror(-err));
 		err = EIO;
 	}
-	if (!err && (err = marked) == EINPROGRESS) {
-		syncguard_latch_pending(lun);	/* the last LUN's final flush */
+	if ((!err && (err = marked) == EINPROGRESS) || err == EINPROGRESS) {
+		/* the last LUN's final flush, here or in another tgtd */
+		lun->poison[0] = '\0';
+		syncguard_latch_pending(lun);
 		return;
 	}
 	if (err && !lun->poison[0])
@@ -442,7 +444,8 @@ int syncguard_lun_close_deferred(struct syncguard_lun *lun)
 		lun->group_fd = -1;
 		/* the store is marked before this LUN lets go of it; where no
 		 * mark can be had, the flush runs here, before it does */
-		if (syncguard_final_flush_begin(lun->store_id))
+		if (syncguard_final_flush_begin(syncguard_state_dir(&lun->opts),
+						lun->store_id))
 			fd = final_flush_unmarked(lun, fd);
 	}
 	syncguard_stats_unpublish(lun);

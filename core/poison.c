@@ -31,6 +31,7 @@
  * check_exec.c, test_poison_*; tests/proto check_faults.c,
  * test_faults_latch_outlives_lun.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -275,6 +276,8 @@ static int make_dirs(const char *dir)
 }
 
 static void remember_record(const char *id, const char *dir);
+static int other_final_flush(const char *dir, const char *id, bool remove,
+			     char *text, size_t len);
 
 /* @len bytes of @buf to @fd, short writes continued: 0, or -errno (a
  * full state directory says ENOSPC, not EIO) */
@@ -397,6 +400,8 @@ int syncguard_poison_clear(const char *dir, const char *id)
 	gone = unlink(tmp) ? (errno == ENOENT ? 0 : -errno) : 1;
 	if (gone < 0)
 		return gone;
+	if (other_final_flush(dir, id, true, tmp, sizeof(tmp)) == EIO)
+		gone = 1;	/* a stopped process's final flush */
 	if (!unlink(rec))
 		return 0;
 	return errno == ENOENT && gone ? 0 : -errno;
@@ -521,10 +526,102 @@ static void forget_record(const char *id, const char *dir)
 	pthread_mutex_unlock(&marks_lock);
 }
 
+/*
+ * Final flushes of other processes.  The in-process mark is no help to
+ * another tgtd that shares the state directory (as every tgtd that
+ * exports a store should): the old LUN's descriptors, and their flock,
+ * are closed before its final flush ends, so another tgtd may open the
+ * store meanwhile, and its own flush would succeed over what that final
+ * flush lost.  So a final flush also leaves a marker in the state
+ * directory, ".<id>.flush-<pid>-<start>" (the process and its start
+ * time, so that a pid used again is not taken for it), made before the
+ * LUN lets go and removed once the outcome is recorded.  A LUN of
+ * another process that finds it waits for the outcome while that
+ * process lives (a soft latch, as for the in-process mark), and latches
+ * (EIO: the outcome is unknown) where that process stopped on the way.
+ * The marker is not synced: after a power cut the flush it stood for
+ * vouched for nothing.  test_poison_other_final_flush.
+ */
+
+/* The start time of process @pid (/proc/PID/stat field 22, clock
+ * ticks since boot), 0 when there is no such process */
+static unsigned long long proc_start(long pid)
+{
+	char p[64], buf[1024], *c;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(p, sizeof(p), "/proc/%ld/stat", pid);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	if (!(c = strrchr(buf, ')')))	/* after the command's name */
+		return 0;
+	for (int field = 2; *c && field < 22; c++)
+		if (*c == ' ')
+			field++;
+	return sscanf(c, "%llu", &start) == 1 ? start : 0;
+}
+
+int syncguard_flush_marker(const char *dir, const char *id, long pid,
+			   char *buf, size_t len)
+{
+	unsigned long long start = proc_start(pid);
+	int n = snprintf(buf, len, "%s/latched/.%s.flush-%ld-%llu", dir, id,
+			 pid, start);
+
+	return !start ? -ESRCH : n < 0 || (size_t)n >= len ||
+	       strlen(id) + 48 > NAME_MAX ? -ENAMETOOLONG : 0;
+}
+
+/* Another process's final flush of store @id, by its marker in @dir:
+ * EINPROGRESS while that process lives, EIO where it stopped on the way
+ * (with @remove: its marker removed), 0 if none; what it is into @text
+ * (@len bytes). */
+static int other_final_flush(const char *dir, const char *id, bool remove,
+			     char *text, size_t len)
+{
+	char p[PATH_MAX], prefix[300];
+	unsigned long long start;
+	struct dirent *e;
+	int ret = 0;
+	long pid;
+	DIR *d;
+
+	snprintf(p, sizeof(p), "%s/latched", dir);
+	snprintf(prefix, sizeof(prefix), ".%s.flush-", id);
+	if (!(d = opendir(p)))
+		return 0;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, prefix, strlen(prefix)) ||
+		    sscanf(e->d_name + strlen(prefix), "%ld-%llu", &pid,
+			   &start) != 2 || pid == (long)getpid())
+			continue;
+		if (proc_start(pid) == start) {
+			snprintf(text, len, "a final flush of process %ld on "
+				 "this store still runs\n", pid);
+			ret = EINPROGRESS;
+			break;
+		}
+		snprintf(text, len, "errno %d (process %ld stopped during "
+			 "its final flush of this store: its outcome is "
+			 "unknown)\n", EIO, pid);
+		if (remove)
+			unlinkat(dirfd(d), e->d_name, 0);
+		ret = EIO;
+	}
+	closedir(d);
+	return ret;
+}
+
 int syncguard_store_record(const char *dir, const char *id, char *text,
 			   size_t len, char *where, size_t where_len)
 {
 	char other[PATH_MAX];
+	const char *own = dir;
 	int err = syncguard_poison_read(dir, id, text, len);
 
 	if (!err && recorded_elsewhere(id, dir, other, sizeof(other))) {
@@ -532,14 +629,17 @@ int syncguard_store_record(const char *dir, const char *id, char *text,
 		if (!(err = syncguard_poison_read(other, id, text, len)))
 			forget_record(id, other);
 	}
+	if (!err && (err = other_final_flush(own, id, false, text, len)))
+		dir = own;
 	if (where)
 		snprintf(where, where_len, "%s", dir);
 	return err;
 }
 
-int syncguard_final_flush_begin(const char *id)
+int syncguard_final_flush_begin(const char *dir, const char *id)
 {
-	int i;
+	char marker[PATH_MAX];
+	int i, fd;
 
 	if (!id[0])
 		return 0;
@@ -547,6 +647,11 @@ int syncguard_final_flush_begin(const char *id)
 	if ((i = mark_of(id, true)) >= 0)
 		marks[i].flushes++;
 	pthread_mutex_unlock(&marks_lock);
+	if (i >= 0 && !make_dirs(dir) &&
+	    !syncguard_flush_marker(dir, id, (long)getpid(), marker,
+				    sizeof(marker)) &&
+	    (fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) >= 0)
+		close(fd);
 	return i < 0 ? -ENOMEM : 0;
 }
 
@@ -564,6 +669,7 @@ int syncguard_final_flush_end(const char *dir, const char *id,
 			      const char *path, int err)
 {
 	int ret = err ? syncguard_store_failed(dir, id, path, err) : 0;
+	char marker[PATH_MAX];
 	int i;
 
 	if (!id[0])
@@ -572,6 +678,12 @@ int syncguard_final_flush_end(const char *dir, const char *id,
 	if ((i = mark_of(id, false)) >= 0) {
 		if (marks[i].flushes)
 			marks[i].flushes--;
+		/* the last of this process's final flushes of the store:
+		 * its outcome is recorded (or marked) by now */
+		if (!marks[i].flushes &&
+		    !syncguard_flush_marker(dir, id, (long)getpid(), marker,
+					    sizeof(marker)))
+			unlink(marker);
 		unmark(i);
 	}
 	pthread_cond_broadcast(&marks_done);
@@ -596,8 +708,12 @@ int syncguard_store_outcome(const struct syncguard_lun *lun)
 
 	if (err && err != EINPROGRESS)
 		return err;
-	err = syncguard_store_record(syncguard_state_dir(&lun->opts),
-				     lun->store_id, text, sizeof(text), NULL, 0);
+	/* another tgtd's final flush: its marker goes once the outcome is
+	 * recorded (this runs on a worker, as the wait above) */
+	while ((err = syncguard_store_record(syncguard_state_dir(&lun->opts),
+					     lun->store_id, text, sizeof(text),
+					     NULL, 0)) == EINPROGRESS)
+		usleep(10000);
 	return err < 0 ? EIO : err;
 }
 

@@ -422,9 +422,12 @@ static void print_man(void)
 		   "LUN found, an empty set.\n");
 	printf(".TP\n\\fB\\-\\-latched\\fR\n");
 	roff_print("the stores whose LUN latched an error that may have lost "
-	     "acknowledged writes (a failed flush, or a failed final flush); "
-	     "a LUN created on one starts latched: its SYNCHRONIZE CACHE and "
-	     "durable writes fail.\n");
+	     "acknowledged writes (a failed flush, or a failed final flush; "
+	     "a record left unfinished, or the final flush of a tgtd that "
+	     "stopped during it, whose outcome is unknown); a LUN created on "
+	     "one starts latched: its SYNCHRONIZE CACHE and durable writes "
+	     "fail.  A final flush still running is listed too, and counts "
+	     "for no latch.\n");
 	printf(".TP\n\\fB\\-\\-clear\\-latch\\fR \\fIPATH\\fR\n");
 	roff_print("once the data on PATH (the LUN's file or block device) has been "
 	     "checked, remove its record; then delete and re-create the "
@@ -468,25 +471,40 @@ static int list_latched(const char *dir)
 		return 1;
 	}
 	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name), idlen;
+		const char *flush = NULL;
 		char id[256];
-		size_t len = strlen(e->d_name);
 		int ret;
 
-		/* a record, or the ".ID.tmp" of one left unfinished (listed
-		 * by its store's id when the record itself is not there) */
+		/* a record; or, by its store's id where the record itself is
+		 * not there, the ".ID.tmp" of one left unfinished or the
+		 * ".ID.flush-PID-START" of a final flush */
 		snprintf(id, sizeof(id), "%s", e->d_name);
 		if (e->d_name[0] == '.') {
-			if (len < 6 || strcmp(e->d_name + len - 4, ".tmp") ||
-			    len - 5 >= sizeof(id))
+			for (const char *f = e->d_name;
+			     (f = strstr(f, ".flush-")); f++)
+				flush = f;
+			if (len > 5 && !strcmp(e->d_name + len - 4, ".tmp"))
+				idlen = len - 5;
+			else if (flush && flush > e->d_name + 1)
+				idlen = (size_t)(flush - e->d_name) - 1;
+			else
 				continue;
-			snprintf(id, sizeof(id), "%.*s", (int)(len - 5),
+			if (idlen >= sizeof(id))
+				continue;
+			snprintf(id, sizeof(id), "%.*s", (int)idlen,
 				 e->d_name + 1);
 			if (!faccessat(dirfd(d), id, F_OK, AT_SYMLINK_NOFOLLOW))
 				continue;
 		}
-		ret = syncguard_poison_read(dir, id, text, sizeof(text));
+		ret = syncguard_store_record(dir, id, text, sizeof(text), NULL,
+					     0);
 		if (!ret)
 			continue;
+		if (ret == EINPROGRESS) {	/* no latch (yet) */
+			printf("%s: %s", id, text);
+			continue;
+		}
 		if (ret < 0)	/* it latches every LUN on its store */
 			snprintf(text, sizeof(text), "unreadable: %s (a LUN on "
 				 "this store starts latched)\n", strerror(-ret));
@@ -516,7 +534,11 @@ static int clear_latch(const char *path, const char *dir)
 		return 1;
 	}
 	close(fd);
-	ret = syncguard_poison_read(dir, id, text, sizeof(text));
+	ret = syncguard_store_record(dir, id, text, sizeof(text), NULL, 0);
+	if (ret == EINPROGRESS) {
+		fprintf(stderr, "syncguard-stat: %s: %s", path, text);
+		return 1;
+	}
 	if (ret < 0) {
 		fprintf(stderr, "syncguard-stat: %s/latched/%s: %s (a LUN on %s "
 			"starts latched while it cannot be read)\n", dir, id,

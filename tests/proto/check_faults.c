@@ -172,11 +172,12 @@ START_TEST(test_faults_latch_outlives_lun)
 	iscsi_destroy_context(iscsi);
 	model_ctl("fail-write EIO");		/* their writeback fails */
 	ck_assert_int_eq(proto_del_lun(2), 0);
-	for (int i = 0; i < 100 && !proto_log_has("lun 2: final flush failed");
-	     i++)
+	for (int i = 0; i < 100 &&
+	     !proto_log_has("lun 2: its next LUN starts latched"); i++)
 		usleep(20000);		/* it runs on a thread of its own */
 	model_ctl("clear");
-	ck_assert(proto_log_has("its next LUN starts latched"));
+	ck_assert(proto_log_has("lun 2: final flush failed"));
+	ck_assert(proto_log_has("lun 2: its next LUN starts latched"));
 	ck_assert_int_eq(proto_add_lun(2, disk, opts, 0), 0);
 	iscsi = proto_connect(2);
 	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 2, 0, 0, 0, 0),

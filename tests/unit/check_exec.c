@@ -8,10 +8,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1346,7 +1348,7 @@ START_TEST(test_poison_marks_many_stores)
 
 	for (int i = 0; i < 100; i++) {
 		snprintf(id, sizeof(id), "test-marks-%d", i);
-		ck_assert_int_eq(syncguard_final_flush_begin(id), 0);
+		ck_assert_int_eq(syncguard_final_flush_begin(dir_state, id), 0);
 	}
 	for (int i = 0; i < 100; i++) {
 		snprintf(id, sizeof(id), "test-marks-%d", i);
@@ -1496,6 +1498,66 @@ START_TEST(test_poison_unfinished_record)
 	syncguard_lun_close(&lun);
 	ck_assert_int_eq(syncguard_poison_clear(dir_state, lun.store_id), 0);
 	ck_assert_int_ne(access(tmp, F_OK), 0);
+	ck_assert_int_eq(reopen_latched("mode=write-back"), 0);
+	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+}
+END_TEST
+
+/* the other tgtd of test_poison_other_final_flush: its final flush
+ * fails after 200 ms, is recorded, and its marker goes */
+static char other_marker[600], other_id[256];
+static void *other_tgtd_flush_fails(void *arg)
+{
+	(void)arg;
+	usleep(200000);
+	syncguard_poison_write(syncguard_state_dir(NULL), other_id, path, EIO);
+	unlink(other_marker);
+	return NULL;
+}
+
+/* Another process's final flush of the store (its marker in the shared
+ * state directory: another tgtd, whose in-process mark this one cannot
+ * see): a LUN created meanwhile waits for its outcome before its first
+ * durable command, and latches when it failed; a marker left by a
+ * process that stopped on the way latches (the outcome is unknown),
+ * until it is cleared */
+START_TEST(test_poison_other_final_flush)
+{
+	const char *dir_state = syncguard_state_dir(NULL);
+	pthread_t t;
+	pid_t child;
+	int fd;
+
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	syncguard_lun_close(&lun);
+	snprintf(other_id, sizeof(other_id), "%s", lun.store_id);
+	ck_assert_int_ge(child = fork(), 0);
+	if (!child) {		/* the other tgtd, alive until killed */
+		pause();
+		_exit(0);
+	}
+	ck_assert_int_eq(syncguard_flush_marker(dir_state, other_id, child,
+						other_marker,
+						sizeof(other_marker)), 0);
+	ck_assert_int_ge(fd = open(other_marker, O_WRONLY | O_CREAT, 0600), 0);
+	close(fd);
+	ck_assert_int_eq(reopen_latched("mode=write-back"), EINPROGRESS);
+	ck_assert(syncguard_lun_latched_soft(&lun));
+	ck_assert_int_eq(pthread_create(&t, NULL, other_tgtd_flush_fails, NULL), 0);
+	assert_sense(sync_cache10(0, 0), 0x03, 0x0c00);	/* waited */
+	pthread_join(t, NULL);
+	syncguard_lun_close(&lun);
+	ck_assert_int_eq(syncguard_poison_clear(dir_state, other_id), 0);
+	/* the other tgtd killed during its final flush: its marker stays */
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	ck_assert_int_ge(fd = open(other_marker, O_WRONLY | O_CREAT, 0600), 0);
+	close(fd);
+	ck_assert_int_eq(reopen_latched("mode=write-back"), EIO);
+	ck_assert_ptr_nonnull(strstr(lun.poison, "outcome is unknown"));
+	syncguard_lun_close(&lun);
+	ck_assert_int_eq(syncguard_poison_clear(dir_state, other_id), 0);
+	ck_assert_int_ne(access(other_marker, F_OK), 0);
 	ck_assert_int_eq(reopen_latched("mode=write-back"), 0);
 	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
 }
@@ -1976,6 +2038,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_poison_marks_many_stores);
 	tcase_add_test(faults, test_poison_records_apart);
 	tcase_add_test(faults, test_poison_unfinished_record);
+	tcase_add_test(faults, test_poison_other_final_flush);
 	if (access("tools/syncguard-devmodel", X_OK) == 0 &&
 	    access("/dev/fuse", W_OK) == 0) {
 		tcase_add_test(faults, test_poison_fuse_identity);
