@@ -156,6 +156,21 @@ END_TEST
  * one that bsopts state_dir names and a second tgtd shares; a LUN of the
  * same tgtd with another state directory finds it there too).
  */
+/* LUN 2 created on the model's disk with @bsopts starts latched: its
+ * SYNCHRONIZE CACHE(10) fails with MEDIUM ERROR 0x0c00 (@what in the
+ * failure's message); then deleted */
+static void assert_starts_latched(const char *bsopts, const char *what)
+{
+	struct iscsi_context *iscsi;
+
+	ck_assert_int_eq(proto_add_lun(2, disk, bsopts, 0), 0);
+	iscsi = proto_connect(2);
+	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 2, 0, 0, 0, 0),
+			   SCSI_SENSE_MEDIUM_ERROR, 0x0c00, what);
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_del_lun(2), 0);
+}
+
 START_TEST(test_faults_latch_outlives_lun)
 {
 	const char *top = getenv("SYNCGUARD_TOP") ? getenv("SYNCGUARD_TOP") : ".";
@@ -178,24 +193,14 @@ START_TEST(test_faults_latch_outlives_lun)
 	model_ctl("clear");
 	ck_assert(proto_log_has("lun 2: final flush failed"));
 	ck_assert(proto_log_has("lun 2: its next LUN starts latched"));
-	ck_assert_int_eq(proto_add_lun(2, disk, opts, 0), 0);
-	iscsi = proto_connect(2);
-	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 2, 0, 0, 0, 0),
-			   SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
-			   "SYNCHRONIZE CACHE(10) of the store's next LUN");
-	iscsi_destroy_context(iscsi);
-	ck_assert_int_eq(proto_del_lun(2), 0);
+	assert_starts_latched(opts, "SYNCHRONIZE CACHE(10) of the store's "
+			      "next LUN");
 	/* in this tgtd, a LUN with another state directory finds it too, and
 	 * the log says where it is */
-	ck_assert_int_eq(proto_add_lun(2, disk, "mode=write-back", 0), 0);
-	iscsi = proto_connect(2);
-	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 2, 0, 0, 0, 0),
-			   SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
-			   "SYNCHRONIZE CACHE(10) with another state_dir");
-	iscsi_destroy_context(iscsi);
+	assert_starts_latched("mode=write-back", "SYNCHRONIZE CACHE(10) with "
+			      "another state_dir");
 	snprintf(tgtd2, sizeof(tgtd2), "--state-dir %s/kept'", proto_dir());
 	ck_assert_msg(proto_log_has(tgtd2), "the log names %s", tgtd2);
-	ck_assert_int_eq(proto_del_lun(2), 0);
 	/* the next tgtd: another private one, on the same store */
 	snprintf(tgtd2, sizeof(tgtd2), "%s/tgtd2", proto_dir());
 	ck_assert_int_eq(proto_sh("'%s/scripts/tgtd-private' start '%s' '%s/"
@@ -225,13 +230,8 @@ START_TEST(test_faults_latch_outlives_lun)
 	ck_assert_int_eq(proto_sh("'%s/tools/syncguard-stat' --latched "
 		"--state-dir '%s/kept' | grep -q unfinished", top,
 		proto_dir()), 0);
-	ck_assert_int_eq(proto_add_lun(2, disk, opts, 0), 0);
-	iscsi = proto_connect(2);
-	proto_assert_sense(iscsi_synchronizecache10_sync(iscsi, 2, 0, 0, 0, 0),
-			   SCSI_SENSE_MEDIUM_ERROR, 0x0c00,
-			   "SYNCHRONIZE CACHE(10) over an unfinished record");
-	iscsi_destroy_context(iscsi);
-	ck_assert_int_eq(proto_del_lun(2), 0);
+	assert_starts_latched(opts, "SYNCHRONIZE CACHE(10) over an "
+			      "unfinished record");
 	ck_assert_int_eq(proto_sh("'%s/tools/syncguard-stat' --clear-latch '%s' "
 		"--state-dir '%s/kept' >/dev/null", top, disk, proto_dir()), 0);
 	ck_assert_int_ne(proto_sh("ls -A '%s/kept/latched' | grep -q .",

@@ -1370,39 +1370,6 @@ START_TEST(test_poison_marks_many_stores)
 }
 END_TEST
 
-/* On a file system without a UUID or fsid (FUSE: its device number is
- * handed out afresh at every mount) the store is its path: the same
- * after a remount, as the device model is mounted again */
-START_TEST(test_poison_fuse_identity)
-{
-	char mnt[128], img[128], file[160], a[256], b[256];
-	int fd;
-
-	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
-	snprintf(img, sizeof(img), "%s/model.img", dir);
-	snprintf(file, sizeof(file), "%s/disk.img", mnt);
-	make_file(img, LUN_BYTES, true);
-	for (int round = 0; round < 2; round++) {
-		char cmd[1024];
-
-		snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && tools/syncguard-devmodel "
-			 "--image '%s' '%s' && for i in $(seq 100); do [ -e '%s' ] "
-			 "&& exit 0; sleep 0.02; done; exit 1", mnt, img, mnt, file);
-		ck_assert_int_eq(system(cmd), 0);
-		fd = open(file, O_RDONLY);
-		ck_assert_int_ge(fd, 0);
-		ck_assert_int_eq(syncguard_store_id(fd, round ? b : a, 256), 0);
-		close(fd);
-		snprintf(cmd, sizeof(cmd), "fusermount3 -u '%s'", mnt);
-		ck_assert_int_eq(system(cmd), 0);
-	}
-	ck_assert_msg(!strncmp(a, "path", 4), "FUSE store id %s", a);
-	ck_assert_str_eq(a, b);
-	unlink(img);
-	rmdir(mnt);
-}
-END_TEST
-
 /* The store id of the device model's disk mounted at @mnt (made, then
  * unmounted) into @id (256 bytes) */
 static void model_store_id(const char *mnt, const char *img, char *id)
@@ -1422,6 +1389,25 @@ static void model_store_id(const char *mnt, const char *img, char *id)
 	snprintf(cmd, sizeof(cmd), "fusermount3 -u '%s'", mnt);
 	ck_assert_int_eq(system(cmd), 0);
 }
+
+/* On a file system without a UUID or fsid (FUSE: its device number is
+ * handed out afresh at every mount) the store is its path: the same
+ * after a remount, as the device model is mounted again */
+START_TEST(test_poison_fuse_identity)
+{
+	char mnt[128], img[128], a[256], b[256];
+
+	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
+	snprintf(img, sizeof(img), "%s/model.img", dir);
+	make_file(img, LUN_BYTES, true);
+	model_store_id(mnt, img, a);
+	model_store_id(mnt, img, b);
+	ck_assert_msg(!strncmp(a, "path", 4), "FUSE store id %s", a);
+	ck_assert_str_eq(a, b);
+	unlink(img);
+	rmdir(mnt);
+}
+END_TEST
 
 /* A FUSE store is known by its path: two paths whose names read alike
  * ("m 1" and "m_1", every character outside [A-Za-z0-9._-] being '_' in
