@@ -129,8 +129,9 @@ static unsigned long long fnv1a(const char *s)
  * character that is not [A-Za-z0-9._-] made '_' (for the administrator
  * to read), then "-h" and a hash of the whole path: two paths that read
  * the same so ("/m 1", "/m_1") or end alike are two stores, and no path
- * is too long for a record's name (PATH_ID_MAX, within NAME_MAX with
- * the ".tmp" of its record being written).  test_poison_path_ids. */
+ * is too long for a record's name (at most 222 characters, within
+ * NAME_MAX with the names record_path and syncguard_flush_marker make
+ * of it).  test_poison_path_ids. */
 #define PATH_ID_TAIL	200
 static int path_id(int fd, char *id, size_t len)
 {
@@ -598,7 +599,10 @@ static int other_final_flush(const char *dir, const char *id, bool remove,
 	while ((e = readdir(d))) {
 		if (strncmp(e->d_name, prefix, strlen(prefix)) ||
 		    sscanf(e->d_name + strlen(prefix), "%ld-%llu", &pid,
-			   &start) != 2 || pid == (long)getpid())
+			   &start) != 2)
+			continue;
+		/* this process's own: its in-process mark says more */
+		if (pid == (long)getpid() && start == proc_start(pid))
 			continue;
 		if (proc_start(pid) == start) {
 			snprintf(text, len, "a final flush of process %ld on "
