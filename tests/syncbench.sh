@@ -537,6 +537,23 @@ if command -v fio >/dev/null; then
 else
 	left_out "--compare reading fio's JSON" dependency "no fio (package fio)"
 fi
+# a mixed fio job's p99 is of its reads and writes together, as ours is:
+# 900 reads of 0.1 ms and 100 writes, 95% within 2 ms, 99% within 10 ms:
+# 99.5% of both within 2 ms (the writes' alone would read 10 ms)
+jq -n '[1,5,10,20,30,40,50,60,70,80,90,95,99,99.5,99.9] as $p |
+	def pct(f): [$p[] | {key: "\(.)", value: f}] | from_entries;
+	{"fio version": "fio-3.33", jobs: [{jobname: "mix",
+	 "job options": {rw: "randrw", rwmixread: "90", bs: "4k", iodepth: "1"},
+	 read: {total_ios: 900, iops: 900, bw_bytes: 3686400,
+		clat_ns: {percentile: pct(100000)}},
+	 write: {total_ios: 100, iops: 100, bw_bytes: 409600,
+		clat_ns: {percentile: pct(if . <= 90 then 1000000
+					 elif . <= 95 then 2000000
+					 else 10000000 end)}},
+	 sync: {total_ios: 0}, error: 0}]}' >"$work/mix.json"
+out=$("$sb" --compare "$work/mix.json" | awk '$1 == "mix" { print $9, $11 }')
+expect "--compare: a fio randrw job's p99 is of both reads and writes (p99, WRITE p99: $out)" \
+	'[ "$out" = "2000 10000" ]'
 echo '{"fio version":"fio-3.33","jobs":[{"jobname":"x"}]}' >"$work/odd.json"
 out=$("$sb" --compare "$work/ours.json" "$work/odd.json" 2>&1); rc=$?
 expect "--compare of fio JSON of another shape: exit 2 naming the file and the field" \

@@ -6,8 +6,9 @@
  * numjobs map to the workload, size, depth and sessions; its sync
  * options to a discipline (writefua=1 or sync/dsync: fua, each write
  * durable when answered; fsync=1 or fdatasync=1: flush; fsync=N:
- * every:N; end_fsync=1: end); its write (or read) completion latency to
- * the p99 and CDF, and its read, write and sync sections to the
+ * every:N; end_fsync=1: end); its write (or read; both together in a
+ * mixed job) completion latency to the p99 and CDF, and its read, write
+ * and sync sections to the
  * per-command columns.  fio has no WRITE+flush operation: under fsync
  * a job's p99 is left empty and only the per-command p99s compare.
  */
@@ -183,6 +184,47 @@ static double p99_of(double pts[ROW_CDF][2], int n)
 	return -1;
 }
 
+/* the share (a percentile) of the operations of CDF @c (@n points) that
+ * took at most @us */
+static double share_within(double c[ROW_CDF][2], int n, double us)
+{
+	double p = 0;
+
+	for (int i = 0; i < n && c[i][1] <= us; i++)
+		p = c[i][0];
+	return p;
+}
+
+/* The CDF of reads and writes taken together, as this tool's operation
+ * latency is, from fio's two (reads' @a with @wa operations, writes' @b
+ * with @wb) into @out: at each percentile of @b, the least latency
+ * either reports at which that share of both had completed (an upper
+ * bound, from the points fio gives).  The number of points. */
+static int merge_cdfs(double a[ROW_CDF][2], int na, double wa,
+		      double b[ROW_CDF][2], int nb, double wb,
+		      double out[ROW_CDF][2])
+{
+	int n = 0;
+
+	for (int i = 0; i < nb; i++) {
+		double best = -1;
+
+		for (int j = 0; j < na + nb; j++) {
+			double us = j < na ? a[j][1] : b[j - na][1];
+
+			if ((best < 0 || us < best) &&
+			    wa * share_within(a, na, us) +
+			    wb * share_within(b, nb, us) >= b[i][0] * (wa + wb))
+				best = us;
+		}
+		if (best >= 0) {
+			out[n][0] = b[i][0];
+			out[n++][1] = best;
+		}
+	}
+	return n;
+}
+
 /* section @dir ("read", "write", "sync") of @job: its operations, and
  * its latency CDF into the row's command @k */
 static double section(json_object *job, const char *dir, int k,
@@ -288,6 +330,7 @@ static void job_row(json_object *job, json_object *global, int f,
 {
 	json_object *e;
 	const char *bs;
+	double reads, writes;
 	int w, k;
 
 	memset(r, 0, sizeof(*r));
@@ -313,20 +356,26 @@ static void job_row(json_object *job, json_object *global, int f,
 	w = !strcmp(r->sync, "fua") ? CMD_WRITE_FUA : CMD_WRITE;
 	for (int k = 0; k < SYNCGUARD_NCMD; k++)
 		r->cmd_p99[k] = -1;
-	section(job, "read", CMD_READ, file, r);
-	section(job, "write", w, file, r);
+	reads = section(job, "read", CMD_READ, file, r);
+	writes = section(job, "write", w, file, r);
 	section(job, "sync", CMD_SYNC_CACHE, file, r);
 	r->iops = field(job, "read", "iops") + field(job, "write", "iops");
 	r->mbps = (field(job, "read", "bw_bytes") +
 		   field(job, "write", "bw_bytes")) / 1e6;
 	r->errors = json_object_object_get_ex(job, "error", &e) &&
 		    json_object_get_int(e) ? 1 : 0;
-	/* the row's own latency: the writes' (a read job's reads'); none
-	 * under fsync, where fio keeps the write and the flush apart */
+	/* the row's own latency: the writes' (a read job's reads'), or
+	 * both's where the job does both; none under fsync, where fio keeps
+	 * the write and the flush apart */
 	k = r->cmd_ncdf[w] ? w : CMD_READ;
 	r->ncdf = r->cmd_ncdf[k];
 	memcpy(r->cdf, r->cmd_cdf[k], sizeof(r->cdf));
-	r->p99 = r->cmd_p99[k];
+	if (reads > 0 && writes > 0 && r->cmd_ncdf[w] && r->cmd_ncdf[CMD_READ])
+		r->ncdf = merge_cdfs(r->cmd_cdf[CMD_READ],
+				     r->cmd_ncdf[CMD_READ], reads,
+				     r->cmd_cdf[w], r->cmd_ncdf[w], writes,
+				     r->cdf);
+	r->p99 = p99_of(r->cdf, r->ncdf);
 	if (strcmp(r->sync, "none") && strcmp(r->sync, "fua"))
 		r->p99 = -1, r->ncdf = 0;	/* no WRITE+flush operation */
 	own_fields(job, r);
