@@ -306,6 +306,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
  */
 struct final_flush {
 	int fd;
+	unsigned int seq;	/* syncguard_final_flush_begin's */
 	uint64_t lun;
 	/* where a failure is recorded for the store's next LUN */
 	char state_dir[PATH_MAX], store_id[256], path[PATH_MAX];
@@ -329,8 +330,8 @@ static void final_flush_run(const struct final_flush *ff)
 	if (err)	/* said before the record is written, which may stall */
 		eprintf("syncguard: lun %" PRIu64 ": final flush failed: %s\n",
 			lun, strerror(-err));
-	rec = syncguard_final_flush_end(ff->state_dir, ff->store_id, ff->path,
-					-err);
+	rec = syncguard_final_flush_end(ff->state_dir, ff->store_id, ff->seq,
+					ff->path, -err);
 	if (err)
 		eprintf("syncguard: lun %" PRIu64 ": %s %s/latched/%s\n", lun,
 			rec ? "could not record the failed final flush (its "
@@ -360,7 +361,8 @@ static void *final_flusher(void *arg)
 static void final_flush_start(int fd, struct scsi_lu *lu)
 {
 	const struct syncguard_lun *l = &SYNCGUARD_BS(lu)->lun;
-	struct final_flush local = { .fd = fd, .lun = lu->lun }, *ff;
+	struct final_flush local = { .fd = fd, .seq = l->final_seq,
+				     .lun = lu->lun }, *ff;
 	int ret = -1;
 
 	snprintf(local.state_dir, sizeof(local.state_dir), "%s",

@@ -346,6 +346,8 @@ struct syncguard_lun {
 	char path[4096];		/* as given at open (for records) */
 	char store_id[256];		/* the store's identity, "" if none
 					 * (syncguard_store_id) */
+	unsigned int final_seq;		/* its final flush's number, once
+					 * closed (syncguard_final_flush_begin) */
 	char poison[512];		/* the record it started latched by,
 					 * "" if none (core/poison.c) */
 	char poison_dir[4096];		/* the state directory it is in */

@@ -263,21 +263,25 @@ int syncguard_store_record(const char *dir, const char *id, char *text,
 
 /* A LUN on store @id is about to let go of it with a final flush still
  * to run: mark the store until syncguard_final_flush_end, in this
- * process and, for other processes, in state directory @dir.  0, or
- * -ENOMEM (no mark: the caller flushes before it lets go). */
-int syncguard_final_flush_begin(const char *dir, const char *id);
+ * process and, for other processes, in state directory @dir (a marker
+ * that cannot be made is said in the log); the flush's number into
+ * *@seq.  0, or -ENOMEM (no mark: the caller flushes before it lets
+ * go). */
+int syncguard_final_flush_begin(const char *dir, const char *id,
+				unsigned int *seq);
 
-/* The path of the marker in state directory @dir of a final flush of
+/* The path of the marker in state directory @dir of final flush @seq of
  * store @id by process @pid, into @buf (@len bytes): 0, -ESRCH (no such
- * process) or -ENAMETOOLONG. */
+ * process, or a zombie) or -ENAMETOOLONG. */
 int syncguard_flush_marker(const char *dir, const char *id, long pid,
-			   char *buf, size_t len);
+			   unsigned int seq, char *buf, size_t len);
 
-/* That final flush, marked by syncguard_final_flush_begin, ended with
+/* That final flush (@seq from syncguard_final_flush_begin) ended with
  * @err (0 or positive errno): recorded as syncguard_store_failed does,
- * and the mark's flush taken off.  0, or the record's -errno. */
+ * then its marker and the mark's flush taken off.  0, or the record's
+ * -errno. */
 int syncguard_final_flush_end(const char *dir, const char *id,
-			      const char *path, int err);
+			      unsigned int seq, const char *path, int err);
 
 /* A flush of store @id, by a LUN letting go of it or opening it, failed
  * with @err (positive): what an earlier GOOD vouched for may be lost.

@@ -445,7 +445,7 @@ int syncguard_lun_close_deferred(struct syncguard_lun *lun)
 		/* the store is marked before this LUN lets go of it; where no
 		 * mark can be had, the flush runs here, before it does */
 		if (syncguard_final_flush_begin(syncguard_state_dir(&lun->opts),
-						lun->store_id))
+						lun->store_id, &lun->final_seq))
 			fd = final_flush_unmarked(lun, fd);
 	}
 	syncguard_stats_unpublish(lun);
@@ -477,7 +477,8 @@ int syncguard_lun_close(struct syncguard_lun *lun)
 	ret = syncguard_datasync(fd);
 	close(fd);
 	syncguard_final_flush_end(syncguard_state_dir(&lun->opts),
-				  lun->store_id, lun->path, -ret);
+				  lun->store_id, lun->final_seq, lun->path,
+				  -ret);
 	return ret;
 }
 

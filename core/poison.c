@@ -125,14 +125,14 @@ static unsigned long long fnv1a(const char *s)
 	return h;
 }
 
-/* "path", the last 200 characters of @fd's canonical path with every
+/* "path", the last 180 characters of @fd's canonical path with every
  * character that is not [A-Za-z0-9._-] made '_' (for the administrator
  * to read), then "-h" and a hash of the whole path: two paths that read
  * the same so ("/m 1", "/m_1") or end alike are two stores, and no path
- * is too long for a record's name (at most 222 characters, within
+ * is too long for a record's name (at most 202 characters, within
  * NAME_MAX with the names record_path and syncguard_flush_marker make
  * of it).  test_poison_path_ids. */
-#define PATH_ID_TAIL	200
+#define PATH_ID_TAIL	180
 static int path_id(int fd, char *id, size_t len)
 {
 	char link[32], p[PATH_MAX];
@@ -316,17 +316,24 @@ int syncguard_poison_write(const char *dir, const char *id, const char *path,
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	n = snprintf(text, sizeof(text), "errno %d (%s)\npath %s\ntime %s\n",
 		     err, strerror(err), path ? path : "?", when);
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
-		return -errno;
 	/* the record must itself survive a power cut: written, synced,
 	 * renamed into place, and the directory synced (a process killed
-	 * on the way leaves the ".tmp", which latches as well) */
-	ret = write_all(fd, text, (size_t)n);
-	if (!ret)
-		ret = syncguard_fsync(fd);
-	close(fd);
-	if (!ret && rename(tmp, rec))
-		ret = -errno;
+	 * on the way leaves the ".tmp", which latches as well).  A ".tmp"
+	 * that syncguard-stat --clear-latch removed meanwhile (it cannot
+	 * tell it from one left so) is written again, once. */
+	for (int tries = 0; tries < 2; tries++) {
+		fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return -errno;
+		ret = write_all(fd, text, (size_t)n);
+		if (!ret)
+			ret = syncguard_fsync(fd);
+		close(fd);
+		if (!ret && rename(tmp, rec))
+			ret = -errno;
+		if (ret != -ENOENT)
+			break;
+	}
 	if (!ret) {
 		snprintf(tmp, sizeof(tmp), "%s/latched", dir);
 		if ((fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
@@ -534,8 +541,10 @@ static void forget_record(const char *id, const char *dir)
  * are closed before its final flush ends, so another tgtd may open the
  * store meanwhile, and its own flush would succeed over what that final
  * flush lost.  So a final flush also leaves a marker in the state
- * directory, ".<id>.flush-<pid>-<start>" (the process and its start
- * time, so that a pid used again is not taken for it), made before the
+ * directory, ".<id>.flush-<pid>-<start>-<seq>" (the process and its
+ * start time, so that a pid used again is not taken for it, and the
+ * flush's number in the process: two of a store may overlap, in two
+ * state directories), made before the
  * LUN lets go and removed once the outcome is recorded.  A LUN of
  * another process that finds it waits for the outcome while that
  * process lives (a soft latch, as for the in-process mark), and latches
@@ -559,8 +568,8 @@ static unsigned long long proc_start(long pid)
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	buf[n > 0 ? n : 0] = '\0';
-	if (!(c = strrchr(buf, ')')))	/* after the command's name */
-		return 0;
+	if (!(c = strrchr(buf, ')')) || c[1] != ' ' || c[2] == 'Z')
+		return 0;	/* (after the command's name) a zombie is gone */
 	for (int field = 2; *c && field < 22; c++)
 		if (*c == ' ')
 			field++;
@@ -568,14 +577,15 @@ static unsigned long long proc_start(long pid)
 }
 
 int syncguard_flush_marker(const char *dir, const char *id, long pid,
-			   char *buf, size_t len)
+			   unsigned int seq, char *buf, size_t len)
 {
 	unsigned long long start = proc_start(pid);
-	int n = snprintf(buf, len, "%s/latched/.%s.flush-%ld-%llu", dir, id,
-			 pid, start);
+	int n = snprintf(buf, len, "%s/latched/.%s.flush-%ld-%llu-%u", dir,
+			 id, pid, start, seq);
 
+	/* the name: '.', the id, ".flush-", at most 7 + 1 + 20 + 1 + 10 */
 	return !start ? -ESRCH : n < 0 || (size_t)n >= len ||
-	       strlen(id) + 48 > NAME_MAX ? -ENAMETOOLONG : 0;
+	       strlen(id) + 47 > NAME_MAX ? -ENAMETOOLONG : 0;
 }
 
 /* Another process's final flush of store @id, by its marker in @dir:
@@ -588,7 +598,8 @@ static int other_final_flush(const char *dir, const char *id, bool remove,
 	char p[PATH_MAX], prefix[300];
 	unsigned long long start;
 	struct dirent *e;
-	int ret = 0;
+	unsigned int seq;
+	int ret = 0, end;
 	long pid;
 	DIR *d;
 
@@ -597,9 +608,11 @@ static int other_final_flush(const char *dir, const char *id, bool remove,
 	if (!(d = opendir(p)))
 		return 0;
 	while ((e = readdir(d))) {
+		end = 0;	/* the whole rest of the name, or another's */
 		if (strncmp(e->d_name, prefix, strlen(prefix)) ||
-		    sscanf(e->d_name + strlen(prefix), "%ld-%llu", &pid,
-			   &start) != 2)
+		    sscanf(e->d_name + strlen(prefix), "%ld-%llu-%u%n", &pid,
+			   &start, &seq, &end) != 3 ||
+		    e->d_name[strlen(prefix) + (size_t)end])
 			continue;
 		/* this process's own: its in-process mark says more */
 		if (pid == (long)getpid() && start == proc_start(pid))
@@ -624,7 +637,10 @@ static int other_final_flush(const char *dir, const char *id, bool remove,
 int syncguard_store_record(const char *dir, const char *id, char *text,
 			   size_t len, char *where, size_t where_len)
 {
-	char other[PATH_MAX];
+	char other[PATH_MAX], flush[200];
+	/* the marker before the record: the flush writes its record, then
+	 * removes its marker, so one of the two is seen */
+	int flushing = other_final_flush(dir, id, false, flush, sizeof(flush));
 	const char *own = dir;
 	int err = syncguard_poison_read(dir, id, text, len);
 
@@ -633,30 +649,47 @@ int syncguard_store_record(const char *dir, const char *id, char *text,
 		if (!(err = syncguard_poison_read(other, id, text, len)))
 			forget_record(id, other);
 	}
-	if (!err && (err = other_final_flush(own, id, false, text, len)))
+	if (!err && flushing) {
 		dir = own;
+		snprintf(text, len, "%s", flush);
+		err = flushing;
+	}
 	if (where)
 		snprintf(where, where_len, "%s", dir);
 	return err;
 }
 
-int syncguard_final_flush_begin(const char *dir, const char *id)
+int syncguard_final_flush_begin(const char *dir, const char *id,
+				unsigned int *seq)
 {
+	static unsigned int next_seq;
 	char marker[PATH_MAX];
-	int i, fd;
+	int i, fd, ret;
 
+	*seq = __atomic_add_fetch(&next_seq, 1, __ATOMIC_SEQ_CST);
 	if (!id[0])
 		return 0;
 	pthread_mutex_lock(&marks_lock);
 	if ((i = mark_of(id, true)) >= 0)
 		marks[i].flushes++;
 	pthread_mutex_unlock(&marks_lock);
-	if (i >= 0 && !make_dirs(dir) &&
-	    !syncguard_flush_marker(dir, id, (long)getpid(), marker,
-				    sizeof(marker)) &&
-	    (fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) >= 0)
+	if (i < 0)
+		return -ENOMEM;
+	ret = make_dirs(dir);
+	if (!ret)
+		ret = syncguard_flush_marker(dir, id, (long)getpid(), *seq,
+					     marker, sizeof(marker));
+	if (!ret && (fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC,
+			       0600)) >= 0)
 		close(fd);
-	return i < 0 ? -ENOMEM : 0;
+	else if (!ret)
+		ret = -errno;
+	if (ret)
+		syncguard_logf("syncguard: store %s: no marker of its final "
+			"flush in %s/latched (%s): a LUN of another tgtd on it "
+			"would not wait for the flush\n", id, dir,
+			strerror(-ret));
+	return 0;
 }
 
 int syncguard_store_failed(const char *dir, const char *id,
@@ -670,7 +703,7 @@ int syncguard_store_failed(const char *dir, const char *id,
 }
 
 int syncguard_final_flush_end(const char *dir, const char *id,
-			      const char *path, int err)
+			      unsigned int seq, const char *path, int err)
 {
 	int ret = err ? syncguard_store_failed(dir, id, path, err) : 0;
 	char marker[PATH_MAX];
@@ -678,16 +711,14 @@ int syncguard_final_flush_end(const char *dir, const char *id,
 
 	if (!id[0])
 		return ret;
+	/* its outcome is recorded (or marked) by now */
+	if (!syncguard_flush_marker(dir, id, (long)getpid(), seq, marker,
+				    sizeof(marker)))
+		unlink(marker);
 	pthread_mutex_lock(&marks_lock);
 	if ((i = mark_of(id, false)) >= 0) {
 		if (marks[i].flushes)
 			marks[i].flushes--;
-		/* the last of this process's final flushes of the store:
-		 * its outcome is recorded (or marked) by now */
-		if (!marks[i].flushes &&
-		    !syncguard_flush_marker(dir, id, (long)getpid(), marker,
-					    sizeof(marker)))
-			unlink(marker);
 		unmark(i);
 	}
 	pthread_cond_broadcast(&marks_done);

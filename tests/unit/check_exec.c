@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1317,7 +1318,8 @@ START_TEST(test_poison_final_flush_pending)
 		ck_assert(syncguard_lun_latched_soft(&lun));
 		next = lun;	/* the new LUN: run() works on lun */
 		close(fd);	/* its flush "ran" ... and ended so: */
-		ck_assert_int_eq(syncguard_final_flush_end(dir_state, id, path,
+		ck_assert_int_eq(syncguard_final_flush_end(dir_state, id,
+							   lun.final_seq, path,
 							   fails ? EIO : 0), 0);
 		if (fails) {
 			assert_sense(sync_cache10(0, 0), 0x03, 0x0c00);
@@ -1344,11 +1346,13 @@ END_TEST
 START_TEST(test_poison_marks_many_stores)
 {
 	const char *dir_state = syncguard_state_dir(NULL);
+	unsigned int seqs[100];
 	char id[64];
 
 	for (int i = 0; i < 100; i++) {
 		snprintf(id, sizeof(id), "test-marks-%d", i);
-		ck_assert_int_eq(syncguard_final_flush_begin(dir_state, id), 0);
+		ck_assert_int_eq(syncguard_final_flush_begin(dir_state, id,
+							     &seqs[i]), 0);
 	}
 	for (int i = 0; i < 100; i++) {
 		snprintf(id, sizeof(id), "test-marks-%d", i);
@@ -1363,10 +1367,49 @@ START_TEST(test_poison_marks_many_stores)
 	ck_assert_int_eq(syncguard_poison_clear(dir_state, "test-marks-99"), 0);
 	for (int i = 0; i < 100; i++) {
 		snprintf(id, sizeof(id), "test-marks-%d", i);
-		ck_assert_int_eq(syncguard_final_flush_end(dir_state, id, path,
-							   0), 0);
+		ck_assert_int_eq(syncguard_final_flush_end(dir_state, id,
+							   seqs[i], path, 0), 0);
 		ck_assert_int_eq(syncguard_store_marked(id, false), 0);
 	}
+}
+END_TEST
+
+/* The markers of final flushes of store @id in @dir (core/poison.c) */
+static int markers_in(const char *dir_state, const char *id)
+{
+	char cmd[700];
+
+	snprintf(cmd, sizeof(cmd), "exit $(ls -A '%s/latched' 2>/dev/null | "
+		 "grep -c '^\\.%s\\.flush-')", dir_state, id);
+	return WEXITSTATUS(system(cmd));
+}
+
+/* Two final flushes of one store in one process may overlap, each with
+ * its LUN's state directory: each takes its own marker away (the last to
+ * end took only its own, and the other stayed: another tgtd's LUN waited
+ * for a flush that had ended) */
+START_TEST(test_poison_overlapping_final_flushes)
+{
+	const char *dir_state = syncguard_state_dir(NULL);
+	unsigned int a, b;
+	char other[200];
+
+	ck_assert_ptr_nonnull(realpath(dir, other));
+	strncat(other, "/states", sizeof(other) - strlen(other) - 1);
+	ck_assert_int_eq(syncguard_final_flush_begin(dir_state, "test-two",
+						     &a), 0);
+	ck_assert_int_eq(syncguard_final_flush_begin(other, "test-two", &b), 0);
+	ck_assert_int_eq(markers_in(dir_state, "test-two"), 1);
+	ck_assert_int_eq(markers_in(other, "test-two"), 1);
+	ck_assert_int_eq(syncguard_final_flush_end(other, "test-two", b, path,
+						   0), 0);
+	ck_assert_int_eq(markers_in(other, "test-two"), 0);
+	ck_assert_int_eq(syncguard_store_marked("test-two", false),
+			 EINPROGRESS);
+	ck_assert_int_eq(syncguard_final_flush_end(dir_state, "test-two", a,
+						   path, 0), 0);
+	ck_assert_int_eq(markers_in(dir_state, "test-two"), 0);
+	ck_assert_int_eq(syncguard_store_marked("test-two", false), 0);
 }
 END_TEST
 
@@ -1433,9 +1476,11 @@ START_TEST(test_poison_path_ids)
 	model_store_id(mnt, img, c);
 	rmdir(mnt);
 	rmdir(deep);
-	ck_assert_uint_le(strlen(c), 230);
+	ck_assert_uint_le(strlen(c), 202);
 	ck_assert_int_eq(syncguard_poison_write(dir_state, c, mnt, EIO), 0);
 	ck_assert_int_eq(syncguard_poison_clear(dir_state, c), 0);
+	ck_assert_int_eq(syncguard_flush_marker(dir_state, c, (long)getpid(),
+						UINT_MAX, deep, sizeof(deep)), 0);
 	unlink(img);
 }
 END_TEST
@@ -1510,6 +1555,7 @@ static void *other_tgtd_flush_fails(void *arg)
 START_TEST(test_poison_other_final_flush)
 {
 	const char *dir_state = syncguard_state_dir(NULL);
+	siginfo_t gone;
 	pthread_t t;
 	pid_t child;
 	int fd;
@@ -1522,7 +1568,7 @@ START_TEST(test_poison_other_final_flush)
 		pause();
 		_exit(0);
 	}
-	ck_assert_int_eq(syncguard_flush_marker(dir_state, other_id, child,
+	ck_assert_int_eq(syncguard_flush_marker(dir_state, other_id, child, 1,
 						other_marker,
 						sizeof(other_marker)), 0);
 	ck_assert_int_ge(fd = open(other_marker, O_WRONLY | O_CREAT, 0600), 0);
@@ -1534,9 +1580,11 @@ START_TEST(test_poison_other_final_flush)
 	pthread_join(t, NULL);
 	syncguard_lun_close(&lun);
 	ck_assert_int_eq(syncguard_poison_clear(dir_state, other_id), 0);
-	/* the other tgtd killed during its final flush: its marker stays */
+	/* the other tgtd killed during its final flush: its marker stays
+	 * (a zombie that its parent has not reaped yet is gone too) */
 	kill(child, SIGKILL);
-	waitpid(child, NULL, 0);
+	ck_assert_int_eq(waitid(P_PID, (id_t)child, &gone, WEXITED | WNOWAIT),
+			 0);
 	ck_assert_int_ge(fd = open(other_marker, O_WRONLY | O_CREAT, 0600), 0);
 	close(fd);
 	ck_assert_int_eq(reopen_latched("mode=write-back"), EIO);
@@ -1546,6 +1594,7 @@ START_TEST(test_poison_other_final_flush)
 	ck_assert_int_ne(access(other_marker, F_OK), 0);
 	ck_assert_int_eq(reopen_latched("mode=write-back"), 0);
 	ck_assert_int_eq(sync_cache10(0, 0), SYNCGUARD_OK);
+	waitpid(child, NULL, 0);
 }
 END_TEST
 
@@ -2025,6 +2074,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_poison_records_apart);
 	tcase_add_test(faults, test_poison_unfinished_record);
 	tcase_add_test(faults, test_poison_other_final_flush);
+	tcase_add_test(faults, test_poison_overlapping_final_flushes);
 	if (access("tools/syncguard-devmodel", X_OK) == 0 &&
 	    access("/dev/fuse", W_OK) == 0) {
 		tcase_add_test(faults, test_poison_fuse_identity);
