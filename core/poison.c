@@ -549,8 +549,11 @@ static void forget_record(const char *id, const char *dir)
  * another process that finds it waits for the outcome while that
  * process lives (a soft latch, as for the in-process mark), and latches
  * (EIO: the outcome is unknown) where that process stopped on the way.
- * The marker is not synced: after a power cut the flush it stood for
- * vouched for nothing.  test_poison_other_final_flush.
+ * A flush that failed and whose record could not be written leaves its
+ * marker renamed ".<id>.failed-...", which latches other processes'
+ * LUNs until it is cleared.  The marker is not synced: after a power cut
+ * the flush it stood for vouched for nothing.
+ * test_poison_other_final_flush.
  */
 
 /* The start time of process @pid (/proc/PID/stat field 22, clock
@@ -576,56 +579,116 @@ static unsigned long long proc_start(long pid)
 	return sscanf(c, "%llu", &start) == 1 ? start : 0;
 }
 
+/* A marker's kinds: a final flush on its way, and one that failed and
+ * whose record could not be written (the marker stays, renamed) */
+enum marker_kind { MARKER_NONE, MARKER_FLUSH, MARKER_FAILED };
+static const char *const marker_names[] = { "", "flush", "failed" };
+
+/* The path of the @kind marker of final flush @seq of store @id by
+ * process @pid in @dir into @buf: 0, -ESRCH or -ENAMETOOLONG */
+static int marker_path(const char *dir, const char *id,
+		       enum marker_kind kind, long pid, unsigned int seq,
+		       char *buf, size_t len)
+{
+	unsigned long long start = proc_start(pid);
+	int n = snprintf(buf, len, "%s/latched/.%s.%s-%ld-%llu-%u", dir, id,
+			 marker_names[kind], pid, start, seq);
+
+	/* the name: '.', the id, ".failed-", at most 7 + 1 + 20 + 1 + 10 */
+	return !start ? -ESRCH : n < 0 || (size_t)n >= len ||
+	       strlen(id) + 48 > NAME_MAX ? -ENAMETOOLONG : 0;
+}
+
 int syncguard_flush_marker(const char *dir, const char *id, long pid,
 			   unsigned int seq, char *buf, size_t len)
 {
-	unsigned long long start = proc_start(pid);
-	int n = snprintf(buf, len, "%s/latched/.%s.flush-%ld-%llu-%u", dir,
-			 id, pid, start, seq);
+	return marker_path(dir, id, MARKER_FLUSH, pid, seq, buf, len);
+}
 
-	/* the name: '.', the id, ".flush-", at most 7 + 1 + 20 + 1 + 10 */
-	return !start ? -ESRCH : n < 0 || (size_t)n >= len ||
-	       strlen(id) + 47 > NAME_MAX ? -ENAMETOOLONG : 0;
+/* Is @name a marker of store @id: "." @id "." kind "-", then exactly
+ * "<pid>-<start>-<seq>"?  Its kind, with its process into *@pid and
+ * *@start, or MARKER_NONE. */
+static enum marker_kind marker_of(const char *name, const char *id,
+				  long *pid, unsigned long long *start)
+{
+	size_t n = strlen(id);
+	unsigned int seq;
+	int end = 0;
+
+	if (name[0] != '.' || strncmp(name + 1, id, n) || name[n + 1] != '.')
+		return MARKER_NONE;
+	name += n + 2;
+	for (int k = MARKER_FLUSH; k <= MARKER_FAILED; k++) {
+		size_t kl = strlen(marker_names[k]);
+
+		if (!strncmp(name, marker_names[k], kl) && name[kl] == '-' &&
+		    sscanf(name + kl + 1, "%ld-%llu-%u%n", pid, start, &seq,
+			   &end) == 3 && !name[kl + 1 + (size_t)end])
+			return (enum marker_kind)k;
+	}
+	return MARKER_NONE;
+}
+
+/* When this machine booted (/proc/stat btime, seconds since the epoch),
+ * 0 if unknown */
+static long long boot_time(void)
+{
+	static long long btime;
+	char line[128];
+	FILE *f;
+
+	if (btime || !(f = fopen("/proc/stat", "re")))
+		return btime;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "btime %lld", &btime) == 1)
+			break;
+	fclose(f);
+	return btime;
 }
 
 /* Another process's final flush of store @id, by its marker in @dir:
  * EINPROGRESS while that process lives, EIO where it stopped on the way
- * (with @remove: its marker removed), 0 if none; what it is into @text
- * (@len bytes). */
+ * or failed without a record (with @remove: those markers removed), 0 if
+ * none; what it is into @text (@len bytes).  A marker older than this
+ * boot is a stopped process's, whatever its pid and start time (the
+ * clock ticks since boot start again, and so may the pids). */
 static int other_final_flush(const char *dir, const char *id, bool remove,
 			     char *text, size_t len)
 {
-	char p[PATH_MAX], prefix[300];
 	unsigned long long start;
+	enum marker_kind kind;
+	char p[PATH_MAX];
 	struct dirent *e;
-	unsigned int seq;
-	int ret = 0, end;
+	struct stat st;
+	int ret = 0;
+	bool stale;
 	long pid;
 	DIR *d;
 
 	snprintf(p, sizeof(p), "%s/latched", dir);
-	snprintf(prefix, sizeof(prefix), ".%s.flush-", id);
 	if (!(d = opendir(p)))
 		return 0;
 	while ((e = readdir(d))) {
-		end = 0;	/* the whole rest of the name, or another's */
-		if (strncmp(e->d_name, prefix, strlen(prefix)) ||
-		    sscanf(e->d_name + strlen(prefix), "%ld-%llu-%u%n", &pid,
-			   &start, &seq, &end) != 3 ||
-		    e->d_name[strlen(prefix) + (size_t)end])
+		if (!(kind = marker_of(e->d_name, id, &pid, &start)))
 			continue;
-		/* this process's own: its in-process mark says more */
-		if (pid == (long)getpid() && start == proc_start(pid))
-			continue;
-		if (proc_start(pid) == start) {
+		stale = fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+			(long long)st.st_mtime < boot_time();
+		if (kind == MARKER_FLUSH && !stale && proc_start(pid) == start) {
+			if (pid == (long)getpid())
+				continue;	/* its in-process mark says more */
 			snprintf(text, len, "a final flush of process %ld on "
 				 "this store still runs\n", pid);
 			ret = EINPROGRESS;
 			break;
 		}
-		snprintf(text, len, "errno %d (process %ld stopped during "
-			 "its final flush of this store: its outcome is "
-			 "unknown)\n", EIO, pid);
+		if (kind == MARKER_FAILED)
+			snprintf(text, len, "errno %d (process %ld's final flush "
+				 "of this store failed, and its record could not "
+				 "be written)\n", EIO, pid);
+		else
+			snprintf(text, len, "errno %d (process %ld stopped "
+				 "during its final flush of this store: its "
+				 "outcome is unknown)\n", EIO, pid);
 		if (remove)
 			unlinkat(dirfd(d), e->d_name, 0);
 		ret = EIO;
@@ -706,14 +769,18 @@ int syncguard_final_flush_end(const char *dir, const char *id,
 			      unsigned int seq, const char *path, int err)
 {
 	int ret = err ? syncguard_store_failed(dir, id, path, err) : 0;
-	char marker[PATH_MAX];
+	char marker[PATH_MAX], failed[PATH_MAX];
 	int i;
 
 	if (!id[0])
 		return ret;
-	/* its outcome is recorded (or marked) by now */
+	/* its outcome is recorded by now; one that could not be is kept
+	 * for other processes in the marker, renamed (no new space) */
 	if (!syncguard_flush_marker(dir, id, (long)getpid(), seq, marker,
-				    sizeof(marker)))
+				    sizeof(marker)) &&
+	    (!err || !ret || marker_path(dir, id, MARKER_FAILED, getpid(),
+					 seq, failed, sizeof(failed)) ||
+	     rename(marker, failed)))
 		unlink(marker);
 	pthread_mutex_lock(&marks_lock);
 	if ((i = mark_of(id, false)) >= 0) {

@@ -457,9 +457,34 @@ static void print_man(void)
 	       ".BR iscsi\\-syncbench (1)\n");
 }
 
+/* The ids a listing has shown */
+struct shown {
+	char (*ids)[256];
+	size_t n, cap;
+};
+
+/* Has @s shown @id?  If not, it has now (as far as memory goes). */
+static bool listed(struct shown *s, const char *id)
+{
+	void *grown;
+
+	for (size_t i = 0; i < s->n; i++)
+		if (!strcmp(s->ids[i], id))
+			return true;
+	if (s->n == s->cap) {
+		if (!(grown = realloc(s->ids, (s->cap + 16) * sizeof(*s->ids))))
+			return false;
+		s->ids = grown;
+		s->cap += 16;
+	}
+	snprintf(s->ids[s->n++], sizeof(s->ids[0]), "%s", id);
+	return false;
+}
+
 /* The records in @dir/latched, one per store: path, errno, time. */
 static int list_latched(const char *dir)
 {
+	struct shown seen = { 0 };
 	char p[4096], text[512];
 	struct dirent *e;
 	int n = 0;
@@ -472,29 +497,33 @@ static int list_latched(const char *dir)
 	}
 	while ((e = readdir(d))) {
 		size_t len = strlen(e->d_name), idlen;
-		const char *flush = NULL;
+		const char *marker = NULL;
 		char id[256];
 		int ret;
 
 		/* a record; or, by its store's id where the record itself is
 		 * not there, the ".ID.tmp" of one left unfinished or the
-		 * ".ID.flush-PID-START" of a final flush */
+		 * ".ID.flush-..." (".ID.failed-...") marker of a final flush;
+		 * each store once */
 		snprintf(id, sizeof(id), "%s", e->d_name);
 		if (e->d_name[0] == '.') {
-			for (const char *f = e->d_name;
-			     (f = strstr(f, ".flush-")); f++)
-				flush = f;
+			for (const char *f = e->d_name + 1; (f = strchr(f, '.'));
+			     f++)
+				if (!strncmp(f, ".flush-", 7) ||
+				    !strncmp(f, ".failed-", 8))
+					marker = f;
 			if (len > 5 && !strcmp(e->d_name + len - 4, ".tmp"))
 				idlen = len - 5;
-			else if (flush && flush > e->d_name + 1)
-				idlen = (size_t)(flush - e->d_name) - 1;
+			else if (marker && marker > e->d_name + 1)
+				idlen = (size_t)(marker - e->d_name) - 1;
 			else
 				continue;
 			if (idlen >= sizeof(id))
 				continue;
 			snprintf(id, sizeof(id), "%.*s", (int)idlen,
 				 e->d_name + 1);
-			if (!faccessat(dirfd(d), id, F_OK, AT_SYMLINK_NOFOLLOW))
+			if (!faccessat(dirfd(d), id, F_OK, AT_SYMLINK_NOFOLLOW) ||
+			    listed(&seen, id))
 				continue;
 		}
 		ret = syncguard_store_record(dir, id, text, sizeof(text), NULL,
@@ -515,6 +544,7 @@ static int list_latched(const char *dir)
 		n++;
 	}
 	closedir(d);
+	free(seen.ids);
 	if (!n)
 		fprintf(stderr, "syncguard-stat: no latch recorded in %s\n", dir);
 	return n ? 0 : 1;

@@ -1413,6 +1413,48 @@ START_TEST(test_poison_overlapping_final_flushes)
 }
 END_TEST
 
+/* What other processes read of markers this one left: a final flush
+ * that failed and whose record could not be written latches them (its
+ * marker had gone with it, and another tgtd's waiting LUN answered GOOD),
+ * and so does a marker from before this boot, whatever process its pid
+ * and start time name now (one naming this process was skipped as its
+ * own) */
+START_TEST(test_poison_markers_left)
+{
+	const char *dir_state = syncguard_state_dir(NULL);
+	struct timespec old[2] = { { 0, 0 }, { 0, 0 } };
+	char rec[600], marker[600], text[512];
+	unsigned int seq;
+	int fd;
+
+	ck_assert_int_eq(syncguard_final_flush_begin(dir_state, "test-left",
+						     &seq), 0);
+	snprintf(rec, sizeof(rec), "%s/latched/test-left", dir_state);
+	ck_assert_int_eq(mkdir(rec, 0700), 0);	/* no record can go there */
+	ck_assert_int_ne(syncguard_final_flush_end(dir_state, "test-left", seq,
+						   path, EIO), 0);
+	ck_assert_int_eq(rmdir(rec), 0);
+	ck_assert_int_eq(syncguard_store_record(dir_state, "test-left", text,
+						sizeof(text), NULL, 0), EIO);
+	ck_assert_ptr_nonnull(strstr(text, "could not be written"));
+	ck_assert_int_eq(syncguard_poison_clear(dir_state, "test-left"), 0);
+	ck_assert_int_eq(syncguard_store_record(dir_state, "test-left", text,
+						sizeof(text), NULL, 0), 0);
+	/* this process's name, from before this boot */
+	ck_assert_int_eq(syncguard_flush_marker(dir_state, "test-left",
+						(long)getpid(), 7, marker,
+						sizeof(marker)), 0);
+	ck_assert_int_ge(fd = open(marker, O_WRONLY | O_CREAT, 0600), 0);
+	ck_assert_int_eq(futimens(fd, old), 0);
+	close(fd);
+	ck_assert_int_eq(syncguard_store_record(dir_state, "test-left", text,
+						sizeof(text), NULL, 0), EIO);
+	ck_assert_ptr_nonnull(strstr(text, "outcome is unknown"));
+	ck_assert_int_eq(syncguard_poison_clear(dir_state, "test-left"), 0);
+	ck_assert_int_ne(access(marker, F_OK), 0);
+}
+END_TEST
+
 /* The store id of the device model's disk mounted at @mnt (made, then
  * unmounted) into @id (256 bytes) */
 static void model_store_id(const char *mnt, const char *img, char *id)
@@ -2075,6 +2117,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_poison_unfinished_record);
 	tcase_add_test(faults, test_poison_other_final_flush);
 	tcase_add_test(faults, test_poison_overlapping_final_flushes);
+	tcase_add_test(faults, test_poison_markers_left);
 	if (access("tools/syncguard-devmodel", X_OK) == 0 &&
 	    access("/dev/fuse", W_OK) == 0) {
 		tcase_add_test(faults, test_poison_fuse_identity);
