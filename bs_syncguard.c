@@ -194,6 +194,12 @@ static void log_poisoned(struct scsi_lu *lu, const char *path)
 			"mend the state directory (bsopts state_dir), then "
 			"re-create the LUN\n", lu->lun, lun->poison_dir,
 			lun->store_id, text + 12);
+	else if (strstr(text, "final flush of this store"))	/* a marker */
+		eprintf("syncguard: lun %" PRIu64 ": starts latched: %s; "
+			"acknowledged writes may be lost: check the data, then "
+			"clear it with 'syncguard-stat --clear-latch %s "
+			"--state-dir %s' and re-create the LUN\n", lu->lun, text,
+			path, lun->poison_dir);
 	else if (!strncmp(text, "unrecorded", 10))	/* the same */
 		eprintf("syncguard: lun %" PRIu64 ": starts latched: an earlier "
 			"LUN on this store latched an error in this tgtd (%s), "

@@ -586,11 +586,32 @@ static const char *const marker_names[] = { "", "flush", "failed" };
 
 /* The path of the @kind marker of final flush @seq of store @id by
  * process @pid in @dir into @buf: 0, -ESRCH or -ENAMETOOLONG */
+/* proc_start of this process, read once (a process short of
+ * descriptors cannot read it, and would not find its own markers) */
+static unsigned long long self_start(void)
+{
+	static long pid;			/* whose (a fork's child reads
+						 * its own again) */
+	static unsigned long long start;
+	long me = (long)getpid();
+	unsigned long long st;
+
+	if (__atomic_load_n(&pid, __ATOMIC_ACQUIRE) == me &&
+	    (st = __atomic_load_n(&start, __ATOMIC_RELAXED)))
+		return st;
+	if ((st = proc_start(me))) {
+		__atomic_store_n(&start, st, __ATOMIC_RELAXED);
+		__atomic_store_n(&pid, me, __ATOMIC_RELEASE);
+	}
+	return st;
+}
+
 static int marker_path(const char *dir, const char *id,
 		       enum marker_kind kind, long pid, unsigned int seq,
 		       char *buf, size_t len)
 {
-	unsigned long long start = proc_start(pid);
+	unsigned long long start = pid == (long)getpid() ? self_start() :
+				   proc_start(pid);
 	int n = snprintf(buf, len, "%s/latched/.%s.%s-%ld-%llu-%u", dir, id,
 			 marker_names[kind], pid, start, seq);
 
@@ -652,8 +673,8 @@ static long long boot_time(void)
  * none; what it is into @text (@len bytes).  A marker older than this
  * boot is a stopped process's, whatever its pid and start time (the
  * clock ticks since boot start again, and so may the pids). */
-static int other_final_flush(const char *dir, const char *id, bool remove,
-			     char *text, size_t len)
+static int scan_markers(const char *dir, const char *id, bool remove,
+			char *text, size_t len)
 {
 	unsigned long long start;
 	enum marker_kind kind;
@@ -671,9 +692,14 @@ static int other_final_flush(const char *dir, const char *id, bool remove,
 	while ((e = readdir(d))) {
 		if (!(kind = marker_of(e->d_name, id, &pid, &start)))
 			continue;
-		stale = fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
-			(long long)st.st_mtime < boot_time();
-		if (kind == MARKER_FLUSH && !stale && proc_start(pid) == start) {
+		/* one gone since readdir saw it: its flush ended, and its
+		 * record, read after this, tells how */
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW))
+			continue;
+		stale = (long long)st.st_mtime < boot_time();
+		if (kind == MARKER_FLUSH && !stale &&
+		    (pid == (long)getpid() ? self_start() : proc_start(pid)) ==
+		    start) {
 			if (pid == (long)getpid())
 				continue;	/* its in-process mark says more */
 			snprintf(text, len, "a final flush of process %ld on "
@@ -697,15 +723,33 @@ static int other_final_flush(const char *dir, const char *id, bool remove,
 	return ret;
 }
 
+/* scan_markers, twice where the first finds none: readdir need not
+ * return an entry renamed during the scan (a ".flush-" marker turning
+ * ".failed-" in a directory larger than one getdents buffer) under
+ * either name, and that rename is the one step of a marker that no
+ * record follows; the second scan starts after it. */
+static int other_final_flush(const char *dir, const char *id, bool remove,
+			     char *text, size_t len)
+{
+	int ret = scan_markers(dir, id, remove, text, len);
+
+	return ret ? ret : scan_markers(dir, id, remove, text, len);
+}
+
 int syncguard_store_record(const char *dir, const char *id, char *text,
 			   size_t len, char *where, size_t where_len)
 {
 	char other[PATH_MAX], flush[200];
+	const char *own = dir;
+	int flushing, err;
+
+	/* this process's start time, read while it has descriptors to
+	 * spare: its own final flushes' markers are named by it */
+	self_start();
 	/* the marker before the record: the flush writes its record, then
 	 * removes its marker, so one of the two is seen */
-	int flushing = other_final_flush(dir, id, false, flush, sizeof(flush));
-	const char *own = dir;
-	int err = syncguard_poison_read(dir, id, text, len);
+	flushing = other_final_flush(dir, id, false, flush, sizeof(flush));
+	err = syncguard_poison_read(dir, id, text, len);
 
 	if (!err && recorded_elsewhere(id, dir, other, sizeof(other))) {
 		dir = other;

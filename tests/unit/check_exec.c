@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1413,6 +1414,37 @@ START_TEST(test_poison_overlapping_final_flushes)
 }
 END_TEST
 
+/* A final flush that ends while tgtd has no descriptor to spare still
+ * takes its marker away (the marker's name wanted /proc/self/stat read
+ * again, and the marker stayed: another tgtd's LUN waited for a flush
+ * that had ended, as long as this one ran) */
+START_TEST(test_poison_marker_without_descriptors)
+{
+	const char *dir_state = syncguard_state_dir(NULL);
+	struct rlimit lim, few;
+	int fd, taken[64], n = 0;
+	unsigned int seq;
+
+	ck_assert_int_eq(syncguard_final_flush_begin(dir_state, "test-nofd",
+						     &seq), 0);
+	ck_assert_int_eq(markers_in(dir_state, "test-nofd"), 1);
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &lim), 0);
+	few = lim;
+	few.rlim_cur = 64;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &few), 0);
+	while (n < 64 && (fd = open("/dev/null", O_RDONLY)) >= 0)
+		taken[n++] = fd;	/* every descriptor taken */
+	ck_assert_int_lt(n, 64);
+	ck_assert_int_eq(errno, EMFILE);
+	ck_assert_int_eq(syncguard_final_flush_end(dir_state, "test-nofd", seq,
+						   path, 0), 0);
+	while (n)
+		close(taken[--n]);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
+	ck_assert_int_eq(markers_in(dir_state, "test-nofd"), 0);
+}
+END_TEST
+
 /* What other processes read of markers this one left: a final flush
  * that failed and whose record could not be written latches them (its
  * marker had gone with it, and another tgtd's waiting LUN answered GOOD),
@@ -2118,6 +2150,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_poison_other_final_flush);
 	tcase_add_test(faults, test_poison_overlapping_final_flushes);
 	tcase_add_test(faults, test_poison_markers_left);
+	tcase_add_test(faults, test_poison_marker_without_descriptors);
 	if (access("tools/syncguard-devmodel", X_OK) == 0 &&
 	    access("/dev/fuse", W_OK) == 0) {
 		tcase_add_test(faults, test_poison_fuse_identity);
