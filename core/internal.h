@@ -232,7 +232,7 @@ const char *syncguard_state_dir(const struct syncguard_opts *opts);
 
 /* The identity of the store @fd (a regular file or a block device) that
  * survives re-creation and reboots but not reuse, as a file name, into
- * @id (@len bytes): 0 or -errno. */
+ * @id (@len bytes): 0 or -errno.  core/storeid.c */
 int syncguard_store_id(int fd, char *id, size_t len);
 
 /* Record that store @id (at @path, for the administrator) latched @err:
