@@ -250,6 +250,12 @@ int syncguard_poison_read(const char *dir, const char *id, char *text,
  * (-ENOENT: none). */
 int syncguard_poison_clear(const char *dir, const char *id);
 
+/* The store whose record, record being written (".<id>.tmp") or final
+ * flush marker (".<id>.flush-...", ".<id>.failed-...") entry @name of a
+ * state directory's latched/ is, into @id (@len bytes): 0, or -EINVAL
+ * for a name of none. */
+int syncguard_record_store(const char *name, char *id, size_t len);
+
 /* The errno of store @id's latch as a new LUN with state directory @dir
  * finds it (its text into @text, @len bytes): the record in @dir, else
  * the one this process last wrote for the store in another state

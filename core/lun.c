@@ -300,7 +300,9 @@ static void open_poisoned(struct syncguard_lun *lun)
 			 strerror(-err));
 		err = EIO;
 	}
-	if ((!err && (err = marked) == EINPROGRESS) || err == EINPROGRESS) {
+	if (!err)
+		err = marked;
+	if (err == EINPROGRESS) {
 		/* the last LUN's final flush, here or in another tgtd */
 		lun->poison[0] = '\0';
 		syncguard_latch_pending(lun);

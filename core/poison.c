@@ -450,6 +450,29 @@ static enum marker_kind marker_of(const char *name, const char *id,
 	return MARKER_NONE;
 }
 
+int syncguard_record_store(const char *name, char *id, size_t len)
+{
+	size_t n = strlen(name);
+	unsigned long long start;
+	long pid;
+
+	if (name[0] != '.')			/* a record */
+		return snprintf(id, len, "%s", name) < (int)len ? 0 : -EINVAL;
+	if (n > 5 && !strcmp(name + n - 4, ".tmp") && n - 5 < len) {
+		snprintf(id, len, "%.*s", (int)(n - 5), name + 1);
+		return 0;			/* one being written */
+	}
+	for (const char *dot = strchr(name + 1, '.'); dot;	/* a marker */
+	     dot = strchr(dot + 1, '.')) {
+		if ((size_t)(dot - name) > len)
+			break;
+		snprintf(id, (size_t)(dot - name), "%s", name + 1);
+		if (marker_of(name, id, &pid, &start) != MARKER_NONE)
+			return 0;
+	}
+	return -EINVAL;
+}
+
 /* When this machine booted (/proc/stat btime, seconds since the epoch),
  * 0 if unknown */
 static long long boot_time(void)

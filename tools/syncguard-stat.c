@@ -496,36 +496,17 @@ static int list_latched(const char *dir)
 		return 1;
 	}
 	while ((e = readdir(d))) {
-		size_t len = strlen(e->d_name), idlen;
-		const char *marker = NULL;
 		char id[256];
 		int ret;
 
 		/* a record; or, by its store's id where the record itself is
-		 * not there, the ".ID.tmp" of one left unfinished or the
-		 * ".ID.flush-..." (".ID.failed-...") marker of a final flush;
+		 * not there, one being written or a final flush's marker;
 		 * each store once */
-		snprintf(id, sizeof(id), "%s", e->d_name);
-		if (e->d_name[0] == '.') {
-			for (const char *f = e->d_name + 1; (f = strchr(f, '.'));
-			     f++)
-				if (!strncmp(f, ".flush-", 7) ||
-				    !strncmp(f, ".failed-", 8))
-					marker = f;
-			if (len > 5 && !strcmp(e->d_name + len - 4, ".tmp"))
-				idlen = len - 5;
-			else if (marker && marker > e->d_name + 1)
-				idlen = (size_t)(marker - e->d_name) - 1;
-			else
-				continue;
-			if (idlen >= sizeof(id))
-				continue;
-			snprintf(id, sizeof(id), "%.*s", (int)idlen,
-				 e->d_name + 1);
-			if (!faccessat(dirfd(d), id, F_OK, AT_SYMLINK_NOFOLLOW) ||
-			    listed(&seen, id))
-				continue;
-		}
+		if (syncguard_record_store(e->d_name, id, sizeof(id)) ||
+		    (e->d_name[0] == '.' &&
+		     (!faccessat(dirfd(d), id, F_OK, AT_SYMLINK_NOFOLLOW) ||
+		      listed(&seen, id))))
+			continue;
 		ret = syncguard_store_record(dir, id, text, sizeof(text), NULL,
 					     0);
 		if (!ret)
