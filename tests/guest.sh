@@ -197,7 +197,13 @@ diagnose() {
 		"$share/out/dmesg" 2>/dev/null | grep -av 'Power-on or device reset' |
 		tail -n 25 | sed 's/^/  /' >&2
 	pid=$(cat "$tgtd/pid" 2>/dev/null)
-	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then say "tgtd (pid $pid) is still running"
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+		say "tgtd (pid $pid) is still running; its threads (name, state, where each waits):"
+		for t in /proc/"$pid"/task/*; do
+			printf '  %s %s %s\n' "$(cat "$t/comm" 2>/dev/null)" \
+				"$(awk '{ print $3 }' "$t/stat" 2>/dev/null)" \
+				"$(cat "$t/wchan" 2>/dev/null)"
+		done | sort | uniq -c | sed 's/^/ /' >&2
 	else say "tgtd (pid ${pid:-?}) is gone"; fi
 	say "tgtd.log, its last lines:"
 	tail -n 15 "$tgtd/tgtd.log" | sed 's/^/  /' >&2
