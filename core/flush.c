@@ -271,8 +271,16 @@ unsigned int syncguard_flush_batch_us(unsigned int last_group,
  *   bring the next commands; counting page-cache writes there too
  *   held them longer and cost more system calls, 10.4-11.6 per command
  *   against 10.0, as tgt's loop polls while anything is held);
- *   otherwise a pass that brought none submits what waits (at QD1 the
- *   write waits one empty pass of the loop, no more);
+ *   otherwise SUBMIT_QUIET passes in a row that brought none submit what
+ *   waits (at QD1 the write waits that many empty passes of the loop,
+ *   each an epoll_wait that does not sleep).  Why more than one: where
+ *   the event thread is the bound (plp at QD32: its O_DIRECT writes are
+ *   back within tens of microseconds, so fewer than SUBMIT_BUSY are
+ *   ever in the kernel), a pass that only sent answers comes between
+ *   nearly every two commands.  Submitting after one such pass sent
+ *   1.1 writes to an enter, each enter a trap to the hypervisor; after
+ *   three, 2-4, at 1.6-1.9x the IOPS (performance.md, "Submission
+ *   batching");
  * - at most SUBMIT_BATCH of them: more would only add latency;
  * - for SUBMIT_HOLD_US at most: a command never waits longer on others,
  *   so nothing waits behind I/O that is stuck (on FUSE, io-wq's writes
@@ -287,15 +295,16 @@ unsigned int syncguard_flush_batch_us(unsigned int last_group,
 #define SUBMIT_BATCH	8u
 #define SUBMIT_BUSY	4u
 #define SUBMIT_HOLD_US	100u
+#define SUBMIT_QUIET	3u
 
 bool syncguard_submit_hold(unsigned int held)
 {
 	return held < SUBMIT_BATCH;
 }
 
-bool syncguard_submit_due(uint64_t waited_us, bool arrived,
+bool syncguard_submit_due(uint64_t waited_us, unsigned int quiet,
 			  unsigned int in_kernel)
 {
 	return waited_us >= SUBMIT_HOLD_US ||
-	       (!arrived && in_kernel < SUBMIT_BUSY);
+	       (quiet >= SUBMIT_QUIET && in_kernel < SUBMIT_BUSY);
 }

@@ -84,6 +84,7 @@ static struct {
 	 * waits (us, syncguard_now_us); and the event that ends the wait
 	 * (tgt's scheduled events run before every epoll_wait) */
 	unsigned int held, held_seen, held_direct, io_inflight;
+	unsigned int quiet;	/* passes in a row that held no read or write */
 	struct syncguard_bs *held_luns;	/* whose I/O is held, linked by
 					 * uring.held_next */
 	uint64_t held_since_us;
@@ -136,7 +137,7 @@ static unsigned int unhold(void)
 		bs->uring.held = 0;
 	}
 	ring.held_luns = NULL;
-	ring.held = ring.held_direct = 0;
+	ring.held = ring.held_direct = ring.quiet = 0;
 	return direct;
 }
 
@@ -190,13 +191,12 @@ static struct io_uring_sqe *get_sqe(void)
  * (epoll_wait then does not sleep). */
 static void submit_event(struct event_data *ev)
 {
-	bool arrived = ring.held != ring.held_seen;
-
 	(void)ev;
 	if (!ring.held)
 		return;
+	ring.quiet = ring.held != ring.held_seen ? 0 : ring.quiet + 1;
 	if (syncguard_submit_due(syncguard_now_us() - ring.held_since_us,
-				 arrived, ring.io_inflight > ring.held_direct ?
+				 ring.quiet, ring.io_inflight > ring.held_direct ?
 				 ring.io_inflight - ring.held_direct : 0)) {
 		submit();
 		return;
@@ -755,7 +755,7 @@ static void ring_stop(void)
 	tgt_remove_sched_event(&ring.submit_ev);
 	tgt_remove_sched_event(&ring.answer_ev);
 	io_uring_queue_exit(&ring.ring);
-	ring.held = ring.held_seen = ring.held_direct = 0;
+	ring.held = ring.held_seen = ring.held_direct = ring.quiet = 0;
 	ring.held_luns = NULL;
 	ring.io_inflight = 0;
 	ring.flush_stalled = false;

@@ -184,20 +184,22 @@ END_TEST
 
 /* Submission batching: a read or write (O_DIRECT or page cache) waits
  * for the end of tgtd's event-loop pass, at most 8 of them; it is
- * submitted after a pass that brought no other while fewer than 4 are
- * in the kernel, and after 100 us whatever else happens. */
+ * submitted after 3 passes in a row that brought no other while fewer
+ * than 4 are in the kernel, and after 100 us whatever else happens. */
 START_TEST(test_flush_submit_batching)
 {
 	ck_assert(syncguard_submit_hold(1));
 	ck_assert(syncguard_submit_hold(7));
 	ck_assert(!syncguard_submit_hold(8));	/* a full batch */
-	ck_assert(!syncguard_submit_due(0, true, 0));	/* still arriving */
-	ck_assert(!syncguard_submit_due(99, true, 0));
-	ck_assert(!syncguard_submit_due(50, false, 4));	/* the device busy */
-	ck_assert(syncguard_submit_due(0, false, 3));	/* QD1: one pass */
-	ck_assert(syncguard_submit_due(0, false, 0));
-	ck_assert(syncguard_submit_due(100, true, 31));	/* its longest */
-	ck_assert(syncguard_submit_due(UINT64_MAX, false, 16));	/* stuck */
+	ck_assert(!syncguard_submit_due(0, 0, 0));	/* still arriving */
+	ck_assert(!syncguard_submit_due(99, 0, 0));
+	ck_assert(!syncguard_submit_due(10, 1, 0));	/* one quiet pass */
+	ck_assert(!syncguard_submit_due(20, 2, 3));	/* two */
+	ck_assert(!syncguard_submit_due(50, 9, 4));	/* the device busy */
+	ck_assert(syncguard_submit_due(0, 3, 3));	/* QD1: three passes */
+	ck_assert(syncguard_submit_due(0, 4, 0));
+	ck_assert(syncguard_submit_due(100, 0, 31));	/* its longest */
+	ck_assert(syncguard_submit_due(UINT64_MAX, 1, 16));	/* stuck */
 }
 END_TEST
 
