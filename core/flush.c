@@ -279,7 +279,7 @@ unsigned int syncguard_flush_batch_us(unsigned int last_group,
  *   ever in the kernel), a pass that only sent answers comes between
  *   nearly every two commands.  Submitting after one such pass sent
  *   1.1 writes to an enter, each enter a trap to the hypervisor; after
- *   three, 2-4, at 1.6-1.9x the IOPS (performance.md, "Submission
+ *   three, 2-4, at 1.5-1.9x the IOPS (performance.md, "Submission
  *   batching");
  * - at most SUBMIT_BATCH of them: more would only add latency;
  * - for SUBMIT_HOLD_US at most: a command never waits longer on others,
