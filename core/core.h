@@ -543,8 +543,8 @@ bool syncguard_submit_hold(unsigned int held);
 
 /* At the end of a pass of tgtd's event loop: is what is held due now?
  * @waited_us: microseconds the first held has waited; @quiet: passes in
- * a row, this one included, in which no read or write was held (0 when
- * this one held one); @in_kernel: O_DIRECT reads and writes submitted
+ * a row, this one included, that brought no new read or write while
+ * some were held (0 when this one brought one); @in_kernel: O_DIRECT reads and writes submitted
  * and not yet completed (page-cache I/O keeps no device busy).  Then
  * everything held is submitted. */
 bool syncguard_submit_due(uint64_t waited_us, unsigned int quiet,

@@ -279,18 +279,20 @@ unsigned int syncguard_flush_batch_us(unsigned int last_group,
  *   ever in the kernel), a pass that only sent answers comes between
  *   nearly every two commands.  Submitting after one such pass sent
  *   1.1 writes to an enter, each enter a trap to the hypervisor; after
- *   three, 2-4, at 1.5-1.9x the IOPS (performance.md, "Submission
+ *   three, 3.4-4.4, at 1.5-1.9x the IOPS (performance.md, "Submission
  *   batching");
  * - at most SUBMIT_BATCH of them: more would only add latency;
  * - for SUBMIT_HOLD_US at most: a command never waits longer on others,
  *   so nothing waits behind I/O that is stuck (on FUSE, io-wq's writes
  *   to a file wait for its running fsync: tests/stall.sh).
- * Measured at QD32 4 KiB: 2.8-4.1 O_DIRECT writes per io_uring_enter
- * where holding only behind SUBMIT_BUSY still completing made 1.0-1.2;
- * write-back plain writes (page cache) 22.7-29.5k IOPS (median 26.7k)
- * and a median 38.5 us of tgtd CPU per command where submitting each at
- * once made 22.5-26.3k (23.8k) and 42.9 us, QD1 unchanged (5 alternating
- * rounds, performance.md).
+ * Measured at QD32 4 KiB with one empty pass: 2.8-4.1 O_DIRECT writes
+ * per io_uring_enter where holding only behind SUBMIT_BUSY still
+ * completing made 1.0-1.2; write-back plain writes (page cache)
+ * 22.7-29.5k IOPS (median 26.7k) and a median 38.5 us of tgtd CPU per
+ * command where submitting each at once made 22.5-26.3k (23.8k) and
+ * 42.9 us, QD1 unchanged (5 alternating rounds, performance.md).  The
+ * three passes cost write-back plain writes at QD1 about 3% (11.5-12.4k
+ * against 12.2-12.6k, 4 alternating rounds).
  */
 #define SUBMIT_BATCH	8u
 #define SUBMIT_BUSY	4u

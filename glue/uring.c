@@ -84,7 +84,9 @@ static struct {
 	 * waits (us, syncguard_now_us); and the event that ends the wait
 	 * (tgt's scheduled events run before every epoll_wait) */
 	unsigned int held, held_seen, held_direct, io_inflight;
-	unsigned int quiet;	/* passes in a row that held no read or write */
+	unsigned int quiet;	/* passes in a row that brought no new read or
+				 * write, while some are held; 0 at each
+				 * submission */
 	struct syncguard_bs *held_luns;	/* whose I/O is held, linked by
 					 * uring.held_next */
 	uint64_t held_since_us;
@@ -183,8 +185,9 @@ static struct io_uring_sqe *get_sqe(void)
  * Submission batching (the rules: syncguard_submit_hold, core/flush.c),
  * over every LUN's reads and writes.  What waits is submitted by the
  * next io_uring_enter: a flush's; the one that reaches the batch limit;
- * quiesce's; or submit_event's, at the end of a pass of tgtd's loop that
- * brought no other, or once the first has waited its longest.
+ * quiesce's; or submit_event's, after SUBMIT_QUIET passes of tgtd's loop
+ * in a row that brought no other, or once the first has waited its
+ * longest.
  */
 
 /* tgt's scheduled event, before each epoll_wait while anything is held

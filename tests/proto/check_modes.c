@@ -599,7 +599,7 @@ END_TEST
  * Submission batching on the ring (glue/uring.c, rules in core/flush.c):
  * a read or write waits for the end of tgtd's loop pass while others
  * keep arriving.  At QD1 each write goes in an enter of its own, after
- * one empty pass (the run completing at all shows that a lone write is
+ * three empty passes (the run completing at all shows that a lone write is
  * not left waiting); at QD32 enters carry several writes, O_DIRECT ones
  * on a plp LUN (one device notification per enter) and page-cache ones
  * on a write-back LUN (one hand-off to io-wq per enter: no O_DIRECT

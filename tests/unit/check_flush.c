@@ -195,8 +195,11 @@ START_TEST(test_flush_submit_batching)
 	ck_assert(!syncguard_submit_due(99, 0, 0));
 	ck_assert(!syncguard_submit_due(10, 1, 0));	/* one quiet pass */
 	ck_assert(!syncguard_submit_due(20, 2, 3));	/* two */
+	ck_assert(!syncguard_submit_due(99, 2, 0));
 	ck_assert(!syncguard_submit_due(50, 9, 4));	/* the device busy */
-	ck_assert(syncguard_submit_due(0, 3, 3));	/* QD1: three passes */
+	ck_assert(!syncguard_submit_due(0, 3, 4));
+	ck_assert(syncguard_submit_due(0, 3, 0));	/* QD1: three passes */
+	ck_assert(syncguard_submit_due(0, 3, 3));
 	ck_assert(syncguard_submit_due(0, 4, 0));
 	ck_assert(syncguard_submit_due(100, 0, 31));	/* its longest */
 	ck_assert(syncguard_submit_due(UINT64_MAX, 1, 16));	/* stuck */
