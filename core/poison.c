@@ -384,8 +384,6 @@ static unsigned long long proc_start(long pid)
 enum marker_kind { MARKER_NONE, MARKER_FLUSH, MARKER_FAILED };
 static const char *const marker_names[] = { "", "flush", "failed" };
 
-/* The path of the @kind marker of final flush @seq of store @id by
- * process @pid in @dir into @buf: 0, -ESRCH or -ENAMETOOLONG */
 /* proc_start of this process, read once (a process short of
  * descriptors cannot read it, and would not find its own markers) */
 static unsigned long long self_start(void)
@@ -406,6 +404,8 @@ static unsigned long long self_start(void)
 	return st;
 }
 
+/* The path of the @kind marker of final flush @seq of store @id by
+ * process @pid in @dir into @buf: 0, -ESRCH or -ENAMETOOLONG */
 static int marker_path(const char *dir, const char *id,
 		       enum marker_kind kind, long pid, unsigned int seq,
 		       char *buf, size_t len)

@@ -35,6 +35,16 @@
 #include "core.h"
 #include "internal.h"
 
+/* Every character of @s that is not [A-Za-z0-9._-] made '_': a word
+ * that can stand in a file name. */
+static void name_chars(char *s)
+{
+	for (char *c = s; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		      (*c >= '0' && *c <= '9') || *c == '.' || *c == '-'))
+			*c = '_';
+}
+
 /* The first line of sysfs file @dir/@name into @buf (@len bytes), with
  * every character that is not [A-Za-z0-9._-] made '_': 0, or -1. */
 static int sysfs_word(const char *dir, const char *name, char *buf,
@@ -54,10 +64,7 @@ static int sysfs_word(const char *dir, const char *name, char *buf,
 	n = strlen(buf);
 	while (n && buf[n - 1] == ' ')
 		buf[--n] = '\0';
-	for (char *c = buf; *c; c++)
-		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-		      (*c >= '0' && *c <= '9') || *c == '.' || *c == '-'))
-			*c = '_';
+	name_chars(buf);
 	return buf[0] ? 0 : -1;
 }
 
@@ -122,10 +129,7 @@ static int path_id(int fd, char *id, size_t len)
 	tail = n > PATH_ID_TAIL ? p + n - PATH_ID_TAIL : p;
 	if (snprintf(id, len, "path%s-h%016llx", tail, fnv1a(p)) >= (int)len)
 		return -ENAMETOOLONG;
-	for (char *c = id; *c; c++)
-		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-		      (*c >= '0' && *c <= '9') || *c == '.' || *c == '-'))
-			*c = '_';
+	name_chars(id);
 	return 0;
 }
 
@@ -173,10 +177,23 @@ static int loop_id(const char *sys, char *id, size_t len, int depth)
 	return ret;
 }
 
+/* A disk's own name for itself (sysfs @sys): its WWID, else its serial,
+ * into @word (@len bytes): 0, or -1 for none. */
+static int disk_word(const char *sys, char *word, size_t len)
+{
+	static const char *const names[] = { "wwid", "device/wwid",
+					     "device/serial", "serial" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!sysfs_word(sys, names[i], word, len))
+			return 0;
+	return -1;
+}
+
 static int block_id(dev_t rdev, char *id, size_t len, int depth)
 {
 	char sys[96], word[200], part[16];
-	int n;
+	int n = 0;
 
 	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(rdev),
 		 minor(rdev));
@@ -190,19 +207,9 @@ static int block_id(dev_t rdev, char *id, size_t len, int depth)
 		/* a partition: its disk's identity, and its number */
 		strncat(sys, "/..", sizeof(sys) - strlen(sys) - 1);
 		n = snprintf(id, len, "part%s-", part);
-		if (n > 0 && (size_t)n < len &&
-		    (!sysfs_word(sys, "wwid", word, sizeof(word)) ||
-		     !sysfs_word(sys, "device/wwid", word, sizeof(word)) ||
-		     !sysfs_word(sys, "device/serial", word, sizeof(word)) ||
-		     !sysfs_word(sys, "serial", word, sizeof(word)))) {
-			snprintf(id + n, len - (size_t)n, "disk-%s", word);
-			return 0;
-		}
-	} else if (!sysfs_word(sys, "wwid", word, sizeof(word)) ||
-		   !sysfs_word(sys, "device/wwid", word, sizeof(word)) ||
-		   !sysfs_word(sys, "device/serial", word, sizeof(word)) ||
-		   !sysfs_word(sys, "serial", word, sizeof(word))) {
-		snprintf(id, len, "disk-%s", word);
+	}
+	if (n >= 0 && (size_t)n < len && !disk_word(sys, word, sizeof(word))) {
+		snprintf(id + n, len - (size_t)n, "disk-%s", word);
 		return 0;
 	}
 	snprintf(id, len, "blk-%u.%u", major(rdev), minor(rdev));
