@@ -534,12 +534,30 @@ unsigned int syncguard_flush_batch_us(unsigned int last_group,
 unsigned int syncguard_flush_hold_us(struct syncguard_lun *lun);
 
 /*
+ * The queue depth the initiators keep lately, as the io_uring engine sees
+ * it: the most commands it had at once over the current window of
+ * SUBMIT_DEPTH_WINDOW commands (@peak) and the one before (@prev).
+ * Zeroed: nothing seen yet.  The engine's own; core/flush.c.
+ */
+struct syncguard_depth {
+	unsigned int peak, prev;
+	unsigned int seen;	/* commands in the current window */
+};
+
+/* A command entered the engine, which now has @ops (this one included;
+ * at least 1). */
+void syncguard_depth_note(struct syncguard_depth *d, unsigned int ops);
+
+/*
  * Submission batching, for the io_uring engine: may a read or write just
  * prepared wait for the end of tgtd's event-loop pass?  @held: prepared
- * and not submitted, this one included.  Pure; the rules and their
- * reasons are in core/flush.c.
+ * and not submitted, this one included; @ops: commands in the engine
+ * (held, in the kernel, waiting for a flush), this one included;
+ * @depth: as noted above.  Pure; the rules and their reasons are in
+ * core/flush.c.
  */
-bool syncguard_submit_hold(unsigned int held);
+bool syncguard_submit_hold(unsigned int held, unsigned int ops,
+			   const struct syncguard_depth *depth);
 
 /* At the end of a pass of tgtd's event loop: is what is held due now?
  * @waited_us: microseconds the first held has waited; @quiet: passes in

@@ -90,6 +90,7 @@ static struct {
 	struct syncguard_bs *held_luns;	/* whose I/O is held, linked by
 					 * uring.held_next */
 	uint64_t held_since_us;
+	struct syncguard_depth depth;	/* the most ops at once, lately */
 	struct event_data submit_ev;
 	struct event_data answer_ev;	/* answers deferred outside run_ring */
 } ring;
@@ -184,7 +185,9 @@ static struct io_uring_sqe *get_sqe(void)
 /*
  * Submission batching (the rules: syncguard_submit_hold, core/flush.c),
  * over every LUN's reads and writes.  What waits is submitted by the
- * next io_uring_enter: a flush's; the one that reaches the batch limit;
+ * next io_uring_enter: a flush's; the one that reaches the batch limit,
+ * or that completes the few commands a low-depth initiator keeps in
+ * flight (ring.depth, noted as each command enters the ring);
  * quiesce's; or submit_event's, after SUBMIT_QUIET passes of tgtd's loop
  * in a row that brought no other, or once the first has waited its
  * longest.
@@ -222,7 +225,7 @@ static void submit_io(struct syncguard_bs *bs, bool direct)
 		ring.held_direct++;
 		ring.io_inflight++;
 	}
-	if (!syncguard_submit_hold(ring.held)) {
+	if (!syncguard_submit_hold(ring.held, ring.ops, &ring.depth)) {
 		submit();
 		return;
 	}
@@ -487,6 +490,7 @@ int bs_syncguard_cmd_submit(struct scsi_cmd *cmd)
 	set_cmd_async(cmd);
 	bs->uring.inflight++;
 	ring.ops++;
+	syncguard_depth_note(&ring.depth, ring.ops);
 	err = 0;
 	if (op->plan.len)
 		err = queue_io(op);
@@ -686,6 +690,7 @@ bool syncguard_uring_sync_cache(struct scsi_cmd *cmd)
 	scsi_set_in_resid_by_actual(cmd, 0);
 	bs->uring.inflight++;
 	ring.ops++;
+	syncguard_depth_note(&ring.depth, ring.ops);
 	join_flush(bs, op);
 	return true;
 }

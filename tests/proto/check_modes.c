@@ -598,9 +598,9 @@ END_TEST
 /*
  * Submission batching on the ring (glue/uring.c, rules in core/flush.c):
  * a read or write waits for the end of tgtd's loop pass while others
- * keep arriving.  At QD1 each write goes in an enter of its own, after
- * three empty passes (the run completing at all shows that a lone write is
- * not left waiting); at QD32 enters carry several writes, O_DIRECT ones
+ * keep arriving.  At QD1 each write goes in an enter of its own (at once
+ * once the ring has seen a window of the load: test_flush_submit_low_depth
+ * holds that rule); at QD32 enters carry several writes, O_DIRECT ones
  * on a plp LUN (one device notification per enter) and page-cache ones
  * on a write-back LUN (one hand-off to io-wq per enter: no O_DIRECT
  * write counted there).  Without batching the two counters are equal.

@@ -188,9 +188,12 @@ END_TEST
  * than 4 are in the kernel, and after 100 us whatever else happens. */
 START_TEST(test_flush_submit_batching)
 {
-	ck_assert(syncguard_submit_hold(1));
-	ck_assert(syncguard_submit_hold(7));
-	ck_assert(!syncguard_submit_hold(8));	/* a full batch */
+	const struct syncguard_depth deep = { .peak = 32, .prev = 32 };
+
+	ck_assert(syncguard_submit_hold(1, 1, &deep));
+	ck_assert(syncguard_submit_hold(7, 32, &deep));	/* all 32 in: the
+							 * peak may be short */
+	ck_assert(!syncguard_submit_hold(8, 9, &deep));	/* a full batch */
 	ck_assert(!syncguard_submit_due(0, 0, 0));	/* still arriving */
 	ck_assert(!syncguard_submit_due(99, 0, 0));
 	ck_assert(!syncguard_submit_due(10, 1, 0));	/* one quiet pass */
@@ -203,6 +206,35 @@ START_TEST(test_flush_submit_batching)
 	ck_assert(syncguard_submit_due(0, 4, 0));
 	ck_assert(syncguard_submit_due(100, 0, 31));	/* its longest */
 	ck_assert(syncguard_submit_due(UINT64_MAX, 1, 16));	/* stuck */
+}
+END_TEST
+
+/* An initiator at QD1 or QD2 whose commands are all in the engine: no
+ * other can come, so nothing waits for empty passes.  The depth is the
+ * most commands at once over the current window of 256 and the one
+ * before, so a deeper load holds for 256-512 commands after it ends. */
+START_TEST(test_flush_submit_low_depth)
+{
+	struct syncguard_depth d = { 0 };
+	int i;
+
+	syncguard_depth_note(&d, 1);		/* QD1 */
+	ck_assert(!syncguard_submit_hold(1, 1, &d));
+	syncguard_depth_note(&d, 2);		/* QD2, both in */
+	ck_assert(!syncguard_submit_hold(1, 2, &d));
+	ck_assert(syncguard_submit_hold(1, 1, &d));	/* one still to come */
+	syncguard_depth_note(&d, 3);		/* QD3: the passes again */
+	ck_assert(syncguard_submit_hold(2, 3, &d));
+	for (i = 0; i < 256 - 3; i++)		/* the window ends at QD1 */
+		syncguard_depth_note(&d, 1);
+	ck_assert_uint_eq(d.prev, 3);
+	ck_assert(syncguard_submit_hold(1, 1, &d));	/* remembered */
+	for (i = 0; i < 255; i++)
+		syncguard_depth_note(&d, 1);
+	ck_assert(syncguard_submit_hold(1, 1, &d));
+	syncguard_depth_note(&d, 1);		/* a whole window at QD1 */
+	ck_assert_uint_eq(d.prev, 1);
+	ck_assert(!syncguard_submit_hold(1, 1, &d));
 }
 END_TEST
 
@@ -588,6 +620,7 @@ Suite *flush_suite(void)
 	tcase_add_test(tc, test_flush_stats_not_stolen);
 	tcase_add_test(tc, test_flush_stats_zombie_owner);
 	tcase_add_test(tc, test_flush_submit_batching);
+	tcase_add_test(tc, test_flush_submit_low_depth);
 	tcase_add_test(tc, test_flush_stats_pid_reused);
 	tcase_add_test(tc, test_flush_stats_owner_newline_name);
 	tcase_add_test(tc, test_flush_stats_over_fifo);
