@@ -537,7 +537,8 @@ unsigned int syncguard_flush_hold_us(struct syncguard_lun *lun);
  * The queue depth the initiators keep lately, as the io_uring engine sees
  * it: the most commands it had at once over the current window of
  * SUBMIT_DEPTH_WINDOW commands (@peak) and the one before (@prev).
- * Zeroed: nothing seen yet.  The engine's own; core/flush.c.
+ * Zeroed: nothing seen yet (then only the batch limit and the passes
+ * decide).  The engine's own, over all its LUNs; core/flush.c.
  */
 struct syncguard_depth {
 	unsigned int peak, prev;
@@ -552,7 +553,8 @@ void syncguard_depth_note(struct syncguard_depth *d, unsigned int ops);
  * Submission batching, for the io_uring engine: may a read or write just
  * prepared wait for the end of tgtd's event-loop pass?  @held: prepared
  * and not submitted, this one included; @ops: commands in the engine
- * (held, in the kernel, waiting for a flush), this one included;
+ * (held, in the kernel, waiting for a flush, or done and waiting to be
+ * answered from the event loop), this one included;
  * @depth: as noted above.  Pure; the rules and their reasons are in
  * core/flush.c.
  */

@@ -305,9 +305,11 @@ unsigned int syncguard_flush_batch_us(unsigned int last_group,
  * No waiting at all at the lowest depths: when the initiators have lately
  * kept at most SUBMIT_ALONE commands in flight at once (the most the
  * engine had, over one or two windows of SUBMIT_DEPTH_WINDOW commands)
- * and that many are in the engine now, no other command can come before
- * one is answered, and each empty pass would only delay this one.  4 KiB
- * writes, 5 alternating rounds, a private tgtd, 2 s runs: plp none QD1
+ * and that many are in the engine now, no other command is expected
+ * before one is answered, and each empty pass would only delay this one
+ * (where the most the engine had is below what the initiators keep in
+ * flight, it only makes a batch smaller).  4 KiB writes, 5 alternating
+ * rounds, a private tgtd, 2 s runs, the rule's first build: plp none QD1
  * 9.4k IOPS against 7.9k (medians), QD2 15.7k against 13.6k, at 45 us of
  * tgtd CPU per command against 46-54; write-back none QD1 13.1k against
  * 12.1k; write-through none QD1 5.2k against 5.0k (performance.md,
@@ -316,8 +318,11 @@ unsigned int syncguard_flush_batch_us(unsigned int last_group,
  * their way back while it sends more (write-back plain writes at QD32
  * seldom have all 32 in the engine), and submitting whenever the engine
  * had that most cut the batches: 29-31k IOPS against 32-37k in 3 rounds.
- * The windows count commands, not time, so a deeper load is forgotten
- * 256-512 commands after it stops, and an idle LUN keeps its last.
+ * The depth is the engine's, over every LUN: a deeper load on one LUN
+ * turns the rule off for all.  The windows count commands, not time, so
+ * a deeper load is forgotten 256-512 commands after it stops, and an
+ * idle tgtd keeps its last.  With nothing noted yet the rule does not
+ * act.
  */
 #define SUBMIT_ALONE		2u
 #define SUBMIT_DEPTH_WINDOW	256u
@@ -339,7 +344,7 @@ bool syncguard_submit_hold(unsigned int held, unsigned int ops,
 	unsigned int lately = depth->peak > depth->prev ? depth->peak :
 			      depth->prev;
 
-	if (lately <= SUBMIT_ALONE && ops >= lately)
+	if (lately && lately <= SUBMIT_ALONE && ops >= lately)
 		return false;
 	return held < SUBMIT_BATCH;
 }

@@ -197,6 +197,8 @@ static struct io_uring_sqe *get_sqe(void)
  * (epoll_wait then does not sleep). */
 static void submit_event(struct event_data *ev)
 {
+	struct syncguard_bs *bs;
+
 	(void)ev;
 	if (!ring.held)
 		return;
@@ -204,6 +206,8 @@ static void submit_event(struct event_data *ev)
 	if (syncguard_submit_due(syncguard_now_us() - ring.held_since_us,
 				 ring.quiet, ring.io_inflight > ring.held_direct ?
 				 ring.io_inflight - ring.held_direct : 0)) {
+		for (bs = ring.held_luns; bs; bs = bs->uring.held_next)
+			syncguard_count(&bs->lun.stats->ring_held_submits);
 		submit();
 		return;
 	}
@@ -766,6 +770,7 @@ static void ring_stop(void)
 	ring.held = ring.held_seen = ring.held_direct = ring.quiet = 0;
 	ring.held_luns = NULL;
 	ring.io_inflight = 0;
+	ring.depth = (struct syncguard_depth){ 0 };	/* the next LUNs start afresh */
 	ring.flush_stalled = false;
 }
 

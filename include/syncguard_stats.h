@@ -21,14 +21,14 @@
 #include <sys/types.h>
 
 #define SYNCGUARD_STATS_MAGIC	0x53544753u	/* "SGTS" */
-#define SYNCGUARD_STATS_VERSION	9	/* 2: how writes go, the trials;
+#define SYNCGUARD_STATS_VERSION	10	/* 2: how writes go, the trials;
 					 * 3: pid_start; 4: wce;
 					 * 5: ring_ios, ring_submits;
 					 * 6: latched, latched_soft;
 					 * 7: sync_loop_way, _rate;
 					 * 8: workers, flush_batch,
 					 * sync_loop; 9: engine,
-					 * ring_use */
+					 * ring_use; 10: ring_held_submits */
 #define SYNCGUARD_STATS_DIR	"/run/syncguard"
 #define SYNCGUARD_FLUSH_BUCKETS	32	/* log2 microseconds */
 #define SYNCGUARD_SYNC_LOOP_STREAK 2	/* sync_loop_way: a single writer */
@@ -117,6 +117,11 @@ struct syncguard_stats {
 	 * io_uring (SYNCGUARD_RING_*) */
 	uint32_t engine;
 	uint32_t ring_use;
+	/* of ring_submits, those whose reads and writes had waited for
+	 * empty passes of tgtd's loop or their longest wait (submission
+	 * batching); not those that went at once (a full batch, QD 1 and
+	 * 2) or with a flush */
+	uint64_t ring_held_submits;
 };
 
 #define SYNCGUARD_RING_NONE	0u	/* nothing: the worker threads */

@@ -222,6 +222,11 @@ const struct syncguard_stats_field syncguard_stats_fields[] = {
 	  "the io_uring_enter calls that carried them (fewer when "
 	  "submissions were batched; the LUNs of a tgtd share one ring, "
 	  "and an enter that carried several LUNs' counts in each)" },
+	{ "ring_held_submits",
+	  offsetof(struct syncguard_stats, ring_held_submits),
+	  "of those, the ones whose reads and writes had waited for empty "
+	  "passes of tgtd's loop (none at queue depths 1 and 2, where they "
+	  "go at once)" },
 	{ "workers", offsetof(struct syncguard_stats, workers),
 	  "the LUN's worker threads (bsopts workers; a gauge)" },
 	{ "engine", SYNCGUARD_OWN_CODE, "bsopts engine: auto, threads or uring" },

@@ -218,6 +218,7 @@ START_TEST(test_flush_submit_low_depth)
 	struct syncguard_depth d = { 0 };
 	int i;
 
+	ck_assert(syncguard_submit_hold(1, 1, &d));	/* nothing noted */
 	syncguard_depth_note(&d, 1);		/* QD1 */
 	ck_assert(!syncguard_submit_hold(1, 1, &d));
 	syncguard_depth_note(&d, 2);		/* QD2, both in */
