@@ -173,8 +173,9 @@ int syncguard_poison_read(const char *dir, const char *id, char *text,
 	/* never wait on a FIFO, follow a link, or read a device there */
 	fd = open(rec, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT && unfinished(dir, id)) {
-		snprintf(text, len, "errno %d (an unfinished record: the "
-			 "process that wrote it stopped on the way)\n", EIO);
+		snprintf(text, len, "errno %d (an unfinished record: being "
+			 "written now, or left by a process that stopped on "
+			 "the way)\n", EIO);
 		return EIO;
 	}
 	if (fd < 0)
