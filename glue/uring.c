@@ -463,6 +463,15 @@ static struct uring_op *new_op(struct syncguard_bs *bs, struct scsi_cmd *cmd)
 	return op;
 }
 
+/* A command of @bs is in the ring from now until finish() answers it:
+ * counted, and noted for the depth the initiators keep. */
+static void enter(struct syncguard_bs *bs)
+{
+	bs->uring.inflight++;
+	ring.ops++;
+	syncguard_depth_note(&ring.depth, ring.ops);
+}
+
 /* bs_cmd_submit: plain reads and writes here, the rest on a worker */
 int bs_syncguard_cmd_submit(struct scsi_cmd *cmd)
 {
@@ -492,9 +501,7 @@ int bs_syncguard_cmd_submit(struct scsi_cmd *cmd)
 		return syncguard_workers_submit(cmd);
 	}
 	set_cmd_async(cmd);
-	bs->uring.inflight++;
-	ring.ops++;
-	syncguard_depth_note(&ring.depth, ring.ops);
+	enter(bs);
 	err = 0;
 	if (op->plan.len)
 		err = queue_io(op);
@@ -692,9 +699,7 @@ bool syncguard_uring_sync_cache(struct scsi_cmd *cmd)
 	op->plan.persist = SYNCGUARD_PERSIST_DURABLE;
 	set_cmd_async(cmd);
 	scsi_set_in_resid_by_actual(cmd, 0);
-	bs->uring.inflight++;
-	ring.ops++;
-	syncguard_depth_note(&ring.depth, ring.ops);
+	enter(bs);
 	join_flush(bs, op);
 	return true;
 }

@@ -225,8 +225,8 @@ const struct syncguard_stats_field syncguard_stats_fields[] = {
 	{ "ring_held_submits",
 	  offsetof(struct syncguard_stats, ring_held_submits),
 	  "of those, the ones whose reads and writes had waited for empty "
-	  "passes of tgtd's loop (none at queue depths 1 and 2, where they "
-	  "go at once)" },
+	  "passes of tgtd's loop (at queue depth 1, and at 2 once both "
+	  "commands are in, they go at once)" },
 	{ "workers", offsetof(struct syncguard_stats, workers),
 	  "the LUN's worker threads (bsopts workers; a gauge)" },
 	{ "engine", SYNCGUARD_OWN_CODE, "bsopts engine: auto, threads or uring" },
