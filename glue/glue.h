@@ -55,6 +55,8 @@ struct syncguard_ring_tag {
  * writes); the group flush is the LUN's own. */
 struct syncguard_uring {
 	bool on;		/* plain reads and writes go through the ring */
+	bool async;		/* no RWF_NOWAIT: reads and writes go
+				 * straight to io-wq (glue/uring.c) */
 	bool flush_on;		/* one of the shared ring's users:
 				 * SYNCHRONIZE CACHE waits on its flush */
 	struct syncguard_bs *next;	/* the ring's next user */

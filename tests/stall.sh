@@ -13,7 +13,13 @@
 # for 15 s.  A second LUN's commands must be answered within 8 s, and
 # tgtadm's delete must return, while that flush still runs.  The same for
 # tgtadm's switch of a write-back LUN to WCE=0, which flushes first.
-# Exit 0 when all three hold.
+# Last: with engine=uring on a FUSE file (which takes no RWF_NOWAIT), a
+# stopped FUSE daemon stops only that LUN: io_uring would run a FUSE
+# write on tgtd's event thread (FUSE's poll calls every file writable,
+# so io_uring tries the write there, and FUSE asks its daemon for the
+# file's attributes first), so the engine sends such a file's reads and
+# writes straight to io-wq (glue/uring.c, queue_io).
+# Exit 0 when all of them hold.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,15 +32,19 @@ cleanup() {
 	echo "flush-ms 0" > "$work/m/.ctl" 2>/dev/null
 	[ -n "${bg:-}" ] && wait $bg 2>/dev/null
 	"$tp" stop "$work/tgtd" >/dev/null 2>&1
+	[ -n "${daemon:-}" ] && kill -CONT "$daemon" 2>/dev/null
 	fusermount3 -u "$work/m" 2>/dev/null
+	fusermount3 -u "$work/m2" 2>/dev/null
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
-mkdir "$work/m" && truncate -s 64M "$work/img" || exit 1
-# mounted before tgtd starts: its private mount namespace copies it
-"$top/tools/syncguard-devmodel" --image "$work/img" --flush-ms 20 "$work/m" ||
-	{ say "cannot mount the FUSE model"; exit 1; }
+mkdir "$work/m" "$work/m2" && truncate -s 64M "$work/img" "$work/img2" ||
+	exit 1
+# mounted before tgtd starts: its private mount namespace copies them
+"$top/tools/syncguard-devmodel" --image "$work/img" --flush-ms 20 "$work/m" &&
+"$top/tools/syncguard-devmodel" --image "$work/img2" "$work/m2" ||
+	{ say "cannot mount the FUSE models"; exit 1; }
 "$tp" start "$work/tgtd" "$top/bs_syncguard.so" >/dev/null &&
 "$tp" target "$work/tgtd" 1 "$iqn" &&
 truncate -s 16M "$work/plain.img" &&
@@ -204,4 +214,38 @@ if [ "$(lun4_wce)" != 1 ]; then
 	exit 1
 fi
 say "ok: tgtadm's WCE=1 while a switch to WCE=0 waits for the writes in flight stands"
+
+# ---- a stopped FUSE daemon stops only its own LUN ----
+# plp with 4 KiB blocks: O_DIRECT writes, which go through the ring
+daemon=$(pgrep -f -- "--image $work/img2 ") ||
+	{ say "cannot find the second model's daemon"; exit 1; }
+"$tp" lun "$work/tgtd" 1 5 "$work/m2/disk.img" \
+	"mode=plp;alloc_check=no;engine=uring" 4096 ||
+	{ say "cannot set up the second model's LUN"; exit 1; }
+u5=$("$tp" url "$work/tgtd" "$iqn" 5)
+"$sb" -s none -q 4 -t 1 --no-progress "$u5" >/dev/null ||
+	{ say "writes to the second model failed"; exit 1; }
+kill -STOP "$daemon"
+"$sb" -s none -q 4 -t 2 --timeout 0 --no-progress -i "$iqn:w5" "$u5" \
+	>/dev/null 2>&1 &
+bg=$!
+sleep 1
+out=$("$sb" -r 50 -q 1 -t 2 --timeout 8 --json --no-progress "$u2" 2>&1)
+rc=$?
+ops=$(jq -r '.results[0].ops // 0' <<<"$out" 2>/dev/null || echo 0)
+w5=$(kill -0 "$bg" 2>/dev/null && echo stuck || echo done)
+kill -CONT "$daemon"
+daemon=
+wait $bg 2>/dev/null
+bg=
+if [ "$w5" != stuck ]; then
+	say "FAIL: the writes to a stopped FUSE daemon were answered (the test proves nothing)"
+	exit 1
+fi
+if [ "$rc" -ne 0 ] || [ "${ops:-0}" -eq 0 ]; then
+	say "FAIL: LUN 2 while LUN 5's FUSE daemon was stopped: exit $rc, $ops commands" \
+	    "($(grep -m1 -i 'timed out\|error' <<<"$out"))"
+	exit 1
+fi
+say "ok: $ops commands on LUN 2 answered while LUN 5's FUSE daemon was stopped"
 exit 0
