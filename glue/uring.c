@@ -716,20 +716,16 @@ bool syncguard_uring_sync_cache(struct scsi_cmd *cmd)
  * asks its daemon for the file's attributes and waits for the answer
  * (perf: fuse_do_getattr under io_write in io_req_task_submit).  So on
  * such a file the engine sends reads and writes straight to io-wq
- * (IOSQE_ASYNC, queue_io), and engine=auto takes it only for a LUN
- * whose writes go O_DIRECT: io-wq runs one write to a file at a time,
- * which an O_DIRECT write leaves at once (FUSE, NFS and block devices
- * finish it asynchronously) and a page-cache write does not.  On the
- * 2 ms-flush FUSE model, 4 KiB blocks (O_DIRECT writes), 4 alternating
- * rounds, medians, through io-wq against the worker threads: plp QD1
- * 1.21x, QD32 1.85x; write-through QD32 1.00-1.10x; write-back
- * direct=yes QD32 1.19-1.25x; tgtd's CPU per command 22-49% lower
- * (through the event thread these made 1.3-2.3k IOPS).  With 512-byte
- * blocks (page-cache writes), 2 rounds: plp and write-back plain
- * writes at QD32 1.0-1.3x, but write-through's 0.72-0.78x and
- * write-back FUA 0.77-0.83x (docs/performance.md).  tests/stall.sh
- * stops a FUSE daemon under an engine=uring LUN; test_faults_fuse_engine
- * checks which LUNs engine=auto puts on the ring.
+ * (IOSQE_ASYNC, queue_io), and engine=auto leaves them to the worker
+ * threads.  On the 2 ms-flush FUSE model, 4 KiB, 2 rounds: plp with
+ * 4096-byte blocks (O_DIRECT writes) through io-wq against the workers,
+ * QD1 6.6-7.8k IOPS against 5.7-6.8k, QD8 14.3-18.4k against
+ * 11.2-11.4k, QD32 16.1-17.4k against 9.9-11.8k (through the event
+ * thread: 1.3-2.3k); with 512-byte blocks (page-cache writes) plp and
+ * write-back plain writes at QD32 1.0-1.3x, but write-through's
+ * 0.72-0.78x and write-back FUA 0.77-0.83x (io-wq runs one write to a
+ * file at a time).
+ * tests/stall.sh stops a FUSE daemon under an engine=uring LUN.
  */
 static bool nowait_capable(int fd)
 {
@@ -822,8 +818,7 @@ int syncguard_uring_open(struct scsi_lu *lu)
 	ring.luns = bs;
 	u->flush_on = true;
 	u->async = !nowait_capable(bs->lun.fd);
-	u->on = bs->opts.engine == SYNCGUARD_ENGINE_URING || !u->async ||
-		bs->lun.direct_io;
+	u->on = bs->opts.engine == SYNCGUARD_ENGINE_URING || !u->async;
 	return 0;
 }
 
