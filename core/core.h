@@ -85,6 +85,14 @@ bool syncguard_policy_close_flushes(enum syncguard_mode mode, bool clean);
 bool syncguard_policy_async_dsync_honoured(bool blockdev,
 					   unsigned long fs_magic);
 
+/* Does an O_DIRECT write that completes asynchronously (io_uring) drop
+ * the pages a page-cache read of its blocks cached while it was in
+ * flight, on a block device (@blockdev) or a file system whose statfs
+ * f_type is @fs_magic?  Where not, a later read could return the data
+ * from before the write, so the LUN reads O_DIRECT too. */
+bool syncguard_policy_async_direct_drops_cache(bool blockdev,
+					       unsigned long fs_magic);
+
 /* May ENOSPC, EDQUOT or EPERM from a write on its way to durability be
  * taken as a refusal (a soft latch, rechecked: core/lun.c), on a block device
  * (@blockdev) or a file system whose statfs f_type is @fs_magic?  Else
@@ -447,8 +455,9 @@ struct syncguard_lun {
 	 * one down first, for the mount watch; -1 past the last */
 	int under_fd[SYNCGUARD_LOOP_DEPTH];
 	bool direct_io;
-	bool direct_reads;		/* reads use dfd too (a block device
-					 * with direct_io; see open_direct) */
+	bool direct_reads;		/* reads use dfd too (direct_io where
+					 * an asynchronous write leaves cached
+					 * pages; see open_direct) */
 	struct syncguard_mix mix;
 	bool async_dsync_ok;		/* RWF_DSYNC on dfd is honoured when
 					 * asynchronous (io_uring) too */

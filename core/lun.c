@@ -207,19 +207,17 @@ static int open_direct(struct syncguard_lun *lun, const char *path,
 		return lun->dfd;
 	}
 	lun->direct_io = lun->dfd >= 0 && want_direct(&lun->opts);
-	/* A block device's asynchronous O_DIRECT writes (io_uring) do not
-	 * drop the cached pages a read brought in while they were in flight
-	 * (block/fops.c skips that for -EIOCBQUEUED), so a page-cache read
-	 * there can keep the old data cached after the write is answered,
-	 * and every later read returns it (test_blockdev_read_after_write:
-	 * 9-164 stale reads in 3,000 writes with two other sessions reading
-	 * the block, with page-cache reads).  Reading O_DIRECT too, no
-	 * read of ours uses the page cache (the engine's 1-byte probe at
-	 * open may start readahead there, which nothing then reads).
-	 * File systems (iomap)
-	 * drop such pages when the write completes, so files keep their
-	 * page-cache reads. */
-	lun->direct_reads = lun->direct_io && lun->blockdev;
+	/* Where an asynchronous O_DIRECT write (io_uring) does not drop
+	 * the cached pages a read brought in while it was in flight (a
+	 * block device, FUSE), a page-cache read can keep the old data
+	 * cached after the write is answered, and every later read returns
+	 * it.  Reading O_DIRECT too, no read of ours uses the page cache
+	 * (the engine's 1-byte probe at open may start readahead there,
+	 * which nothing then reads).  ext4 and XFS (iomap) drop such pages
+	 * when the write completes, so their files keep page-cache reads. */
+	lun->direct_reads = lun->direct_io &&
+		!syncguard_policy_async_direct_drops_cache(lun->blockdev,
+							   fs_magic(lun));
 	/* not a block device: its asynchronous O_DIRECT writes do not drop
 	 * the cached pages a read brought in meanwhile (core/mix.c) */
 	lun->mix.on = lun->dfd >= 0 && !lun->direct_io && !lun->blockdev;

@@ -13,8 +13,9 @@
 # for 15 s.  A second LUN's commands must be answered within 8 s, and
 # tgtadm's delete must return, while that flush still runs.  The same for
 # tgtadm's switch of a write-back LUN to WCE=0, which flushes first.
-# Last: with engine=uring on a FUSE file (which takes no RWF_NOWAIT), a
-# stopped FUSE daemon stops only that LUN: io_uring would run a FUSE
+# Last: with engine=uring on a FUSE file (which takes no RWF_NOWAIT),
+# writes stuck on a stopped FUSE daemon stop no other LUN's reads:
+# io_uring would run a FUSE
 # write on tgtd's event thread (FUSE's poll calls every file writable,
 # so io_uring tries the write there, and FUSE asks its daemon for the
 # file's attributes first), so the engine sends such a file's reads and
@@ -215,7 +216,7 @@ if [ "$(lun4_wce)" != 1 ]; then
 fi
 say "ok: tgtadm's WCE=1 while a switch to WCE=0 waits for the writes in flight stands"
 
-# ---- a stopped FUSE daemon stops only its own LUN ----
+# ---- writes stuck on a stopped FUSE daemon stop no other LUN ----
 # plp with 4 KiB blocks: O_DIRECT writes, which go through the ring
 daemon=$(pgrep -f -- "--image $work/img2 ") ||
 	{ say "cannot find the second model's daemon"; exit 1; }

@@ -942,23 +942,6 @@ START_TEST(test_blockdev_write_back_page_cache)
 }
 END_TEST
 
-/* A session reading LBA @lba until killed (a child process: it dies
- * with the test process, and stops if the session does). */
-static pid_t start_reader(int lun, unsigned int bs, uint64_t lba)
-{
-	pid_t pid = proto_child();
-	struct iscsi_context *iscsi;
-	struct scsi_task *t;
-
-	if (pid)
-		return pid;
-	iscsi = proto_connect(lun);
-	while ((t = iscsi_read16_sync(iscsi, lun, lba, bs, (int)bs, 0, 0, 0,
-				      0, 0)) != NULL)
-		scsi_free_scsi_task(t);
-	_exit(0);
-}
-
 /*
  * A write answered GOOD is what the next read returns, while two other
  * sessions keep reading the block.  On a block device whose writes go
@@ -977,39 +960,13 @@ START_TEST(test_blockdev_read_after_write)
 		"plp, loop device", "write-through, file",
 		"write-back, file, FUA writes" };
 	int lun = _i == 0 ? devs[1].lun : _i == 1 ? devs[2].lun : 9;
-	const unsigned int bs = 4096;
-	const uint64_t lba = 7;
-	struct iscsi_context *iscsi;
-	unsigned char out[4096];
-	pid_t readers[2];
-	uint32_t stale = 0, first = 0;
+	uint32_t stale, first;
 
 	if (_i >= 2)
 		ck_assert_int_eq(proto_add_lun(lun, proto_file("raw.img",
 			DEV_BYTES, false), _i == 2 ? "mode=write-through" :
-			"mode=write-back", bs), 0);
-	iscsi = proto_connect(lun);
-	for (int r = 0; r < 2; r++)
-		readers[r] = start_reader(lun, bs, lba);
-	for (uint32_t n = 1; n <= 3000; n++) {
-		struct scsi_task *t;
-		uint32_t got;
-
-		memset(out, 0, bs);
-		memcpy(out, &n, sizeof(n));
-		proto_assert_good(iscsi_write16_sync(iscsi, lun, lba, out, bs,
-			(int)bs, 0, 0, _i == 3, 0, 0), "WRITE(16)", false);
-		t = iscsi_read16_sync(iscsi, lun, lba, bs, (int)bs, 0, 0, 0, 0,
-				      0);
-		proto_assert_good(t, "READ(16)", true);
-		memcpy(&got, t->datain.data, sizeof(got));
-		scsi_free_scsi_task(t);
-		if (got != n && !stale++)
-			first = n;
-	}
-	for (int r = 0; r < 2; r++)
-		proto_child_end(readers[r]);
-	iscsi_destroy_context(iscsi);
+			"mode=write-back", 4096), 0);
+	stale = proto_stale_reads(lun, 4096, 7, 3000, _i == 3, &first);
 	if (_i >= 2)
 		proto_del_lun(lun);
 	ck_assert_msg(stale == 0, "%s: %u reads returned the data before the "

@@ -259,6 +259,31 @@ START_TEST(test_faults_write_through_eio)
 END_TEST
 
 /*
+ * engine=uring on a FUSE file (no RWF_NOWAIT): io_uring's own threads
+ * run the O_DIRECT writes of plp with 4096-byte blocks, and FUSE's
+ * asynchronous direct write does not drop the pages a read cached while
+ * it was in flight; a write answered GOOD must still be what the next
+ * read returns while two other sessions keep reading the block
+ * (core/lun.c, open_direct: such a LUN reads O_DIRECT).  The worker
+ * threads' synchronous writes (engine=auto) drop them after the write.
+ */
+START_TEST(test_faults_fuse_uring_read_after_write)
+{
+	static const char *const bsopts[] = {
+		"mode=plp;alloc_check=no;engine=uring",
+		"mode=plp;alloc_check=no" };
+	uint32_t stale, first;
+
+	ck_assert_int_eq(proto_add_lun(1, disk, bsopts[_i], 4096), 0);
+	stale = proto_stale_reads(1, 4096, 7, 3000, false, &first);
+	ck_assert_int_eq(proto_del_lun(1), 0);
+	ck_assert_msg(stale == 0, "%s: %u reads returned the data before the "
+		      "write just answered (first after write %u)", bsopts[_i],
+		      stale, first);
+}
+END_TEST
+
+/*
  * A full device: SPACE ALLOCATION FAILED.  The model caches writes (a
  * FUSE writeback cache), so its ENOSPC comes from the flush: what was
  * written may be gone, and the LUN latches for good, as for any failed
@@ -931,6 +956,7 @@ Suite *faults_suite(void)
 	tcase_add_test(tc, test_faults_latch_outlives_lun);
 	tcase_add_test(tc, test_faults_write_through_eio);
 	tcase_add_test(tc, test_faults_device_full);
+	tcase_add_loop_test(tc, test_faults_fuse_uring_read_after_write, 0, 2);
 	tcase_add_loop_test(tc, test_faults_out_of_descriptors_busy, 0, 2);
 	tcase_add_loop_test(tc, test_faults_fresh_lun_flushes_what_it_finds, 0, 2);
 	tcase_add_test(tc, test_faults_open_flush_in_background);

@@ -457,6 +457,58 @@ int proto_child_end(pid_t pid)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
+/* A session reading LBA @lba until killed (a child process: it dies
+ * with the test process, and stops if the session does). */
+static pid_t start_reader(int lun, unsigned int bs, uint64_t lba)
+{
+	pid_t pid = proto_child();
+	struct iscsi_context *iscsi;
+	struct scsi_task *t;
+
+	if (pid)
+		return pid;
+	iscsi = proto_connect(lun);
+	while ((t = iscsi_read16_sync(iscsi, lun, lba, bs, (int)bs, 0, 0, 0,
+				      0, 0)) != NULL)
+		scsi_free_scsi_task(t);
+	_exit(0);
+}
+
+uint32_t proto_stale_reads(int lun, unsigned int bs, uint64_t lba,
+			   uint32_t writes, bool fua, uint32_t *first)
+{
+	struct iscsi_context *iscsi = proto_connect(lun);
+	unsigned char *out = calloc(1, bs);
+	pid_t readers[2];
+	uint32_t stale = 0;
+
+	ck_assert_ptr_nonnull(out);
+	*first = 0;
+	for (int r = 0; r < 2; r++)
+		readers[r] = start_reader(lun, bs, lba);
+	for (uint32_t n = 1; n <= writes; n++) {
+		struct scsi_task *t;
+		uint32_t got;
+
+		memset(out, 0, bs);
+		memcpy(out, &n, sizeof(n));
+		proto_assert_good(iscsi_write16_sync(iscsi, lun, lba, out, bs,
+			(int)bs, 0, 0, fua, 0, 0), "WRITE(16)", false);
+		t = iscsi_read16_sync(iscsi, lun, lba, bs, (int)bs, 0, 0, 0, 0,
+				      0);
+		proto_assert_good(t, "READ(16)", true);
+		memcpy(&got, t->datain.data, sizeof(got));
+		scsi_free_scsi_task(t);
+		if (got != n && !stale++)
+			*first = n;
+	}
+	for (int r = 0; r < 2; r++)
+		proto_child_end(readers[r]);
+	iscsi_destroy_context(iscsi);
+	free(out);
+	return stale;
+}
+
 /* ---- task attributes: libiscsi sends every command SIMPLE ---- */
 
 static int attr_opcode = -1, attr_value;

@@ -116,6 +116,14 @@ pid_t proto_child(void);
  * exit status. */
 int proto_child_end(pid_t pid);
 
+/* Write LBA @lba of LUN @lun (@bs-byte blocks) @writes times, each
+ * block holding its number, FUA if @fua, and read it back after each,
+ * while two other sessions keep reading it: how many reads returned
+ * something else than the write just answered GOOD, the first such
+ * write's number in *@first. */
+uint32_t proto_stale_reads(int lun, unsigned int bs, uint64_t lba,
+			   uint32_t writes, bool fua, uint32_t *first);
+
 /* Run a shell command; returns its exit status (-1 if it died). */
 int proto_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
