@@ -317,6 +317,41 @@ static long long model_counter(const char *name)
 }
 
 /*
+ * engine=uring on a FUSE file: an RWF_DSYNC write must not go through
+ * io_uring, whose asynchronous direct write reaches the daemon with no
+ * fsync (core/policy.c, syncguard_policy_async_dsync_honoured), but run
+ * synchronously on a worker thread, where FUSE follows it with one:
+ * every durable write of write-through with write_sync=dsync shows as
+ * an fsync at the device model.  _i 0: 4096-byte blocks (O_DIRECT
+ * writes), 1: 512-byte blocks (page-cache writes).
+ */
+START_TEST(test_faults_fuse_uring_dsync_flushes)
+{
+	static const unsigned int bs[] = { 4096, 512 };
+	static unsigned char out[4096];
+	struct iscsi_context *iscsi;
+	long long f0, w0;
+
+	ck_assert_int_eq(proto_add_lun(1, disk, "mode=write-through;"
+				       "write_sync=dsync;engine=uring", bs[_i]), 0);
+	iscsi = proto_connect(1);
+	f0 = model_counter("fsyncs");
+	w0 = proto_counter(1, "dsync_writes");
+	for (uint32_t lba = 0; lba < 8; lba++) {
+		memset(out, (int)lba + 1, sizeof(out));
+		proto_assert_good(iscsi_write10_sync(iscsi, 1, lba, out, bs[_i],
+				  (int)bs[_i], 0, 0, 0, 0, 0), "WRITE(10)", false);
+	}
+	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(proto_counter(1, "dsync_writes") - w0, 8);
+	ck_assert_msg(model_counter("fsyncs") - f0 >= 8, "%u-byte blocks: 8 "
+		      "RWF_DSYNC writes answered GOOD, %lld fsyncs at the "
+		      "device", bs[_i], model_counter("fsyncs") - f0);
+	ck_assert_int_eq(proto_del_lun(1), 0);
+}
+END_TEST
+
+/*
  * A LUN that opens on data nobody flushed (an earlier tgtd killed before
  * its final flush; here the test writes the model's disk through the
  * page cache itself): write-through flushes as it opens, before it
@@ -957,6 +992,7 @@ Suite *faults_suite(void)
 	tcase_add_test(tc, test_faults_write_through_eio);
 	tcase_add_test(tc, test_faults_device_full);
 	tcase_add_loop_test(tc, test_faults_fuse_uring_read_after_write, 0, 2);
+	tcase_add_loop_test(tc, test_faults_fuse_uring_dsync_flushes, 0, 2);
 	tcase_add_loop_test(tc, test_faults_out_of_descriptors_busy, 0, 2);
 	tcase_add_loop_test(tc, test_faults_fresh_lun_flushes_what_it_finds, 0, 2);
 	tcase_add_test(tc, test_faults_open_flush_in_background);
