@@ -457,7 +457,7 @@ struct syncguard_lun {
 	bool direct_io;
 	bool direct_reads;		/* reads use dfd too (direct_io where
 					 * an asynchronous write leaves cached
-					 * pages; see open_direct) */
+					 * pages: syncguard_lun_writes_async) */
 	struct syncguard_mix mix;
 	bool async_dsync_ok;		/* RWF_DSYNC on dfd is honoured when
 					 * asynchronous (io_uring) too */
@@ -492,6 +492,14 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		       unsigned int block_shift,
 		       const struct syncguard_opts *opts,
 		       char *err, size_t errlen);
+
+/*
+ * The engine runs @lun's O_DIRECT writes asynchronously (io_uring): where
+ * such a write does not drop the pages a page-cache read cached while it
+ * was in flight (syncguard_policy_async_direct_drops_cache), the LUN's
+ * reads go O_DIRECT too.  Call after syncguard_lun_open, before any I/O.
+ */
+void syncguard_lun_writes_async(struct syncguard_lun *lun);
 
 /*
  * Close @lun.  What may be volatile is flushed first

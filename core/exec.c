@@ -543,7 +543,8 @@ static enum syncguard_reason exec_pre_fetch(struct syncguard_lun *lun,
 	(void)req;
 	(void)res;
 	/* A hint: its failure is no error.  Not where reads go O_DIRECT (a
-	 * block device, FUSE: core/lun.c): nothing of ours would read those
+	 * block device, or io_uring's writes elsewhere than on ext4 and XFS:
+	 * syncguard_lun_writes_async): nothing of ours would read those
 	 * pages, and pages cached while an io_uring O_DIRECT write is in
 	 * flight keep old data for other readers of the device. */
 	if (!r && !lun->direct_reads)

@@ -207,17 +207,12 @@ static int open_direct(struct syncguard_lun *lun, const char *path,
 		return lun->dfd;
 	}
 	lun->direct_io = lun->dfd >= 0 && want_direct(&lun->opts);
-	/* Where an asynchronous O_DIRECT write (io_uring) does not drop
-	 * the cached pages a read brought in while it was in flight (a
-	 * block device, FUSE), a page-cache read can keep the old data
-	 * cached after the write is answered, and every later read returns
-	 * it.  Reading O_DIRECT too, no read of ours uses the page cache
-	 * (the engine's 1-byte probe at open may start readahead there,
-	 * which nothing then reads).  ext4 and XFS (iomap) drop such pages
-	 * when the write completes, so their files keep page-cache reads. */
-	lun->direct_reads = lun->direct_io &&
-		!syncguard_policy_async_direct_drops_cache(lun->blockdev,
-							   fs_magic(lun));
+	/* A block device's asynchronous O_DIRECT writes (io_uring) do not
+	 * drop the cached pages a read brought in while they were in flight
+	 * (syncguard_policy_async_direct_drops_cache), so its reads go
+	 * O_DIRECT too; a file's, once the engine says its writes go so
+	 * (syncguard_lun_writes_async). */
+	lun->direct_reads = lun->direct_io && lun->blockdev;
 	/* not a block device: its asynchronous O_DIRECT writes do not drop
 	 * the cached pages a read brought in meanwhile (core/mix.c) */
 	lun->mix.on = lun->dfd >= 0 && !lun->direct_io && !lun->blockdev;
@@ -225,10 +220,27 @@ static int open_direct(struct syncguard_lun *lun, const char *path,
 		close(lun->dfd);	/* nothing uses it */
 		lun->dfd = -1;
 	}
+	/* the mix's RWF_DSYNC writes go O_DIRECT beside page-cache reads:
+	 * asynchronously only where that drops what those reads cached */
 	lun->async_dsync_ok = lun->dfd >= 0 &&
 		syncguard_policy_async_dsync_honoured(lun->blockdev,
-						      fs_magic(lun));
+						      fs_magic(lun)) &&
+		(!lun->mix.on || syncguard_policy_async_direct_drops_cache(
+					lun->blockdev, fs_magic(lun)));
 	return 0;
+}
+
+void syncguard_lun_writes_async(struct syncguard_lun *lun)
+{
+	/* A page-cache read there could keep the old data cached after the
+	 * write is answered, and every later read would return it
+	 * (test_faults_fuse_uring_read_after_write).  Reading O_DIRECT,
+	 * no read of ours uses the page cache (the engine's 1-byte probe
+	 * at open may start readahead there, which nothing then reads). */
+	if (lun->direct_io &&
+	    !syncguard_policy_async_direct_drops_cache(lun->blockdev,
+						       fs_magic(lun)))
+		lun->direct_reads = true;
 }
 
 /* The LUN's own descriptors (not the pools'): the file or device, the
@@ -408,7 +420,7 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	}
 	if (ret) {
 		close_fds(lun);
-		lun->direct_io = lun->mix.on = false;
+		lun->direct_io = lun->direct_reads = lun->mix.on = false;
 	}
 	return ret;
 }

@@ -56,9 +56,9 @@
  * pages of WRITE SAME and COMPARE AND WRITE) claims as a page-cache
  * write.  Reads claim nothing: on a file, an O_DIRECT write drops the
  * pages a read brought in meanwhile once it is done (iomap, for ext4 and
- * XFS, also when asynchronous; synchronous ones, which are all FUSE
- * gets here, since its RWF_DSYNC writes run on the worker threads, in
- * the generic path).
+ * XFS, also when asynchronous; synchronous ones, on the worker threads,
+ * in the generic path; elsewhere the mix's RWF_DSYNC writes run there:
+ * core/lun.c, async_dsync_ok).
  *
  * Not on a block device: there an asynchronous O_DIRECT write (the
  * io_uring path) does not drop the pages after it (block/fops.c only

@@ -819,6 +819,8 @@ int syncguard_uring_open(struct scsi_lu *lu)
 	u->flush_on = true;
 	u->async = !nowait_capable(bs->lun.fd);
 	u->on = bs->opts.engine == SYNCGUARD_ENGINE_URING || !u->async;
+	if (u->on)
+		syncguard_lun_writes_async(&bs->lun);
 	return 0;
 }
 

@@ -264,18 +264,27 @@ END_TEST
  * asynchronous direct write does not drop the pages a read cached while
  * it was in flight; a write answered GOOD must still be what the next
  * read returns while two other sessions keep reading the block
- * (core/lun.c, open_direct: such a LUN reads O_DIRECT).  The worker
- * threads' synchronous writes (engine=auto) drop them after the write.
+ * (core/lun.c, syncguard_lun_writes_async: such a LUN reads O_DIRECT).
+ * _i 1: the worker threads' synchronous writes (engine=auto), which
+ * drop them after the write; 2: write-back's FUA writes (RWF_DSYNC, on
+ * the workers on FUSE: core/lun.c, async_dsync_ok) beside its
+ * page-cache reads, with engine=uring.
  */
 START_TEST(test_faults_fuse_uring_read_after_write)
 {
 	static const char *const bsopts[] = {
 		"mode=plp;alloc_check=no;engine=uring",
-		"mode=plp;alloc_check=no" };
+		"mode=plp;alloc_check=no", "mode=write-back;engine=uring" };
 	uint32_t stale, first;
 
 	ck_assert_int_eq(proto_add_lun(1, disk, bsopts[_i], 4096), 0);
-	stale = proto_stale_reads(1, 4096, 7, 3000, false, &first);
+	stale = proto_stale_reads(1, 4096, 7, 3000, _i == 2, &first);
+	if (_i == 0)	/* the writes this is about went where it says */
+		ck_assert_msg(proto_counter(1, "ring_ios") >= 3000 &&
+			      proto_counter(1, "direct_writes") >= 3000,
+			      "%lld reads and writes through io_uring, %lld "
+			      "O_DIRECT writes", proto_counter(1, "ring_ios"),
+			      proto_counter(1, "direct_writes"));
 	ck_assert_int_eq(proto_del_lun(1), 0);
 	ck_assert_msg(stale == 0, "%s: %u reads returned the data before the "
 		      "write just answered (first after write %u)", bsopts[_i],
@@ -991,7 +1000,7 @@ Suite *faults_suite(void)
 	tcase_add_test(tc, test_faults_latch_outlives_lun);
 	tcase_add_test(tc, test_faults_write_through_eio);
 	tcase_add_test(tc, test_faults_device_full);
-	tcase_add_loop_test(tc, test_faults_fuse_uring_read_after_write, 0, 2);
+	tcase_add_loop_test(tc, test_faults_fuse_uring_read_after_write, 0, 3);
 	tcase_add_loop_test(tc, test_faults_fuse_uring_dsync_flushes, 0, 2);
 	tcase_add_loop_test(tc, test_faults_out_of_descriptors_busy, 0, 2);
 	tcase_add_loop_test(tc, test_faults_fresh_lun_flushes_what_it_finds, 0, 2);
