@@ -714,18 +714,16 @@ bool syncguard_uring_sync_cache(struct scsi_cmd *cmd)
  * threads: a FUSE file's poll calls it writable, so io_uring tries the
  * write in the submitting thread, tgtd's event thread, and FUSE first
  * asks its daemon for the file's attributes and waits for the answer
- * (perf: fuse_do_getattr under io_write in io_req_task_submit).  So on
+ * (perf: fuse_do_getattr under io_write in io_req_task_submit; a
+ * stopped daemon stopped every LUN and login: tests/stall.sh).  So on
  * such a file the engine sends reads and writes straight to io-wq
- * (IOSQE_ASYNC, queue_io), and engine=auto leaves them to the worker
- * threads.  On the 2 ms-flush FUSE model, 4 KiB, 2 rounds: plp with
- * 4096-byte blocks (O_DIRECT writes) through io-wq against the workers,
- * QD1 6.6-7.8k IOPS against 5.7-6.8k, QD8 14.3-18.4k against
- * 11.2-11.4k, QD32 16.1-17.4k against 9.9-11.8k (through the event
- * thread: 1.3-2.3k); with 512-byte blocks (page-cache writes) plp and
- * write-back plain writes at QD32 1.0-1.3x, but write-through's
- * 0.72-0.78x and write-back FUA 0.77-0.83x (io-wq runs one write to a
- * file at a time).
- * tests/stall.sh stops a FUSE daemon under an engine=uring LUN.
+ * (IOSQE_ASYNC, queue_io), and its reads may go O_DIRECT too
+ * (syncguard_lun_writes_async).  engine=auto leaves them to the LUN's
+ * worker threads there, which keep a stuck device to its LUN: io-wq is
+ * one pool for the tgtd, and also runs every LUN's group flush.  io-wq
+ * against the workers on the FUSE model (docs/performance.md, the
+ * io_uring engine): O_DIRECT writes 1.0-1.85x, durable page-cache
+ * writes 0.72-0.83x (io-wq runs one write to a file at a time).
  */
 static bool nowait_capable(int fd)
 {
