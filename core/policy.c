@@ -273,7 +273,7 @@ bool syncguard_policy_async_direct_drops_cache(bool blockdev,
 	 * work.  A block device does not (block/fops.c drops them only
 	 * after a synchronous write: 9-164 stale reads in 3,000 writes,
 	 * test_blockdev_read_after_write), nor does FUSE's asynchronous
-	 * direct I/O (54-63 in 3,000 with engine=uring on the device
+	 * direct I/O (54-85 in 3,000 with engine=uring on the device
 	 * model, test_faults_fuse_uring_read_after_write); anything else
 	 * is not known to. */
 	return !blockdev && iomap_fs(blockdev, fs_magic);
