@@ -14,12 +14,12 @@
 # tgtadm's delete must return, while that flush still runs.  The same for
 # tgtadm's switch of a write-back LUN to WCE=0, which flushes first.
 # Last: with engine=uring on a FUSE file (which takes no RWF_NOWAIT),
-# writes stuck on a stopped FUSE daemon stop no other LUN's reads:
-# io_uring would run a FUSE
-# write on tgtd's event thread (FUSE's poll calls every file writable,
-# so io_uring tries the write there, and FUSE asks its daemon for the
-# file's attributes first), so the engine sends such a file's reads and
-# writes straight to io-wq (glue/uring.c, queue_io).
+# writes stuck on a stopped FUSE daemon stop no other LUN's reads.
+# io_uring would run a FUSE write on tgtd's event thread (FUSE's poll
+# calls every file writable, so io_uring tries the write there, and FUSE
+# asks its daemon for the file's attributes first), so the engine sends
+# such a file's reads and writes straight to io-wq (glue/uring.c,
+# queue_io).
 # Exit 0 when all of them hold.
 set -u
 
@@ -30,10 +30,11 @@ iqn=iqn.2026-11.org.syncguard:stall-test-$$	# own counters: see syncbench.sh
 work=$(mktemp -d "$top/build/stall.XXXXXX") || exit 1
 say() { printf 'stall: %s\n' "$*" >&2; }
 cleanup() {
+	# a stopped daemon first: the commands waiting on it could not end
+	[ -n "${daemon:-}" ] && kill -CONT "$daemon" 2>/dev/null
 	echo "flush-ms 0" > "$work/m/.ctl" 2>/dev/null
 	[ -n "${bg:-}" ] && wait $bg 2>/dev/null
 	"$tp" stop "$work/tgtd" >/dev/null 2>&1
-	[ -n "${daemon:-}" ] && kill -CONT "$daemon" 2>/dev/null
 	fusermount3 -u "$work/m" 2>/dev/null
 	fusermount3 -u "$work/m2" 2>/dev/null
 	rm -rf "$work"
