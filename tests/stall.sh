@@ -14,7 +14,8 @@
 # tgtadm's delete must return, while that flush still runs.  The same for
 # tgtadm's switch of a write-back LUN to WCE=0, which flushes first.
 # Last: with engine=uring on a FUSE file (which takes no RWF_NOWAIT),
-# writes stuck on a stopped FUSE daemon stop no other LUN's reads.
+# reads and writes stuck on a stopped FUSE daemon stop no other LUN's
+# commands, group flushes included.
 # io_uring would run a FUSE write on tgtd's event thread (FUSE's poll
 # calls every file writable, so io_uring tries the write there, and FUSE
 # asks its daemon for the file's attributes first), so the engine sends
@@ -225,17 +226,28 @@ daemon=$(pgrep -f -- "--image $work/img2 ") ||
 	"mode=plp;alloc_check=no;engine=uring" 4096 ||
 	{ say "cannot set up the second model's LUN"; exit 1; }
 u5=$("$tp" url "$work/tgtd" "$iqn" 5)
+# group commit: its flushes run on io-wq, one pool for the tgtd, which
+# LUN 5's stuck reads and writes share (32 reads and 4 writes stuck
+# there do not fill it)
+truncate -s 16M "$work/plain6.img" &&
+"$tp" lun "$work/tgtd" 1 6 "$work/plain6.img" \
+	"mode=write-through;write_sync=group" ||
+	{ say "cannot set up LUN 6"; exit 1; }
+u6=$("$tp" url "$work/tgtd" "$iqn" 6)
 "$sb" -s none -q 4 -t 1 --no-progress "$u5" >/dev/null ||
 	{ say "writes to the second model failed"; exit 1; }
 kill -STOP "$daemon"
 "$sb" -s none -q 4 -t 2 --timeout 0 --no-progress -i "$iqn:w5" "$u5" \
 	>/dev/null 2>&1 &
 bg=$!
+"$sb" -r 100 -q 32 -t 2 --timeout 0 --no-progress -i "$iqn:r5" "$u5" \
+	>/dev/null 2>&1 &
+bg="$bg $!"
 sleep 1
-out=$("$sb" -r 50 -q 1 -t 2 --timeout 8 --json --no-progress "$u2" 2>&1)
+out=$("$sb" -r 50 -q 4 -t 2 --timeout 8 --json --no-progress "$u6" 2>&1)
 rc=$?
 ops=$(jq -r '.results[0].ops // 0' <<<"$out" 2>/dev/null || echo 0)
-w5=$(kill -0 "$bg" 2>/dev/null && echo stuck || echo done)
+w5=$(kill -0 ${bg%% *} 2>/dev/null && echo stuck || echo done)
 kill -CONT "$daemon"
 daemon=
 wait $bg 2>/dev/null
@@ -245,9 +257,9 @@ if [ "$w5" != stuck ]; then
 	exit 1
 fi
 if [ "$rc" -ne 0 ] || [ "${ops:-0}" -eq 0 ]; then
-	say "FAIL: LUN 2 while LUN 5's FUSE daemon was stopped: exit $rc, $ops commands" \
+	say "FAIL: LUN 6 while LUN 5's FUSE daemon was stopped: exit $rc, $ops commands" \
 	    "($(grep -m1 -i 'timed out\|error' <<<"$out"))"
 	exit 1
 fi
-say "ok: $ops commands on LUN 2 answered while LUN 5's FUSE daemon was stopped"
+say "ok: $ops commands on LUN 6 (group commit) answered while LUN 5's FUSE daemon was stopped"
 exit 0
