@@ -787,7 +787,8 @@ static void ring_stop(void)
 	ring.held = ring.held_seen = ring.held_direct = ring.quiet = 0;
 	ring.held_luns = NULL;
 	ring.io_inflight = 0;
-	ring.depth = (struct syncguard_depth){ 0 };	/* the next LUNs start afresh */
+	/* the next LUNs start afresh */
+	ring.depth = (struct syncguard_depth){ 0 };
 	ring.flush_stalled = false;
 }
 

@@ -276,7 +276,8 @@ static void print(const char *target, unsigned long lun,
 		       " by elision\n"
 		       "  io_uring: %" PRIu64 " reads and writes in %" PRIu64
 		       " submissions (%" PRIu64 " after a wait)\n", target,
-		       lun, mode, st->wce, st->pid, alive ? "" : " (gone)", st->reads, st->writes,
+		       lun, mode, st->wce, st->pid, alive ? "" : " (gone)",
+		       st->reads, st->writes,
 		       st->fua_writes, st->sync_caches, st->errors,
 		       st->device_flushes, median, st->dsync_writes,
 		       st->writeouts, st->direct_writes, st->flushes_coalesced,

@@ -342,14 +342,16 @@ START_TEST(test_faults_fuse_uring_dsync_flushes)
 	long long f0, w0;
 
 	ck_assert_int_eq(proto_add_lun(1, disk, "mode=write-through;"
-				       "write_sync=dsync;engine=uring", bs[_i]), 0);
+				       "write_sync=dsync;engine=uring",
+				       bs[_i]), 0);
 	iscsi = proto_connect(1);
 	f0 = model_counter("fsyncs");
 	w0 = proto_counter(1, "dsync_writes");
 	for (uint32_t lba = 0; lba < 8; lba++) {
 		memset(out, (int)lba + 1, sizeof(out));
 		proto_assert_good(iscsi_write10_sync(iscsi, 1, lba, out, bs[_i],
-				  (int)bs[_i], 0, 0, 0, 0, 0), "WRITE(10)", false);
+				  (int)bs[_i], 0, 0, 0, 0, 0), "WRITE(10)",
+				  false);
 	}
 	iscsi_destroy_context(iscsi);
 	ck_assert_int_eq(proto_counter(1, "dsync_writes") - w0, 8);

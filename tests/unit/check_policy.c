@@ -118,7 +118,8 @@ START_TEST(test_policy_reported_wce)
 	ck_assert(syncguard_policy_async_direct_drops_cache(false, 0xef53));
 	ck_assert(syncguard_policy_async_direct_drops_cache(false, 0x58465342));
 	ck_assert(!syncguard_policy_async_direct_drops_cache(true, 0));
-	ck_assert(!syncguard_policy_async_direct_drops_cache(false, 0x65735546));
+	ck_assert(!syncguard_policy_async_direct_drops_cache(false,
+							      0x65735546));
 	ck_assert(!syncguard_policy_async_direct_drops_cache(false, 0x6969));
 	ck_assert(!syncguard_policy_async_direct_drops_cache(false, 0));
 	/* ENOSPC a refusal: ext4, XFS, block devices; not FUSE, NFS,
