@@ -367,9 +367,11 @@ check-guest: bs_syncguard.so tools/syncguard-stat
 
 # a read of cached blocks answered while writes wait on a 15 s flush
 # (io_uring submission batching must not hold it behind them); another
-# LUN answered while a LUN delete's or tgtadm WCE=0's flush takes 15 s
+# LUN answered while a LUN delete's or tgtadm WCE=0's flush takes 15 s;
+# group flushes answered while 4 x CPUs + 1 other LUNs' flushes are stuck
 check-stall: bs_syncguard.so $(TOOLS)
 	tests/stall.sh
+	tests/stall-pool.sh
 
 $(BUILD)/abi/bs_syncguard.so: $(BUILD)/abi/glue/bs_syncguard.o \
 			      $(filter-out %/bs_syncguard.o,$(GLUE_PIC)) $(CORE_PIC)

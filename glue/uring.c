@@ -719,8 +719,9 @@ bool syncguard_uring_sync_cache(struct scsi_cmd *cmd)
  * such a file the engine sends reads and writes straight to io-wq
  * (IOSQE_ASYNC, queue_io), and its reads may go O_DIRECT too
  * (syncguard_lun_writes_async).  engine=auto leaves them to the LUN's
- * worker threads there, which keep a stuck device to its LUN: io-wq is
- * one pool for the tgtd, and also runs every LUN's group flush.  io-wq
+ * worker threads there, which keep a stuck device's commands to its LUN
+ * (the ring's 254 are every LUN's, and io-wq, though sized for them all
+ * (iowq_bound), runs every LUN's group flush too).  io-wq
  * against the workers on the FUSE model (docs/performance.md, the
  * io_uring engine): O_DIRECT writes 1.0-1.85x, durable page-cache
  * writes 0.72-0.83x (io-wq runs one write to a file at a time).
@@ -792,6 +793,37 @@ static void ring_stop(void)
 	ring.flush_stalled = false;
 }
 
+/*
+ * io-wq, io_uring's threads for what cannot complete without blocking,
+ * is one pool per submitting thread: every LUN's group flush, and the
+ * reads and writes a file cannot take without blocking, share tgtd's
+ * event thread's.  By default at most 4 per CPU of them run at once,
+ * and a flush stuck on a device that no longer answers (a stopped FUSE
+ * daemon, a suspended ZFS pool, an NFS server gone) holds one until it
+ * answers: with 4 per CPU such LUNs, every other LUN's flush queued
+ * behind them and its durable writes went unanswered
+ * (tests/stall-pool.sh).  The ring holds at most RING_ENTRIES - 2
+ * commands and one flush per LUN, so a pool of RING_ENTRIES threads
+ * plus one per LUN never queues a request behind another; io-wq starts
+ * a thread only when a request blocks and none is free, so the bound
+ * costs nothing until they do.  Needs Linux 5.15; before, the default
+ * stands (logged).
+ */
+static void iowq_bound(void)
+{
+	unsigned int max[2] = { RING_ENTRIES, 0 };	/* 0: unbounded as is */
+	const struct syncguard_bs *bs;
+	int ret;
+
+	for (bs = ring.luns; bs; bs = bs->uring.next)
+		max[0]++;
+	ret = io_uring_register_iowq_max_workers(&ring.ring, max);
+	if (ret)
+		eprintf("syncguard: io-wq keeps its default size (%s): a flush "
+			"stuck on one device can hold up other LUNs'\n",
+			strerror(-ret));
+}
+
 int syncguard_uring_open(struct scsi_lu *lu)
 {
 	struct syncguard_bs *bs = SYNCGUARD_BS(lu);
@@ -815,6 +847,7 @@ int syncguard_uring_open(struct scsi_lu *lu)
 		return bs->opts.engine == SYNCGUARD_ENGINE_URING ? ret : 0;
 	u->next = ring.luns;
 	ring.luns = bs;
+	iowq_bound();
 	u->flush_on = true;
 	u->async = !nowait_capable(bs->lun.fd);
 	u->on = bs->opts.engine == SYNCGUARD_ENGINE_URING || !u->async;
@@ -839,6 +872,8 @@ void syncguard_uring_close(struct scsi_lu *lu)
 		*p = u->next;
 		if (!ring.luns)
 			ring_stop();
+		else
+			iowq_bound();
 	}
 	if (u->flush_fd >= 0)
 		syncguard_sync_fd_put(&bs->lun, u->flush_fd);

@@ -227,8 +227,8 @@ daemon=$(pgrep -f -- "--image $work/img2 ") ||
 	{ say "cannot set up the second model's LUN"; exit 1; }
 u5=$("$tp" url "$work/tgtd" "$iqn" 5)
 # group commit: its flushes run on io-wq, one pool for the tgtd, which
-# LUN 5's stuck reads and writes share (32 reads and 4 writes stuck
-# there do not fill it)
+# LUN 5's stuck reads and writes share (sized for every request the
+# ring holds: tests/stall-pool.sh)
 truncate -s 16M "$work/plain6.img" &&
 "$tp" lun "$work/tgtd" 1 6 "$work/plain6.img" \
 	"mode=write-through;write_sync=group" ||
