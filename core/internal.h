@@ -372,10 +372,13 @@ int syncguard_direct_fd_get(struct syncguard_lun *lun);
 void syncguard_direct_fd_put(struct syncguard_lun *lun, int fd);
 
 /* Is a durable write done with RWF_DSYNC (rather than a group flush)?
- * bsopts write_sync; auto asks the running trial (see lun.c).  The
- * caller has counted the write in lun->durable_inflight (durable_begin)
- * and uncounts it (durable_end) once it is answered or goes elsewhere. */
-bool syncguard_use_dsync(struct syncguard_lun *lun);
+ * bsopts write_sync; auto asks the running trial (see writesync.c).
+ * *@scored: whether its answer scores the trial's way (false for a
+ * write that had no other durable write in flight, which takes RWF_DSYNC
+ * either way).  The caller has counted the write in
+ * lun->durable_inflight (durable_begin) and uncounts it (durable_end)
+ * once it is answered or goes elsewhere. */
+bool syncguard_use_dsync(struct syncguard_lun *lun, bool *scored);
 void syncguard_durable_begin(struct syncguard_lun *lun);
 void syncguard_durable_end(struct syncguard_lun *lun);
 

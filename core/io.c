@@ -330,10 +330,11 @@ static int write_written(struct syncguard_lun *lun, const uint8_t *buf,
 static int write_persist_durable(struct syncguard_lun *lun, const uint8_t *buf,
 				 size_t len, uint64_t off)
 {
+	bool scored;
 	int err;
 
 	syncguard_durable_begin(lun);
-	if (syncguard_use_dsync(lun)) {
+	if (syncguard_use_dsync(lun, &scored)) {
 		err = write_durable(lun, buf, len, off);
 	} else {
 		err = write_cached(lun, buf, len, off);
@@ -341,7 +342,7 @@ static int write_persist_durable(struct syncguard_lun *lun, const uint8_t *buf,
 			err = syncguard_lun_flush(lun, false);
 	}
 	syncguard_durable_end(lun);
-	if (!err)
+	if (!err && scored)
 		syncguard_durable_answered(lun, 1);
 	return err;
 }

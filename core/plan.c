@@ -84,7 +84,7 @@ static bool plan_write(struct syncguard_lun *lun,
 	if (p->persist == SYNCGUARD_PERSIST_DURABLE) {
 		syncguard_durable_begin(lun);
 		p->durable_ref = true;
-		p->dsync = syncguard_use_dsync(lun);
+		p->dsync = syncguard_use_dsync(lun, &p->scored);
 		if (p->dsync && !p->direct && lun->async_dsync_ok &&
 		    syncguard_direct_ok(lun, p->off, p->len, true))
 			p->direct = claim(lun, p, SYNCGUARD_MIX_DIRECT);

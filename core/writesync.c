@@ -42,23 +42,31 @@
  * does in one call (on O_DIRECT, often one FUA write).  At QD1 that
  * saves the trial's group epochs (measured without this rule: auto
  * 4.5-5.1k against RWF_DSYNC 4.9-5.7k, write-through QD1 4 KiB).
+ * Such a write says nothing of either way, so its answer does not score
+ * the trial: a load at QD1 leaves it no note, and a deeper load after
+ * it finds the trial restarted, as after a pause, where rates taken at
+ * QD1 (both ways RWF_DSYNC) could keep RWF_DSYNC for up to 8 epochs on
+ * the 2 ms model at QD32, at a tenth of group commit's IOPS
+ * (bench-history.md; test_exec_auto_write_sync).
  */
 #define SYNC_TRIAL_WRITES 16
 #define SYNC_TRIAL_US 200000
 
-bool syncguard_use_dsync(struct syncguard_lun *lun)
+bool syncguard_use_dsync(struct syncguard_lun *lun, bool *scored)
 {
 	bool group = false;
 
+	*scored = true;
 	switch (lun->opts.write_sync) {
 	case SYNCGUARD_WRITE_SYNC_DSYNC:
 		break;
 	case SYNCGUARD_WRITE_SYNC_GROUP:
 		return false;
 	case SYNCGUARD_WRITE_SYNC_AUTO:
-		group = __atomic_load_n(&lun->sync_trial.arm, __ATOMIC_RELAXED) &&
-			__atomic_load_n(&lun->durable_inflight,
-					__ATOMIC_RELAXED) > 1;
+		*scored = __atomic_load_n(&lun->durable_inflight,
+					  __ATOMIC_RELAXED) > 1;
+		group = *scored &&
+			__atomic_load_n(&lun->sync_trial.arm, __ATOMIC_RELAXED);
 		break;
 	}
 	return !group && !__atomic_load_n(&lun->no_rwf_dsync, __ATOMIC_RELAXED);

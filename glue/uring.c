@@ -379,7 +379,7 @@ static int prepare(struct syncguard_bs *bs, struct uring_op *op)
 	struct syncguard_lun *lun = &bs->lun;
 
 	op->fd = lun->fd;
-	op->scored = op->plan.write &&
+	op->scored = op->plan.write && op->plan.scored &&
 		     op->plan.persist == SYNCGUARD_PERSIST_DURABLE;
 	if (!op->plan.direct)
 		return 0;

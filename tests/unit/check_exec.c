@@ -353,7 +353,9 @@ END_TEST
 /* write_sync=auto: the running trial's arm decides, RWF_DSYNC (arm 0,
  * also before anything is measured) or group commit (arm 1) -- but a
  * durable write alone in flight, which no flush could share, always
- * takes RWF_DSYNC; a write that needs no durability costs nothing */
+ * takes RWF_DSYNC, and its answer scores neither way (core/writesync.c:
+ * a QD1 load must not leave the trial rates for a deeper one); a write
+ * that needs no durability costs nothing */
 START_TEST(test_exec_auto_write_sync)
 {
 	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_AUTO);
@@ -364,6 +366,8 @@ START_TEST(test_exec_auto_write_sync)
 	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
 	ck_assert_int_eq(fx.dsyncs, 2);		/* but it was alone */
 	ck_assert_int_eq(fx.fdatasyncs, 0);
+	ck_assert_msg(lun.sync_trial.t0_us == 0, "a durable write alone in "
+		      "flight scored the trial");
 	syncguard_durable_begin(&lun);		/* another one in flight */
 	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
 	syncguard_durable_end(&lun);
@@ -377,8 +381,8 @@ START_TEST(test_exec_auto_write_sync)
 	ck_assert_int_eq(fx.dsyncs, 3);
 	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);	/* not FUA */
 	ck_assert_int_eq(fx.dsyncs + fx.fdatasyncs, 4);		/* no cost */
-	/* the answered durable writes reach the trial (its first epoch
-	 * starts with the first of them) */
+	/* the answered durable writes with company reach the trial (its
+	 * first epoch starts with the first of them) */
 	ck_assert_uint_gt(lun.sync_trial.t0_us, 0);
 }
 END_TEST

@@ -143,6 +143,7 @@ END_TEST
 START_TEST(test_plan_write_through_and_plp)
 {
 	struct syncguard_plan p;
+	bool scored;
 
 	open_mode(SYNCGUARD_MODE_WRITE_THROUGH);
 	/* write-through writes go O_DIRECT (direct=auto), and a durable
@@ -176,7 +177,8 @@ START_TEST(test_plan_write_through_and_plp)
 	ck_assert_uint_eq(lun.durable_inflight, 0);
 	/* alone, it cannot share a flush: RWF_DSYNC whatever the trial */
 	syncguard_durable_begin(&lun);
-	ck_assert(syncguard_use_dsync(&lun));
+	ck_assert(syncguard_use_dsync(&lun, &scored));
+	ck_assert(!scored);		/* and scores neither way */
 	syncguard_durable_end(&lun);
 	lun.sync_trial.arm = 0;
 	ck_assert(!plan(0x2a, false, 0, 8, 1000, &p));	/* not aligned: the
