@@ -718,17 +718,18 @@ bool syncguard_uring_sync_cache(struct scsi_cmd *cmd)
  * stopped daemon stopped every LUN and login: tests/stall.sh).  So on
  * such a file the engine sends reads and writes straight to io-wq
  * (IOSQE_ASYNC, queue_io), and its reads may go O_DIRECT too
- * (syncguard_lun_writes_async).  io-wq runs one write to a file at a
- * time: an O_DIRECT write leaves it at once (FUSE finishes it
- * asynchronously), a page-cache write does not.  So engine=auto takes
- * the ring on such a regular file for a LUN whose writes go O_DIRECT,
- * and leaves a LUN whose writes take the page cache to its worker
- * threads (test_faults_fuse_engine).  On the FUSE model
- * (docs/performance.md, the io_uring engine), io-wq against the
- * workers: O_DIRECT writes 0.93-1.4x, page-cache writes that must be
- * durable 0.72-0.83x.  Not on a block device without RWF_NOWAIT (a
- * bio-based one, a ZFS zvol say): none was at hand to measure, and its
- * workers are the path its tests ran.
+ * (syncguard_lun_writes_async).  engine=auto leaves them to the LUN's
+ * worker threads there.  io-wq runs one write to a file at a time: an
+ * O_DIRECT write that the file system finishes asynchronously (FUSE
+ * with async direct I/O) leaves it at once, but a page-cache write does
+ * not, nor a direct write where the file system completes it before
+ * returning (ZFS before 2.3 takes O_DIRECT as buffered; a FUSE daemon
+ * without async direct I/O), and 32 writes in flight would become one.
+ * Nothing tells them apart at open.  The workers also keep a stuck
+ * device's commands to its LUN, where on the ring they could take its
+ * 254 places from every other LUN.  io-wq against the workers on the
+ * FUSE model (docs/performance.md, the io_uring engine): O_DIRECT writes
+ * 0.94-1.4x, durable page-cache writes 0.72-0.83x.
  */
 static bool nowait_capable(int fd)
 {
@@ -854,8 +855,7 @@ int syncguard_uring_open(struct scsi_lu *lu)
 	iowq_bound();
 	u->flush_on = true;
 	u->async = !nowait_capable(bs->lun.fd);
-	u->on = bs->opts.engine == SYNCGUARD_ENGINE_URING || !u->async ||
-		(bs->lun.direct_io && !bs->lun.blockdev);
+	u->on = bs->opts.engine == SYNCGUARD_ENGINE_URING || !u->async;
 	if (u->on)
 		syncguard_lun_writes_async(&bs->lun);
 	return 0;

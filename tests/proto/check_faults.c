@@ -259,31 +259,32 @@ START_TEST(test_faults_write_through_eio)
 END_TEST
 
 /*
- * engine=auto on a FUSE file (no RWF_NOWAIT): a LUN whose writes go
- * O_DIRECT (plp with 4096-byte blocks) runs its reads and writes
- * through io_uring's own threads (io-wq), a LUN whose writes take the
- * page cache (write-back, 512-byte blocks) on its worker threads
- * (glue/uring.c, nowait_capable); on the ring the data reads back and
- * a device's write error is no GOOD.
+ * On a FUSE file (no RWF_NOWAIT), engine=auto leaves even O_DIRECT
+ * writes (plp with 4096-byte blocks) to the LUN's worker threads
+ * (glue/uring.c, nowait_capable says why); engine=uring runs them on
+ * io_uring's own threads (io-wq), where the data reads back and a
+ * device's write error, failing there, is no GOOD.
  */
 START_TEST(test_faults_fuse_engine)
 {
 	static unsigned char out[4096], in[4096];
 	struct iscsi_context *iscsi;
 	struct scsi_task *t;
-
-	ck_assert_int_eq(proto_add_lun(1, disk, "mode=write-back", 0), 0);
-	iscsi = proto_connect(1);
-	for (uint32_t lba = 0; lba < 64; lba += 8)
-		proto_assert_good(write_lba(iscsi, 1, lba, 0), "WRITE(10)", false);
-	iscsi_destroy_context(iscsi);
-	ck_assert_int_ge(proto_counter(1, "writes"), 8);
-	ck_assert_msg(proto_counter(1, "ring_ios") == 0, "write-back with "
-		      "512-byte blocks on FUSE: %lld reads and writes through "
-		      "io_uring, not the workers", proto_counter(1, "ring_ios"));
-	ck_assert_int_eq(proto_del_lun(1), 0);
+	long long ring;
 
 	ck_assert_int_eq(proto_add_lun(1, disk, "mode=plp;alloc_check=no",
+				       4096), 0);
+	iscsi = proto_connect(1);
+	for (uint32_t lba = 0; lba < 8; lba++)
+		proto_assert_good(write_lba(iscsi, 1, lba, 0), "WRITE(10)", false);
+	iscsi_destroy_context(iscsi);
+	ck_assert_msg(proto_counter(1, "ring_ios") == 0, "engine=auto on "
+		      "FUSE: %lld reads and writes through io_uring, not the "
+		      "workers", proto_counter(1, "ring_ios"));
+	ck_assert_int_eq(proto_del_lun(1), 0);
+
+	ck_assert_int_eq(proto_add_lun(1, disk,
+				       "mode=plp;alloc_check=no;engine=uring",
 				       4096), 0);
 	iscsi = proto_connect(1);
 	for (uint32_t lba = 0; lba < 8; lba++) {
@@ -304,14 +305,16 @@ START_TEST(test_faults_fuse_engine)
 		ck_assert_msg(!memcmp(in, out, sizeof(in)),
 			      "block %u reads back other data", lba);
 	}
-	ck_assert_msg(proto_counter(1, "ring_ios") >= 16, "plp with 4096-byte "
-		      "blocks on FUSE: %lld of 16 reads and writes through "
-		      "io_uring", proto_counter(1, "ring_ios"));
+	ring = proto_counter(1, "ring_ios");
+	ck_assert_msg(ring >= 16, "engine=uring on FUSE: %lld of 16 reads and "
+		      "writes through io_uring", ring);
 	model_ctl("fail-write EIO 1");
 	memset(out, 0x55, sizeof(out));
 	proto_assert_sense(iscsi_write10_sync(iscsi, 1, 9, out, sizeof(out),
 			   sizeof(out), 0, 0, 0, 0, 0), SCSI_SENSE_MEDIUM_ERROR,
 			   0x0c00, "WRITE(10) through io-wq on a failing device");
+	ck_assert_msg(proto_counter(1, "ring_ios") > ring, "the failing write "
+		      "did not go through io_uring");
 	iscsi_destroy_context(iscsi);
 	ck_assert_int_eq(proto_del_lun(1), 0);
 	model_ctl("clear");
@@ -319,14 +322,13 @@ START_TEST(test_faults_fuse_engine)
 END_TEST
 
 /*
- * On a FUSE file (no RWF_NOWAIT) io_uring's own threads run the
- * O_DIRECT writes of plp with 4096-byte blocks (engine=auto: see
- * test_faults_fuse_engine), and FUSE's asynchronous direct write does
- * not drop the pages a read cached while it was in flight; a write
- * answered GOOD must still be what the next read returns while two
- * other sessions keep reading the block (core/lun.c,
- * syncguard_lun_writes_async: such a LUN reads O_DIRECT).
- * _i 1: the worker threads' synchronous writes (engine=threads), which
+ * engine=uring on a FUSE file (no RWF_NOWAIT): io_uring's own threads
+ * run the O_DIRECT writes of plp with 4096-byte blocks, and FUSE's
+ * asynchronous direct write does not drop the pages a read cached while
+ * it was in flight; a write answered GOOD must still be what the next
+ * read returns while two other sessions keep reading the block
+ * (core/lun.c, syncguard_lun_writes_async: such a LUN reads O_DIRECT).
+ * _i 1: the worker threads' synchronous writes (engine=auto), which
  * drop them after the write; 2: write-back's FUA writes (RWF_DSYNC, on
  * the workers on FUSE: core/lun.c, async_dsync_ok) beside its
  * page-cache reads, with engine=uring.
@@ -334,9 +336,8 @@ END_TEST
 START_TEST(test_faults_fuse_uring_read_after_write)
 {
 	static const char *const bsopts[] = {
-		"mode=plp;alloc_check=no",
-		"mode=plp;alloc_check=no;engine=threads",
-		"mode=write-back;engine=uring" };
+		"mode=plp;alloc_check=no;engine=uring",
+		"mode=plp;alloc_check=no", "mode=write-back;engine=uring" };
 	uint32_t stale, first;
 
 	ck_assert_int_eq(proto_add_lun(1, disk, bsopts[_i], 4096), 0);
