@@ -288,6 +288,13 @@ bool syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 			  unsigned int ticks, uint64_t now_us,
 			  unsigned int epoch_ticks, uint64_t epoch_us);
 
+/* Count @answered more commands in @t's epoch under way (its scored
+ * half, and no pause since the last note), without lengthening the
+ * epoch or keeping up the trial: commands answered the same way
+ * whichever arm runs (a durable write alone: core/writesync.c). */
+void syncguard_trial_count(struct syncguard_trial *t, uint64_t answered,
+			   uint64_t now_us, uint64_t epoch_us);
+
 /* Copy @t's way (0 or 1) and its two last rates (commands answered per
  * second) into a LUN's counters (include/syncguard_stats.h), under the
  * trial's lock; readers see each field whole. */

@@ -373,9 +373,9 @@ void syncguard_direct_fd_put(struct syncguard_lun *lun, int fd);
 
 /* Is a durable write done with RWF_DSYNC (rather than a group flush)?
  * bsopts write_sync; auto asks the running trial (see writesync.c).
- * *@scored: whether its answer scores the trial's way (false for a
- * write that had no other durable write in flight, which takes RWF_DSYNC
- * either way).  The caller has counted the write in
+ * *@scored: false for a write that had no other durable write in
+ * flight, which takes RWF_DSYNC either way (its answer is a lone one:
+ * syncguard_durable_answered).  The caller has counted the write in
  * lun->durable_inflight (durable_begin) and uncounts it (durable_end)
  * once it is answered or goes elsewhere. */
 bool syncguard_use_dsync(struct syncguard_lun *lun, bool *scored);
@@ -403,8 +403,12 @@ void syncguard_lun_note_cdb(struct syncguard_lun *lun, const uint8_t *cdb,
 			    size_t len);
 void syncguard_lun_note_sync_cache(struct syncguard_lun *lun);
 
-/* @n durable writes were answered GOOD: write_sync=auto's score. */
-void syncguard_durable_answered(struct syncguard_lun *lun, unsigned int n);
+/* @scored durable writes were answered GOOD, and @lone ones that had
+ * no other in flight (syncguard_use_dsync): write_sync=auto's score.
+ * The lone ones count in the rate of an epoch under way, but neither
+ * lengthen one nor start or keep up the trial. */
+void syncguard_durable_answered(struct syncguard_lun *lun,
+				unsigned int scored, unsigned int lone);
 
 /* Calls that only move data, made again after EINTR or EAGAIN: at most
  * this many times */

@@ -342,8 +342,8 @@ static int write_persist_durable(struct syncguard_lun *lun, const uint8_t *buf,
 			err = syncguard_lun_flush(lun, false);
 	}
 	syncguard_durable_end(lun);
-	if (!err && scored)
-		syncguard_durable_answered(lun, 1);
+	if (!err)
+		syncguard_durable_answered(lun, scored, !scored);
 	return err;
 }
 

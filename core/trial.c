@@ -81,6 +81,14 @@ bool syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 	return true;
 }
 
+void syncguard_trial_count(struct syncguard_trial *t, uint64_t answered,
+			   uint64_t now_us, uint64_t epoch_us)
+{
+	if (t->m0_us && now_us >= t->m0_us &&
+	    now_us <= t->last_us + epoch_us + SYNCGUARD_TRIAL_GAP_US)
+		t->answered += answered;
+}
+
 void syncguard_trial_publish(const struct syncguard_trial *t, uint64_t *way,
 			     uint64_t rate[2])
 {

@@ -317,7 +317,7 @@ static void flush_done(struct syncguard_bs *bs, int res)
 {
 	struct syncguard_uring *u = &bs->uring;
 	struct uring_op *op, *next, *waiters = u->current;
-	unsigned int n = 0, writes = 0;
+	unsigned int n = 0, writes = 0, lone = 0;
 	uint64_t us = syncguard_now_us() - u->flush_start_us;
 
 	u->flushing = false;
@@ -329,13 +329,14 @@ static void flush_done(struct syncguard_bs *bs, int res)
 	for (op = waiters; op; op = next) {
 		next = op->next;
 		op->err = -res;
-		writes += op->scored && !op->err;
+		writes += op->scored && !op->err && op->plan.scored;
+		lone += op->scored && !op->err && !op->plan.scored;
 		finish(op, syncguard_plan_done(&bs->lun, &op->plan, -op->err));
 	}
 	if (n > 1)
 		__atomic_fetch_add(&bs->lun.stats->flushes_coalesced, n - 1,
 				   __ATOMIC_RELAXED);
-	syncguard_durable_answered(&bs->lun, writes);
+	syncguard_durable_answered(&bs->lun, writes, lone);
 	if (u->pending && flush_free(u))
 		next_flush(bs);
 }
@@ -379,7 +380,7 @@ static int prepare(struct syncguard_bs *bs, struct uring_op *op)
 	struct syncguard_lun *lun = &bs->lun;
 
 	op->fd = lun->fd;
-	op->scored = op->plan.write && op->plan.scored &&
+	op->scored = op->plan.write &&
 		     op->plan.persist == SYNCGUARD_PERSIST_DURABLE;
 	if (!op->plan.direct)
 		return 0;
@@ -421,7 +422,8 @@ static void io_done(struct uring_op *op, int err)
 	    op->plan.persist != SYNCGUARD_PERSIST_CACHED)
 		err = syncguard_lun_lost_meanwhile(&bs->lun);
 	if (op->plan.dsync && !err && op->scored)
-		syncguard_durable_answered(&bs->lun, 1);
+		syncguard_durable_answered(&bs->lun, op->plan.scored,
+					   !op->plan.scored);
 	if (joins) {
 		syncguard_plan_written(&bs->lun, &op->plan);
 		join_flush(bs, op);

@@ -353,9 +353,9 @@ END_TEST
 /* write_sync=auto: the running trial's arm decides, RWF_DSYNC (arm 0,
  * also before anything is measured) or group commit (arm 1) -- but a
  * durable write alone in flight, which no flush could share, always
- * takes RWF_DSYNC, and its answer scores neither way (core/writesync.c:
- * a QD1 load must not leave the trial rates for a deeper one); a write
- * that needs no durability costs nothing */
+ * takes RWF_DSYNC, and its answer neither starts nor keeps up the trial
+ * (core/writesync.c: a QD1 load must not leave it rates for a deeper
+ * one); a write that needs no durability costs nothing */
 START_TEST(test_exec_auto_write_sync)
 {
 	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_AUTO);

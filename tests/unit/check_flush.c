@@ -306,6 +306,35 @@ START_TEST(test_flush_trial)
 }
 END_TEST
 
+/* Commands answered the same way whichever arm runs (write_sync's lone
+ * durable writes) count in the rate of an epoch under way, in its scored
+ * half and before a pause, and neither lengthen it nor keep the trial
+ * up (core/writesync.c) */
+START_TEST(test_flush_trial_count)
+{
+	uint64_t now = 1000000;
+	struct syncguard_trial t = { 0 };
+
+	syncguard_trial_count(&t, 5, now, 4000);
+	ck_assert_uint_eq(t.answered, 0);	/* no trial under way */
+	syncguard_trial_note(&t, 1, 1, now, 2, 4000);	/* starts it */
+	syncguard_trial_count(&t, 5, now + 1000, 4000);
+	ck_assert_uint_eq(t.answered, 0);	/* not in the scored half */
+	syncguard_trial_note(&t, 1, 1, now + 2000, 2, 4000);
+	ck_assert_uint_eq(t.m0_us, now + 2000);	/* the scored half */
+	syncguard_trial_count(&t, 5, now + 2500, 4000);
+	ck_assert_uint_eq(t.answered, 5);
+	ck_assert_uint_eq(t.ticks, 0);		/* no longer for it */
+	ck_assert_uint_eq(t.last_us, now + 2000);	/* nor kept up */
+	syncguard_trial_count(&t, 5, now + 2000 + 4000 + 100001, 4000);
+	ck_assert_uint_eq(t.answered, 5);	/* after a pause: not */
+	/* the epoch ends on its notes, its rate with the lone answers */
+	syncguard_trial_note(&t, 3, 2, now + 4000, 2, 4000);
+	ck_assert_uint_eq(t.epoch, 1);
+	ck_assert_uint_eq(t.rate[0], 8 * 1000000 / 2000);
+}
+END_TEST
+
 START_TEST(test_flush_elision)
 {
 	/* a fresh write-back LUN starts dirty: an earlier tgtd (or another
@@ -613,6 +642,7 @@ Suite *flush_suite(void)
 	tcase_add_test(tc, test_flush_batch_policy);
 	tcase_add_test(tc, test_flush_batch_off);
 	tcase_add_test(tc, test_flush_trial);
+	tcase_add_test(tc, test_flush_trial_count);
 	tcase_add_test(tc, test_flush_elision);
 	tcase_add_test(tc, test_flush_stats_published);
 	tcase_add_test(tc, test_flush_wce_switch_window);
