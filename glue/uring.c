@@ -818,7 +818,8 @@ static void ring_stop(void)
  */
 static void iowq_bound(void)
 {
-	unsigned int max[2] = { RING_ENTRIES, 0 };	/* 0: unbounded as is */
+	unsigned int max[2] = { RING_ENTRIES, 0 };	/* 0: leave the
+						 * unbounded pool as is */
 	const struct syncguard_bs *bs;
 	int ret;
 

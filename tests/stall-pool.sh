@@ -58,6 +58,16 @@ truncate -s 16M "$work/plain.img" &&
 	{ say "cannot set up LUN $last"; exit 1; }
 u=$("$tp" url "$work/tgtd" "$iqn" 1)
 u=${u%/1}
+# the flushes this is about run on the ring (io-wq), not a worker
+ring=$("$top/tools/syncguard-stat" --json "$iqn" "$last" | jq -r '.[0].ring')
+if [ "$ring" = none ]; then
+	say "FAIL: LUN $last's flushes do not run on io_uring here (the test proves nothing)"
+	exit 1
+fi
+if grep -q "io-wq keeps its default size" "$work/tgtd/tgtd.log"; then
+	say "FAIL: $(grep -m1 'io-wq keeps its default size' "$work/tgtd/tgtd.log")"
+	exit 1
+fi
 
 for i in $(seq "$n"); do
 	"$sb" -s none -q 1 -t 0.2 --no-progress "$u/$i" >/dev/null ||
