@@ -701,9 +701,9 @@ struct syncguard_plan {
 				 * descriptor of its own); a read too */
 	bool dsync;		/* PERSIST_DURABLE by RWF_DSYNC, O_DIRECT,
 				 * on a descriptor of its own */
-	bool scored;		/* PERSIST_DURABLE: its answer scores
-				 * write_sync=auto's trial
-				 * (syncguard_use_dsync) */
+	bool scored;		/* PERSIST_DURABLE: false for a lone one
+				 * (syncguard_use_dsync), whose answer
+				 * only counts in write_sync=auto's rate */
 	bool fua;		/* the write had FUA (for the counters) */
 	bool write_ref;		/* holds lun->async_writes until written,
 				 * answered or cancelled */
