@@ -371,7 +371,7 @@ check-guest: bs_syncguard.so tools/syncguard-stat
 # group flushes answered while 4 x CPUs + 1 other LUNs' flushes are stuck
 check-stall: bs_syncguard.so $(TOOLS)
 	tests/stall.sh
-	tests/stall-pool.sh
+	tests/stall-pool.sh || [ $$? -eq 77 ]
 
 $(BUILD)/abi/bs_syncguard.so: $(BUILD)/abi/glue/bs_syncguard.o \
 			      $(filter-out %/bs_syncguard.o,$(GLUE_PIC)) $(CORE_PIC)

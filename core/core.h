@@ -291,7 +291,8 @@ bool syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 /* Count @answered more commands in @t's epoch under way (its scored
  * half, and no pause since the last note), without lengthening the
  * epoch or keeping up the trial: commands answered the same way
- * whichever arm runs (a durable write alone: core/writesync.c). */
+ * whichever arm runs (a durable write alone: core/writesync.c;
+ * test_flush_trial_count). */
 void syncguard_trial_count(struct syncguard_trial *t, uint64_t answered,
 			   uint64_t now_us, uint64_t epoch_us);
 

@@ -374,8 +374,8 @@ void syncguard_direct_fd_put(struct syncguard_lun *lun, int fd);
 /* Is a durable write done with RWF_DSYNC (rather than a group flush)?
  * bsopts write_sync; auto asks the running trial (see writesync.c).
  * *@scored: false for a write that had no other durable write in
- * flight, which takes RWF_DSYNC either way (its answer is a lone one:
- * syncguard_durable_answered).  The caller has counted the write in
+ * flight, which takes the same path whichever way the trial runs (its
+ * answer is a lone one: syncguard_durable_answered).  The caller has counted the write in
  * lun->durable_inflight (durable_begin) and uncounts it (durable_end)
  * once it is answered or goes elsewhere. */
 bool syncguard_use_dsync(struct syncguard_lun *lun, bool *scored);

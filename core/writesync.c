@@ -31,9 +31,10 @@
  * one choice in 64, chose RWF_DSYNC at QD32 (a probe's time depends on
  * what the other 63 do).  So the LUN measures what it cares about: in
  * epochs of 200 ms (scored in their second half, on at least 16 durable
- * writes), one each way every 8 epochs, the rest the way whose last
- * epoch answered more of them per second (struct syncguard_trial,
- * core/flush.c, which also says how pauses and a 2x loser are handled).
+ * writes that had company), one each way every 8 epochs, the rest the
+ * way whose last epoch answered more of them per second (struct
+ * syncguard_trial, core/trial.c, which also says how pauses and a 2x
+ * loser are handled).
  * RWF_DSYNC until measured otherwise.
  *
  * Either way, a durable write with no other durable write in flight
@@ -48,10 +49,11 @@
  * taken at QD1 (both ways RWF_DSYNC) could keep RWF_DSYNC for up to 8
  * epochs on the 2 ms model at QD32, at a tenth of group commit's IOPS
  * (bench-history.md; test_exec_auto_write_sync).  It still counts in
- * the rate of an epoch under way: at QD2 a group flush answers both
- * writes at once, and the next one the initiator sends often finds the
- * other not yet sent, so leaving lone writes out of the rate undercounted
- * group commit by up to half (0.66-0.79x IOPS at QD2 on the disk).
+ * the rate of an epoch under way (test_flush_trial_count): at QD2 a
+ * group flush answers both writes at once, and the next one the
+ * initiator sends often finds the other not yet sent, so leaving lone
+ * writes out of the rate undercounted group commit (write-through at
+ * QD2 on the disk 0.66-0.96x, below 0.8x in most rounds).
  */
 #define SYNC_TRIAL_WRITES 16
 #define SYNC_TRIAL_US 200000

@@ -804,32 +804,45 @@ static void ring_stop(void)
  * io-wq, io_uring's threads for what cannot complete without blocking,
  * is one pool per submitting thread: every LUN's group flush, and the
  * reads and writes a file cannot take without blocking, share tgtd's
- * event thread's.  By default at most 4 per CPU of them run at once,
+ * event thread's.  By default at most 4 per CPU of them run at once
+ * (or as many as the ring has entries, if fewer),
  * and a flush stuck on a device that no longer answers (a stopped FUSE
  * daemon, a suspended ZFS pool, an NFS server gone) holds one until it
  * answers: with 4 per CPU such LUNs, every other LUN's flush queued
  * behind them and its durable writes went unanswered
  * (tests/stall-pool.sh).  The ring holds at most RING_ENTRIES - 2
- * commands and one flush per LUN, so a pool of RING_ENTRIES threads
- * plus one per LUN never queues a request behind another; io-wq starts
+ * commands and one flush per LUN, so with a pool of RING_ENTRIES
+ * threads plus one per LUN no request waits for a thread another holds
+ * (io-wq still runs the writes to one file one at a time); io-wq starts
  * a thread only when a request blocks and none is free, so the bound
- * costs nothing until they do.  Needs Linux 5.15; before, the default
- * stands (logged).
+ * costs nothing until they do.  Needs Linux 5.15, and the kernel takes
+ * no more than tgtd's RLIMIT_NPROC: either way the smaller pool is
+ * logged.
  */
 static void iowq_bound(void)
 {
 	unsigned int max[2] = { RING_ENTRIES, 0 };	/* 0: leave the
 						 * unbounded pool as is */
 	const struct syncguard_bs *bs;
+	unsigned int want;
 	int ret;
 
 	for (bs = ring.luns; bs; bs = bs->uring.next)
 		max[0]++;
+	want = max[0];
 	ret = io_uring_register_iowq_max_workers(&ring.ring, max);
+	if (!ret) {		/* { 0, 0 } reads the sizes in force */
+		max[0] = max[1] = 0;
+		ret = io_uring_register_iowq_max_workers(&ring.ring, max);
+	}
 	if (ret)
 		eprintf("syncguard: io-wq keeps its default size (%s): a flush "
 			"stuck on one device can hold up other LUNs'\n",
 			strerror(-ret));
+	else if (max[0] && max[0] < want)	/* 0: no pool yet to ask */
+		eprintf("syncguard: io-wq runs at most %u requests at once, not "
+			"%u (tgtd's RLIMIT_NPROC): flushes stuck on that many "
+			"devices can hold up other LUNs'\n", max[0], want);
 }
 
 int syncguard_uring_open(struct scsi_lu *lu)

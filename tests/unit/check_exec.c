@@ -384,6 +384,15 @@ START_TEST(test_exec_auto_write_sync)
 	/* the answered durable writes with company reach the trial (its
 	 * first epoch starts with the first of them) */
 	ck_assert_uint_gt(lun.sync_trial.t0_us, 0);
+	/* a lone one counts in the rate of an epoch under way, without
+	 * lengthening it or keeping the trial up */
+	lun.sync_trial.m0_us = lun.sync_trial.last_us = syncguard_now_us();
+	lun.sync_trial.answered = lun.sync_trial.ticks = 0;
+	ck_assert_int_eq(write16(0, 8, true), SYNCGUARD_OK);
+	ck_assert_msg(lun.sync_trial.answered == 1, "a lone durable write's "
+		      "answer did not count in the epoch's rate");
+	ck_assert_uint_eq(lun.sync_trial.ticks, 0);
+	ck_assert_uint_le(lun.sync_trial.last_us, lun.sync_trial.m0_us);
 }
 END_TEST
 

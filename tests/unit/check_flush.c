@@ -313,7 +313,7 @@ END_TEST
 START_TEST(test_flush_trial_count)
 {
 	uint64_t now = 1000000;
-	struct syncguard_trial t = { 0 };
+	struct syncguard_trial t = { 0 }, c;
 
 	syncguard_trial_count(&t, 5, now, 4000);
 	ck_assert_uint_eq(t.answered, 0);	/* no trial under way */
@@ -326,12 +326,20 @@ START_TEST(test_flush_trial_count)
 	ck_assert_uint_eq(t.answered, 5);
 	ck_assert_uint_eq(t.ticks, 0);		/* no longer for it */
 	ck_assert_uint_eq(t.last_us, now + 2000);	/* nor kept up */
-	syncguard_trial_count(&t, 5, now + 2000 + 4000 + 100001, 4000);
-	ck_assert_uint_eq(t.answered, 5);	/* after a pause: not */
+	syncguard_trial_note(&t, 1, 1, now + 3000, 4, 4000);	/* a note */
+	ck_assert_uint_eq(t.answered, 6);
+	/* a pause is counted from the last note, not from the scored
+	 * half's start, and lasts an epoch and 100 ms (on copies) */
+	c = t;
+	syncguard_trial_count(&c, 5, now + 3000 + 4000 + 100000, 4000);
+	ck_assert_uint_eq(c.answered, 11);
+	c = t;
+	syncguard_trial_count(&c, 5, now + 3000 + 4000 + 100001, 4000);
+	ck_assert_uint_eq(c.answered, 6);	/* after a pause: not */
 	/* the epoch ends on its notes, its rate with the lone answers */
-	syncguard_trial_note(&t, 3, 2, now + 4000, 2, 4000);
+	syncguard_trial_note(&t, 3, 3, now + 4000, 4, 4000);
 	ck_assert_uint_eq(t.epoch, 1);
-	ck_assert_uint_eq(t.rate[0], 8 * 1000000 / 2000);
+	ck_assert_uint_eq(t.rate[0], 9 * 1000000 / 2000);
 }
 END_TEST
 

@@ -178,7 +178,7 @@ START_TEST(test_plan_write_through_and_plp)
 	/* alone, it cannot share a flush: RWF_DSYNC whatever the trial */
 	syncguard_durable_begin(&lun);
 	ck_assert(syncguard_use_dsync(&lun, &scored));
-	ck_assert(!scored);		/* and scores neither way */
+	ck_assert(!scored);		/* a lone one: it starts no epoch */
 	syncguard_durable_end(&lun);
 	lun.sync_trial.arm = 0;
 	ck_assert(!plan(0x2a, false, 0, 8, 1000, &p));	/* not aligned: the
