@@ -283,14 +283,16 @@ START_TEST(test_flush_trial)
 		syncguard_trial_note(&t, 1, 1, now + 1 + (uint64_t)i, 2, 4000);
 	ck_assert_uint_eq(t.epoch, 65);
 	/* a pause (1 s without a note) restarts the trial: the epoch is not
-	 * scored, and both arms are tried again, arm 0 first */
+	 * scored, and where neither arm lost by more than 2x both are
+	 * tried again, arm 0 first */
 	ck_assert(t.arm);
+	t.rate[1] = 15000;			/* within 2x of arm 0's 20000 */
 	now += 1000000;
 	syncguard_trial_note(&t, 1, 1, now, 2, 4000);
 	ck_assert_uint_eq(t.t0_us, now);
 	ck_assert_uint_eq(t.m0_us, 0);
 	ck_assert(!t.arm);
-	ck_assert_uint_eq(t.rate[1], 5000);	/* arm 1's last score stands */
+	ck_assert_uint_eq(t.rate[1], 15000);	/* arm 1's last score stands */
 	trial_epoch(&t, &now, 20);
 	ck_assert(t.arm);			/* then arm 1 */
 	/* the scored half lasts at least half an epoch: notes that come
@@ -340,6 +342,38 @@ START_TEST(test_flush_trial_count)
 	syncguard_trial_note(&t, 3, 3, now + 4000, 4, 4000);
 	ck_assert_uint_eq(t.epoch, 1);
 	ck_assert_uint_eq(t.rate[0], 9 * 1000000 / 2000);
+}
+END_TEST
+
+/* After a pause, an arm that lost by more than 2x is not tried again
+ * first: the winner goes on, and the loser waits for its turn, every 64
+ * epochs (a burst on the 2 ms model began with an epoch of RWF_DSYNC at
+ * a tenth of group commit's rate: core/trial.c) */
+START_TEST(test_flush_trial_pause_keeps_winner)
+{
+	uint64_t now = 1000000;
+	struct syncguard_trial t = { .t0_us = now, .last_us = now,
+				     .rate = { 1000, 5000 } };
+
+	now += 1000000;
+	syncguard_trial_note(&t, 1, 1, now, 2, 4000);	/* after a pause */
+	ck_assert_msg(t.arm, "after a pause the trial tried arm 0 again, "
+		      "which had lost by 5x");
+	for (unsigned int e = 3; e <= 64; e++) {
+		trial_epoch(&t, &now, 50);	/* arm 1: 50 per ms */
+		ck_assert_uint_eq(t.epoch, e);
+		ck_assert_msg(t.arm == (e != 64), "epoch %u ran arm %d", e,
+			      t.arm);
+	}
+	trial_epoch(&t, &now, 1);		/* epoch 64: arm 0 tried */
+	ck_assert(t.arm);			/* epoch 65: arm 1 again */
+	/* never before either arm was measured */
+	t = (struct syncguard_trial){ .t0_us = now, .last_us = now,
+				      .rate = { 1000, 0 } };
+	now += 1000000;
+	syncguard_trial_note(&t, 1, 1, now, 2, 4000);
+	ck_assert(!t.arm);
+	ck_assert_uint_eq(t.epoch, 0);		/* both tried: 0, then 1 */
 }
 END_TEST
 
@@ -651,6 +685,7 @@ Suite *flush_suite(void)
 	tcase_add_test(tc, test_flush_batch_off);
 	tcase_add_test(tc, test_flush_trial);
 	tcase_add_test(tc, test_flush_trial_count);
+	tcase_add_test(tc, test_flush_trial_pause_keeps_winner);
 	tcase_add_test(tc, test_flush_elision);
 	tcase_add_test(tc, test_flush_stats_published);
 	tcase_add_test(tc, test_flush_wce_switch_window);
