@@ -282,8 +282,9 @@ struct syncguard_trial {
  * faster one (arm 0 on a tie); P = 8, or 64 while one arm's last rate
  * is more than twice the other's.  After a pause (no note for longer
  * than an epoch and 100 ms) it starts again: arm 0, then arm 1, unless
- * one arm's last rate was more than twice the other's; then the faster
- * one goes on, and the other waits for its turn (epoch % 64 == 0 or 1).
+ * one arm's last rate was more than twice the other's; then the epochs
+ * go on counting, the faster arm runs and the other keeps its turn
+ * (epoch % 64 == 0 or 1).
  * Returns true when the arm or the
  * rates may have changed (an epoch ended, or the trial started again
  * after a pause): only then is there anything new to publish.

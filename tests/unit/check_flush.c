@@ -346,34 +346,53 @@ START_TEST(test_flush_trial_count)
 END_TEST
 
 /* After a pause, an arm that lost by more than 2x is not tried again
- * first: the winner goes on, and the loser waits for its turn, every 64
- * epochs (a burst on the 2 ms model began with an epoch of RWF_DSYNC at
- * a tenth of group commit's rate: core/trial.c) */
+ * first: the epochs go on counting, the winner runs, and the loser keeps
+ * its turn every 64 epochs however often the load pauses (a burst on
+ * the 2 ms model began with an epoch of RWF_DSYNC at a tenth of group
+ * commit's rate: core/trial.c) */
+static void trial_pause(struct syncguard_trial *t, uint64_t *now)
+{
+	*now += 1000000;
+	syncguard_trial_note(t, 1, 1, *now, 2, 4000);
+}
+
 START_TEST(test_flush_trial_pause_keeps_winner)
 {
 	uint64_t now = 1000000;
 	struct syncguard_trial t = { .t0_us = now, .last_us = now,
-				     .rate = { 1000, 5000 } };
+				     .epoch = 10, .rate = { 1000, 5000 } };
 
-	now += 1000000;
-	syncguard_trial_note(&t, 1, 1, now, 2, 4000);	/* after a pause */
+	trial_pause(&t, &now);
 	ck_assert_msg(t.arm, "after a pause the trial tried arm 0 again, "
 		      "which had lost by 5x");
-	for (unsigned int e = 3; e <= 64; e++) {
-		trial_epoch(&t, &now, 50);	/* arm 1: 50 per ms */
+	ck_assert_uint_eq(t.epoch, 10);
+	for (unsigned int e = 11; e <= 65; e++) {
+		trial_epoch(&t, &now, t.arm ? 50 : 1);
 		ck_assert_uint_eq(t.epoch, e);
+		if (e % 5 == 0)		/* a pause every 5 epochs */
+			trial_pause(&t, &now);
 		ck_assert_msg(t.arm == (e != 64), "epoch %u ran arm %d", e,
-			      t.arm);
+			      t.arm);	/* arm 0's turn at 64 */
 	}
-	trial_epoch(&t, &now, 1);		/* epoch 64: arm 0 tried */
-	ck_assert(t.arm);			/* epoch 65: arm 1 again */
-	/* never before either arm was measured */
+	/* arm 0 won by 5x: it goes on */
 	t = (struct syncguard_trial){ .t0_us = now, .last_us = now,
-				      .rate = { 1000, 0 } };
-	now += 1000000;
-	syncguard_trial_note(&t, 1, 1, now, 2, 4000);
+				      .epoch = 10, .rate = { 5000, 1000 } };
+	trial_pause(&t, &now);
 	ck_assert(!t.arm);
-	ck_assert_uint_eq(t.epoch, 0);		/* both tried: 0, then 1 */
+	ck_assert_uint_eq(t.epoch, 10);
+	trial_epoch(&t, &now, 5);
+	ck_assert(!t.arm);
+	/* exactly 2x, or one never measured: both tried, arm 0 first */
+	t = (struct syncguard_trial){ .t0_us = now, .last_us = now,
+				      .epoch = 10, .rate = { 1000, 2000 } };
+	trial_pause(&t, &now);
+	ck_assert(!t.arm);
+	ck_assert_uint_eq(t.epoch, 0);
+	t = (struct syncguard_trial){ .t0_us = now, .last_us = now,
+				      .epoch = 10, .rate = { 1000, 0 } };
+	trial_pause(&t, &now);
+	ck_assert(!t.arm);
+	ck_assert_uint_eq(t.epoch, 0);
 }
 END_TEST
 
