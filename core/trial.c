@@ -27,6 +27,36 @@ void syncguard_ewma(unsigned int *mean, uint64_t us)
 }
 #define SYNCGUARD_TRIAL_GAP_US 100000
 
+/*
+ * Start @t again at @now_us, after a pause or for the first time.  An
+ * idle LUN answers nothing, whichever way: an epoch with a gap in it is
+ * not scored, or the way that was running when the load paused would
+ * look slow.  The load that comes back may want the other way (queue
+ * depth 1 after 32, say), so both are tried again first: arm 0 now, arm
+ * 1 next; unless one lost by more than 2x, when the epochs go on
+ * counting across the pause, the winner runs and the loser keeps its
+ * turn every 64 of them: on the 2 ms model each burst of writes after a
+ * pause began with an epoch of RWF_DSYNC at a tenth of group commit's
+ * rate, and 1 s bursts made 0.5-3.3k IOPS where they make 4.4-4.7k this
+ * way (test_flush_trial_pause_keeps_winner).
+ */
+static void trial_restart(struct syncguard_trial *t, uint64_t now_us)
+{
+	bool won0 = t->rate[1] && t->rate[0] > 2 * t->rate[1];
+	bool won1 = t->rate[0] && t->rate[1] > 2 * t->rate[0];
+	unsigned int phase;
+
+	t->t0_us = now_us;
+	t->m0_us = 0;
+	t->ticks = 0;
+	t->answered = 0;
+	if (!won0 && !won1)
+		t->epoch = 0;
+	phase = t->epoch % 64;	/* one lost by 2x: the period is 64 */
+	__atomic_store_n(&t->arm, (won0 || won1) && (phase == 1 ||
+			 (phase > 1 && won1)), __ATOMIC_RELAXED);
+}
+
 bool syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 			  unsigned int ticks, uint64_t now_us,
 			  unsigned int epoch_ticks, uint64_t epoch_us)
@@ -34,30 +64,9 @@ bool syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 	bool restarted = false;
 	unsigned int phase;
 
-	/* An idle LUN answers nothing, whichever way: an epoch with a gap
-	 * in it (no note for longer than an epoch and 100 ms) is not scored,
-	 * or the way that was running when the load paused would look slow.
-	 * The load that comes back may want the other way (queue depth 1
-	 * after 32, say), so both are tried again first: arm 0 now, arm 1
-	 * next; unless one lost by more than 2x, when the epochs go on
-	 * counting across the pause, the winner runs and the loser keeps
-	 * its turn every 64 of them: on the 2 ms model each burst of writes
-	 * after a pause began with an epoch of RWF_DSYNC at a tenth of group
-	 * commit's rate, and 1 s bursts made 0.5-3.3k IOPS where they make
-	 * 4.4-4.7k this way (test_flush_trial_pause_keeps_winner). */
+	/* no note for longer than an epoch and 100 ms: a pause */
 	if (!t->t0_us || now_us > t->last_us + epoch_us + SYNCGUARD_TRIAL_GAP_US) {
-		bool won0 = t->rate[1] && t->rate[0] > 2 * t->rate[1];
-		bool won1 = t->rate[0] && t->rate[1] > 2 * t->rate[0];
-
-		t->t0_us = now_us;
-		t->m0_us = 0;
-		t->ticks = 0;
-		t->answered = 0;
-		if (!won0 && !won1)
-			t->epoch = 0;
-		phase = t->epoch % 64;	/* one lost by 2x: the period is 64 */
-		__atomic_store_n(&t->arm, (won0 || won1) && (phase == 1 ||
-				 (phase > 1 && won1)), __ATOMIC_RELAXED);
+		trial_restart(t, now_us);
 		restarted = true;
 	}
 	t->last_us = now_us;
