@@ -38,7 +38,10 @@ void syncguard_ewma(unsigned int *mean, uint64_t us)
  * turn every 64 of them: on the 2 ms model each burst of writes after a
  * pause began with an epoch of RWF_DSYNC at a tenth of group commit's
  * rate, and 1 s bursts made 0.5-3.3k IOPS where they make 4.4-4.7k this
- * way (test_flush_trial_pause_keeps_winner).
+ * way (test_flush_trial_pause_keeps_winner).  A burst never begins on
+ * the loser's turn: that turn is passed.  Bursts shorter than an epoch
+ * score none, so the count would stand still on it, and every burst
+ * would run the loser (test_flush_trial_short_bursts).
  */
 static void trial_restart(struct syncguard_trial *t, uint64_t now_us)
 {
@@ -52,6 +55,8 @@ static void trial_restart(struct syncguard_trial *t, uint64_t now_us)
 	t->answered = 0;
 	if (!won0 && !won1)
 		t->epoch = 0;
+	else if (t->epoch % 64 == (won0 ? 1u : 0u))
+		t->epoch++;
 	phase = t->epoch % 64;	/* one lost by 2x: the period is 64 */
 	__atomic_store_n(&t->arm, (won0 || won1) && (phase == 1 ||
 			 (phase > 1 && won1)), __ATOMIC_RELAXED);

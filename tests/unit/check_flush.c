@@ -396,6 +396,32 @@ START_TEST(test_flush_trial_pause_keeps_winner)
 }
 END_TEST
 
+/* Bursts shorter than an epoch, with pauses between them, score no
+ * epoch: the count stands still, and if it stood on the loser's turn,
+ * every burst ran the loser.  Each burst begins with the winner. */
+START_TEST(test_flush_trial_short_bursts)
+{
+	for (unsigned int loser = 0; loser < 2; loser++) {
+		uint64_t now = 1000000;
+		struct syncguard_trial t = {
+			.t0_us = now, .last_us = now, .epoch = 64 + loser,
+			.rate = { loser ? 5000 : 1000, loser ? 1000 : 5000 } };
+
+		for (int burst = 0; burst < 10; burst++) {
+			now += 400000;		/* a pause */
+			for (int i = 0; i < 30; i++) {	/* 150 ms of notes */
+				syncguard_trial_note(&t, 1, 1, now, 16,
+						     200000);
+				ck_assert_msg(t.arm != loser, "burst %d began "
+					      "on arm %u, which lost by 5x",
+					      burst, loser);
+				now += 5000;
+			}
+		}
+	}
+}
+END_TEST
+
 START_TEST(test_flush_elision)
 {
 	/* a fresh write-back LUN starts dirty: an earlier tgtd (or another
@@ -705,6 +731,7 @@ Suite *flush_suite(void)
 	tcase_add_test(tc, test_flush_trial);
 	tcase_add_test(tc, test_flush_trial_count);
 	tcase_add_test(tc, test_flush_trial_pause_keeps_winner);
+	tcase_add_test(tc, test_flush_trial_short_bursts);
 	tcase_add_test(tc, test_flush_elision);
 	tcase_add_test(tc, test_flush_stats_published);
 	tcase_add_test(tc, test_flush_wce_switch_window);
