@@ -65,9 +65,13 @@ int syncguard_reopen(const struct syncguard_lun *lun, int flags)
  * reported.  That is enough for an RWF_DSYNC write, which vouches for
  * its own pages only, whose errors come after its descriptor was
  * opened.  A group flush vouches for every write before it, so it runs
- * on lun->group_fd, opened with the LUN: group flushes run one at a time
- * (core/flush.c), and a descriptor the pool opened while another call
- * had just taken an error, not yet latched, would have missed it.  The
+ * on a descriptor opened with the LUN, before any write: lun->group_fd
+ * on the worker threads (their group flushes run one at a time,
+ * core/flush.c), and on the io_uring engine the descriptor it takes
+ * from the pool as the LUN opens and keeps to itself (glue/uring.c,
+ * syncguard_uring_open; its flushes too run one at a time).  A
+ * descriptor the pool opened while another call had just taken an
+ * error, not yet latched, would have missed it.  The
  * power-cut test (scripts/crashtest.sh) loses acknowledged plp writes
  * without separate descriptors.
  */
