@@ -659,6 +659,43 @@ START_TEST(test_modes_ring_submission_batching)
 }
 END_TEST
 
+/*
+ * write_sync=auto's trial on the ring (glue/uring.c, io_done and
+ * flush_done; the rule: core/writesync.c).  A durable write with no other
+ * in flight takes RWF_DSYNC whichever way the trial runs, so its answer
+ * scores neither way: a QD1 load for 1 s (five 200 ms epochs) leaves
+ * both rates unmeasured.  A QD8 load's writes overlap, and its epochs are
+ * scored.  The unit tests cover the same rule on the worker threads
+ * (test_exec_auto_write_sync).
+ */
+START_TEST(test_modes_ring_lone_writes_unscored)
+{
+	const char *top = getenv("SYNCGUARD_TOP");
+	const int lun = 11;
+
+	ck_assert_int_eq(proto_add_lun(lun, proto_file("lone.img", 64u << 20,
+				       false), "mode=write-through,"
+				       "engine=uring", BS), 0);
+	ck_assert_int_eq(proto_sh("'%s/tools/iscsi-syncbench' -q 1 -t 1 "
+				  "--no-progress '%s' >/dev/null",
+				  top ? top : ".", proto_url(lun)), 0);
+	ck_assert_int_gt(proto_counter(lun, "ring_ios"), 0);
+	ck_assert_msg(proto_counter(lun, "write_sync_rate.dsync") == 0 &&
+		      proto_counter(lun, "write_sync_rate.group") == 0,
+		      "QD1 writes, each alone in flight, scored the trial: "
+		      "dsync %lld/s, group %lld/s",
+		      proto_counter(lun, "write_sync_rate.dsync"),
+		      proto_counter(lun, "write_sync_rate.group"));
+	ck_assert_int_eq(proto_sh("'%s/tools/iscsi-syncbench' -q 8 -t 1 "
+				  "--no-progress '%s' >/dev/null",
+				  top ? top : ".", proto_url(lun)), 0);
+	ck_assert_msg(proto_counter(lun, "write_sync_rate.dsync") > 0 ||
+		      proto_counter(lun, "write_sync_rate.group") > 0,
+		      "QD8 writes did not score the trial");
+	ck_assert_int_eq(proto_del_lun(lun), 0);
+}
+END_TEST
+
 /* An asynchronous command's outcome (libiscsi's callback). */
 struct outcome {
 	bool done;
@@ -1029,6 +1066,7 @@ Suite *modes_suite(void)
 	tcase_add_test(tc, test_modes_path_refusals);
 	tcase_add_test(tc, test_modes_fixed_media);
 	tcase_add_test(tc, test_modes_ring_submission_batching);
+	tcase_add_test(tc, test_modes_ring_lone_writes_unscored);
 	tcase_add_test(tc, test_modes_ordered_flush_closed);
 	tcase_add_test(tc, test_modes_ring_shared);
 	suite_add_tcase(s, tc);
