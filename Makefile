@@ -361,7 +361,7 @@ check-tools: bs_syncguard.so $(TOOLS) $(BUILD)/abi/bs_syncguard.so \
 # guest under TCG (standing in for a host with one; about 3.5 minutes, so
 # not in check-all: .ci/run runs it after make check).  Left out, with
 # the reason, where QEMU or the kernel image is missing.
-check-guest: bs_syncguard.so tools/syncguard-stat
+check-guest: bs_syncguard.so $(TOOLS)
 	@scripts/need-deps.sh $(GUEST_PACKAGES)
 	tests/guest.sh
 

@@ -106,7 +106,13 @@ static int field(const char *line, bool after_sep, int n, char *out,
 
 /* The line of @fd's mount in the mountinfo text @table, found by mount
  * ID, else (@by_dev) by device number.  NULL with *@err set to -errno
- * (-ENOENT: not listed; -EOPNOTSUPP: a kernel without STATX_MNT_ID). */
+ * (-ENOENT: not listed; -EOPNOTSUPP: a kernel without STATX_MNT_ID).
+ * The mount watch calls it every 2 s on tgtd's event thread: without
+ * AT_STATX_DONT_SYNC, FUSE before Linux 6.6 (Debian 12's kernel) asks
+ * its daemon for the file's attributes once they are stale, and a daemon
+ * that stopped answering stops tgtd (tests/guest.sh, stall-fuse, which
+ * runs tgtd in the guest's Debian kernel).  The mount ID and the device
+ * number need no fresh attributes. */
 static const char *mount_line(int fd, const char *table, bool by_dev,
 			      int *err)
 {
@@ -114,7 +120,8 @@ static const char *mount_line(int fd, const char *table, bool by_dev,
 	struct statx stx;
 
 	*err = 0;
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx)) {
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID,
+		  &stx)) {
 		*err = -errno;
 		return NULL;
 	}

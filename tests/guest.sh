@@ -24,6 +24,12 @@
 # its check's commands: the login's reads, the job, the logout (where the
 # sd driver sends SYNCHRONIZE CACHE to a disk it sees as write-back).
 #
+# One check, stall-fuse, runs a private tgtd inside the guest instead:
+# Debian 12's kernel is older than this host's, and its FUSE asks a
+# daemon for stale attributes on any statx, as the mount watch makes
+# every 2 s on tgtd's event thread (core/mounts.c); a daemon stopped
+# under one write-back LUN must not stop another LUN or tgtadm.
+#
 #   tests/guest.sh [--keep]     exit 0 when every check holds
 #
 # SYNCGUARD_GUEST_JOBS=DIR runs the job files of DIR instead of conf/fio
@@ -72,7 +78,8 @@ if ldd "$(command -v busybox)" >/dev/null 2>&1; then
 	left_out "tests/guest.sh" dependency "busybox is not static (busybox-static)"
 	exit 0
 fi
-for f in "$top/bs_syncguard.so" "$stat"; do
+for f in "$top/bs_syncguard.so" "$stat" "$top/tools/iscsi-syncbench" \
+	 "$top/tools/syncguard-devmodel"; do
 	[ -x "$f" ] || [ -f "$f" ] || { say "FAIL: $f not built (make)"; exit 1; }
 done
 
@@ -164,11 +171,17 @@ check wb-iozone write-back tool --preset iozone $pre &&
 check wb-vdbench write-back tool --preset vdbench $pre &&
 check wb-throughput write-back tool --preset throughput $pre ||
 	{ say "FAIL: the targets could not be made"; exit 1; }
+# run in the guest alone, on a tgtd of its own (tests/guest/inside.sh)
+echo "stall-fuse - stall" >>"$share/checks"
+
 # the tool and its job files go to the guest through the shared folder:
 # the guest's /tmp is a tmpfs of its own (inside.sh), and a checkout
 # under the host's /tmp would not be there
-mkdir -p "$share/repo/tools" "$share/repo/conf"
-install -m 0755 "$top/tools/openiscsi-syncbench" "$share/repo/tools/"
+mkdir -p "$share/repo/tools" "$share/repo/conf" "$share/repo/scripts"
+install -m 0755 "$top/tools/openiscsi-syncbench" "$top/tools/iscsi-syncbench" \
+	"$top/tools/syncguard-devmodel" "$share/repo/tools/"
+install -m 0755 "$top/scripts/tgtd-private" "$share/repo/scripts/"
+install -m 0644 "$top/bs_syncguard.so" "$share/repo/"
 cp -r "$top/conf/fio" "$share/repo/conf/"
 cat >"$share/params" <<EOF
 REPO='/share/repo'
@@ -246,6 +259,11 @@ declare -A W F S R E C D X T
 for name in $(awk '{ print $1 }' "$share/checks"); do
 	line=$(grep "^GUEST: check $name rc " "$work/guest.txt" | tail -1)
 	G[$name]=$(awk '{ print $5 }' <<<"$line")
+	if [ "$name" = stall-fuse ]; then	# no target on this host's tgtd
+		expect "stall-fuse: with a FUSE daemon stopped under one write-back LUN, tgtd in the guest answered another LUN and tgtadm (out/stall-fuse/log)" \
+			'[ "${G[$name]}" = 0 ]'
+		continue
+	fi
 	C[$name]=$(awk '{ print $7 }' <<<"$line")
 	T[$name]=$(awk '{ print $11 }' <<<"$line")
 	read -r W[$name] F[$name] S[$name] R[$name] E[$name] D[$name] < <(

@@ -85,12 +85,55 @@ switch_check() {
 	say "check $name rc $rc cache_type ${after:-none} fua - secs $SECONDS"
 }
 
+# A stopped FUSE daemon under a write-back LUN must not stop tgtd: a
+# private tgtd in this guest (Debian's own kernel, whose FUSE asks its
+# daemon for stale attributes on any statx) with two write-back LUNs on
+# FUSE models; the first model is stopped, and after two rounds of the
+# mount watch (2 s each) the second LUN must still answer, and tgtd
+# tgtadm.  This machine's newer kernel would not show it.
+stall_check() {
+	local name=$1 out=$2 d=/tmp/stall rc=0 m1 url i iqn
+	local tp=$REPO/scripts/tgtd-private model=$REPO/tools/syncguard-devmodel
+	mkdir -p "$d/m1" "$d/m2"
+	modprobe fuse >>"$out/log" 2>&1 || rc=1
+	for i in 1 2; do
+		truncate -s 64M "$d/s$i.stable"
+		"$model" --image "$d/s$i.stable" --flush-ms 2 --max-versions 1 \
+			"$d/m$i" -f >>"$out/log" 2>&1 &
+		[ "$i" = 1 ] && m1=$!
+	done
+	for i in $(seq 100); do
+		[ -e "$d/m1/disk.img" ] && [ -e "$d/m2/disk.img" ] && break
+		sleep 0.1
+	done
+	iqn=iqn.2026-11.org.syncguard:stall
+	[ "$rc" = 0 ] && "$tp" start "$d/t" "$REPO/bs_syncguard.so" >>"$out/log" 2>&1 &&
+		"$tp" target "$d/t" 1 "$iqn" >>"$out/log" 2>&1 &&
+		"$tp" lun "$d/t" 1 1 "$d/m1/disk.img" mode=write-back >>"$out/log" 2>&1 &&
+		"$tp" lun "$d/t" 1 2 "$d/m2/disk.img" mode=write-back >>"$out/log" 2>&1 &&
+		url=$("$tp" url "$d/t" "$iqn" 2) || rc=1
+	if [ "$rc" = 0 ]; then
+		kill -STOP "$m1"
+		sleep 5
+		timeout 60 "$REPO/tools/iscsi-syncbench" -t 2 --timeout 8 -q 1 \
+			--no-progress "$url" >>"$out/log" 2>&1 || rc=1
+		timeout 20 "$tp" adm "$d/t" --lld iscsi --op show --mode target \
+			>/dev/null 2>>"$out/log" || rc=1
+		kill -CONT "$m1"
+	fi
+	"$tp" stop "$d/t" >>"$out/log" 2>&1
+	cp "$d/t/tgtd.log" "$out/" 2>/dev/null
+	umount "$d/m1" "$d/m2" 2>/dev/null
+	say "check $name rc $rc cache_type - fua - secs $SECONDS"
+}
+
 while read -r name iqn how args; do
 	out=/share/out/$name
 	mkdir -p "$out"
 	SECONDS=0	# how long the check took: a stall shows in the table
 	case $how in
 	switch) switch_check "$name" "$iqn" "$out" ;;
+	stall) stall_check "$name" "$out" ;;
 	tool)
 		# shellcheck disable=SC2086
 		timeout 300 "$ob" --portal "$PORTAL" --target "$iqn" --output "$out" \
