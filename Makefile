@@ -129,7 +129,7 @@ $(BUILD)/sanpic/%.o: %.c $(HDRS)
 # the front door (bs_syncguard.c) and the rest of the glue (glue/)
 GLUE_SRCS := bs_syncguard.c glue/cmdtable.c glue/admin.c glue/wce.c \
 	     glue/synccache.c glue/vpd.c glue/answer.c glue/uring.c glue/watch.c \
-	     glue/workers.c
+	     glue/zvolwatch.c glue/workers.c
 GLUE_HDRS := glue/glue.h $(HDRS) $(TGT_SRC)/.syncguard-tgt-version
 GLUE_PIC  := $(patsubst %.c,$(BUILD)/pic/glue/%.o,$(notdir $(GLUE_SRCS)))
 GLUE_SANPIC := $(patsubst %.c,$(BUILD)/sanpic/glue/%.o,$(notdir $(GLUE_SRCS)))

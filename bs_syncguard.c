@@ -252,6 +252,14 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 			 "unnoticed: not exported (plp needs no watch)", path);
 		ret = unwatched;
 	}
+	if (!ret && (ret = syncguard_zvol_watch_add(bs,
+						    syncguard_watch_recheck))) {
+		syncguard_lun_close(&bs->lun);
+		snprintf(err, sizeof(err), "%s: its ZFS datasets cannot be "
+			 "watched (%s), so a change of their sync property "
+			 "would go unnoticed: not exported", path,
+			 strerror(-ret));
+	}
 	if (ret) {
 		eprintf("syncguard: lun %" PRIu64 ": %s\n", lu->lun, err);
 		syncguard_watch_close_unused();
@@ -265,6 +273,7 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 		eprintf("syncguard: lun %" PRIu64 ": engine=uring: io_uring "
 			"unavailable: %s\n", lu->lun, strerror(-ret));
 	if (ret) {
+		syncguard_zvol_watch_remove(bs);
 		syncguard_lun_close(&bs->lun);
 		__atomic_store_n(&bs->open, false, __ATOMIC_RELEASE);
 		syncguard_watch_close_unused();
@@ -405,6 +414,7 @@ static void bs_syncguard_close(struct scsi_lu *lu)
 	if (!bs->open)
 		return;
 	syncguard_watch_remove(bs);
+	syncguard_zvol_watch_remove(bs);
 	syncguard_synccache_close(lu);
 	syncguard_uring_close(lu);
 	__atomic_store_n(&bs->lun.closing, true, __ATOMIC_SEQ_CST);

@@ -215,11 +215,12 @@ struct stat;
 int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
 			    const struct stat *st, char *err, size_t errlen);
 
-/* While the LUN lives (the mount watch): has what it stands on stopped
- * honouring its flushes?  A zvol's sync set to disabled (or, under plp,
- * away from always), or the write cache of its device set from "write
- * back" to "write through" (Linux then drops every flush; not for plp,
- * which sends none).  true with why in @why. */
+/* While the LUN lives (the mount watch): has the device it stands on
+ * stopped honouring its flushes?  Its write cache set from "write back"
+ * to "write through" (Linux then drops every flush; not for plp, which
+ * sends none).  true with why in @why.  A zvol's sync property is the
+ * zvol watch's (glue/zvolwatch.c), which runs zfs get off tgtd's event
+ * thread. */
 bool syncguard_lun_beneath_lost(struct syncguard_lun *lun, char *why,
 				size_t len);
 

@@ -97,7 +97,8 @@ static const char *zfs_binary(void)
 #define ZFS_TIMEOUT_MS 5000
 
 /* Run zfs get for @ds; its output into @out (@len bytes, NUL-ended):
- * 0, or -errno (-ENOENT: no zfs; -ETIMEDOUT; -EIO: it failed). */
+ * 0, or -errno (-ENOENT: no zfs; -ETIMEDOUT: no end of its output
+ * within ZFS_TIMEOUT_MS in all, and it was killed; -EIO: it failed). */
 static int zfs_run(const char *ds, char *out, size_t len)
 {
 	char *const argv[] = { "zfs", "get", "-Hp", "-o", "property,value",
@@ -105,6 +106,7 @@ static int zfs_run(const char *ds, char *out, size_t len)
 	char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C",
 			       NULL };
 	const char *zfs = zfs_binary();
+	uint64_t end_us = syncguard_now_us() + ZFS_TIMEOUT_MS * 1000ull;
 	posix_spawn_file_actions_t fa;
 	int pipefd[2], ret, st = 0;
 	size_t got = 0;
@@ -127,9 +129,11 @@ static int zfs_run(const char *ds, char *out, size_t len)
 	}
 	while (got + 1 < len) {
 		struct pollfd p = { .fd = pipefd[0], .events = POLLIN };
+		uint64_t now = syncguard_now_us();
 		ssize_t n;
 
-		if (poll(&p, 1, ZFS_TIMEOUT_MS) <= 0) {
+		if (now >= end_us ||
+		    poll(&p, 1, (int)((end_us - now + 999) / 1000)) <= 0) {
 			ret = -ETIMEDOUT;
 			kill(pid, SIGKILL);
 			break;
@@ -508,18 +512,8 @@ int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
 bool syncguard_lun_beneath_lost(struct syncguard_lun *lun, char *why,
 				size_t len)
 {
-	struct syncguard_zfs_props p;
-	const char *bad;
 	char name[32];
 
-	for (int i = 0; i < SYNCGUARD_ZFS_DEPTH && lun->zfs[i][0]; i++) {
-		if (syncguard_zfs_get(lun->zfs[i], &p) ||
-		    !(bad = syncguard_policy_zvol(lun->opts.mode, p.sync)))
-			continue;
-		snprintf(why, len, "its ZFS dataset %s now has sync=%s: %s",
-			 lun->zfs[i], p.sync, bad);
-		return true;
-	}
 	/* Linux drops every flush to a device whose write_cache says
 	 * "write through"; one that said "write back" at open (it, or one
 	 * under it) was set so by hand since */

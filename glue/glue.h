@@ -5,7 +5,8 @@
  * the tgt-independent core is core/core.h.
  *
  * Layers, each using only those after it: bs_syncguard.c; cmdtable.c;
- * admin.c; wce.c, synccache.c, vpd.c; uring.c, watch.c; answer.c, workers.c.
+ * admin.c; wce.c, synccache.c, vpd.c; uring.c, watch.c; zvolwatch.c,
+ * answer.c, workers.c.
  * (tests/deps.sh checks it.)
  */
 #ifndef SYNCGUARD_GLUE_H
@@ -123,6 +124,7 @@ struct syncguard_bs {
 	struct syncguard_uring uring;
 	struct syncguard_workers workers;
 	struct syncguard_bs *next_watched;	/* the mount watch's list */
+	struct syncguard_zvol *zvol;		/* the zvol watch's (NULL: none) */
 	uint64_t lun_nr;			/* for its log line */
 	/* failed commands' log lines (syncguard_answer), atomics, per
 	 * class (0: the LUN failed, 1: ILLEGAL REQUEST, the initiator's
@@ -271,6 +273,24 @@ int syncguard_watch_open(void);
 void syncguard_watch_close_unused(void);
 void syncguard_watch_add(struct syncguard_bs *bs, uint64_t lun_nr);
 void syncguard_watch_remove(struct syncguard_bs *bs);
+
+/* syncguard_watch_recheck: check every watched LUN now (the zvol
+ * watch's @changed). */
+void syncguard_watch_recheck(void);
+
+/* ---- glue/zvolwatch.c: the ZFS datasets under a LUN ---- */
+
+/* syncguard_zvol_watch_add: read the sync property of @bs's datasets
+ * (bs->lun.zfs, set at open; none: nothing to do) every 2 s on a thread
+ * of the zvol watch's own, which runs @changed on tgtd's event thread
+ * when one changes.  0, or -errno (no thread, eventfd or memory: the LUN
+ * is not to be exported).  syncguard_zvol_watch_remove: stop (the LUN
+ * closes); event thread only.  syncguard_zvol_lost: has one of them been
+ * set to a sync property @bs's mode refuses (syncguard_policy_zvol)?
+ * true with why in @why (@len bytes). */
+int syncguard_zvol_watch_add(struct syncguard_bs *bs, void (*changed)(void));
+void syncguard_zvol_watch_remove(struct syncguard_bs *bs);
+bool syncguard_zvol_lost(struct syncguard_bs *bs, char *why, size_t len);
 
 /* ---- glue/answer.c ---- */
 

@@ -122,17 +122,18 @@ static void retry_later(void)
 }
 
 /* A LUN whose durability went away under it latches (core/policy.c):
- * its zvol's sync property or its device's write cache setting changed
- * (core/stack.c), its file system remounted nobarrier, or, under plp, its
- * loop device's direct I/O turned off (core/loopdev.c: plp_over_loop).  A
- * zvol's check runs zfs get (a few milliseconds) on tgtd's event thread,
- * every RECHECK_S seconds. */
+ * its zvol's sync property (as the zvol watch last read it, on a thread
+ * of its own: glue/zvolwatch.c) or its device's write cache setting
+ * changed (core/stack.c), its file system remounted nobarrier, or, under
+ * plp, its loop device's direct I/O turned off (core/loopdev.c:
+ * plp_over_loop). */
 static void check_lun(struct syncguard_bs *bs, const char *table)
 {
 	const char *why, *fix;
 	char beneath[512];
 
-	if (syncguard_lun_beneath_lost(&bs->lun, beneath, sizeof(beneath))) {
+	if (syncguard_zvol_lost(bs, beneath, sizeof(beneath)) ||
+	    syncguard_lun_beneath_lost(&bs->lun, beneath, sizeof(beneath))) {
 		why = beneath;
 		fix = "undo that";
 	} else if (syncguard_lun_flushes_lost(&bs->lun, table)) {
@@ -176,6 +177,12 @@ static void mounts_changed(int fd, int events, void *data)
 		if (!syncguard_lun_lost_meanwhile(&bs->lun))
 			check_lun(bs, table);
 	free(table);
+}
+
+void syncguard_watch_recheck(void)
+{
+	if (watch.on)
+		mounts_changed(watch.changed_fd, 0, NULL);
 }
 
 static void close_fds(void)

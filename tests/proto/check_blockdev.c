@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -1215,16 +1216,21 @@ END_TEST
  * sync=always, volblocksize is the physical block initiators are told
  * (READ CAPACITY(16), Block Limits), and a LUN whose dataset is set to
  * sync=disabled while it lives latches.  The same holds for a zvol under
- * a loop device and under a file system the LUN stands on.
+ * a loop device and under a file system the LUN stands on.  A zfs that
+ * stops answering (a suspended pool; here the stand-in sleeps 10 s, and
+ * is killed after 5) holds up neither the LUN's commands nor the watch's
+ * later reads (glue/zvolwatch.c): every FUA write in 6 s of it is
+ * answered within 2.5 s, where on tgtd's event thread each round of the
+ * watch stopped it for 5 s.
  */
 /* FUA writes to LUN 9 every 0.1 s until one fails (the watch latched the
- * LUN), for 6 s at most: whether one did */
+ * LUN), for 10 s at most: whether one did */
 static bool fua_writes_fail(struct iscsi_context *iscsi, unsigned char *out)
 {
 	struct scsi_task *t;
 	bool latched = false;
 
-	for (int i = 0; i < 60 && !latched; i++) {
+	for (int i = 0; i < 100 && !latched; i++) {
 		usleep(100000);
 		t = iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1, 0, 0);
 		ck_assert_ptr_nonnull(t);
@@ -1232,6 +1238,35 @@ static bool fua_writes_fail(struct iscsi_context *iscsi, unsigned char *out)
 		scsi_free_scsi_task(t);
 	}
 	return latched;
+}
+
+static double seconds(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* FUA writes to LUN 9 every 0.1 s for 6 s, each answered GOOD: the
+ * longest one took, in seconds */
+static double slowest_fua_write(struct iscsi_context *iscsi,
+				unsigned char *out)
+{
+	double slowest = 0, start = seconds();
+
+	while (seconds() < start + 6) {
+		double a;
+
+		usleep(100000);
+		a = seconds();
+		proto_assert_good(iscsi_write10_sync(iscsi, 9, 0, out, 512, 512,
+				  0, 0, 1, 0, 0), "FUA WRITE(10), zfs silent",
+				  false);
+		if (seconds() - a > slowest)
+			slowest = seconds() - a;
+	}
+	return slowest;
 }
 
 static void zfs_props(const char *file, const char *sync)
@@ -1247,7 +1282,8 @@ START_TEST(test_blockdev_zvol)
 {
 	const char *img = proto_file("zvol.img", DEV_BYTES, false);
 	unsigned char out[512] = { 0x7a };
-	char d[800], props[900], script[900], dev[64];
+	char d[800], props[900], script[900], hang[900], dev[64];
+	double slowest;
 	struct scsi_readcapacity16 *rc;
 	FILE *f;
 	struct scsi_inquiry_block_limits *bl;
@@ -1261,11 +1297,12 @@ START_TEST(test_blockdev_zvol)
 	snprintf(props, sizeof(props), "%s/props", d);
 	ck_assert_int_eq(proto_sh("mkdir -p '%s/up' '%s/wk'", d, d), 0);
 	snprintf(script, sizeof(script), "%s/up/zfs", d);
+	snprintf(hang, sizeof(hang), "%s/hang", d);
 	ck_assert_ptr_nonnull(f = fopen(script, "w"));
 	fprintf(f, "#!/bin/sh\n# stands in for ZFS's zfs command (tests/proto "
 		"check_blockdev.c): zfs get ... tank/vol1\n[ \"$1\" = get ] || "
 		"exit 2\nfor a; do ds=$a; done\n[ \"$ds\" = tank/vol1 ] || "
-		"exit 1\ncat '%s'\n", props);
+		"exit 1\n[ -e '%s' ] && exec sleep 10\ncat '%s'\n", hang, props);
 	fclose(f);
 	ck_assert_int_eq(chmod(script, 0755), 0);
 	zfs_props(props, "disabled");
@@ -1298,6 +1335,9 @@ START_TEST(test_blockdev_zvol)
 	scsi_free_scsi_task(t);
 	proto_assert_good(iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1,
 			  0, 0), "FUA WRITE(10) at sync=standard", false);
+	ck_assert_int_eq(proto_sh("touch '%s'", hang), 0);	/* zfs silent */
+	slowest = slowest_fua_write(iscsi, out);
+	unlink(hang);
 	zfs_props(props, "disabled");		/* zfs set sync=disabled */
 	latched = fua_writes_fail(iscsi, out);
 	iscsi_destroy_context(iscsi);
@@ -1336,7 +1376,9 @@ START_TEST(test_blockdev_zvol)
 				"mode=write-back: every flush is a no-op"));
 	ck_assert_int_ne(standard_plp, 0);
 	ck_assert(proto_log_has("plp sends no flush, and ZFS keeps writes"));
-	ck_assert_msg(latched, "FUA writes still GOOD 6 s after sync=disabled");
+	ck_assert_msg(slowest < 2.5, "a FUA write took %.1f s while zfs get "
+		      "did not answer", slowest);
+	ck_assert_msg(latched, "FUA writes still GOOD 10 s after sync=disabled");
 	ck_assert(proto_log_has("its ZFS dataset tank/vol1 now has sync=disabled"));
 	ck_assert_int_ne(under_loop, 0);
 	ck_assert_int_ne(under_fs, 0);
