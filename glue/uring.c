@@ -90,6 +90,7 @@ static struct {
 	struct syncguard_bs *held_luns;	/* whose I/O is held, linked by
 					 * uring.held_next */
 	uint64_t held_since_us;
+	unsigned int submit_failures;	/* failed submits in a row */
 	struct syncguard_depth depth;	/* the most ops at once, lately */
 	struct event_data submit_ev;
 	struct event_data answer_ev;	/* answers deferred outside run_ring */
@@ -149,7 +150,10 @@ static unsigned int unhold(void)
  * io_uring_enter even if this one fails (liburing has published the SQ
  * tail), so a failed submit is not a failed command: it is logged, and
  * uring_event submits again.  A full SQ (never, with the ring's commands
- * capped below RING_ENTRIES) is submitted to make room.
+ * capped below RING_ENTRIES) is submitted to make room.  The first
+ * failure of a run is logged, and the first success after it: a submit
+ * that keeps failing is retried on every pass of tgtd's loop, which
+ * would fill the log.
  */
 static void submit(void)
 {
@@ -157,9 +161,16 @@ static void submit(void)
 	int ret;
 
 	ret = io_uring_submit(&ring.ring);
-	if (ret >= 0)
+	if (ret >= 0) {
+		if (ring.submit_failures)
+			eprintf("syncguard: io_uring submit works again, after "
+				"%u failures\n", ring.submit_failures);
+		ring.submit_failures = 0;
 		return;
-	eprintf("syncguard: io_uring submit: %s (retried)\n", strerror(-ret));
+	}
+	if (!ring.submit_failures++)
+		eprintf("syncguard: io_uring submit: %s (retried until it "
+			"works)\n", strerror(-ret));
 	/* what stays in the ring is retried at the end of the loop's pass:
 	 * with nothing else in flight no completion would wake run_ring */
 	ring.held = io_uring_sq_ready(&ring.ring);
@@ -794,7 +805,7 @@ static void ring_stop(void)
 	io_uring_queue_exit(&ring.ring);
 	ring.held = ring.held_seen = ring.held_direct = ring.quiet = 0;
 	ring.held_luns = NULL;
-	ring.io_inflight = 0;
+	ring.io_inflight = ring.submit_failures = 0;
 	/* the next LUNs start afresh */
 	ring.depth = (struct syncguard_depth){ 0 };
 	ring.flush_stalled = false;
