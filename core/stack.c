@@ -96,18 +96,76 @@ static const char *zfs_binary(void)
 
 #define ZFS_TIMEOUT_MS 5000
 
+/* Wait for child @pid until @end_us (syncguard_now_us), then kill it and
+ * wait a second more: true once reaped (its status in *@st), false for a
+ * child that would not die (stuck in the kernel on a suspended pool): it
+ * is left, a zombie once it dies, rather than waited for without end. */
+static bool zfs_reap(pid_t pid, int *st, uint64_t end_us)
+{
+	bool killed = false;
+
+	for (;;) {
+		pid_t r = waitpid(pid, st, WNOHANG);
+		uint64_t now = syncguard_now_us();
+
+		if (r == pid)
+			return true;
+		if (r < 0 && errno != EINTR)
+			return false;
+		if (now >= end_us) {
+			if (killed)
+				return false;
+			kill(pid, SIGKILL);
+			killed = true;
+			end_us = now + 1000000;
+		}
+		usleep(2000);
+	}
+}
+
+/* Start @zfs with @argv, its output to @out_fd, with default signal
+ * handling (tgtd's threads block every signal, and the child would
+ * inherit that) and no descriptor of tgtd's but 0-2 (the iSCSI sockets
+ * tgt opens without close-on-exec would outlive their connection in a
+ * zfs that does not end).  0 or -errno. */
+static int zfs_spawn(const char *zfs, char *const argv[], int out_fd,
+		     pid_t *pid)
+{
+	char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C",
+			       NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, all;
+	int ret;
+
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK |
+				 POSIX_SPAWN_SETSIGDEF);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &all);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+	ret = -posix_spawn(pid, zfs, &fa, &at, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	return ret;
+}
+
 /* Run zfs get for @ds; its output into @out (@len bytes, NUL-ended):
- * 0, or -errno (-ENOENT: no zfs; -ETIMEDOUT: no end of its output
- * within ZFS_TIMEOUT_MS in all, and it was killed; -EIO: it failed). */
+ * 0, or -errno (-ENOENT: no zfs; -ETIMEDOUT: no end of it within
+ * ZFS_TIMEOUT_MS in all, and it was killed; -EIO: it failed).  At most
+ * ZFS_TIMEOUT_MS and a second, whatever zfs does. */
 static int zfs_run(const char *ds, char *out, size_t len)
 {
 	char *const argv[] = { "zfs", "get", "-Hp", "-o", "property,value",
 			       "sync,volblocksize,logbias", (char *)ds, NULL };
-	char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C",
-			       NULL };
 	const char *zfs = zfs_binary();
 	uint64_t end_us = syncguard_now_us() + ZFS_TIMEOUT_MS * 1000ull;
-	posix_spawn_file_actions_t fa;
 	int pipefd[2], ret, st = 0;
 	size_t got = 0;
 	pid_t pid;
@@ -116,12 +174,7 @@ static int zfs_run(const char *ds, char *out, size_t len)
 		return -ENOENT;
 	if (pipe2(pipefd, O_CLOEXEC))
 		return -errno;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	ret = -posix_spawn(&pid, zfs, &fa, NULL, argv, envp);
-	posix_spawn_file_actions_destroy(&fa);
+	ret = zfs_spawn(zfs, argv, pipefd[1], &pid);
 	close(pipefd[1]);
 	if (ret) {
 		close(pipefd[0]);
@@ -144,8 +197,8 @@ static int zfs_run(const char *ds, char *out, size_t len)
 	}
 	out[got] = '\0';
 	close(pipefd[0]);
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
+	if (!zfs_reap(pid, &st, end_us))
+		return -ETIMEDOUT;
 	if (!ret && (!WIFEXITED(st) || WEXITSTATUS(st)))
 		ret = -EIO;
 	return ret;
