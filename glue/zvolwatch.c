@@ -5,14 +5,17 @@
  * the mount watch's other checks do (glue/watch.c).
  *
  * Reading the property means running zfs get (core/stack.c), which on a
- * suspended pool may not answer for seconds, or at all.  So it runs on a
- * thread of its own, never on tgtd's event thread, whose LUNs, logins and
- * tgtadm would stop with it (test_blockdev_zvol).  The thread
- * reads every watched dataset every ZVOL_RECHECK_S seconds and keeps what
- * it read; a change wakes the event thread, which judges it.  The thread
- * starts with the first zvol LUN and is never stopped: a zfs that never
- * exits holds it in waitpid, and tgtd must not wait for that.  One that
- * has not answered for ZVOL_SILENT_S is logged, once.
+ * suspended pool may not answer for seconds, or at all.  So each LUN's
+ * datasets are read on a thread of the LUN's own, never on tgtd's event
+ * thread, whose LUNs, logins and tgtadm would stop with it, nor on one
+ * thread for every LUN, where one pool's silent zfs would hide every
+ * other pool's changes (test_blockdev_zvol).  The thread reads them
+ * every ZVOL_RECHECK_S seconds and keeps what it read; a change wakes
+ * the event thread, which judges it.  Each zfs get has 5 s, then is
+ * killed; one that does not die is left behind.  A LUN that closes
+ * while its thread waits for zfs leaves the thread to end by itself
+ * (detached, holding a reference), and tgtd never waits for it.  A zfs
+ * get that has not answered for ZVOL_SILENT_S is logged, once.
  *
  * Layer: used by watch.c and bs_syncguard.c; uses core/stack.c and tgt.
  */
@@ -23,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -30,108 +34,111 @@
 #include "glue.h"
 #include "internal.h"
 
-#define ZVOL_RECHECK_S 2	/* seconds between rounds of zfs get */
+#define ZVOL_RECHECK_S 2	/* seconds between a LUN's rounds of zfs get */
 #define ZVOL_SILENT_S 30	/* a zfs get this old is logged */
 
-/* A LUN's datasets (its struct syncguard_lun's zfs[]), and the sync
- * property each last had: read at open, then by the thread. */
+/* A LUN's datasets (its struct syncguard_lun's zfs[]: set at add, then
+ * read only), and under zv.lock the rest: the sync property each last
+ * had (read at open, then by the thread), the zfs get running, and who
+ * still holds it (the LUN and its thread). */
 struct syncguard_zvol {
-	struct syncguard_zvol *next;
-	uint64_t id;		/* the thread's handle: never reused */
 	unsigned int n;
 	char ds[SYNCGUARD_ZFS_DEPTH][256];
 	char sync[SYNCGUARD_ZFS_DEPTH][16];
+	uint64_t busy_since_us;	/* a zfs get of ds[busy] began, 0: none */
+	unsigned int busy;
+	bool told_silent;
+	bool gone;		/* the LUN closed: the thread is to end */
+	unsigned int refs;
 };
 
 static struct {
-	pthread_mutex_t lock;	/* all but changed_fd, changed, started */
-	struct syncguard_zvol *list;
-	uint64_t last_id;
-	uint64_t busy_since_us;	/* the zfs get running began, 0: none */
-	char busy_ds[256];
-	bool told_silent;
-	int changed_fd;		/* eventfd: a sync property changed */
+	pthread_mutex_t lock;
+	pthread_cond_t wake;	/* a LUN closed: its thread ends now */
+	int changed_fd;		/* eventfd: a sync property changed; opened
+				 * once, never closed (threads may outlive
+				 * every LUN) */
 	void (*changed)(void);	/* what the event thread then runs */
-	bool started;		/* the thread runs (event thread only) */
-} zv = { .lock = PTHREAD_MUTEX_INITIALIZER, .changed_fd = -1 };
+} zv = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, -1, NULL };
 
-/* Copy the watched LUN after @id (lowest id first) into @out: false when
- * there is none. */
-static bool next_zvol(uint64_t id, struct syncguard_zvol *out)
+/* Drop a reference (under zv.lock): the last frees @z. */
+static void put(struct syncguard_zvol *z)
 {
-	const struct syncguard_zvol *best = NULL;
-
-	pthread_mutex_lock(&zv.lock);
-	for (const struct syncguard_zvol *z = zv.list; z; z = z->next)
-		if (z->id > id && (!best || z->id < best->id))
-			best = z;
-	if (best)
-		*out = *best;
-	pthread_mutex_unlock(&zv.lock);
-	return best != NULL;
+	if (!--z->refs)
+		free(z);
 }
 
-/* Note what zfs get said of dataset @i of LUN @id, if it is still
- * watched; a change wakes the event thread. */
-static void store(uint64_t id, unsigned int i, const char *sync)
+/* Note what zfs get said of dataset @i of @z; a change wakes the event
+ * thread.  false once the LUN is gone. */
+static bool store(struct syncguard_zvol *z, unsigned int i, const char *sync)
 {
 	uint64_t one = 1;
-	bool changed = false;
+	bool changed = false, gone;
 
 	pthread_mutex_lock(&zv.lock);
-	for (struct syncguard_zvol *z = zv.list; z; z = z->next) {
-		if (z->id != id || !strcmp(z->sync[i], sync))
-			continue;
+	gone = z->gone;
+	if (!gone && sync && strcmp(z->sync[i], sync)) {
 		snprintf(z->sync[i], sizeof(z->sync[i]), "%s", sync);
 		changed = true;
 	}
+	z->busy_since_us = 0;
+	z->told_silent = false;
 	pthread_mutex_unlock(&zv.lock);
 	if (changed && write(zv.changed_fd, &one, sizeof(one)) < 0)
 		eprintf("syncguard: zvol watch: eventfd: %m\n");
+	return !gone;
 }
 
-/* Note a zfs get of @ds that begins (@ds NULL: the last one ended). */
-static void set_busy(const char *ds)
+/* Note that a zfs get of dataset @i of @z begins: false once the LUN is
+ * gone (nothing begins). */
+static bool begin(struct syncguard_zvol *z, unsigned int i)
 {
+	bool gone;
+
 	pthread_mutex_lock(&zv.lock);
-	zv.busy_since_us = ds ? syncguard_now_us() : 0;
-	snprintf(zv.busy_ds, sizeof(zv.busy_ds), "%s", ds ? ds : "");
-	if (!ds)
-		zv.told_silent = false;
+	gone = z->gone;
+	if (!gone) {
+		z->busy_since_us = syncguard_now_us();
+		z->busy = i;
+	}
 	pthread_mutex_unlock(&zv.lock);
+	return !gone;
 }
 
-/* the thread: every dataset of every watched LUN, every ZVOL_RECHECK_S
- * seconds; what zfs get cannot say (it failed, or timed out) is left as
- * it was */
+/* A LUN's thread: its datasets every ZVOL_RECHECK_S seconds, until the
+ * LUN is gone; what zfs get cannot say (it failed, or timed out) is
+ * left as it was. */
 static void *zvol_thread(void *arg)
 {
-	struct syncguard_zvol z;
-	uint64_t id = 0;
+	struct syncguard_zvol *z = arg;
 
-	(void)arg;
 	for (;;) {
-		if (!next_zvol(id, &z)) {
-			id = 0;
-			sleep(ZVOL_RECHECK_S);
-			continue;
-		}
-		id = z.id;
-		for (unsigned int i = 0; i < z.n; i++) {
-			struct syncguard_zfs_props p;
-			int ret;
+		struct timespec until;
 
-			set_busy(z.ds[i]);
-			ret = syncguard_zfs_get(z.ds[i], &p);
-			set_busy(NULL);
-			if (!ret)
-				store(id, i, p.sync);
+		for (unsigned int i = 0; i < z->n; i++) {
+			struct syncguard_zfs_props p;
+
+			if (!begin(z, i) ||
+			    !store(z, i, syncguard_zfs_get(z->ds[i], &p) ?
+				   NULL : p.sync))
+				goto out;
 		}
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += ZVOL_RECHECK_S;
+		pthread_mutex_lock(&zv.lock);
+		while (!z->gone &&
+		       pthread_cond_timedwait(&zv.wake, &zv.lock, &until) == 0)
+			;
+		pthread_mutex_unlock(&zv.lock);
 	}
+out:
+	pthread_mutex_lock(&zv.lock);
+	put(z);
+	pthread_mutex_unlock(&zv.lock);
 	return NULL;
 }
 
-/* tgtd's event loop: the thread read a changed property */
+/* tgtd's event loop: a thread read a changed property */
 static void zvol_changed(int fd, int events, void *data)
 {
 	uint64_t n;
@@ -144,35 +151,41 @@ static void zvol_changed(int fd, int events, void *data)
 		zv.changed();
 }
 
-/* The eventfd in tgtd's loop, and the thread (every signal blocked:
- * tgtd's handlers run on its own thread): 0 or -errno. */
-static int start(void)
+/* The eventfd, in tgtd's loop for good: 0 or -errno. */
+static int open_changed(void)
 {
+	int ret;
+
+	if (zv.changed_fd >= 0)
+		return 0;
+	zv.changed_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (zv.changed_fd < 0)
+		return -errno;
+	ret = tgt_event_add(zv.changed_fd, EPOLLIN, zvol_changed, NULL);
+	if (ret) {
+		close(zv.changed_fd);
+		zv.changed_fd = -1;
+		return ret < 0 ? ret : -EIO;
+	}
+	return 0;
+}
+
+/* @z's thread, detached, with every signal blocked (tgtd's handlers run
+ * on its own thread): 0 or -errno. */
+static int start_thread(struct syncguard_zvol *z)
+{
+	pthread_attr_t at;
 	sigset_t all, old;
 	pthread_t t;
 	int ret;
 
-	if (zv.started)
-		return 0;
-	if (zv.changed_fd < 0) {
-		zv.changed_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (zv.changed_fd < 0)
-			return -errno;
-		ret = tgt_event_add(zv.changed_fd, EPOLLIN, zvol_changed, NULL);
-		if (ret) {
-			close(zv.changed_fd);
-			zv.changed_fd = -1;
-			return ret < 0 ? ret : -EIO;
-		}
-	}
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = -pthread_create(&t, NULL, zvol_thread, NULL);
+	ret = -pthread_create(&t, &at, zvol_thread, z);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (!ret) {
-		pthread_detach(t);
-		zv.started = true;
-	}
+	pthread_attr_destroy(&at);
 	return ret;
 }
 
@@ -184,7 +197,7 @@ int syncguard_zvol_watch_add(struct syncguard_bs *bs, void (*changed)(void))
 
 	if (!lun->zfs[0][0])
 		return 0;
-	if ((ret = start()) != 0)
+	if ((ret = open_changed()) != 0)
 		return ret;
 	if (!(z = calloc(1, sizeof(*z))))
 		return -ENOMEM;
@@ -194,64 +207,60 @@ int syncguard_zvol_watch_add(struct syncguard_bs *bs, void (*changed)(void))
 		snprintf(z->sync[z->n], sizeof(z->sync[z->n]), "%s",
 			 lun->zfs_sync[z->n]);
 	}
+	z->refs = 2;		/* the LUN's and the thread's */
 	zv.changed = changed;
-	pthread_mutex_lock(&zv.lock);
-	z->id = ++zv.last_id;
-	z->next = zv.list;
-	zv.list = z;
-	pthread_mutex_unlock(&zv.lock);
+	if ((ret = start_thread(z)) != 0) {
+		free(z);
+		return ret;
+	}
 	bs->zvol = z;
 	return 0;
 }
 
 void syncguard_zvol_watch_remove(struct syncguard_bs *bs)
 {
-	struct syncguard_zvol **p;
-
 	if (!bs->zvol)
 		return;
 	pthread_mutex_lock(&zv.lock);
-	for (p = &zv.list; *p && *p != bs->zvol; p = &(*p)->next)
-		;
-	if (*p)
-		*p = bs->zvol->next;
+	bs->zvol->gone = true;
+	put(bs->zvol);
+	pthread_cond_broadcast(&zv.wake);
 	pthread_mutex_unlock(&zv.lock);
-	free(bs->zvol);
 	bs->zvol = NULL;
 }
 
-/* Log, once, a zfs get that has not answered for ZVOL_SILENT_S. */
-static void tell_silent(void)
+/* Log, once a run, a zfs get of @z's that has not answered for
+ * ZVOL_SILENT_S (under zv.lock). */
+static void tell_silent(struct syncguard_zvol *z, uint64_t lun_nr)
 {
-	uint64_t now = syncguard_now_us();
-
-	pthread_mutex_lock(&zv.lock);
-	if (zv.busy_since_us && !zv.told_silent &&
-	    now > zv.busy_since_us + ZVOL_SILENT_S * 1000000ull) {
-		eprintf("syncguard: zfs get %s has not answered for %d s: a "
-			"change of a ZFS dataset's sync property goes unnoticed "
-			"until it does\n", zv.busy_ds, ZVOL_SILENT_S);
-		zv.told_silent = true;
-	}
-	pthread_mutex_unlock(&zv.lock);
+	if (!z->busy_since_us || z->told_silent ||
+	    syncguard_now_us() < z->busy_since_us + ZVOL_SILENT_S * 1000000ull)
+		return;
+	eprintf("syncguard: lun %" PRIu64 ": zfs get %s has not answered for "
+		"%d s: a change of its sync property goes unnoticed until one "
+		"does\n", lun_nr, z->ds[z->busy], ZVOL_SILENT_S);
+	z->told_silent = true;
 }
 
 bool syncguard_zvol_lost(struct syncguard_bs *bs, char *why, size_t len)
 {
+	struct syncguard_zvol *z = bs->zvol;
 	char sync[16];
 	const char *bad;
 
-	if (!bs->zvol)
+	if (!z)
 		return false;
-	tell_silent();
-	for (unsigned int i = 0; i < bs->zvol->n; i++) {
+	pthread_mutex_lock(&zv.lock);
+	tell_silent(z, bs->lun_nr);
+	pthread_mutex_unlock(&zv.lock);
+	for (unsigned int i = 0; i < z->n; i++) {
 		pthread_mutex_lock(&zv.lock);
-		memcpy(sync, bs->zvol->sync[i], sizeof(sync));
+		memcpy(sync, z->sync[i], sizeof(sync));
 		pthread_mutex_unlock(&zv.lock);
 		if (!(bad = syncguard_policy_zvol(bs->lun.opts.mode, sync)))
 			continue;
 		snprintf(why, len, "its ZFS dataset %s now has sync=%s: %s",
-			 bs->zvol->ds[i], sync, bad);
+			 z->ds[i], sync, bad);
 		return true;
 	}
 	return false;

@@ -1223,16 +1223,18 @@ END_TEST
  * answered within 2.5 s, where on tgtd's event thread each round of the
  * watch stopped it for 5 s.
  */
-/* FUA writes to LUN 9 every 0.1 s until one fails (the watch latched the
- * LUN), for 10 s at most: whether one did */
-static bool fua_writes_fail(struct iscsi_context *iscsi, unsigned char *out)
+/* FUA writes to LUN @lun every 0.1 s until one fails (the watch latched
+ * the LUN), for @tenths of a second at most: whether one did */
+static bool fua_writes_fail(struct iscsi_context *iscsi, int lun,
+			    unsigned char *out, int tenths)
 {
 	struct scsi_task *t;
 	bool latched = false;
 
-	for (int i = 0; i < 100 && !latched; i++) {
+	for (int i = 0; i < tenths && !latched; i++) {
 		usleep(100000);
-		t = iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1, 0, 0);
+		t = iscsi_write10_sync(iscsi, lun, 0, out, 512, 512, 0, 0, 1, 0,
+				       0);
 		ck_assert_ptr_nonnull(t);
 		latched = t->status == SCSI_STATUS_CHECK_CONDITION;
 		scsi_free_scsi_task(t);
@@ -1278,40 +1280,96 @@ static void zfs_props(const char *file, const char *sync)
 	fclose(f);
 }
 
-START_TEST(test_blockdev_zvol)
+static void clear_latch(const char *dev)
 {
-	const char *img = proto_file("zvol.img", DEV_BYTES, false);
-	unsigned char out[512] = { 0x7a };
-	char d[800], props[900], script[900], hang[900], dev[64];
-	double slowest;
-	struct scsi_readcapacity16 *rc;
-	FILE *f;
-	struct scsi_inquiry_block_limits *bl;
-	struct iscsi_context *iscsi;
-	struct scsi_task *t;
-	int disabled, standard_plp, made_dev_zvol, latched = 0;
-	int under_loop, under_fs, under_fs_plp;
-	char loop2[64], mnt[900], file[1000];
+	proto_sh("'%s/tools/syncguard-stat' --clear-latch '%s' --state-dir "
+		 "'%s' >/dev/null 2>&1", getenv("SYNCGUARD_TOP") ?
+		 getenv("SYNCGUARD_TOP") : ".", dev, proto_state_dir());
+}
 
-	snprintf(d, sizeof(d), "%s/zfs", proto_dir());
-	snprintf(props, sizeof(props), "%s/props", d);
-	ck_assert_int_eq(proto_sh("mkdir -p '%s/up' '%s/wk'", d, d), 0);
-	snprintf(script, sizeof(script), "%s/up/zfs", d);
-	snprintf(hang, sizeof(hang), "%s/hang", d);
+/* The stand-ins: zfs get answers for tank/vol1 and tank/vol2 from
+ * props[0] and props[1], sync=disabled until told otherwise; for
+ * tank/vol1 it sleeps 10 s while the file hang exists, and closes its
+ * output and sleeps 30 s while stuck does (a zfs that stops answering),
+ * its pid in pid.  Two loop devices are the zvols, dev[0] and dev[1]. */
+struct zvol_fx {
+	char d[800], props[2][900], hang[900], stuck[900], pid[900];
+	char dev[2][64];
+	bool made_dev_zvol;
+};
+
+static void zvol_setup(struct zvol_fx *fx)
+{
+	char script[900];
+	FILE *f;
+
+	snprintf(fx->d, sizeof(fx->d), "%s/zfs", proto_dir());
+	ck_assert_int_eq(proto_sh("mkdir -p '%s/up' '%s/wk'", fx->d, fx->d),
+			 0);
+	for (int i = 0; i < 2; i++) {
+		snprintf(fx->props[i], sizeof(fx->props[i]), "%s/props%d",
+			 fx->d, i + 1);
+		zfs_props(fx->props[i], "disabled");
+	}
+	snprintf(fx->hang, sizeof(fx->hang), "%s/hang", fx->d);
+	snprintf(fx->stuck, sizeof(fx->stuck), "%s/stuck", fx->d);
+	snprintf(fx->pid, sizeof(fx->pid), "%s/pid", fx->d);
+	snprintf(script, sizeof(script), "%s/up/zfs", fx->d);
 	ck_assert_ptr_nonnull(f = fopen(script, "w"));
 	fprintf(f, "#!/bin/sh\n# stands in for ZFS's zfs command (tests/proto "
-		"check_blockdev.c): zfs get ... tank/vol1\n[ \"$1\" = get ] || "
-		"exit 2\nfor a; do ds=$a; done\n[ \"$ds\" = tank/vol1 ] || "
-		"exit 1\n[ -e '%s' ] && exec sleep 10\ncat '%s'\n", hang, props);
+		"check_blockdev.c): zfs get ... tank/volN\n[ \"$1\" = get ] || "
+		"exit 2\nfor a; do ds=$a; done\ncase $ds in\ntank/vol1) "
+		"p='%s'\n\t[ -e '%s' ] && echo $$ >'%s' && exec sleep 10\n\t"
+		"[ -e '%s' ] && echo $$ >'%s' && exec sleep 30 >&-\n\t;;\n"
+		"tank/vol2) p='%s' ;;\n*) exit 1 ;;\nesac\ncat \"$p\"\n",
+		fx->props[0], fx->hang, fx->pid, fx->stuck, fx->pid,
+		fx->props[1]);
 	fclose(f);
 	ck_assert_int_eq(chmod(script, 0755), 0);
-	zfs_props(props, "disabled");
-	ck_assert_int_eq(attach_as(img, 512, true, dev, sizeof(dev)), 0);
-	made_dev_zvol = access("/dev/zvol", F_OK) != 0;
+	for (int i = 0; i < 2; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "zvol%d.img", i + 1);
+		ck_assert_int_eq(attach_as(proto_file(name, DEV_BYTES, false),
+					   512, true, fx->dev[i],
+					   sizeof(fx->dev[i])), 0);
+	}
+	fx->made_dev_zvol = access("/dev/zvol", F_OK) != 0;
 	ck_assert_int_eq(proto_sh_in_tgtd("mount -t overlay -o lowerdir=/usr/sbin,"
 		"upperdir='%s/up',workdir='%s/wk' overlay /usr/sbin && mkdir -p "
 		"/dev/zvol && mount -t tmpfs tmpfs /dev/zvol && mkdir /dev/zvol/"
-		"tank && ln -s '%s' /dev/zvol/tank/vol1", d, d, dev), 0);
+		"tank && ln -s '%s' /dev/zvol/tank/vol1 && ln -s '%s' "
+		"/dev/zvol/tank/vol2", fx->d, fx->d, fx->dev[0], fx->dev[1]), 0);
+}
+
+static void zvol_teardown(struct zvol_fx *fx)
+{
+	/* a stand-in still asleep holds /usr/sbin */
+	proto_sh("p=$(cat '%s' 2>/dev/null) && [ \"$(cat /proc/$p/comm "
+		 "2>/dev/null)\" = sleep ] && kill -9 $p; sleep 0.1", fx->pid);
+	proto_sh_in_tgtd("umount /dev/zvol; umount /usr/sbin");
+	if (fx->made_dev_zvol)
+		rmdir("/dev/zvol");
+	for (int i = 0; i < 2; i++)
+		proto_sh("losetup -d '%s'", fx->dev[i]);
+}
+
+START_TEST(test_blockdev_zvol)
+{
+	unsigned char out[512] = { 0x7a };
+	const char *props;
+	double slowest;
+	struct scsi_readcapacity16 *rc;
+	struct scsi_inquiry_block_limits *bl;
+	struct iscsi_context *iscsi;
+	struct scsi_task *t;
+	struct zvol_fx fx;
+	int disabled, standard_plp, latched = 0;
+	int under_loop, under_fs, under_fs_plp;
+	char loop2[64], mnt[900], file[1000];
+
+	zvol_setup(&fx);
+	props = fx.props[0];
 	disabled = proto_add_lun(9, "/dev/zvol/tank/vol1", "mode=write-back", 0);
 	zfs_props(props, "standard");
 	standard_plp = proto_add_lun(9, "/dev/zvol/tank/vol1", "mode=plp", 0);
@@ -1335,16 +1393,14 @@ START_TEST(test_blockdev_zvol)
 	scsi_free_scsi_task(t);
 	proto_assert_good(iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1,
 			  0, 0), "FUA WRITE(10) at sync=standard", false);
-	ck_assert_int_eq(proto_sh("touch '%s'", hang), 0);	/* zfs silent */
+	ck_assert_int_eq(proto_sh("touch '%s'", fx.hang), 0);	/* zfs silent */
 	slowest = slowest_fua_write(iscsi, out);
-	unlink(hang);
+	unlink(fx.hang);
 	zfs_props(props, "disabled");		/* zfs set sync=disabled */
-	latched = fua_writes_fail(iscsi, out);
+	latched = fua_writes_fail(iscsi, 9, out, 100);
 	iscsi_destroy_context(iscsi);
 	proto_del_lun(9);
-	proto_sh("'%s/tools/syncguard-stat' --clear-latch '%s' --state-dir "
-		 "'%s' >/dev/null 2>&1", getenv("SYNCGUARD_TOP") ?
-		 getenv("SYNCGUARD_TOP") : ".", dev, proto_state_dir());
+	clear_latch(fx.dev[0]);
 	zfs_props(props, "always");
 	ck_assert_int_eq(proto_add_lun(9, "/dev/zvol/tank/vol1", "mode=plp", 0),
 			 0);
@@ -1356,7 +1412,7 @@ START_TEST(test_blockdev_zvol)
 	under_loop = proto_add_lun(9, loop2, "mode=write-back", 0);
 	proto_del_lun(9);
 	proto_sh_in_tgtd("losetup -d '%s'", loop2);
-	snprintf(mnt, sizeof(mnt), "%s/zmnt", d);
+	snprintf(mnt, sizeof(mnt), "%s/zmnt", fx.d);
 	snprintf(file, sizeof(file), "%s/lun.img", mnt);
 	ck_assert_int_eq(proto_sh_in_tgtd("mkfs.ext4 -q /dev/zvol/tank/vol1 && "
 		"mkdir -p '%s' && mount /dev/zvol/tank/vol1 '%s' && dd "
@@ -1367,10 +1423,7 @@ START_TEST(test_blockdev_zvol)
 	under_fs_plp = proto_add_lun(9, file, "mode=plp", 0);
 	proto_del_lun(9);
 	proto_sh_in_tgtd("umount '%s'", mnt);
-	proto_sh_in_tgtd("umount /dev/zvol; umount /usr/sbin");
-	if (made_dev_zvol)
-		rmdir("/dev/zvol");
-	proto_sh("losetup -d '%s'", dev);
+	zvol_teardown(&fx);
 	ck_assert_int_ne(disabled, 0);
 	ck_assert(proto_log_has("ZFS dataset tank/vol1 has sync=disabled, and "
 				"mode=write-back: every flush is a no-op"));
@@ -1385,6 +1438,44 @@ START_TEST(test_blockdev_zvol)
 	ck_assert_int_ne(under_fs_plp, 0);
 	ck_assert(proto_log_has("ZFS dataset tank/vol1 has sync=standard, and "
 				"mode=plp"));
+}
+END_TEST
+
+/* One pool's zfs that stops answering (tank/vol1's closes its output and
+ * sleeps 30 s, killed after 5) hides no other pool's change: the LUN on
+ * tank/vol2 latches within 4 s of its sync=disabled (its own reads come
+ * every 2 s), where one reader for every LUN waited for the silent one
+ * first. */
+START_TEST(test_blockdev_zvol_silent_pool)
+{
+	unsigned char out[512] = { 0x7b };
+	struct iscsi_context *iscsi;
+	struct zvol_fx fx;
+	bool latched;
+
+	zvol_setup(&fx);
+	zfs_props(fx.props[0], "standard");
+	zfs_props(fx.props[1], "standard");
+	ck_assert_int_eq(proto_add_lun(9, "/dev/zvol/tank/vol1",
+				       "mode=write-back", 0), 0);
+	ck_assert_int_eq(proto_add_lun(10, "/dev/zvol/tank/vol2",
+				       "mode=write-back", 0), 0);
+	iscsi = proto_connect(10);
+	proto_assert_good(iscsi_write10_sync(iscsi, 10, 0, out, 512, 512, 0, 0,
+			  1, 0, 0), "FUA WRITE(10) at sync=standard", false);
+	ck_assert_int_eq(proto_sh("touch '%s'", fx.stuck), 0);
+	usleep(2500000);	/* tank/vol1's zfs get is silent by now */
+	zfs_props(fx.props[1], "disabled");
+	latched = fua_writes_fail(iscsi, 10, out, 40);
+	unlink(fx.stuck);
+	iscsi_destroy_context(iscsi);
+	proto_del_lun(10);
+	proto_del_lun(9);
+	clear_latch(fx.dev[1]);
+	zvol_teardown(&fx);
+	ck_assert_msg(latched, "LUN 10's FUA writes still GOOD 4 s after its "
+		      "dataset's sync=disabled, while LUN 9's zfs get did not "
+		      "answer");
 }
 END_TEST
 
@@ -1410,7 +1501,7 @@ START_TEST(test_blockdev_write_cache_changed)
 	proto_assert_good(iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1,
 			  0, 0), "FUA WRITE(10)", false);
 	ck_assert_int_eq(proto_sh("echo 'write through' >'%s'", wc), 0);
-	latched = fua_writes_fail(iscsi, out);
+	latched = fua_writes_fail(iscsi, 9, out, 60);
 	iscsi_destroy_context(iscsi);
 	proto_del_lun(9);
 	proto_sh("echo 'write back' >'%s'; losetup -d '%s'", wc, dev);
@@ -1737,6 +1828,7 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_plp_journalled_data_refused);
 	tcase_add_test(tc, test_blockdev_fscrypt);
 	tcase_add_test(tc, test_blockdev_zvol);
+	tcase_add_test(tc, test_blockdev_zvol_silent_pool);
 	tcase_add_test(tc, test_blockdev_write_cache_changed);
 	tcase_add_test(tc, test_blockdev_plp_overlay_over_buffered_loop);
 	tcase_add_test(tc, test_blockdev_loop_over_deleted_file_refused);
