@@ -270,6 +270,7 @@ struct syncguard_trial {
 	uint64_t m0_us;		/* its scored second half began (0: not) */
 	uint64_t last_us;	/* the last note */
 	uint64_t rate[2];	/* answered/s, last epoch of each way */
+	bool scored;		/* an epoch was scored since the restart */
 };
 
 /*
@@ -284,7 +285,8 @@ struct syncguard_trial {
  * than an epoch and 100 ms) it starts again: arm 0, then arm 1, unless
  * one arm's last rate was more than twice the other's; then the epochs
  * go on counting, the faster arm runs and the other keeps its turn
- * (epoch % 64 == 0 or 1).
+ * (epoch % 64 == 0 or 1), except that a load that scored no epoch since
+ * the last pause begins with the faster arm.
  * Returns true when the arm or the
  * rates may have changed (an epoch ended, or the trial started again
  * after a pause): only then is there anything new to publish.

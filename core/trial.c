@@ -38,10 +38,12 @@ void syncguard_ewma(unsigned int *mean, uint64_t us)
  * turn every 64 of them: on the 2 ms model each burst of writes after a
  * pause began with an epoch of RWF_DSYNC at a tenth of group commit's
  * rate, and 1 s bursts made 0.5-3.3k IOPS where they make 4.4-4.7k this
- * way (test_flush_trial_pause_keeps_winner).  A burst never begins on
- * the loser's turn: that turn is passed.  Bursts shorter than an epoch
- * score none, so the count would stand still on it, and every burst
- * would run the loser (test_flush_trial_short_bursts).
+ * way (test_flush_trial_pause_keeps_winner).  A burst that scored no
+ * epoch since the last pause passes the loser's turn when it comes back:
+ * bursts shorter than an epoch score none, so the count would stand
+ * still on that turn, and every burst would run the loser.  One that did
+ * score keeps the turn, so bursts of an epoch or two still measure the
+ * loser every 64 epochs (test_flush_trial_short_bursts).
  */
 static void trial_restart(struct syncguard_trial *t, uint64_t now_us)
 {
@@ -55,8 +57,9 @@ static void trial_restart(struct syncguard_trial *t, uint64_t now_us)
 	t->answered = 0;
 	if (!won0 && !won1)
 		t->epoch = 0;
-	else if (t->epoch % 64 == (won0 ? 1u : 0u))
+	else if (!t->scored && t->epoch % 64 == (won0 ? 1u : 0u))
 		t->epoch++;
+	t->scored = false;
 	phase = t->epoch % 64;	/* one lost by 2x: the period is 64 */
 	__atomic_store_n(&t->arm, (won0 || won1) && (phase == 1 ||
 			 (phase > 1 && won1)), __ATOMIC_RELAXED);
@@ -93,6 +96,7 @@ bool syncguard_trial_note(struct syncguard_trial *t, uint64_t answered,
 	    now_us < t->m0_us + epoch_us / 2 || now_us <= t->m0_us)
 		return restarted;
 	t->rate[t->arm] = t->answered * 1000000u / (now_us - t->m0_us);
+	t->scored = true;
 	/* trying the way that lost costs throughput: where it lost by more
 	 * than 2x, try it every 64 epochs instead of every 8 */
 	phase = ++t->epoch % (t->rate[0] > 2 * t->rate[1] ||

@@ -398,9 +398,26 @@ END_TEST
 
 /* Bursts shorter than an epoch, with pauses between them, score no
  * epoch: the count stands still, and if it stood on the loser's turn,
- * every burst ran the loser.  Each burst begins with the winner. */
+ * every burst ran the loser.  Each burst begins with the winner.  Bursts
+ * of 300 ms score one epoch each: the count moves on, and the loser
+ * still gets its turn (its rate is measured again). */
 START_TEST(test_flush_trial_short_bursts)
 {
+	uint64_t now = 1000000;
+	struct syncguard_trial t = { .t0_us = now, .last_us = now,
+				     .epoch = 127, .rate = { 1000, 5000 } };
+
+	for (int burst = 0; burst < 200 && t.rate[0] == 1000; burst++) {
+		now += 400000;			/* a pause */
+		for (int i = 0; i < 60; i++) {	/* 300 ms of notes */
+			syncguard_trial_note(&t, t.arm ? 50 : 10, 1, now, 16,
+					     200000);
+			now += 5000;
+		}
+	}
+	ck_assert_msg(t.rate[0] != 1000, "bursts of 300 ms never ran the "
+		      "loser's turn (epoch %u)", t.epoch);
+
 	for (unsigned int loser = 0; loser < 2; loser++) {
 		uint64_t now = 1000000;
 		struct syncguard_trial t = {
