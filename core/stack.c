@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -99,7 +100,7 @@ static const char *zfs_binary(void)
 /* Wait for child @pid until @end_us (syncguard_now_us), then kill it and
  * wait a second more: true once reaped (its status in *@st), false for a
  * child that would not die (stuck in the kernel on a suspended pool): it
- * is left, a zombie once it dies, rather than waited for without end. */
+ * is left (zfs_leave) rather than waited for without end. */
 static bool zfs_reap(pid_t pid, int *st, uint64_t end_us)
 {
 	bool killed = false;
@@ -121,6 +122,51 @@ static bool zfs_reap(pid_t pid, int *st, uint64_t end_us)
 		}
 		usleep(2000);
 	}
+}
+
+/* Children zfs_reap gave up on, by dataset, reaped once they die.  While
+ * one of a dataset lives no other zfs get of it starts (-EBUSY), so a
+ * suspended pool keeps one stuck zfs per dataset, not one more each
+ * round of the zvol watch; and none starts while ZFS_LEFT_MAX live. */
+#define ZFS_LEFT_MAX 64
+static struct {
+	pid_t pid;
+	char ds[256];
+} zfs_left[ZFS_LEFT_MAX];
+static pthread_mutex_t zfs_left_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Reap the children left that died: false when none of @ds lives and
+ * there is room for one more. */
+static bool zfs_left_busy(const char *ds)
+{
+	bool busy = false, full = true;
+	int st;
+
+	pthread_mutex_lock(&zfs_left_lock);
+	for (int i = 0; i < ZFS_LEFT_MAX; i++) {
+		if (zfs_left[i].pid &&
+		    waitpid(zfs_left[i].pid, &st, WNOHANG) != 0)
+			zfs_left[i].pid = 0;	/* reaped, or not ours */
+		if (!zfs_left[i].pid)
+			full = false;
+		else if (!strcmp(zfs_left[i].ds, ds))
+			busy = true;
+	}
+	pthread_mutex_unlock(&zfs_left_lock);
+	return busy || full;
+}
+
+static void zfs_leave(pid_t pid, const char *ds)
+{
+	pthread_mutex_lock(&zfs_left_lock);
+	for (int i = 0; i < ZFS_LEFT_MAX; i++) {
+		if (zfs_left[i].pid)
+			continue;
+		zfs_left[i].pid = pid;
+		snprintf(zfs_left[i].ds, sizeof(zfs_left[i].ds), "%s", ds);
+		break;
+	}
+	pthread_mutex_unlock(&zfs_left_lock);
 }
 
 /* Start @zfs with @argv, its output to @out_fd, with default signal
@@ -158,7 +204,8 @@ static int zfs_spawn(const char *zfs, char *const argv[], int out_fd,
 
 /* Run zfs get for @ds; its output into @out (@len bytes, NUL-ended):
  * 0, or -errno (-ENOENT: no zfs; -ETIMEDOUT: no end of it within
- * ZFS_TIMEOUT_MS in all, and it was killed; -EIO: it failed).  At most
+ * ZFS_TIMEOUT_MS in all, and it was killed; -EBUSY: an earlier one that
+ * would not die still lives, zfs_left_busy; -EIO: it failed).  At most
  * ZFS_TIMEOUT_MS and a second, whatever zfs does. */
 static int zfs_run(const char *ds, char *out, size_t len)
 {
@@ -172,6 +219,8 @@ static int zfs_run(const char *ds, char *out, size_t len)
 
 	if (!zfs)
 		return -ENOENT;
+	if (zfs_left_busy(ds))
+		return -EBUSY;
 	if (pipe2(pipefd, O_CLOEXEC))
 		return -errno;
 	ret = zfs_spawn(zfs, argv, pipefd[1], &pid);
@@ -197,8 +246,10 @@ static int zfs_run(const char *ds, char *out, size_t len)
 	}
 	out[got] = '\0';
 	close(pipefd[0]);
-	if (!zfs_reap(pid, &st, end_us))
+	if (!zfs_reap(pid, &st, end_us)) {
+		zfs_leave(pid, ds);
 		return -ETIMEDOUT;
+	}
 	if (!ret && (!WIFEXITED(st) || WEXITSTATUS(st)))
 		ret = -EIO;
 	return ret;

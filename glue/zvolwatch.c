@@ -12,10 +12,12 @@
  * other pool's changes (test_blockdev_zvol).  The thread reads them
  * every ZVOL_RECHECK_S seconds and keeps what it read; a change wakes
  * the event thread, which judges it.  Each zfs get has 5 s, then is
- * killed; one that does not die is left behind.  A LUN that closes
- * while its thread waits for zfs leaves the thread to end by itself
- * (detached, holding a reference), and tgtd never waits for it.  A zfs
- * get that has not answered for ZVOL_SILENT_S is logged, once.
+ * killed; one that does not die is left behind, and no other of its
+ * dataset starts until it has (core/stack.c).  A LUN that closes while
+ * its thread waits for zfs leaves the thread to end by itself (detached,
+ * holding a reference), and tgtd never waits for it.  A dataset whose
+ * zfs get has not answered (or failed) for ZVOL_SILENT_S is logged, once
+ * until it answers again.
  *
  * Layer: used by watch.c and bs_syncguard.c; uses core/stack.c and tgt.
  */
@@ -39,27 +41,29 @@
 
 /* A LUN's datasets (its struct syncguard_lun's zfs[]: set at add, then
  * read only), and under zv.lock the rest: the sync property each last
- * had (read at open, then by the thread), the zfs get running, and who
- * still holds it (the LUN and its thread). */
+ * had (read at open, then by the thread), when each last answered, and
+ * who still holds it (the LUN and its thread). */
 struct syncguard_zvol {
 	unsigned int n;
 	char ds[SYNCGUARD_ZFS_DEPTH][256];
 	char sync[SYNCGUARD_ZFS_DEPTH][16];
-	uint64_t busy_since_us;	/* a zfs get of ds[busy] began, 0: none */
-	unsigned int busy;
-	bool told_silent;
+	uint64_t answered_us[SYNCGUARD_ZFS_DEPTH];	/* syncguard_now_us */
+	bool told_silent[SYNCGUARD_ZFS_DEPTH];
 	bool gone;		/* the LUN closed: the thread is to end */
 	unsigned int refs;
 };
 
 static struct {
 	pthread_mutex_t lock;
-	pthread_cond_t wake;	/* a LUN closed: its thread ends now */
+	pthread_cond_t wake;	/* a LUN closed: its thread ends now
+				 * (CLOCK_MONOTONIC: a step of the wall
+				 * clock moves no round) */
 	int changed_fd;		/* eventfd: a sync property changed; opened
 				 * once, never closed (threads may outlive
 				 * every LUN) */
 	void (*changed)(void);	/* what the event thread then runs */
-} zv = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, -1, NULL };
+	bool wake_set;		/* wake is set up (event thread) */
+} zv = { .lock = PTHREAD_MUTEX_INITIALIZER, .changed_fd = -1 };
 
 /* Drop a reference (under zv.lock): the last frees @z. */
 static void put(struct syncguard_zvol *z)
@@ -68,8 +72,8 @@ static void put(struct syncguard_zvol *z)
 		free(z);
 }
 
-/* Note what zfs get said of dataset @i of @z; a change wakes the event
- * thread.  false once the LUN is gone. */
+/* Note what zfs get said of dataset @i of @z (@sync NULL: it could not
+ * say); a change wakes the event thread.  false once the LUN is gone. */
 static bool store(struct syncguard_zvol *z, unsigned int i, const char *sync)
 {
 	uint64_t one = 1;
@@ -77,31 +81,17 @@ static bool store(struct syncguard_zvol *z, unsigned int i, const char *sync)
 
 	pthread_mutex_lock(&zv.lock);
 	gone = z->gone;
-	if (!gone && sync && strcmp(z->sync[i], sync)) {
-		snprintf(z->sync[i], sizeof(z->sync[i]), "%s", sync);
-		changed = true;
+	if (!gone && sync) {
+		z->answered_us[i] = syncguard_now_us();
+		z->told_silent[i] = false;
+		if (strcmp(z->sync[i], sync)) {
+			snprintf(z->sync[i], sizeof(z->sync[i]), "%s", sync);
+			changed = true;
+		}
 	}
-	z->busy_since_us = 0;
-	z->told_silent = false;
 	pthread_mutex_unlock(&zv.lock);
 	if (changed && write(zv.changed_fd, &one, sizeof(one)) < 0)
 		eprintf("syncguard: zvol watch: eventfd: %m\n");
-	return !gone;
-}
-
-/* Note that a zfs get of dataset @i of @z begins: false once the LUN is
- * gone (nothing begins). */
-static bool begin(struct syncguard_zvol *z, unsigned int i)
-{
-	bool gone;
-
-	pthread_mutex_lock(&zv.lock);
-	gone = z->gone;
-	if (!gone) {
-		z->busy_since_us = syncguard_now_us();
-		z->busy = i;
-	}
-	pthread_mutex_unlock(&zv.lock);
 	return !gone;
 }
 
@@ -114,22 +104,25 @@ static void *zvol_thread(void *arg)
 
 	for (;;) {
 		struct timespec until;
+		bool gone;
 
 		for (unsigned int i = 0; i < z->n; i++) {
 			struct syncguard_zfs_props p;
 
-			if (!begin(z, i) ||
-			    !store(z, i, syncguard_zfs_get(z->ds[i], &p) ?
+			if (!store(z, i, syncguard_zfs_get(z->ds[i], &p) ?
 				   NULL : p.sync))
 				goto out;
 		}
-		clock_gettime(CLOCK_REALTIME, &until);
+		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_sec += ZVOL_RECHECK_S;
 		pthread_mutex_lock(&zv.lock);
 		while (!z->gone &&
 		       pthread_cond_timedwait(&zv.wake, &zv.lock, &until) == 0)
 			;
+		gone = z->gone;
 		pthread_mutex_unlock(&zv.lock);
+		if (gone)
+			break;
 	}
 out:
 	pthread_mutex_lock(&zv.lock);
@@ -151,13 +144,22 @@ static void zvol_changed(int fd, int events, void *data)
 		zv.changed();
 }
 
-/* The eventfd, in tgtd's loop for good: 0 or -errno. */
+/* The eventfd, in tgtd's loop for good, and the condition variable,
+ * once: 0 or -errno. */
 static int open_changed(void)
 {
+	pthread_condattr_t ca;
 	int ret;
 
 	if (zv.changed_fd >= 0)
 		return 0;
+	if (!zv.wake_set) {
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&zv.wake, &ca);
+		pthread_condattr_destroy(&ca);
+		zv.wake_set = true;
+	}
 	zv.changed_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (zv.changed_fd < 0)
 		return -errno;
@@ -206,6 +208,7 @@ int syncguard_zvol_watch_add(struct syncguard_bs *bs, void (*changed)(void))
 			 lun->zfs[z->n]);
 		snprintf(z->sync[z->n], sizeof(z->sync[z->n]), "%s",
 			 lun->zfs_sync[z->n]);
+		z->answered_us[z->n] = syncguard_now_us();	/* at open */
 	}
 	z->refs = 2;		/* the LUN's and the thread's */
 	zv.changed = changed;
@@ -229,17 +232,22 @@ void syncguard_zvol_watch_remove(struct syncguard_bs *bs)
 	bs->zvol = NULL;
 }
 
-/* Log, once a run, a zfs get of @z's that has not answered for
- * ZVOL_SILENT_S (under zv.lock). */
+/* Log, once until it answers again, each dataset of @z whose zfs get
+ * has not answered for ZVOL_SILENT_S (under zv.lock). */
 static void tell_silent(struct syncguard_zvol *z, uint64_t lun_nr)
 {
-	if (!z->busy_since_us || z->told_silent ||
-	    syncguard_now_us() < z->busy_since_us + ZVOL_SILENT_S * 1000000ull)
-		return;
-	eprintf("syncguard: lun %" PRIu64 ": zfs get %s has not answered for "
-		"%d s: a change of its sync property goes unnoticed until one "
-		"does\n", lun_nr, z->ds[z->busy], ZVOL_SILENT_S);
-	z->told_silent = true;
+	uint64_t now = syncguard_now_us();
+
+	for (unsigned int i = 0; i < z->n; i++) {
+		if (z->told_silent[i] ||
+		    now < z->answered_us[i] + ZVOL_SILENT_S * 1000000ull)
+			continue;
+		eprintf("syncguard: lun %" PRIu64 ": zfs get %s has not "
+			"answered for %d s: a change of its sync property goes "
+			"unnoticed until one does\n", lun_nr, z->ds[i],
+			ZVOL_SILENT_S);
+		z->told_silent[i] = true;
+	}
 }
 
 bool syncguard_zvol_lost(struct syncguard_bs *bs, char *why, size_t len)

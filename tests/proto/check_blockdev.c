@@ -1442,16 +1442,18 @@ START_TEST(test_blockdev_zvol)
 END_TEST
 
 /* One pool's zfs that stops answering (tank/vol1's closes its output and
- * sleeps 30 s, killed after 5) hides no other pool's change: the LUN on
- * tank/vol2 latches within 4 s of its sync=disabled (its own reads come
- * every 2 s), where one reader for every LUN waited for the silent one
- * first. */
+ * sleeps 30 s, killed after 5) hides no other pool's change: set once
+ * one such zfs get has begun, tank/vol2's sync=disabled latches its LUN
+ * within 4 s (its own reads come every 2 s), where one reader for every
+ * LUN read it 5 s later at the earliest.  And the silent dataset is
+ * logged once it has not answered for 30 s. */
 START_TEST(test_blockdev_zvol_silent_pool)
 {
 	unsigned char out[512] = { 0x7b };
 	struct iscsi_context *iscsi;
 	struct zvol_fx fx;
-	bool latched;
+	bool latched, told;
+	double t0;
 
 	zvol_setup(&fx);
 	zfs_props(fx.props[0], "standard");
@@ -1463,10 +1465,16 @@ START_TEST(test_blockdev_zvol_silent_pool)
 	iscsi = proto_connect(10);
 	proto_assert_good(iscsi_write10_sync(iscsi, 10, 0, out, 512, 512, 0, 0,
 			  1, 0, 0), "FUA WRITE(10) at sync=standard", false);
+	unlink(fx.pid);
+	t0 = seconds();
 	ck_assert_int_eq(proto_sh("touch '%s'", fx.stuck), 0);
-	usleep(2500000);	/* tank/vol1's zfs get is silent by now */
+	while (access(fx.pid, F_OK) && seconds() < t0 + 5)
+		usleep(20000);		/* a silent zfs get of tank/vol1 began */
 	zfs_props(fx.props[1], "disabled");
 	latched = fua_writes_fail(iscsi, 10, out, 40);
+	while (!(told = proto_log_has("zfs get tank/vol1 has not answered for "
+				       "30 s")) && seconds() < t0 + 36)
+		usleep(500000);
 	unlink(fx.stuck);
 	iscsi_destroy_context(iscsi);
 	proto_del_lun(10);
@@ -1476,6 +1484,8 @@ START_TEST(test_blockdev_zvol_silent_pool)
 	ck_assert_msg(latched, "LUN 10's FUA writes still GOOD 4 s after its "
 		      "dataset's sync=disabled, while LUN 9's zfs get did not "
 		      "answer");
+	ck_assert_msg(told, "tgtd.log did not say that tank/vol1's zfs get "
+		      "had not answered for 30 s");
 }
 END_TEST
 
