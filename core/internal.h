@@ -184,8 +184,8 @@ int syncguard_zvol_dataset(const char *root, const char *path, dev_t rdev,
 /* The properties of dataset @ds, from /usr/sbin/zfs or /sbin/zfs (never
  * by PATH), which has 5 s to answer, and is killed then; 6 s at most in
  * all.  0, or -errno (-ENOENT: no zfs; -ETIMEDOUT; -EBUSY: an earlier
- * zfs get of @ds that would not die still lives, and none is started;
- * -EIO: it failed, or said no sync).  Thread-safe. */
+ * zfs get for @ds's pool that would not die still lives, and none is
+ * started; -EIO: it failed, or said no sync).  Thread-safe. */
 int syncguard_zfs_get(const char *ds, struct syncguard_zfs_props *p);
 
 /* Where the layers under a device are read: the sysfs root, and the

@@ -124,22 +124,32 @@ static bool zfs_reap(pid_t pid, int *st, uint64_t end_us)
 	}
 }
 
-/* Children zfs_reap gave up on, by dataset, reaped once they die.  While
- * one of a dataset lives no other zfs get of it starts (-EBUSY), so a
- * suspended pool keeps one stuck zfs per dataset, not one more each
- * round of the zvol watch; and none starts while ZFS_LEFT_MAX live. */
+/* Children zfs_reap gave up on, by pool, reaped once they die.  While
+ * one of a pool lives no other zfs get of its datasets starts (-EBUSY):
+ * a suspended pool keeps one stuck zfs (or a few, begun at once), not
+ * one more each round of the zvol watch, and other pools are not
+ * held up.  A child left when all ZFS_LEFT_MAX places are taken (as
+ * many pools stuck) is not counted, and stays a zombie. */
 #define ZFS_LEFT_MAX 64
 static struct {
 	pid_t pid;
-	char ds[256];
+	char pool[256];
 } zfs_left[ZFS_LEFT_MAX];
 static pthread_mutex_t zfs_left_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Reap the children left that died: false when none of @ds lives and
- * there is room for one more. */
+/* Whether @a and @b name datasets of the same pool (their first
+ * component). */
+static bool same_pool(const char *a, const char *b)
+{
+	size_t n = strcspn(a, "/");
+
+	return n == strcspn(b, "/") && !strncmp(a, b, n);
+}
+
+/* Reap the children left that died: whether one of @ds's pool lives. */
 static bool zfs_left_busy(const char *ds)
 {
-	bool busy = false, full = true;
+	bool busy = false;
 	int st;
 
 	pthread_mutex_lock(&zfs_left_lock);
@@ -147,13 +157,11 @@ static bool zfs_left_busy(const char *ds)
 		if (zfs_left[i].pid &&
 		    waitpid(zfs_left[i].pid, &st, WNOHANG) != 0)
 			zfs_left[i].pid = 0;	/* reaped, or not ours */
-		if (!zfs_left[i].pid)
-			full = false;
-		else if (!strcmp(zfs_left[i].ds, ds))
+		if (zfs_left[i].pid && same_pool(zfs_left[i].pool, ds))
 			busy = true;
 	}
 	pthread_mutex_unlock(&zfs_left_lock);
-	return busy || full;
+	return busy;
 }
 
 static void zfs_leave(pid_t pid, const char *ds)
@@ -163,7 +171,8 @@ static void zfs_leave(pid_t pid, const char *ds)
 		if (zfs_left[i].pid)
 			continue;
 		zfs_left[i].pid = pid;
-		snprintf(zfs_left[i].ds, sizeof(zfs_left[i].ds), "%s", ds);
+		snprintf(zfs_left[i].pool, sizeof(zfs_left[i].pool), "%.*s",
+			 (int)strcspn(ds, "/"), ds);
 		break;
 	}
 	pthread_mutex_unlock(&zfs_left_lock);
@@ -204,8 +213,9 @@ static int zfs_spawn(const char *zfs, char *const argv[], int out_fd,
 
 /* Run zfs get for @ds; its output into @out (@len bytes, NUL-ended):
  * 0, or -errno (-ENOENT: no zfs; -ETIMEDOUT: no end of it within
- * ZFS_TIMEOUT_MS in all, and it was killed; -EBUSY: an earlier one that
- * would not die still lives, zfs_left_busy; -EIO: it failed).  At most
+ * ZFS_TIMEOUT_MS in all, and it was killed; -EBUSY: an earlier one for
+ * its pool that would not die still lives, zfs_left_busy; -EIO: it
+ * failed).  At most
  * ZFS_TIMEOUT_MS and a second, whatever zfs does. */
 static int zfs_run(const char *ds, char *out, size_t len)
 {
@@ -432,6 +442,22 @@ const struct syncguard_layers syncguard_host_layers = {
 
 /* ---- at open, and while the LUN lives ---- */
 
+/* What syncguard_zfs_get's -errno @ret means, for a message. */
+static const char *zfs_failure(int ret)
+{
+	switch (ret) {
+	case -ENOENT:
+		return "no zfs";
+	case -ETIMEDOUT:
+		return "zfs get did not answer in 5 s";
+	case -EBUSY:
+		return "an earlier zfs get for its pool was killed and has not "
+		       "ended: is the pool suspended?";
+	default:
+		return strerror(-ret);
+	}
+}
+
 /* Dataset @ds under @lun, the LUN's own zvol if @own: its sync property
  * as the policy wants it (its volblocksize, for its own zvol, as the
  * LUN's physical block), kept for the watch.  0 or -EINVAL. */
@@ -449,8 +475,7 @@ static int check_dataset(struct syncguard_lun *lun, const char *path,
 		syncguard_seterr(err, errlen, "%s: on ZFS dataset %s, whose sync "
 			"property cannot be read (%s, from /usr/sbin/zfs or "
 			"/sbin/zfs), so whether its flushes reach the disk cannot "
-			"be told", path, ds, ret == -ENOENT ? "no zfs" :
-			strerror(-ret));
+			"be told", path, ds, zfs_failure(ret));
 		return -EINVAL;
 	}
 	if ((why = syncguard_policy_zvol(lun->opts.mode, p.sync))) {

@@ -1271,13 +1271,18 @@ static double slowest_fua_write(struct iscsi_context *iscsi,
 	return slowest;
 }
 
+/* The stand-in's answer for a dataset, replaced whole (a zvol watch's
+ * zfs get reading it meanwhile sees the old one or the new one) */
 static void zfs_props(const char *file, const char *sync)
 {
-	FILE *f = fopen(file, "w");
+	char tmp[1000];
+	FILE *f;
 
-	ck_assert_ptr_nonnull(f);
+	snprintf(tmp, sizeof(tmp), "%s.new", file);
+	ck_assert_ptr_nonnull(f = fopen(tmp, "w"));
 	fprintf(f, "sync\t%s\nvolblocksize\t16384\nlogbias\tlatency\n", sync);
 	fclose(f);
+	ck_assert_int_eq(rename(tmp, file), 0);
 }
 
 static void clear_latch(const char *dev)
@@ -1470,6 +1475,8 @@ START_TEST(test_blockdev_zvol_silent_pool)
 	ck_assert_int_eq(proto_sh("touch '%s'", fx.stuck), 0);
 	while (access(fx.pid, F_OK) && seconds() < t0 + 5)
 		usleep(20000);		/* a silent zfs get of tank/vol1 began */
+	ck_assert_msg(!access(fx.pid, F_OK), "no zfs get of tank/vol1 began "
+		      "within 5 s");
 	zfs_props(fx.props[1], "disabled");
 	latched = fua_writes_fail(iscsi, 10, out, 40);
 	while (!(told = proto_log_has("zfs get tank/vol1 has not answered for "
