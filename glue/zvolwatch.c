@@ -9,11 +9,12 @@
  * datasets are read on a thread of the LUN's own, never on tgtd's event
  * thread, whose LUNs, logins and tgtadm would stop with it, nor on one
  * thread for every LUN, where one pool's silent zfs would hide every
- * other pool's changes (test_blockdev_zvol).  The thread reads them
+ * other pool's changes (test_blockdev_zvol,
+ * test_blockdev_zvol_silent_pool).  The thread reads them
  * every ZVOL_RECHECK_S seconds and keeps what it read; a change wakes
  * the event thread, which judges it.  Each zfs get has 5 s, then is
- * killed; one that does not die is left behind, and no other of its
- * dataset starts until it has (core/stack.c).  A LUN that closes while
+ * killed; one that does not die is left behind, and no other for its
+ * pool starts until it has (core/stack.c).  A LUN that closes while
  * its thread waits for zfs leaves the thread to end by itself (detached,
  * holding a reference), and tgtd never waits for it.  A dataset whose
  * zfs get has not answered (or failed) for ZVOL_SILENT_S is logged, once
@@ -37,7 +38,7 @@
 #include "internal.h"
 
 #define ZVOL_RECHECK_S 2	/* seconds between a LUN's rounds of zfs get */
-#define ZVOL_SILENT_S 30	/* a zfs get this old is logged */
+#define ZVOL_SILENT_S 30	/* a dataset unanswered this long is logged */
 
 /* A LUN's datasets (its struct syncguard_lun's zfs[]: set at add, then
  * read only), and under zv.lock the rest: the sync property each last
