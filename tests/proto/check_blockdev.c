@@ -1292,13 +1292,16 @@ static void clear_latch(const char *dev)
 		 getenv("SYNCGUARD_TOP") : ".", dev, proto_state_dir());
 }
 
-/* The stand-ins: zfs get answers for tank/vol1 and tank/vol2 from
- * props[0] and props[1], sync=disabled until told otherwise; for
- * tank/vol1 it sleeps 10 s while the file hang exists, and closes its
+/* The stand-ins: zfs get answers for tank/vol1 and pool2/vol2 (two
+ * pools) from props[0] and props[1], sync=disabled until told otherwise;
+ * for tank/vol1 it sleeps 10 s while the file hang exists, closes its
  * output and sleeps 30 s while stuck does (a zfs that stops answering),
- * its pid in pid.  Two loop devices are the zvols, dev[0] and dev[1]. */
+ * and while dstate names a block device, reads it O_DIRECT (a zfs that
+ * SIGKILL cannot end while that read waits); its pid in pid.  Two loop
+ * devices are the zvols, dev[0] and dev[1]. */
 struct zvol_fx {
 	char d[800], props[2][900], hang[900], stuck[900], pid[900];
+	char dstate[900];
 	char dev[2][64];
 	bool made_dev_zvol;
 };
@@ -1319,16 +1322,19 @@ static void zvol_setup(struct zvol_fx *fx)
 	snprintf(fx->hang, sizeof(fx->hang), "%s/hang", fx->d);
 	snprintf(fx->stuck, sizeof(fx->stuck), "%s/stuck", fx->d);
 	snprintf(fx->pid, sizeof(fx->pid), "%s/pid", fx->d);
+	snprintf(fx->dstate, sizeof(fx->dstate), "%s/dstate", fx->d);
 	snprintf(script, sizeof(script), "%s/up/zfs", fx->d);
 	ck_assert_ptr_nonnull(f = fopen(script, "w"));
 	fprintf(f, "#!/bin/sh\n# stands in for ZFS's zfs command (tests/proto "
 		"check_blockdev.c): zfs get ... tank/volN\n[ \"$1\" = get ] || "
 		"exit 2\nfor a; do ds=$a; done\ncase $ds in\ntank/vol1) "
 		"p='%s'\n\t[ -e '%s' ] && echo $$ >'%s' && exec sleep 10\n\t"
-		"[ -e '%s' ] && echo $$ >'%s' && exec sleep 30 >&-\n\t;;\n"
-		"tank/vol2) p='%s' ;;\n*) exit 1 ;;\nesac\ncat \"$p\"\n",
+		"[ -e '%s' ] && echo $$ >'%s' && exec sleep 30 >&-\n\t"
+		"[ -e '%s' ] && echo $$ >'%s' && exec dd if=\"$(cat '%s')\" "
+		"of=/dev/null iflag=direct bs=4096 count=1 skip=3000 2>&-\n\t;;\n"
+		"pool2/vol2) p='%s' ;;\n*) exit 1 ;;\nesac\ncat \"$p\"\n",
 		fx->props[0], fx->hang, fx->pid, fx->stuck, fx->pid,
-		fx->props[1]);
+		fx->dstate, fx->pid, fx->dstate, fx->props[1]);
 	fclose(f);
 	ck_assert_int_eq(chmod(script, 0755), 0);
 	for (int i = 0; i < 2; i++) {
@@ -1343,8 +1349,9 @@ static void zvol_setup(struct zvol_fx *fx)
 	ck_assert_int_eq(proto_sh_in_tgtd("mount -t overlay -o lowerdir=/usr/sbin,"
 		"upperdir='%s/up',workdir='%s/wk' overlay /usr/sbin && mkdir -p "
 		"/dev/zvol && mount -t tmpfs tmpfs /dev/zvol && mkdir /dev/zvol/"
-		"tank && ln -s '%s' /dev/zvol/tank/vol1 && ln -s '%s' "
-		"/dev/zvol/tank/vol2", fx->d, fx->d, fx->dev[0], fx->dev[1]), 0);
+		"tank /dev/zvol/pool2 && ln -s '%s' /dev/zvol/tank/vol1 && ln -s "
+		"'%s' /dev/zvol/pool2/vol2", fx->d, fx->d, fx->dev[0],
+		fx->dev[1]), 0);
 }
 
 static void zvol_teardown(struct zvol_fx *fx)
@@ -1448,7 +1455,7 @@ END_TEST
 
 /* One pool's zfs that stops answering (tank/vol1's closes its output and
  * sleeps 30 s, killed after 5) hides no other pool's change: set once
- * one such zfs get has begun, tank/vol2's sync=disabled latches its LUN
+ * one such zfs get has begun, pool2/vol2's sync=disabled latches its LUN
  * within 4 s (its own reads come every 2 s), where one reader for every
  * LUN read it 5 s later at the earliest.  And the silent dataset is
  * logged once it has not answered for 30 s. */
@@ -1465,7 +1472,7 @@ START_TEST(test_blockdev_zvol_silent_pool)
 	zfs_props(fx.props[1], "standard");
 	ck_assert_int_eq(proto_add_lun(9, "/dev/zvol/tank/vol1",
 				       "mode=write-back", 0), 0);
-	ck_assert_int_eq(proto_add_lun(10, "/dev/zvol/tank/vol2",
+	ck_assert_int_eq(proto_add_lun(10, "/dev/zvol/pool2/vol2",
 				       "mode=write-back", 0), 0);
 	iscsi = proto_connect(10);
 	proto_assert_good(iscsi_write10_sync(iscsi, 10, 0, out, 512, 512, 0, 0,
@@ -1493,6 +1500,63 @@ START_TEST(test_blockdev_zvol_silent_pool)
 		      "answer");
 	ck_assert_msg(told, "tgtd.log did not say that tank/vol1's zfs get "
 		      "had not answered for 30 s");
+}
+END_TEST
+
+/* A zfs that SIGKILL cannot end (its read of a loop device over a FUSE
+ * model whose daemon is stopped waits in the kernel) is left, and no
+ * other zfs get for its pool starts while it lives: after 17 s, two
+ * rounds and more, one such process, where one more was left each round
+ * before (core/stack.c, zfs_left).  LUN 9 answers meanwhile.  Once the
+ * daemon goes on, the process ends, is reaped (no zombie), and the
+ * watch reads again: sync=disabled latches. */
+START_TEST(test_blockdev_zvol_stuck_zfs)
+{
+	const char *top = getenv("SYNCGUARD_TOP");
+	unsigned char out[512] = { 0x7c };
+	char m[900], mpid[900];
+	struct iscsi_context *iscsi;
+	struct zvol_fx fx;
+	long long stuck, zombies;
+	bool latched;
+
+	zvol_setup(&fx);
+	zfs_props(fx.props[0], "standard");
+	snprintf(m, sizeof(m), "%s/zm", fx.d);
+	snprintf(mpid, sizeof(mpid), "%s/zm.pid", fx.d);
+	ck_assert_int_eq(proto_sh("mkdir -p '%s' && truncate -s 16M '%s.img' && "
+		"{ setsid '%s/tools/syncguard-devmodel' --image '%s.img' '%s' -f "
+		">/dev/null 2>&1 </dev/null & echo $! >'%s'; }; for i in "
+		"$(seq 100); do [ -e '%s/disk.img' ] && break; sleep 0.02; done; "
+		"losetup -f --show '%s/disk.img' | tr -d '\\n' >'%s.tmp'", m, m,
+		top ? top : ".", m, m, mpid, m, m, fx.dstate), 0);
+	ck_assert_int_eq(proto_add_lun(9, "/dev/zvol/tank/vol1",
+				       "mode=write-back", 0), 0);
+	iscsi = proto_connect(9);
+	ck_assert_int_eq(proto_sh("kill -STOP $(cat '%s') && cp '%s.tmp' '%s'",
+				  mpid, fx.dstate, fx.dstate), 0);
+	sleep(17);
+	stuck = proto_sh_number("ps -eo args | grep -c '^dd if=/dev/loop.* "
+				"skip=3000'");
+	proto_assert_good(iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0,
+			  1, 0, 0), "FUA WRITE(10) with a zfs stuck", false);
+	unlink(fx.dstate);
+	proto_sh("kill -CONT $(cat '%s')", mpid);
+	zfs_props(fx.props[0], "disabled");
+	latched = fua_writes_fail(iscsi, 9, out, 100);
+	zombies = proto_sh_number("ps -eo stat,args | grep -c '^Z.*\\[dd\\]'");
+	iscsi_destroy_context(iscsi);
+	proto_del_lun(9);
+	clear_latch(fx.dev[0]);
+	proto_sh("losetup -d $(cat '%s.tmp'); fusermount3 -u -z '%s'; kill "
+		 "$(cat '%s') 2>/dev/null; true", fx.dstate, m, mpid);
+	zvol_teardown(&fx);
+	ck_assert_msg(stuck == 1, "%lld zfs gets stuck in the kernel after "
+		      "17 s (one is left; no other for its pool starts)", stuck);
+	ck_assert_msg(latched, "FUA writes still GOOD 10 s after sync=disabled, "
+		      "once the stuck zfs had ended");
+	ck_assert_msg(zombies == 0, "%lld stuck zfs gets left as zombies",
+		      zombies);
 }
 END_TEST
 
@@ -1846,6 +1910,7 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_fscrypt);
 	tcase_add_test(tc, test_blockdev_zvol);
 	tcase_add_test(tc, test_blockdev_zvol_silent_pool);
+	tcase_add_test(tc, test_blockdev_zvol_stuck_zfs);
 	tcase_add_test(tc, test_blockdev_write_cache_changed);
 	tcase_add_test(tc, test_blockdev_plp_overlay_over_buffered_loop);
 	tcase_add_test(tc, test_blockdev_loop_over_deleted_file_refused);
