@@ -260,6 +260,9 @@ for name in $(awk '{ print $1 }' "$share/checks"); do
 	line=$(grep "^GUEST: check $name rc " "$work/guest.txt" | tail -1)
 	G[$name]=$(awk '{ print $5 }' <<<"$line")
 	if [ "$name" = stall-fuse ]; then	# no target on this host's tgtd
+		printf '%-14s %-15s %4s %6s %6s %5s %6s %3s %5s %4s\n' "$name" \
+			"(its own tgtd)" "${G[$name]:-?}" - - - - - - \
+			"$(awk '{ print $11 }' <<<"$line")" >&2
 		expect "stall-fuse: with a FUSE daemon stopped under one write-back LUN, tgtd in the guest answered another LUN and tgtadm (out/stall-fuse/log)" \
 			'[ "${G[$name]}" = 0 ]'
 		continue
