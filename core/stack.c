@@ -215,8 +215,7 @@ static int zfs_spawn(const char *zfs, char *const argv[], int out_fd,
  * 0, or -errno (-ENOENT: no zfs; -ETIMEDOUT: no end of it within
  * ZFS_TIMEOUT_MS in all, and it was killed; -EBUSY: an earlier one for
  * its pool that would not die still lives, zfs_left_busy; -EIO: it
- * failed).  At most
- * ZFS_TIMEOUT_MS and a second, whatever zfs does. */
+ * failed).  At most ZFS_TIMEOUT_MS and a second, whatever zfs does. */
 static int zfs_run(const char *ds, char *out, size_t len)
 {
 	char *const argv[] = { "zfs", "get", "-Hp", "-o", "property,value",
