@@ -419,11 +419,9 @@ START_TEST(test_flush_trial_short_bursts)
 		      "loser's turn (epoch %u)", t.epoch);
 
 	for (unsigned int loser = 0; loser < 2; loser++) {
-		uint64_t now = 1000000;
-		struct syncguard_trial t = {
+		t = (struct syncguard_trial){
 			.t0_us = now, .last_us = now, .epoch = 64 + loser,
 			.rate = { loser ? 5000 : 1000, loser ? 1000 : 5000 } };
-
 		for (int burst = 0; burst < 10; burst++) {
 			now += 400000;		/* a pause */
 			for (int i = 0; i < 30; i++) {	/* 150 ms of notes */
