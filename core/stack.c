@@ -245,8 +245,7 @@ static int zfs_run(const char *ds, char *out, size_t len)
 
 		if (now >= end_us ||
 		    poll(&p, 1, (int)((end_us - now + 999) / 1000)) <= 0) {
-			ret = -ETIMEDOUT;
-			kill(pid, SIGKILL);
+			ret = -ETIMEDOUT;	/* zfs_reap kills it */
 			break;
 		}
 		if ((n = read(pipefd[0], out + got, len - 1 - got)) <= 0)

@@ -254,22 +254,20 @@ static void tell_silent(struct syncguard_zvol *z, uint64_t lun_nr)
 bool syncguard_zvol_lost(struct syncguard_bs *bs, char *why, size_t len)
 {
 	struct syncguard_zvol *z = bs->zvol;
-	char sync[16];
+	char sync[SYNCGUARD_ZFS_DEPTH][16];
 	const char *bad;
 
 	if (!z)
 		return false;
 	pthread_mutex_lock(&zv.lock);
 	tell_silent(z, bs->lun_nr);
+	memcpy(sync, z->sync, sizeof(sync));
 	pthread_mutex_unlock(&zv.lock);
 	for (unsigned int i = 0; i < z->n; i++) {
-		pthread_mutex_lock(&zv.lock);
-		memcpy(sync, z->sync[i], sizeof(sync));
-		pthread_mutex_unlock(&zv.lock);
-		if (!(bad = syncguard_policy_zvol(bs->lun.opts.mode, sync)))
+		if (!(bad = syncguard_policy_zvol(bs->lun.opts.mode, sync[i])))
 			continue;
 		snprintf(why, len, "its ZFS dataset %s now has sync=%s: %s",
-			 z->ds[i], sync, bad);
+			 z->ds[i], sync[i], bad);
 		return true;
 	}
 	return false;
