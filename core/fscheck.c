@@ -97,9 +97,8 @@ static int check_overlay(int fd, const char *table, const char *path,
 	char upper[PATH_MAX], label[2 * PATH_MAX + 64];
 	int dfd, ret;
 
-	if (depth >= 4 || !table)
-		return 0;	/* the kernel nests no upper layers anyway;
-				 * without a mount table nothing is known */
+	if (depth >= 4)
+		return 0;	/* the kernel nests no upper layers anyway */
 	if (syncguard_fs_volatile(fd, table) == 1) {
 		/* else 48 WRITE + SYNCHRONIZE CACHE of 1 MiB on write-back
 		 * are answered GOOD with 48 MiB left dirty:
@@ -164,15 +163,18 @@ static bool journals_data(int fd, const struct statfs *sfs, const char *table)
 	}
 	if (found >= 0)
 		return found;
-	return table && syncguard_fs_journals_data(fd, table) == 1;
+	return syncguard_fs_journals_data(fd, table) == 1;
 }
 
 int syncguard_check_fs(int fd, const char *path, bool plp, char *err,
 		       size_t errlen)
 {
-	char *table = syncguard_mounts_read("/proc/self/mountinfo");
-	int ret = check_fs_at(fd, table, path, plp, err, errlen, 0);
+	char *table = syncguard_mounts_read_for(path, err, errlen);
+	int ret;
 
+	if (!table)
+		return -EINVAL;
+	ret = check_fs_at(fd, table, path, plp, err, errlen, 0);
 	free(table);
 	return ret;
 }
@@ -183,8 +185,11 @@ static int check_fs_at(int fd, const char *table, const char *path,
 	struct statfs sfs;
 	int barriers;
 
-	if (fstatfs(fd, &sfs))
-		return 0;	/* cannot tell: do not refuse */
+	if (fstatfs(fd, &sfs)) {	/* cannot tell: refused, as above */
+		syncguard_seterr(err, errlen, "%s: its file system cannot be "
+			"told (fstatfs: %s); not opened", path, strerror(errno));
+		return -EINVAL;
+	}
 	for (size_t i = 0; i < sizeof(ram_fs) / sizeof(ram_fs[0]); i++) {
 		if ((unsigned long)sfs.f_type == ram_fs[i]) {
 			syncguard_seterr(err, errlen,
@@ -197,7 +202,7 @@ static int check_fs_at(int fd, const char *table, const char *path,
 	/* write-through and write-back stand on fdatasync flushing the
 	 * device's cache (core/policy.c); plp's writes need no flush, and
 	 * its cache is protected for the UNMAP that has one */
-	barriers = plp || !table ? 1 : syncguard_fs_barriers(fd, table);
+	barriers = plp ? 1 : syncguard_fs_barriers(fd, table);
 	if (barriers == 0) {
 		syncguard_seterr(err, errlen,
 			"%s: the file system is mounted nobarrier (or f2fs "

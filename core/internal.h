@@ -19,6 +19,12 @@ void syncguard_seterr(char *err, size_t errlen, const char *fmt, ...)
  * NUL-terminated; NULL if it cannot be read. */
 char *syncguard_mounts_read(const char *mountinfo);
 
+/* /proc/self/mountinfo's text for the open-time checks of the LUN at
+ * @path: NULL, with @err saying so, when it cannot be read.  A check
+ * that cannot read the table refuses the LUN rather than take its file
+ * system's flushes on trust (test_stack_mountinfo_unreadable). */
+char *syncguard_mounts_read_for(const char *path, char *err, size_t errlen);
+
 /* The same from an open descriptor of it, read again from offset 0 (a
  * seq_file regenerates the text; the mount watch reads through the
  * descriptor it polls, so that no descriptor need be free then). */

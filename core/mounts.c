@@ -57,14 +57,28 @@ char *syncguard_mounts_read_fd(int fd)
 
 char *syncguard_mounts_read(const char *mountinfo)
 {
-	int fd = open(mountinfo, O_RDONLY | O_CLOEXEC);
+	int fd = open(mountinfo, O_RDONLY | O_CLOEXEC), e;
 	char *text;
 
 	if (fd < 0)
 		return NULL;
 	text = syncguard_mounts_read_fd(fd);
+	e = errno;
 	close(fd);
+	errno = e;
 	return text;
+}
+
+char *syncguard_mounts_read_for(const char *path, char *err, size_t errlen)
+{
+	char *table = syncguard_mounts_read("/proc/self/mountinfo");
+
+	if (!table)
+		syncguard_seterr(err, errlen, "%s: /proc/self/mountinfo could "
+			"not be read (%s), so whether its file system keeps "
+			"what it is told to flush cannot be told; not opened",
+			path, strerror(errno ? errno : EIO));
+	return table;
 }
 
 /* Is @opt ("nobarrier", "barrier=0") one of the comma list @opts? */

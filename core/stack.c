@@ -526,7 +526,7 @@ static int check_zfs_file(struct syncguard_lun *lun, const char *path, int fd,
 {
 	char type[32], ds[256];
 
-	if (fd < 0 || !table || syncguard_mount_source(fd, table, type,
+	if (fd < 0 || syncguard_mount_source(fd, table, type,
 			sizeof(type), ds, sizeof(ds)) || strcmp(type, "zfs"))
 		return 0;
 	return check_dataset(lun, path, ds, false, err, errlen);
@@ -550,7 +550,7 @@ static int check_zfs(struct syncguard_lun *lun, const char *path,
 		     const dev_t *devs, int n, char *err, size_t errlen)
 {
 	int files[2 + SYNCGUARD_LOOP_DEPTH], nf = 0, ret = 0;
-	char *table = syncguard_mounts_read("/proc/self/mountinfo");
+	char *table = NULL;
 
 	if (lun->blockdev)
 		ret = check_zvol(lun, path, path, devs[0], true, err, errlen);
@@ -561,8 +561,18 @@ static int check_zfs(struct syncguard_lun *lun, const char *path,
 	files[nf++] = lun->loop_fd;
 	for (int i = 0; i < SYNCGUARD_LOOP_DEPTH; i++)
 		files[nf++] = lun->under_fd[i];
-	for (int i = 0; !ret && i < nf; i++)
-		ret = check_zfs_file(lun, path, files[i], table, err, errlen);
+	for (int i = 0; !ret && i < nf; i++) {
+		if (files[i] < 0)
+			continue;
+		/* a file's dataset is its mount's source: no table, no
+		 * check, no LUN */
+		if (!table && !(table = syncguard_mounts_read_for(path, err,
+								  errlen)))
+			ret = -EINVAL;
+		else
+			ret = check_zfs_file(lun, path, files[i], table, err,
+					     errlen);
+	}
 	free(table);
 	return ret;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -181,6 +182,49 @@ START_TEST(test_stack_zfs_file_dataset)
 }
 END_TEST
 
+/* Neither the file-system checks nor the ZFS one take a LUN on trust
+ * when /proc/self/mountinfo cannot be read (here: no descriptor free):
+ * whether its file system sends flushes, or is a ZFS dataset with
+ * sync=disabled, is in that table.  A LUN so opened used to pass both. */
+START_TEST(test_stack_mountinfo_unreadable)
+{
+	struct syncguard_lun lun = { .fd = -1, .loop_fd = -1 };
+	struct rlimit old, low;
+	char path[300], err[512] = "";
+	struct stat st;
+	int fd, lowest;
+
+	snprintf(path, sizeof(path), "%s/f", root);
+	fd = open(path, O_RDWR | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	lun.fd = fd;
+	lun.opts.mode = SYNCGUARD_MODE_WRITE_BACK;
+	for (int i = 0; i < SYNCGUARD_LOOP_DEPTH; i++)
+		lun.under_fd[i] = -1;
+	ck_assert_msg(!syncguard_check_fs(fd, path, false, err, sizeof(err)),
+		      "a file on the build's own file system refused: %s", err);
+	ck_assert_int_eq(syncguard_check_beneath(&lun, path, &st, err,
+						 sizeof(err)), 0);
+	lowest = dup(0);
+	ck_assert_int_ge(lowest, 0);
+	close(lowest);
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = (rlim_t)lowest;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+	ck_assert_int_eq(syncguard_check_fs(fd, path, false, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_msg(strstr(err, "mountinfo could not be read"), "%s", err);
+	err[0] = '\0';
+	ck_assert_int_eq(syncguard_check_beneath(&lun, path, &st, err,
+						 sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "mountinfo could not be read"), "%s", err);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+	close(fd);
+}
+END_TEST
+
 Suite *stack_suite(void)
 {
 	Suite *s = suite_create("stack");
@@ -195,6 +239,7 @@ Suite *stack_suite(void)
 			      "mknod needs root");
 	tcase_add_test(tc, test_stack_zvol_policy);
 	tcase_add_test(tc, test_stack_zfs_file_dataset);
+	tcase_add_test(tc, test_stack_mountinfo_unreadable);
 	suite_add_tcase(s, tc);
 	return s;
 }
