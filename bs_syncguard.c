@@ -429,7 +429,7 @@ static void bs_syncguard_close(struct scsi_lu *lu)
 			strerror(latched));
 	else if (fd >= 0)
 		final_flush_start(fd, lu);
-	else if (fd < -1)
+	else if (fd != SYNCGUARD_NO_FINAL_FLUSH)
 		eprintf("syncguard: lun %" PRIu64 ": final flush failed: %s\n",
 			lu->lun, strerror(-fd));
 }

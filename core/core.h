@@ -12,6 +12,7 @@
 #ifndef SYNCGUARD_CORE_H
 #define SYNCGUARD_CORE_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -529,13 +530,15 @@ int syncguard_lun_close(struct syncguard_lun *lun);
  * the caller, who may run it on another thread: a sync descriptor of
  * the file or device (>= 0; fdatasync it, then close it) when a flush is
  * owed (syncguard_policy_close_flushes, and no error latched for good:
- * that LUN's data is already reported lost), -1 when none is; the
- * flush's -errno when it had to run here, because the store could not
- * be marked for it (syncguard_final_flush_begin), and failed.  It is the
+ * that LUN's data is already reported lost), SYNCGUARD_NO_FINAL_FLUSH
+ * when none is (or it had to run here and did); the flush's -errno
+ * (-EPERM included) when it had to run here, because the store could
+ * not be marked for it (syncguard_final_flush_begin), and failed.  It is the
  * group flushes' descriptor, opened with the LUN, so it reports every
  * writeback error since the last one it reported, as every group
  * flush's does.
  */
+#define SYNCGUARD_NO_FINAL_FLUSH INT_MIN	/* no descriptor, no -errno */
 int syncguard_lun_close_deferred(struct syncguard_lun *lun);
 
 /*

@@ -426,8 +426,8 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 }
 
 /* The final flush on @fd, now, for a store that could not be marked:
- * closes @fd; -1 (nothing left to flush) or the flush's -errno, recorded
- * as a final flush's failure is. */
+ * closes @fd; SYNCGUARD_NO_FINAL_FLUSH (nothing left to flush) or the
+ * flush's -errno, recorded as a final flush's failure is. */
 static int final_flush_unmarked(struct syncguard_lun *lun, int fd)
 {
 	int ret = syncguard_datasync(fd);
@@ -436,15 +436,15 @@ static int final_flush_unmarked(struct syncguard_lun *lun, int fd)
 	if (ret)
 		syncguard_store_failed(syncguard_state_dir(&lun->opts),
 				       lun->store_id, lun->path, -ret);
-	return ret ? ret : -1;
+	return ret ? ret : SYNCGUARD_NO_FINAL_FLUSH;
 }
 
 int syncguard_lun_close_deferred(struct syncguard_lun *lun)
 {
-	int fd = -1;
+	int fd = SYNCGUARD_NO_FINAL_FLUSH;
 
 	if (lun->fd < 0)
-		return -1;
+		return SYNCGUARD_NO_FINAL_FLUSH;
 	/* the final flush vouches for every write, as a group flush: on
 	 * the group flushes' descriptor (see "sync descriptors"), which
 	 * also reports a writeback error a soft latch may stand for (so
@@ -484,8 +484,10 @@ int syncguard_lun_close(struct syncguard_lun *lun)
 	int latched = syncguard_lun_latched(lun);
 	int fd = syncguard_lun_close_deferred(lun), ret;
 
+	if (fd == SYNCGUARD_NO_FINAL_FLUSH)
+		return latched ? -latched : 0;
 	if (fd < 0)
-		return fd == -1 ? (latched ? -latched : 0) : fd;
+		return fd;
 	ret = syncguard_datasync(fd);
 	close(fd);
 	syncguard_final_flush_end(syncguard_state_dir(&lun->opts),
