@@ -108,9 +108,13 @@ unsigned int syncguard_flush_hold_us(struct syncguard_lun *lun)
  * latches, a success lets later SYNCHRONIZE CACHE commands skip what it
  * covered (everything counted dirty up to @covers).  What each of its
  * callers is answered with: @res, or the errno latched meanwhile (as
- * -errno), or 0. */
+ * -errno), or 0.  A latch's record is the caller's to write once it has
+ * let go of f->lock (*@record, syncguard_flush_failed): it fsyncs the
+ * state directory, and tgtd's event thread takes f->lock for the ring's
+ * flushes (syncguard_flush_done), so a worker's failed flush held every
+ * LUN up for that long (test_flush_latch_record_unlocked). */
 static int flush_finished(struct syncguard_lun *lun, uint64_t covers,
-			  int res, uint64_t us, unsigned int group)
+			  int res, uint64_t us, unsigned int group, int *record)
 {
 	struct syncguard_flusher *f = &lun->flusher;
 
@@ -119,8 +123,9 @@ static int flush_finished(struct syncguard_lun *lun, uint64_t covers,
 	if (note_flush(lun, us, group))
 		syncguard_trial_publish(&f->trial, &lun->stats->batch_way,
 					lun->stats->batch_rate);
+	*record = 0;
 	if (res)
-		return syncguard_call_failed(lun, SYNCGUARD_CALL_FLUSH, -res);
+		return syncguard_flush_failed(lun, -res, record);
 	if (covers > f->clean_at)
 		__atomic_store_n(&f->clean_at, covers, __ATOMIC_SEQ_CST);
 	return syncguard_lun_lost_meanwhile(lun);
@@ -129,9 +134,13 @@ static int flush_finished(struct syncguard_lun *lun, uint64_t covers,
 int syncguard_flush_done(struct syncguard_lun *lun, uint64_t covers, int res,
 			 uint64_t us, unsigned int group)
 {
+	int record;
+
 	pthread_mutex_lock(&lun->flusher.lock);
-	res = flush_finished(lun, covers, res, us, group);
+	res = flush_finished(lun, covers, res, us, group, &record);
 	pthread_mutex_unlock(&lun->flusher.lock);
+	if (record)	/* before the commands it answers are */
+		syncguard_latch_record(lun, record);
 	return res;
 }
 
@@ -150,14 +159,20 @@ static void lead_flush(struct syncguard_lun *lun)
 	uint64_t covers = __atomic_load_n(&f->dirty, __ATOMIC_SEQ_CST);
 	unsigned int group = f->joining;
 	uint64_t t0 = syncguard_now_us();
-	int err;
+	int err, record;
 
 	f->joining = 0;
 	f->running = true;
 	pthread_mutex_unlock(&f->lock);
 	err = device_flush(lun);
 	pthread_mutex_lock(&f->lock);
-	err = flush_finished(lun, covers, err, syncguard_now_us() - t0, group);
+	err = flush_finished(lun, covers, err, syncguard_now_us() - t0, group,
+			     &record);
+	if (record) {	/* still running: its callers wait for the record */
+		pthread_mutex_unlock(&f->lock);
+		syncguard_latch_record(lun, record);
+		pthread_mutex_lock(&f->lock);
+	}
 	if (err) {		/* its callers' answer (syncguard_lun_flush) */
 		f->failed = gen;
 		f->failed_err = err;

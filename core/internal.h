@@ -345,6 +345,18 @@ bool syncguard_lun_latched_soft(struct syncguard_lun *lun);
  * durability fails with it. */
 void syncguard_latch(struct syncguard_lun *lun, int err);
 
+/* A failed device flush's errno @err (positive) latched as
+ * syncguard_call_failed does, but its record (core/poison.c) left to
+ * the caller: *@record is the errno to hand syncguard_latch_record, once
+ * no lock another thread may wait for is held (the record fsyncs the
+ * state directory), or 0 when none is owed.  Returns -@err. */
+int syncguard_flush_failed(struct syncguard_lun *lun, int err, int *record);
+
+/* Record a latch for good of @lun with @err for the store's next LUN
+ * (core/poison.c), or say in the log that it cannot be.  Blocks for the
+ * state directory's writes and fsyncs. */
+void syncguard_latch_record(struct syncguard_lun *lun, int err);
+
 /* The store's last LUN's final flush still runs (syncguard_store_marked):
  * a soft latch with EINPROGRESS, which syncguard_lun_recheck turns into
  * that flush's outcome before the first durable command. */

@@ -70,9 +70,7 @@ static int latch_value(int err)
 	return err > 0 && err <= LATCH_ERRNO ? err : EIO;
 }
 
-/* A latch for good of @lun with @err: recorded for the store's next
- * LUN (core/poison.c), or said in the log when it cannot be. */
-static void record(struct syncguard_lun *lun, int err)
+void syncguard_latch_record(struct syncguard_lun *lun, int err)
 {
 	const char *dir = syncguard_state_dir(&lun->opts);
 	int ret;
@@ -96,19 +94,27 @@ void syncguard_latch_pending(struct syncguard_lun *lun)
 	publish_latch(lun);
 }
 
-void syncguard_latch(struct syncguard_lun *lun, int err)
+/* Latch @lun for good with @err, unless it is already: the errno it
+ * latched (its record owed), or 0. */
+static int latch_hard(struct syncguard_lun *lun, int err)
 {
 	int cur = __atomic_load_n(&lun->flush_error, __ATOMIC_SEQ_CST);
 
 	err = latch_value(err);
 	do {
 		if (cur && !(cur & LATCH_SOFT))
-			return;		/* the first hard one stays */
+			return 0;	/* the first hard one stays */
 	} while (!__atomic_compare_exchange_n(&lun->flush_error, &cur, err,
 					      false, __ATOMIC_SEQ_CST,
 					      __ATOMIC_SEQ_CST));
 	publish_latch(lun);
-	record(lun, err);
+	return err;
+}
+
+void syncguard_latch(struct syncguard_lun *lun, int err)
+{
+	if ((err = latch_hard(lun, err)))
+		syncguard_latch_record(lun, err);
 }
 
 void syncguard_latch_write(struct syncguard_lun *lun, int err)
@@ -130,14 +136,27 @@ void syncguard_latch_write(struct syncguard_lun *lun, int err)
 	publish_latch(lun);
 }
 
+int syncguard_flush_failed(struct syncguard_lun *lun, int err, int *record)
+{
+	*record = 0;
+	if (err != SYNCGUARD_ERESOURCE &&
+	    syncguard_policy_latches(SYNCGUARD_CALL_FLUSH))
+		*record = latch_hard(lun, err);
+	return -err;
+}
+
 int syncguard_call_failed(struct syncguard_lun *lun, enum syncguard_call call,
 			  int err)
 {
-	if (err == SYNCGUARD_ERESOURCE || !syncguard_policy_latches(call))
-		return -err;
-	if (call == SYNCGUARD_CALL_FLUSH)
-		syncguard_latch(lun, err);
-	else
+	int rec;
+
+	if (call == SYNCGUARD_CALL_FLUSH) {
+		err = syncguard_flush_failed(lun, err, &rec);
+		if (rec)
+			syncguard_latch_record(lun, rec);
+		return err;
+	}
+	if (err != SYNCGUARD_ERESOURCE && syncguard_policy_latches(call))
 		syncguard_latch_write(lun, err);
 	return -err;
 }

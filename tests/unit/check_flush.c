@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -457,6 +458,87 @@ START_TEST(test_flush_elision)
 }
 END_TEST
 
+/* A worker's group flush that fails latches the LUN for good and writes
+ * its record, which fsyncs the state directory; that happens outside
+ * the flusher's lock, which tgtd's event thread takes when the ring's
+ * own flush ends (syncguard_flush_done): with the record written under
+ * it, a slow state directory held every LUN up.  Here the record's
+ * fsync waits until the test lets it go, and the event thread's part
+ * must finish meanwhile. */
+static sem_t record_go;
+static int record_waiting;
+
+static int failing_fdatasync(int fd)
+{
+	(void)fd;
+	errno = EIO;
+	return -1;
+}
+
+static int held_fsync(int fd)
+{
+	__atomic_store_n(&record_waiting, 1, __ATOMIC_SEQ_CST);
+	sem_wait(&record_go);
+	return fsync(fd);
+}
+
+static void *failing_flusher(void *arg)
+{
+	(void)arg;
+	ck_assert_int_eq(syncguard_lun_flush(&lun, false), -EIO);
+	return NULL;
+}
+
+static int ring_done;
+
+static void *ring_flush_done(void *arg)
+{
+	(void)arg;
+	syncguard_flush_done(&lun, syncguard_lun_dirty(&lun), 0, 10, 1);
+	__atomic_store_n(&ring_done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/* Wait up to 5 s for *@flag. */
+static bool wait_flag(const int *flag)
+{
+	for (int i = 0; i < 500; i++) {
+		if (__atomic_load_n(flag, __ATOMIC_SEQ_CST))
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+START_TEST(test_flush_latch_record_unlocked)
+{
+	pthread_t worker, event;
+	bool done;
+
+	ck_assert_int_eq(sem_init(&record_go, 0, 0), 0);
+	syncguard_sys.fdatasync = failing_fdatasync;
+	syncguard_sys.fsync = held_fsync;
+	syncguard_mark_dirty(&lun);
+	ck_assert_int_eq(pthread_create(&worker, NULL, failing_flusher, NULL),
+			 0);
+	ck_assert_msg(wait_flag(&record_waiting),
+		      "the failed flush wrote no latch record");
+	ck_assert_int_eq(pthread_create(&event, NULL, ring_flush_done, NULL),
+			 0);
+	done = wait_flag(&ring_done);
+	sem_post(&record_go);
+	sem_post(&record_go);	/* the record's file and its directory */
+	pthread_join(worker, NULL);
+	pthread_join(event, NULL);
+	syncguard_sys.fsync = fsync;
+	ck_assert_msg(done, "syncguard_flush_done waited 5 s for a worker's "
+		      "latch record to be synced");
+	ck_assert_int_eq(syncguard_lun_latched(&lun), EIO);
+	ck_assert_int_eq(syncguard_poison_clear(syncguard_state_dir(NULL),
+						lun.store_id), 0);
+}
+END_TEST
+
 START_TEST(test_flush_stats_published)
 {
 	char sp[128];
@@ -748,6 +830,7 @@ Suite *flush_suite(void)
 	tcase_add_test(tc, test_flush_trial_pause_keeps_winner);
 	tcase_add_test(tc, test_flush_trial_short_bursts);
 	tcase_add_test(tc, test_flush_elision);
+	tcase_add_test(tc, test_flush_latch_record_unlocked);
 	tcase_add_test(tc, test_flush_stats_published);
 	tcase_add_test(tc, test_flush_wce_switch_window);
 	tcase_add_test(tc, test_flush_wce_switches_overlap);
