@@ -42,7 +42,7 @@ CORE_SRCS := core/sys.c core/opts.c core/policy.c core/cdb.c core/sense.c \
 	     core/latch.c core/poison.c core/storeid.c core/lun.c \
 	     core/fscheck.c core/io.c core/writesync.c core/trial.c \
 	     core/plan.c core/exec.c core/flush.c core/stats.c core/mix.c \
-	     core/loopdev.c core/mounts.c core/stack.c
+	     core/loopdev.c core/mounts.c core/stack.c core/zvolname.c
 CORE_PIC  := $(CORE_SRCS:%.c=$(BUILD)/pic/%.o)
 CORE_SAN  := $(CORE_SRCS:%.c=$(BUILD)/san/%.o)
 CORE_SANPIC := $(CORE_SRCS:%.c=$(BUILD)/sanpic/%.o)
@@ -259,7 +259,7 @@ tools/iscsi-crashtest: tools/iscsi-crashtest.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
 
 STAT_CORE := core/sys.c core/opts.c core/poison.c core/storeid.c core/latch.c \
-	     core/policy.c
+	     core/policy.c core/zvolname.c
 tools/syncguard-stat: tools/syncguard-stat.c tools/statsfile.c tools/roff.h \
 		      tools/statsfile.h tools/prometheus.c tools/prometheus.h \
 		      $(STAT_CORE) $(HDRS)

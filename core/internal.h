@@ -180,6 +180,11 @@ struct syncguard_zfs_props {
 	unsigned int volblocksize;	/* bytes */
 };
 
+/* The dataset of the zvol @rdev, by the link to it under @root
+ * ("/dev/zvol"; partitions' links, VOLUME-partN, are passed over) into
+ * @ds (@len bytes): 1, or 0 when no link names it.  core/zvolname.c */
+int syncguard_zvol_name(const char *root, dev_t rdev, char *ds, size_t len);
+
 /* Is the block device @rdev, opened by @path, a ZFS zvol?  1 with its
  * dataset into @ds (the path under @root, "/dev/zvol", or the link there
  * that names @rdev); 0 no; -ENOENT a zvol (zdN) whose dataset no link
@@ -244,6 +249,17 @@ const char *syncguard_state_dir(const struct syncguard_opts *opts);
  * @id (@len bytes): 0 or -errno.  core/storeid.c */
 int syncguard_store_id(int fd, char *id, size_t len);
 
+/* The same, and into @former the identity earlier builds or kernels
+ * gave the store where it differs (else ""): a record under it is the
+ * store's (syncguard_poison_adopt). */
+int syncguard_store_ids(int fd, char *id, size_t len, char *former,
+			size_t former_len);
+
+/* A block device's identity, as syncguard_store_ids gives it, its zvol
+ * links looked for under @zvol_root ("/dev/zvol"; tests give their own). */
+int syncguard_block_store_id(const char *zvol_root, dev_t rdev, char *id,
+			     size_t len, char *former, size_t former_len);
+
 /* Record that store @id (at @path, for the administrator) latched @err:
  * written, synced and renamed into @dir/latched/@id.  0 or -errno. */
 int syncguard_poison_write(const char *dir, const char *id, const char *path,
@@ -254,6 +270,13 @@ int syncguard_poison_write(const char *dir, const char *id, const char *path,
  * or -errno when the record cannot be read. */
 int syncguard_poison_read(const char *dir, const char *id, char *text,
 			  size_t len);
+
+/* A record of store @from (finished or not) in @dir made store @to's:
+ * renamed, or removed where @to has its own, and the directory synced.
+ * For a store's former identity (syncguard_store_ids), so that a latch
+ * survives a change of how stores are named.  0 (also when @from has
+ * none) or -errno. */
+int syncguard_poison_adopt(const char *dir, const char *from, const char *to);
 
 /* Remove store @id's record, finished or not, from @dir: 0 or -errno
  * (-ENOENT: none). */

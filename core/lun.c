@@ -335,12 +335,31 @@ static void open_dirty(struct syncguard_lun *lun)
 	__atomic_store_n(&lun->flusher.dirty, 1, __ATOMIC_SEQ_CST);
 }
 
+/* A latch recorded under the store's former identity (syncguard_store_ids)
+ * is its own: adopted under the identity it has now.  Where that cannot
+ * be done, the LUN goes by the former one, under which the record still
+ * latches it. */
+static void adopt_former(struct syncguard_lun *lun, const char *path,
+			 const char *former)
+{
+	int ret = syncguard_poison_adopt(syncguard_state_dir(&lun->opts),
+					 former, lun->store_id);
+
+	if (!ret)
+		return;
+	syncguard_logf("syncguard: %s: a latch record under its store's former "
+		"identity %s could not be taken over (%s): the LUN goes by "
+		"that identity\n", path, former, strerror(-ret));
+	snprintf(lun->store_id, sizeof(lun->store_id), "%s", former);
+}
+
 int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		       unsigned int block_shift,
 		       const struct syncguard_opts *opts,
 		       char *err, size_t errlen)
 {
 	bool plp = opts->mode == SYNCGUARD_MODE_PLP;
+	char former[256];
 	struct stat st;
 	int ret;
 
@@ -361,12 +380,15 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	ret = open_path(lun, path, &st, err, errlen);
 	if (ret)
 		return ret;
-	if ((ret = syncguard_store_id(lun->fd, lun->store_id,
-				      sizeof(lun->store_id)))) {
+	if ((ret = syncguard_store_ids(lun->fd, lun->store_id,
+				       sizeof(lun->store_id), former,
+				       sizeof(former)))) {
 		lun->store_id[0] = '\0';	/* nothing to record it by */
 		syncguard_logf("syncguard: %s: no identity for this store "
 			"(%s): a latch of it lasts as long as its LUN\n", path,
 			strerror(-ret));
+	} else if (former[0]) {
+		adopt_former(lun, path, former);
 	}
 	ret = get_size(lun, &st, path, err, errlen);
 	lun->dev_write_cache = syncguard_dev_write_cache(lun->blockdev ?

@@ -216,6 +216,51 @@ int syncguard_poison_clear(const char *dir, const char *id)
 	return errno == ENOENT && gone ? 0 : -errno;
 }
 
+/* One of store @from's record files (@tmp: the unfinished one) made
+ * @to's, unless @to has one already (then @from's is only removed):
+ * 0 (also when @from has none), or -errno. */
+static int adopt_one(const char *dir, const char *from, const char *to,
+		     bool tmp)
+{
+	char old[PATH_MAX], new[PATH_MAX];
+	int ret = record_path(dir, from, tmp, old, sizeof(old));
+
+	if (!ret)
+		ret = record_path(dir, to, tmp, new, sizeof(new));
+	if (ret)
+		return ret;
+	if (!renameat2(AT_FDCWD, old, AT_FDCWD, new, RENAME_NOREPLACE))
+		return 1;
+	if (errno == ENOENT)
+		return 0;
+	if (errno != EEXIST)
+		return -errno;
+	return unlink(old) && errno != ENOENT ? -errno : 1;
+}
+
+int syncguard_poison_adopt(const char *dir, const char *from, const char *to)
+{
+	char p[PATH_MAX];
+	int moved = 0, ret, fd;
+
+	for (int tmp = 0; tmp < 2; tmp++) {
+		if ((ret = adopt_one(dir, from, to, tmp)) < 0)
+			return ret;
+		moved |= ret;
+	}
+	if (!moved)
+		return 0;
+	syncguard_logf("syncguard: store %s: the latch recorded under its "
+		"former identity %s is now recorded under this one\n", to,
+		from);
+	snprintf(p, sizeof(p), "%s/latched", dir);
+	if ((fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -errno;
+	ret = syncguard_fsync(fd);
+	close(fd);
+	return ret;
+}
+
 /*
  * Final flushes on their way, and latches whose record could not be
  * written, in this process.  A LUN's final flush runs on a thread of its

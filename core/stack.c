@@ -33,38 +33,6 @@
 
 /* ---- ZFS zvols ---- */
 
-/* Is block device @rdev behind a link under @root ("/dev/zvol", where
- * udev names each zvol by its dataset)?  Its dataset into @ds. */
-static int zvol_scan(const char *root, const char *rel, dev_t rdev, char *ds,
-		     size_t len, int depth)
-{
-	char dir[2 * PATH_MAX], p[PATH_MAX];
-	struct dirent *e;
-	struct stat st;
-	int found = 0;
-	DIR *d;
-
-	snprintf(dir, sizeof(dir), "%s%s%s", root, rel[0] ? "/" : "", rel);
-	if (depth > 8 || !(d = opendir(dir)))
-		return 0;
-	while (!found && (e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s%s%s", rel, rel[0] ? "/" : "",
-			 e->d_name);
-		snprintf(dir, sizeof(dir), "%s/%s", root, p);
-		if (stat(dir, &st))
-			continue;
-		if (S_ISDIR(st.st_mode))
-			found = zvol_scan(root, p, rdev, ds, len, depth + 1);
-		else if (S_ISBLK(st.st_mode) && st.st_rdev == rdev &&
-			 !strstr(p, "-part"))
-			found = snprintf(ds, len, "%s", p) < (int)len;
-	}
-	closedir(d);
-	return found;
-}
-
 int syncguard_zvol_dataset(const char *root, const char *path, dev_t rdev,
 			   char *ds, size_t len)
 {
@@ -75,7 +43,7 @@ int syncguard_zvol_dataset(const char *root, const char *path, dev_t rdev,
 	if (!strncmp(path, root, n) && path[n] == '/' && path[n + 1])
 		return snprintf(ds, len, "%s", path + n + 1) < (int)len ?
 		       1 : -ENAMETOOLONG;
-	if (zvol_scan(root, "", rdev, ds, len, 0))
+	if (syncguard_zvol_name(root, rdev, ds, len))
 		return 1;
 	/* a zvol (zdN) by another name, whose dataset no link tells */
 	if (!syncguard_dev_name(rdev, name, sizeof(name)) &&

@@ -2,7 +2,7 @@
  * A store's identity, by which its latch records are kept
  * (core/poison.c).
  *
- * Layer: a leaf of the core (it uses nothing of ours); core/lun.c calls
+ * Layer: a leaf of the core (it uses only core/zvolname.c); core/lun.c calls
  * it at open, and syncguard-stat to find a store's record.
  *
  * The identity survives re-creation and reboots but not the store's
@@ -16,12 +16,22 @@
  * serial (a partition: its disk's, and its number), a loop device its
  * backing file's identity (the file and the loops over it are one
  * store, as core/loopdev.c takes them), and only where none is known
- * its device number.  tests/unit check_exec.c, test_poison_store_id,
- * test_poison_fuse_identity, test_poison_path_ids.
+ * its device number; a ZFS zvol, which has none of those names and
+ * whose device number ZFS hands out afresh at every import, its
+ * /dev/zvol name (its dataset).  tests/unit check_exec.c,
+ * test_poison_store_id, test_poison_fuse_identity, test_poison_path_ids,
+ * test_poison_zvol_identity.
+ *
+ * An identity earlier builds or kernels gave the same store (Linux
+ * before 6.9 has no FS_IOC_GETFSUUID, so a file system's id changes
+ * form when the kernel is upgraded; earlier builds named a zvol by its
+ * device number) is its "former" one: a record found under it is the
+ * store's (syncguard_poison_adopt, test_poison_former_identity).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,7 +78,7 @@ static int sysfs_word(const char *dir, const char *name, char *buf,
 	return buf[0] ? 0 : -1;
 }
 
-/* Linux 6.5's FS_IOC_GETFSUUID (linux/fs.h), for older headers */
+/* Linux 6.9's FS_IOC_GETFSUUID (linux/fs.h), for older headers */
 struct fsuuid2_arg {
 	uint8_t len;
 	uint8_t uuid[16];
@@ -76,26 +86,31 @@ struct fsuuid2_arg {
 #define GETFSUUID _IOR(0x15, 0, struct fsuuid2_arg)
 
 /* The identity of @fd's file system into @out: "uuid" and its UUID, or
- * "fsid" and statfs f_fsid; "" when it has neither. */
-static void fs_id(int fd, char *out, size_t len)
+ * "fsid" and statfs f_fsid; "" when it has neither.  Into @former (when
+ * the UUID was had) the "fsid" form, which a kernel without
+ * FS_IOC_GETFSUUID gives the same file system, or "". */
+static void fs_id(int fd, char *out, size_t len, char *former,
+		  size_t former_len)
 {
 	struct fsuuid2_arg u = { .len = sizeof(u.uuid) };
 	unsigned long long fsid = 0;
 	struct statfs sfs;
+	bool uuid = false;
 	int n;
 
-	out[0] = '\0';
+	out[0] = former[0] = '\0';
 	if (!ioctl(fd, GETFSUUID, &u) && u.len && u.len <= sizeof(u.uuid)) {
 		n = snprintf(out, len, "uuid");
 		for (int i = 0; i < u.len && n > 0 && (size_t)n < len; i++)
 			n += snprintf(out + n, len - (size_t)n, "%02x", u.uuid[i]);
-		return;
+		uuid = true;
 	}
 	if (!fstatfs(fd, &sfs))
 		memcpy(&fsid, &sfs.f_fsid, sizeof(fsid) < sizeof(sfs.f_fsid) ?
 		       sizeof(fsid) : sizeof(sfs.f_fsid));
 	if (fsid)
-		snprintf(out, len, "fsid%llx", fsid);
+		snprintf(uuid ? former : out, uuid ? former_len : len,
+			 "fsid%llx", fsid);
 }
 
 /* FNV-1a, 64 bits, of the string @s */
@@ -108,52 +123,70 @@ static unsigned long long fnv1a(const char *s)
 	return h;
 }
 
-/* "path", the last 180 characters of @fd's canonical path with every
- * character that is not [A-Za-z0-9._-] made '_' (for the administrator
- * to read), then "-h" and a hash of the whole path: two paths that read
- * the same so ("/m 1", "/m_1") or end alike are two stores, and no path
- * is too long for a record's name (at most 202 characters, within
- * NAME_MAX with the names record_path and syncguard_flush_marker make
- * of it).  test_poison_path_ids. */
-#define PATH_ID_TAIL	180
+/* @kind, the last 180 characters of the name @p with every character
+ * that is not [A-Za-z0-9._-] made '_' (for the administrator to read),
+ * then "-h" and a hash of the whole name: two names that read the same
+ * so ("/m 1", "/m_1") or end alike are two stores, and no name is too
+ * long for a record's (at most 202 characters, within NAME_MAX with the
+ * names record_path and syncguard_flush_marker make of it).
+ * test_poison_path_ids. */
+#define NAME_ID_TAIL	180
+static int name_id(const char *kind, const char *p, char *id, size_t len)
+{
+	size_t n = strlen(p);
+	const char *tail = n > NAME_ID_TAIL ? p + n - NAME_ID_TAIL : p;
+
+	if (snprintf(id, len, "%s%s-h%016llx", kind, tail, fnv1a(p)) >=
+	    (int)len)
+		return -ENAMETOOLONG;
+	name_chars(id);
+	return 0;
+}
+
+/* "path" and @fd's canonical path, as name_id makes it */
 static int path_id(int fd, char *id, size_t len)
 {
 	char link[32], p[PATH_MAX];
-	const char *tail;
 	ssize_t n;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 	if ((n = readlink(link, p, sizeof(p) - 1)) <= 0)
 		return n < 0 ? -errno : -ENOENT;
 	p[n] = '\0';
-	tail = n > PATH_ID_TAIL ? p + n - PATH_ID_TAIL : p;
-	if (snprintf(id, len, "path%s-h%016llx", tail, fnv1a(p)) >= (int)len)
-		return -ENAMETOOLONG;
-	name_chars(id);
-	return 0;
+	return name_id("path", p, id, len);
 }
 
-static int file_id(int fd, const struct stat *st, char *id, size_t len)
+/* "file-" the file system's identity, the inode's number and
+ * generation; the same with the file system's former identity into
+ * @former, or "" */
+static int file_id(int fd, const struct stat *st, char *id, size_t len,
+		   char *former, size_t former_len)
 {
-	char fs[48];
+	char fs[48], old[48], tail[64] = "";
 	int gen = 0;
 
-	fs_id(fd, fs, sizeof(fs));
+	fs_id(fd, fs, sizeof(fs), old, sizeof(old));
+	former[0] = '\0';
 	if (!fs[0])
 		return path_id(fd, id, len);
-	snprintf(id, len, "file-%s-ino%llu", fs, (unsigned long long)st->st_ino);
 	if (!ioctl(fd, FS_IOC_GETVERSION, &gen))
-		snprintf(id + strlen(id), len - strlen(id), "-gen%u",
-			 (unsigned int)gen);
+		snprintf(tail, sizeof(tail), "-gen%u", (unsigned int)gen);
+	snprintf(id, len, "file-%s-ino%llu%s", fs,
+		 (unsigned long long)st->st_ino, tail);
+	if (old[0])
+		snprintf(former, former_len, "file-%s-ino%llu%s", old,
+			 (unsigned long long)st->st_ino, tail);
 	return 0;
 }
 
-static int block_id(dev_t rdev, char *id, size_t len, int depth);
+static int block_id(const char *zvol_root, dev_t rdev, char *id, size_t len,
+		    char *former, size_t former_len, int depth);
 
 /* A loop device's identity: its backing file's (or the device's behind
  * it), as core/loopdev.c takes them for one store; -1 if @sys is no
  * attached loop device. */
-static int loop_id(const char *sys, char *id, size_t len, int depth)
+static int loop_id(const char *sys, char *id, size_t len, char *former,
+		   size_t former_len, int depth)
 {
 	char p[PATH_MAX], back[PATH_MAX];
 	struct stat st;
@@ -171,8 +204,9 @@ static int loop_id(const char *sys, char *id, size_t len, int depth)
 		return -1;
 	if (!fstat(fd, &st))	/* one store under two names */
 		ret = S_ISBLK(st.st_mode) ?
-		      block_id(st.st_rdev, id, len, depth + 1) :
-		      file_id(fd, &st, id, len);
+		      block_id("/dev/zvol", st.st_rdev, id, len, former,
+			       former_len, depth + 1) :
+		      file_id(fd, &st, id, len, former, former_len);
 	close(fd);
 	return ret;
 }
@@ -190,14 +224,16 @@ static int disk_word(const char *sys, char *word, size_t len)
 	return -1;
 }
 
-static int block_id(dev_t rdev, char *id, size_t len, int depth)
+static int block_id(const char *zvol_root, dev_t rdev, char *id, size_t len,
+		    char *former, size_t former_len, int depth)
 {
-	char sys[96], word[200], part[16];
+	char sys[96], word[200], part[16], ds[256];
 	int n = 0;
 
+	former[0] = '\0';
 	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(rdev),
 		 minor(rdev));
-	if (depth < 4 && !loop_id(sys, id, len, depth))
+	if (depth < 4 && !loop_id(sys, id, len, former, former_len, depth))
 		return 0;
 	if (!sysfs_word(sys, "dm/uuid", word, sizeof(word))) {
 		snprintf(id, len, "dm-%s", word);
@@ -212,17 +248,37 @@ static int block_id(dev_t rdev, char *id, size_t len, int depth)
 		snprintf(id + n, len - (size_t)n, "disk-%s", word);
 		return 0;
 	}
+	if (syncguard_zvol_name(zvol_root, rdev, ds, sizeof(ds))) {
+		snprintf(former, former_len, "blk-%u.%u", major(rdev),
+			 minor(rdev));
+		return name_id("zvol-", ds, id, len);
+	}
 	snprintf(id, len, "blk-%u.%u", major(rdev), minor(rdev));
 	return 0;
 }
 
-int syncguard_store_id(int fd, char *id, size_t len)
+int syncguard_store_ids(int fd, char *id, size_t len, char *former,
+			size_t former_len)
 {
 	struct stat st;
 
 	if (fstat(fd, &st))
 		return -errno;
 	if (S_ISBLK(st.st_mode))
-		return block_id(st.st_rdev, id, len, 0);
-	return file_id(fd, &st, id, len);
+		return block_id("/dev/zvol", st.st_rdev, id, len, former,
+				former_len, 0);
+	return file_id(fd, &st, id, len, former, former_len);
+}
+
+int syncguard_store_id(int fd, char *id, size_t len)
+{
+	char former[256];
+
+	return syncguard_store_ids(fd, id, len, former, sizeof(former));
+}
+
+int syncguard_block_store_id(const char *zvol_root, dev_t rdev, char *id,
+			     size_t len, char *former, size_t former_len)
+{
+	return block_id(zvol_root, rdev, id, len, former, former_len, 0);
 }

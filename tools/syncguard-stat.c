@@ -536,10 +536,11 @@ static int list_latched(const char *dir)
 /* Remove the record of the store @path in @dir. */
 static int clear_latch(const char *path, const char *dir)
 {
-	char id[256], text[512];
+	char id[256], former[256], text[512];
 	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;
 
-	if (fd < 0 || (ret = syncguard_store_id(fd, id, sizeof(id)))) {
+	if (fd < 0 || (ret = syncguard_store_ids(fd, id, sizeof(id), former,
+						 sizeof(former)))) {
 		fprintf(stderr, "syncguard-stat: %s: %s\n", path,
 			strerror(fd < 0 ? errno : -ret));
 		if (fd >= 0)
@@ -547,6 +548,10 @@ static int clear_latch(const char *path, const char *dir)
 		return 1;
 	}
 	close(fd);
+	/* one recorded under the store's former identity is its own */
+	if (former[0] && (ret = syncguard_poison_adopt(dir, former, id)))
+		fprintf(stderr, "syncguard-stat: %s/latched/%s: %s\n", dir,
+			former, strerror(-ret));
 	ret = syncguard_store_record(dir, id, text, sizeof(text), NULL, 0);
 	if (ret == EINPROGRESS) {
 		fprintf(stderr, "syncguard-stat: %s: %s", path, text);

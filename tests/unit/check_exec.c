@@ -2092,6 +2092,58 @@ START_TEST(test_open_refuses_nobarrier_mount)
 }
 END_TEST
 
+/* A latch recorded under a store's former identity still latches the
+ * store's LUN, and is then recorded under the identity the store has
+ * now.  Here the former one is what Linux before 6.9 (no
+ * FS_IOC_GETFSUUID) names a file on ext4 by, its statfs f_fsid: before,
+ * a kernel upgrade left every such record behind, and the LUN started
+ * clean.  Needs Linux 6.9 or later. */
+START_TEST(test_poison_former_identity)
+{
+	const char *dir_state = syncguard_state_dir(NULL);
+	char sh[1024], file[96], id[256], former[256] = "", text[256];
+	int set_up, fd, latched = -1, left = -1, moved = -1;
+	struct syncguard_opts o;
+
+	snprintf(file, sizeof(file), "%s/mnt/lun.img", dir);
+	snprintf(sh, sizeof(sh), "set -e; cd %s; truncate -s 16M fs.img; "
+		 "mkdir mnt; losetup --find --show --direct-io=on fs.img "
+		 ">dev; mkfs.ext4 -q \"$(cat dev)\"; mount \"$(cat dev)\" mnt; "
+		 "dd if=/dev/zero of=mnt/lun.img bs=64k count=%u status=none",
+		 dir, LUN_BYTES / 65536);
+	set_up = system(sh);
+	if (!set_up && (fd = open(file, O_RDONLY)) >= 0) {
+		set_up = syncguard_store_ids(fd, id, sizeof(id), former,
+					     sizeof(former));
+		close(fd);
+	}
+	if (!set_up && former[0] &&
+	    !syncguard_poison_write(dir_state, former, file, EIO) &&
+	    !syncguard_opts_parse("mode=write-back", &o, text, sizeof(text)) &&
+	    !syncguard_lun_open(&lun, file, 9, &o, text, sizeof(text))) {
+		latched = syncguard_lun_latched(&lun);
+		syncguard_lun_close(&lun);
+		left = syncguard_poison_read(dir_state, former, text,
+					     sizeof(text));
+		moved = syncguard_poison_read(dir_state, id, text,
+					      sizeof(text));
+		syncguard_poison_clear(dir_state, id);
+		syncguard_poison_clear(dir_state, former);
+	}
+	snprintf(sh, sizeof(sh), "cd %s; umount mnt; losetup -d \"$(cat dev)"
+		 "\"; rm -rf mnt fs.img dev", dir);
+	ck_assert_int_eq(system(sh), 0);
+	ck_assert_msg(!set_up, "set-up failed");
+	ck_assert_msg(former[0], "store %s has no former identity (Linux "
+		      "before 6.9?)", id);
+	ck_assert_msg(latched == EIO, "a LUN on a store recorded latched "
+		      "under its former identity %s started with %d", former,
+		      latched);
+	ck_assert_int_eq(left, 0);
+	ck_assert_int_eq(moved, EIO);
+}
+END_TEST
+
 /* Can this test mount a loop device (root, loop, mkfs.ext4)? */
 static bool can_mount_loop(void)
 {
@@ -2182,11 +2234,15 @@ Suite *exec_suite(void)
 	tcase_add_test(open, test_open_rename_keeps_the_file);
 	tcase_add_test(open, test_open_overlay_upper_from_mountinfo);
 	tcase_add_test(open, test_open_fs_path_from_mountinfo);
-	if (can_mount_loop())
+	if (can_mount_loop()) {
 		tcase_add_test(open, test_open_refuses_nobarrier_mount);
-	else
+		tcase_add_test(open, test_poison_former_identity);
+	} else {
 		fprintf(stderr, "exec: test_open_refuses_nobarrier_mount left "
 			"out: needs root, loop devices and mkfs.ext4\n");
+		test_left_out("test_poison_former_identity", false,
+			      "needs root, loop devices and mkfs.ext4");
+	}
 	if (geteuid() == 0 && system("grep -qw overlay /proc/filesystems || "
 				     "modprobe overlay 2>/dev/null") == 0)
 		tcase_add_test(open, test_open_refuses_overlay_on_tmpfs);

@@ -137,6 +137,44 @@ START_TEST(test_stack_zvol_dataset)
 }
 END_TEST
 
+/* A zvol's store identity is its /dev/zvol name, not its device number,
+ * which ZFS hands out afresh at every import: the same dataset at
+ * another minor is the same store, another dataset at the same minor
+ * another store.  The device number is its former identity (earlier
+ * builds named a zvol by it), whose records it takes over. */
+START_TEST(test_poison_zvol_identity)
+{
+	char zroot[300], a[256], b[256], c[256], former[256];
+
+	snprintf(zroot, sizeof(zroot), "%s/zvol", root);
+	sh("mkdir -p '%s/tank/sub' && mknod '%s/tank/sub/vol1' b 230 16",
+	   zroot, zroot);
+	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, 16), a,
+						  sizeof(a), former,
+						  sizeof(former)), 0);
+	ck_assert_msg(!strncmp(a, "zvol-tank_sub_vol1-h", 20), "%s", a);
+	ck_assert_str_eq(former, "blk-230.16");
+	sh("rm '%s/tank/sub/vol1' && mknod '%s/tank/sub/vol1' b 230 32",
+	   zroot, zroot);
+	sh("mknod '%s/tank/sub/vol2' b 230 16%s", zroot, "");
+	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, 32), b,
+						  sizeof(b), former,
+						  sizeof(former)), 0);
+	ck_assert_str_eq(a, b);
+	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, 16), c,
+						  sizeof(c), former,
+						  sizeof(former)), 0);
+	ck_assert_str_ne(a, c);
+	ck_assert_msg(!strncmp(c, "zvol-tank_sub_vol2-h", 20), "%s", c);
+	/* a device no link names keeps its device number */
+	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, 48), c,
+						  sizeof(c), former,
+						  sizeof(former)), 0);
+	ck_assert_str_eq(c, "blk-230.48");
+	ck_assert_str_eq(former, "");
+}
+END_TEST
+
 /* The policy's answer for each sync value and mode */
 START_TEST(test_stack_zvol_policy)
 {
@@ -232,11 +270,15 @@ Suite *stack_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_stack_ram_metadata_layers);
-	if (geteuid() == 0)	/* mknod of a block device node */
+	if (geteuid() == 0) {	/* mknod of a block device node */
 		tcase_add_test(tc, test_stack_zvol_dataset);
-	else
+		tcase_add_test(tc, test_poison_zvol_identity);
+	} else {
 		test_left_out("test_stack_zvol_dataset", false,
 			      "mknod needs root");
+		test_left_out("test_poison_zvol_identity", false,
+			      "mknod needs root");
+	}
 	tcase_add_test(tc, test_stack_zvol_policy);
 	tcase_add_test(tc, test_stack_zfs_file_dataset);
 	tcase_add_test(tc, test_stack_mountinfo_unreadable);
