@@ -235,9 +235,11 @@ static bool is_blk(int fd)
  * copied up there: a plp file on an overlay over an ext4 on a loop
  * with direct I/O off would otherwise be taken, with 50 MiB left dirty:
  * test_blockdev_plp_overlay_over_buffered_loop), following
- * stacked overlays as check_fs_at does.  0 or -errno.
+ * stacked overlays as check_fs_at does.  0 or -errno (-ENODATA: the
+ * mount table could not be read, @err says so for @path).
  */
-static int data_dev(int fd, dev_t *dev, int depth)
+static int data_dev(int fd, dev_t *dev, int depth, const char *path,
+		    char *err, size_t errlen)
 {
 	char upper[PATH_MAX], *table;
 	struct statfs sfs;
@@ -250,14 +252,15 @@ static int data_dev(int fd, dev_t *dev, int depth)
 	if (S_ISBLK(st.st_mode) ||
 	    (unsigned long)sfs.f_type != OVERLAYFS_MAGIC)
 		return 0;
-	if (depth >= 4 ||
-	    !(table = syncguard_mounts_read("/proc/self/mountinfo")))
+	if (depth >= 4)
 		return -ENOENT;
+	if (!(table = syncguard_mounts_read_for(path, err, errlen)))
+		return -ENODATA;
 	dfd = syncguard_overlay_upper_open(fd, table, upper, sizeof(upper));
 	free(table);
 	if (dfd < 0)
 		return dfd;
-	ret = data_dev(dfd, dev, depth + 1);
+	ret = data_dev(dfd, dev, depth + 1, path, err, errlen);
 	close(dfd);
 	return ret;
 }
@@ -268,9 +271,12 @@ static int data_dev(int fd, dev_t *dev, int depth)
 static int check_below(struct syncguard_lun *lun, int fd, const char *path,
 		       bool plp, int level, char *err, size_t errlen)
 {
+	int ret;
 	dev_t dev;
 
-	if (data_dev(fd, &dev, 0))
+	if ((ret = data_dev(fd, &dev, 0, path, err, errlen)) == -ENODATA)
+		return -EINVAL;	/* no table, nothing below known */
+	if (ret)
 		return 0;	/* an overlay without an upper layer to find:
 				 * syncguard_check_fs refused it already */
 	return loop_layer(lun, dev, path, plp, level, err, errlen);
@@ -498,8 +504,12 @@ int syncguard_loop_users(int fd, const char *path, char *err, size_t errlen)
 	if (n <= 0 || !(d = opendir("/sys/block")))
 		return 0;			/* cannot tell */
 	self.path[n] = '\0';
-	table = syncguard_mounts_read("/proc/self/mountinfo");
-	self.placed = table && !syncguard_mounts_fs_path(table, self.path,
+	/* a loop over this file's mount, or another name of it */
+	if (!(table = syncguard_mounts_read_for(path, err, errlen))) {
+		closedir(d);
+		return -EINVAL;
+	}
+	self.placed = !syncguard_mounts_fs_path(table, self.path,
 		self.dev, sizeof(self.dev), self.inner, sizeof(self.inner));
 	while (!ret && (e = readdir(d))) {
 		if (strncmp(e->d_name, "loop", 4) ||

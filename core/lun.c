@@ -298,6 +298,11 @@ static void open_poisoned(struct syncguard_lun *lun)
 
 	if (!lun->store_id[0])
 		return;
+	if (lun->poison[0]) {	/* adopt_former failed */
+		__atomic_store_n(&lun->flush_error, EIO, __ATOMIC_SEQ_CST);
+		lun->stats->latched = EIO;
+		return;
+	}
 	/* the mark before the record: a final flush that failed, recorded
 	 * and unmarked between the two looks is seen in one of them */
 	marked = syncguard_store_marked(lun->store_id, false);
@@ -335,22 +340,20 @@ static void open_dirty(struct syncguard_lun *lun)
 	__atomic_store_n(&lun->flusher.dirty, 1, __ATOMIC_SEQ_CST);
 }
 
-/* A latch recorded under the store's former identity (syncguard_store_ids)
- * is its own: adopted under the identity it has now.  Where that cannot
- * be done, the LUN goes by the former one, under which the record still
- * latches it. */
-static void adopt_former(struct syncguard_lun *lun, const char *path,
-			 const char *former)
+/* What was recorded under the store's former identity
+ * (syncguard_store_ids: a record, a final flush's marker) is its own:
+ * taken over under the identity it has now.  Where that fails, part of
+ * it may have moved and part not, so the LUN starts latched (EIO), as
+ * for a record it cannot read. */
+static void adopt_former(struct syncguard_lun *lun, const char *former)
 {
 	int ret = syncguard_poison_adopt(syncguard_state_dir(&lun->opts),
 					 former, lun->store_id);
 
-	if (!ret)
-		return;
-	syncguard_logf("syncguard: %s: a latch record under its store's former "
-		"identity %s could not be taken over (%s): the LUN goes by "
-		"that identity\n", path, former, strerror(-ret));
-	snprintf(lun->store_id, sizeof(lun->store_id), "%s", former);
+	if (ret)
+		snprintf(lun->poison, sizeof(lun->poison), "unreadable: what "
+			 "was recorded under the store's former identity %s "
+			 "could not be taken over: %s", former, strerror(-ret));
 }
 
 int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
@@ -388,7 +391,7 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 			"(%s): a latch of it lasts as long as its LUN\n", path,
 			strerror(-ret));
 	} else if (former[0]) {
-		adopt_former(lun, path, former);
+		adopt_former(lun, former);
 	}
 	ret = get_size(lun, &st, path, err, errlen);
 	lun->dev_write_cache = syncguard_dev_write_cache(lun->blockdev ?

@@ -216,51 +216,6 @@ int syncguard_poison_clear(const char *dir, const char *id)
 	return errno == ENOENT && gone ? 0 : -errno;
 }
 
-/* One of store @from's record files (@tmp: the unfinished one) made
- * @to's, unless @to has one already (then @from's is only removed):
- * 0 (also when @from has none), or -errno. */
-static int adopt_one(const char *dir, const char *from, const char *to,
-		     bool tmp)
-{
-	char old[PATH_MAX], new[PATH_MAX];
-	int ret = record_path(dir, from, tmp, old, sizeof(old));
-
-	if (!ret)
-		ret = record_path(dir, to, tmp, new, sizeof(new));
-	if (ret)
-		return ret;
-	if (!renameat2(AT_FDCWD, old, AT_FDCWD, new, RENAME_NOREPLACE))
-		return 1;
-	if (errno == ENOENT)
-		return 0;
-	if (errno != EEXIST)
-		return -errno;
-	return unlink(old) && errno != ENOENT ? -errno : 1;
-}
-
-int syncguard_poison_adopt(const char *dir, const char *from, const char *to)
-{
-	char p[PATH_MAX];
-	int moved = 0, ret, fd;
-
-	for (int tmp = 0; tmp < 2; tmp++) {
-		if ((ret = adopt_one(dir, from, to, tmp)) < 0)
-			return ret;
-		moved |= ret;
-	}
-	if (!moved)
-		return 0;
-	syncguard_logf("syncguard: store %s: the latch recorded under its "
-		"former identity %s is now recorded under this one\n", to,
-		from);
-	snprintf(p, sizeof(p), "%s/latched", dir);
-	if ((fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return -errno;
-	ret = syncguard_fsync(fd);
-	close(fd);
-	return ret;
-}
-
 /*
  * Final flushes on their way, and latches whose record could not be
  * written, in this process.  A LUN's final flush runs on a thread of its
@@ -517,6 +472,71 @@ int syncguard_record_store(const char *name, char *id, size_t len)
 			return 0;
 	}
 	return -EINVAL;
+}
+
+/* Is @name in a state directory store @id's: its record, the record
+ * being written (".tmp"), or a final flush's marker? */
+static bool entry_of(const char *name, const char *id)
+{
+	size_t n = strlen(id);
+	unsigned long long start;
+	long pid;
+
+	return !strcmp(name, id) ||
+	       (name[0] == '.' && !strncmp(name + 1, id, n) &&
+		!strcmp(name + 1 + n, ".tmp")) ||
+	       marker_of(name, id, &pid, &start) != MARKER_NONE;
+}
+
+/* Entry @name of store @from in directory @dfd renamed for store @to;
+ * where @to has one of that name already, @from's is removed.  1, 0
+ * (gone meanwhile), or -errno. */
+static int adopt_entry(int dfd, const char *name, const char *from,
+		       const char *to)
+{
+	char new[NAME_MAX + 1];
+	int n = !strcmp(name, from) ? snprintf(new, sizeof(new), "%s", to) :
+		snprintf(new, sizeof(new), ".%s%s", to,
+			 name + 1 + strlen(from));
+
+	if (n < 0 || (size_t)n >= sizeof(new))
+		return -ENAMETOOLONG;
+	if (!renameat2(dfd, name, dfd, new, RENAME_NOREPLACE))
+		return 1;
+	if (errno == ENOENT)
+		return 0;
+	if (errno != EEXIST)
+		return -errno;
+	return unlinkat(dfd, name, 0) && errno != ENOENT ? -errno : 1;
+}
+
+int syncguard_poison_adopt(const char *dir, const char *from, const char *to)
+{
+	char p[PATH_MAX];
+	int moved = 0, err = 0, ret;
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(p, sizeof(p), "%s/latched", dir);
+	if (!(d = opendir(p)))
+		return errno == ENOENT ? 0 : -errno;
+	while ((e = readdir(d))) {
+		if (!entry_of(e->d_name, from))
+			continue;
+		if ((ret = adopt_entry(dirfd(d), e->d_name, from, to)) < 0)
+			err = err ? err : ret;
+		else
+			moved += ret;
+	}
+	/* a rename a power cut undoes is taken over again next time */
+	if (moved && (ret = syncguard_fsync(dirfd(d))))
+		syncguard_logf("syncguard: %s: not synced (%s)\n", p,
+			       strerror(-ret));
+	closedir(d);
+	if (moved)
+		syncguard_logf("syncguard: store %s: %d entries of its former "
+			"identity %s in %s taken over\n", to, moved, from, p);
+	return err;
 }
 
 /* When this machine booted (/proc/stat btime, seconds since the epoch),

@@ -8,16 +8,35 @@
  */
 #include <dirent.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "internal.h"
 
+/* Is @name a partition's link, VOLUME-partN (udev's zvol rule)?  Not a
+ * dataset whose name has "-part" elsewhere (tank/vm-part/disk). */
+static bool partition_link(const char *name)
+{
+	const char *p = strstr(name, "-part");
+	const char *last = p;
+
+	while (p && (p = strstr(p + 1, "-part")))
+		last = p;
+	if (!last || !last[5])
+		return false;
+	for (p = last + 5; *p; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return true;
+}
+
 /* Is block device @rdev behind a link under @root ("/dev/zvol", where
- * udev names each zvol by its dataset)?  Its dataset into @ds. */
+ * udev names each zvol by its dataset), in @rel and below?  Its dataset
+ * into @ds. */
 static int scan(const char *root, const char *rel, dev_t rdev, char *ds,
-		     size_t len, int depth)
+		size_t len, int depth)
 {
 	char dir[2 * PATH_MAX], p[PATH_MAX];
 	struct dirent *e;
@@ -39,7 +58,7 @@ static int scan(const char *root, const char *rel, dev_t rdev, char *ds,
 		if (S_ISDIR(st.st_mode))
 			found = scan(root, p, rdev, ds, len, depth + 1);
 		else if (S_ISBLK(st.st_mode) && st.st_rdev == rdev &&
-			 !strstr(p, "-part"))
+			 !partition_link(e->d_name))
 			found = snprintf(ds, len, "%s", p) < (int)len;
 	}
 	closedir(d);

@@ -1685,6 +1685,45 @@ START_TEST(test_poison_other_final_flush)
 }
 END_TEST
 
+/* Taking a store's former identity over moves its record and its final
+ * flushes' markers (a failed one's is all that is left of a record that
+ * could not be written); where the store has its own record, that one
+ * stays and the former's goes */
+START_TEST(test_poison_adopt)
+{
+	char p[PATH_MAX], text[512], other[200];
+	int fd;
+
+	ck_assert_ptr_nonnull(realpath(dir, other));
+	strncat(other, "/adopt", sizeof(other) - strlen(other) - 1);
+	ck_assert_int_eq(syncguard_poison_write(other, "test-old", "/x", EIO),
+			 0);
+	snprintf(p, sizeof(p), "%s/latched/.test-old.failed-1-2-3", other);
+	ck_assert_int_ge(fd = open(p, O_WRONLY | O_CREAT, 0600), 0);
+	close(fd);
+	ck_assert_int_eq(syncguard_poison_adopt(other, "test-old", "test-new"),
+			 0);
+	ck_assert_int_eq(syncguard_poison_read(other, "test-new", text,
+					       sizeof(text)), EIO);
+	ck_assert_int_eq(syncguard_poison_read(other, "test-old", text,
+					       sizeof(text)), 0);
+	snprintf(p, sizeof(p), "%s/latched/.test-new.failed-1-2-3", other);
+	ck_assert_int_eq(access(p, F_OK), 0);
+	ck_assert_int_eq(syncguard_poison_write(other, "test-old", "/x",
+						ENOSPC), 0);
+	ck_assert_int_eq(syncguard_poison_adopt(other, "test-old", "test-new"),
+			 0);
+	ck_assert_int_eq(syncguard_poison_read(other, "test-new", text,
+					       sizeof(text)), EIO);
+	ck_assert_int_eq(syncguard_poison_read(other, "test-old", text,
+					       sizeof(text)), 0);
+	ck_assert_int_eq(syncguard_poison_adopt(other, "test-none", "test-new"),
+			 0);
+	snprintf(p, sizeof(p), "rm -rf '%s'", other);
+	ck_assert_int_eq(system(p), 0);
+}
+END_TEST
+
 /* bsopts state_dir keeps a LUN's records apart from the default's; a
  * LUN with another state directory, in the process that wrote a record,
  * starts latched by it all the same, until it is cleared where it is */
@@ -2102,7 +2141,8 @@ START_TEST(test_poison_former_identity)
 {
 	const char *dir_state = syncguard_state_dir(NULL);
 	char sh[1024], file[96], id[256], former[256] = "", text[256];
-	int set_up, fd, latched = -1, left = -1, moved = -1;
+	char why[512] = "";
+	int set_up, fd, latched = -1, left = -1, moved = -1, unmoved = -1;
 	struct syncguard_opts o;
 
 	snprintf(file, sizeof(file), "%s/mnt/lun.img", dir);
@@ -2128,6 +2168,18 @@ START_TEST(test_poison_former_identity)
 		moved = syncguard_poison_read(dir_state, id, text,
 					      sizeof(text));
 		syncguard_poison_clear(dir_state, id);
+		/* a former record that cannot be taken over (here the
+		 * state directory is immutable) latches all the same */
+		syncguard_poison_write(dir_state, former, file, EIO);
+		snprintf(sh, sizeof(sh), "chattr +i '%s/latched'", dir_state);
+		if (!system(sh) &&
+		    !syncguard_lun_open(&lun, file, 9, &o, text, sizeof(text))) {
+			unmoved = syncguard_lun_latched(&lun);
+			snprintf(why, sizeof(why), "%s", lun.poison);
+			syncguard_lun_close(&lun);
+		}
+		snprintf(sh, sizeof(sh), "chattr -i '%s/latched'", dir_state);
+		ck_assert_int_eq(system(sh), 0);
 		syncguard_poison_clear(dir_state, former);
 	}
 	snprintf(sh, sizeof(sh), "cd %s; umount mnt; losetup -d \"$(cat dev)"
@@ -2141,6 +2193,9 @@ START_TEST(test_poison_former_identity)
 		      latched);
 	ck_assert_int_eq(left, 0);
 	ck_assert_int_eq(moved, EIO);
+	ck_assert_msg(unmoved == EIO && strstr(why, "former identity"),
+		      "a record under the former identity that could not be "
+		      "taken over: the LUN started with %d (%s)", unmoved, why);
 }
 END_TEST
 
@@ -2208,6 +2263,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_poison_latch_recorded);
 	tcase_add_test(faults, test_poison_final_flush_recorded);
 	tcase_add_test(faults, test_poison_state_dir);
+	tcase_add_test(faults, test_poison_adopt);
 	tcase_add_test(faults, test_poison_final_flush_pending);
 	tcase_add_test(faults, test_poison_marks_many_stores);
 	tcase_add_test(faults, test_poison_records_apart);

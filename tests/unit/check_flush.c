@@ -464,7 +464,8 @@ END_TEST
  * own flush ends (syncguard_flush_done): with the record written under
  * it, a slow state directory held every LUN up.  Here the record's
  * fsync waits until the test lets it go, and the event thread's part
- * must finish meanwhile. */
+ * must finish meanwhile; the failed flush's own caller is answered only
+ * once the record is written. */
 static sem_t record_go;
 static int record_waiting;
 
@@ -482,10 +483,13 @@ static int held_fsync(int fd)
 	return fsync(fd);
 }
 
+static int worker_done;
+
 static void *failing_flusher(void *arg)
 {
 	(void)arg;
 	ck_assert_int_eq(syncguard_lun_flush(&lun, false), -EIO);
+	__atomic_store_n(&worker_done, 1, __ATOMIC_SEQ_CST);
 	return NULL;
 }
 
@@ -513,7 +517,7 @@ static bool wait_flag(const int *flag)
 START_TEST(test_flush_latch_record_unlocked)
 {
 	pthread_t worker, event;
-	bool done;
+	bool done, answered_early;
 
 	ck_assert_int_eq(sem_init(&record_go, 0, 0), 0);
 	syncguard_sys.fdatasync = failing_fdatasync;
@@ -526,6 +530,7 @@ START_TEST(test_flush_latch_record_unlocked)
 	ck_assert_int_eq(pthread_create(&event, NULL, ring_flush_done, NULL),
 			 0);
 	done = wait_flag(&ring_done);
+	answered_early = __atomic_load_n(&worker_done, __ATOMIC_SEQ_CST);
 	sem_post(&record_go);
 	sem_post(&record_go);	/* the record's file and its directory */
 	pthread_join(worker, NULL);
@@ -533,6 +538,8 @@ START_TEST(test_flush_latch_record_unlocked)
 	syncguard_sys.fsync = fsync;
 	ck_assert_msg(done, "syncguard_flush_done waited 5 s for a worker's "
 		      "latch record to be synced");
+	ck_assert_msg(!answered_early, "the failed flush's caller was answered "
+		      "before its latch record was synced");
 	ck_assert_int_eq(syncguard_lun_latched(&lun), EIO);
 	ck_assert_int_eq(syncguard_poison_clear(syncguard_state_dir(NULL),
 						lun.store_id), 0);

@@ -166,6 +166,13 @@ START_TEST(test_poison_zvol_identity)
 						  sizeof(former)), 0);
 	ck_assert_str_ne(a, c);
 	ck_assert_msg(!strncmp(c, "zvol-tank_sub_vol2-h", 20), "%s", c);
+	/* "-part" inside a dataset's name is no partition's link */
+	sh("mkdir -p '%s/tank/vm-part' && mknod '%s/tank/vm-part/disk' b 230 64",
+	   zroot, zroot);
+	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, 64), c,
+						  sizeof(c), former,
+						  sizeof(former)), 0);
+	ck_assert_msg(!strncmp(c, "zvol-tank_vm-part_disk-h", 24), "%s", c);
 	/* a device no link names keeps its device number */
 	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, 48), c,
 						  sizeof(c), former,
