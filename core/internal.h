@@ -180,9 +180,10 @@ struct syncguard_zfs_props {
 	unsigned int volblocksize;	/* bytes */
 };
 
-/* The dataset of the zvol @rdev, by the link to it under @root
- * ("/dev/zvol"; partitions' links, VOLUME-partN, are passed over) into
- * @ds (@len bytes): 1, or 0 when no link names it.  core/zvolname.c */
+/* The name of the zvol @rdev, by the link to it under @root
+ * ("/dev/zvol"), into @ds (@len bytes): its dataset, or for one of its
+ * partitions VOLUME-partN; 1, or 0 when no link names it.
+ * core/zvolname.c */
 int syncguard_zvol_name(const char *root, dev_t rdev, char *ds, size_t len);
 
 /* Is the block device @rdev, opened by @path, a ZFS zvol?  1 with its

@@ -235,11 +235,11 @@ static bool is_blk(int fd)
  * copied up there: a plp file on an overlay over an ext4 on a loop
  * with direct I/O off would otherwise be taken, with 50 MiB left dirty:
  * test_blockdev_plp_overlay_over_buffered_loop), following
- * stacked overlays as check_fs_at does.  0 or -errno (-ENODATA: the
- * mount table could not be read, @err says so for @path).
+ * stacked overlays as check_fs_at does.  0 or -errno; *@untold when
+ * the mount table could not be read (@err says so for @path).
  */
 static int data_dev(int fd, dev_t *dev, int depth, const char *path,
-		    char *err, size_t errlen)
+		    bool *untold, char *err, size_t errlen)
 {
 	char upper[PATH_MAX], *table;
 	struct statfs sfs;
@@ -254,13 +254,15 @@ static int data_dev(int fd, dev_t *dev, int depth, const char *path,
 		return 0;
 	if (depth >= 4)
 		return -ENOENT;
-	if (!(table = syncguard_mounts_read_for(path, err, errlen)))
-		return -ENODATA;
+	if (!(table = syncguard_mounts_read_for(path, err, errlen))) {
+		*untold = true;
+		return -EIO;
+	}
 	dfd = syncguard_overlay_upper_open(fd, table, upper, sizeof(upper));
 	free(table);
 	if (dfd < 0)
 		return dfd;
-	ret = data_dev(dfd, dev, depth + 1, path, err, errlen);
+	ret = data_dev(dfd, dev, depth + 1, path, untold, err, errlen);
 	close(dfd);
 	return ret;
 }
@@ -271,10 +273,11 @@ static int data_dev(int fd, dev_t *dev, int depth, const char *path,
 static int check_below(struct syncguard_lun *lun, int fd, const char *path,
 		       bool plp, int level, char *err, size_t errlen)
 {
-	int ret;
+	bool untold = false;
 	dev_t dev;
+	int ret = data_dev(fd, &dev, 0, path, &untold, err, errlen);
 
-	if ((ret = data_dev(fd, &dev, 0, path, err, errlen)) == -ENODATA)
+	if (untold)
 		return -EINVAL;	/* no table, nothing below known */
 	if (ret)
 		return 0;	/* an overlay without an upper layer to find:

@@ -520,7 +520,12 @@ int syncguard_poison_adopt(const char *dir, const char *from, const char *to)
 	snprintf(p, sizeof(p), "%s/latched", dir);
 	if (!(d = opendir(p)))
 		return errno == ENOENT ? 0 : -errno;
-	while ((e = readdir(d))) {
+	for (;;) {
+		errno = 0;
+		if (!(e = readdir(d))) {	/* the end, or a failure */
+			err = err ? err : -errno;
+			break;
+		}
 		if (!entry_of(e->d_name, from))
 			continue;
 		if ((ret = adopt_entry(dirfd(d), e->d_name, from, to)) < 0)

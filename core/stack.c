@@ -43,7 +43,10 @@ int syncguard_zvol_dataset(const char *root, const char *path, dev_t rdev,
 	if (!strncmp(path, root, n) && path[n] == '/' && path[n + 1])
 		return snprintf(ds, len, "%s", path + n + 1) < (int)len ?
 		       1 : -ENAMETOOLONG;
-	if (syncguard_zvol_name(root, rdev, ds, len))
+	snprintf(name, sizeof(name), "/sys/dev/block/%u:%u/partition",
+		 major(rdev), minor(rdev));
+	/* a partition's link names no dataset */
+	if (access(name, F_OK) && syncguard_zvol_name(root, rdev, ds, len))
 		return 1;
 	/* a zvol (zdN) by another name, whose dataset no link tells */
 	if (!syncguard_dev_name(rdev, name, sizeof(name)) &&

@@ -8,29 +8,11 @@
  */
 #include <dirent.h>
 #include <limits.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "internal.h"
-
-/* Is @name a partition's link, VOLUME-partN (udev's zvol rule)?  Not a
- * dataset whose name has "-part" elsewhere (tank/vm-part/disk). */
-static bool partition_link(const char *name)
-{
-	const char *p = strstr(name, "-part");
-	const char *last = p;
-
-	while (p && (p = strstr(p + 1, "-part")))
-		last = p;
-	if (!last || !last[5])
-		return false;
-	for (p = last + 5; *p; p++)
-		if (*p < '0' || *p > '9')
-			return false;
-	return true;
-}
 
 /* Is block device @rdev behind a link under @root ("/dev/zvol", where
  * udev names each zvol by its dataset), in @rel and below?  Its dataset
@@ -57,8 +39,7 @@ static int scan(const char *root, const char *rel, dev_t rdev, char *ds,
 			continue;
 		if (S_ISDIR(st.st_mode))
 			found = scan(root, p, rdev, ds, len, depth + 1);
-		else if (S_ISBLK(st.st_mode) && st.st_rdev == rdev &&
-			 !partition_link(e->d_name))
+		else if (S_ISBLK(st.st_mode) && st.st_rdev == rdev)
 			found = snprintf(ds, len, "%s", p) < (int)len;
 	}
 	closedir(d);

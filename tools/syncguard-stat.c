@@ -549,9 +549,13 @@ static int clear_latch(const char *path, const char *dir)
 	}
 	close(fd);
 	/* one recorded under the store's former identity is its own */
-	if (former[0] && (ret = syncguard_poison_adopt(dir, former, id)))
-		fprintf(stderr, "syncguard-stat: %s/latched/%s: %s\n", dir,
-			former, strerror(-ret));
+	if (former[0] && (ret = syncguard_poison_adopt(dir, former, id))) {
+		fprintf(stderr, "syncguard-stat: %s: what %s/latched holds "
+			"under its store's former identity %s could not be "
+			"taken over (%s): move it to %s by hand\n", path, dir,
+			former, strerror(-ret), id);
+		return 1;
+	}
 	ret = syncguard_store_record(dir, id, text, sizeof(text), NULL, 0);
 	if (ret == EINPROGRESS) {
 		fprintf(stderr, "syncguard-stat: %s: %s", path, text);

@@ -1696,11 +1696,21 @@ START_TEST(test_poison_adopt)
 
 	ck_assert_ptr_nonnull(realpath(dir, other));
 	strncat(other, "/adopt", sizeof(other) - strlen(other) - 1);
+	static const char *const mine[] = { ".test-old.failed-1-2-3",
+					    ".test-old.tmp" };
+	/* other stores' entries, however alike */
+	static const char *const theirs[] = { "test-old2", ".test-old2.tmp",
+					      ".test-old.x.failed-1-2-3",
+					      ".test-old.failed-1-2" };
+
 	ck_assert_int_eq(syncguard_poison_write(other, "test-old", "/x", EIO),
 			 0);
-	snprintf(p, sizeof(p), "%s/latched/.test-old.failed-1-2-3", other);
-	ck_assert_int_ge(fd = open(p, O_WRONLY | O_CREAT, 0600), 0);
-	close(fd);
+	for (size_t i = 0; i < 6; i++) {
+		snprintf(p, sizeof(p), "%s/latched/%s", other,
+			 i < 2 ? mine[i] : theirs[i - 2]);
+		ck_assert_int_ge(fd = open(p, O_WRONLY | O_CREAT, 0600), 0);
+		close(fd);
+	}
 	ck_assert_int_eq(syncguard_poison_adopt(other, "test-old", "test-new"),
 			 0);
 	ck_assert_int_eq(syncguard_poison_read(other, "test-new", text,
@@ -1709,6 +1719,12 @@ START_TEST(test_poison_adopt)
 					       sizeof(text)), 0);
 	snprintf(p, sizeof(p), "%s/latched/.test-new.failed-1-2-3", other);
 	ck_assert_int_eq(access(p, F_OK), 0);
+	snprintf(p, sizeof(p), "%s/latched/.test-new.tmp", other);
+	ck_assert_int_eq(access(p, F_OK), 0);
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(p, sizeof(p), "%s/latched/%s", other, theirs[i]);
+		ck_assert_msg(access(p, F_OK) == 0, "%s taken", theirs[i]);
+	}
 	ck_assert_int_eq(syncguard_poison_write(other, "test-old", "/x",
 						ENOSPC), 0);
 	ck_assert_int_eq(syncguard_poison_adopt(other, "test-old", "test-new"),

@@ -173,6 +173,13 @@ START_TEST(test_poison_zvol_identity)
 						  sizeof(c), former,
 						  sizeof(former)), 0);
 	ck_assert_msg(!strncmp(c, "zvol-tank_vm-part_disk-h", 24), "%s", c);
+	/* nor at the end of one (a partition is told by sysfs, not by its
+	 * link's name) */
+	sh("mknod '%s/tank/db-part1' b 230 80%s", zroot, "");
+	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, 80), c,
+						  sizeof(c), former,
+						  sizeof(former)), 0);
+	ck_assert_msg(!strncmp(c, "zvol-tank_db-part1-h", 20), "%s", c);
 	/* a device no link names keeps its device number */
 	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, 48), c,
 						  sizeof(c), former,
