@@ -1685,13 +1685,27 @@ START_TEST(test_poison_other_final_flush)
 }
 END_TEST
 
+/* test-old's entries in @dir taken over by test-new, whose record then
+ * reads EIO, and test-old has none */
+static void adopt_old(const char *dir)
+{
+	char text[512];
+
+	ck_assert_int_eq(syncguard_poison_adopt(dir, "test-old", "test-new"),
+			 0);
+	ck_assert_int_eq(syncguard_poison_read(dir, "test-new", text,
+					       sizeof(text)), EIO);
+	ck_assert_int_eq(syncguard_poison_read(dir, "test-old", text,
+					       sizeof(text)), 0);
+}
+
 /* Taking a store's former identity over moves its record and its final
  * flushes' markers (a failed one's is all that is left of a record that
  * could not be written); where the store has its own record, that one
  * stays and the former's goes */
 START_TEST(test_poison_adopt)
 {
-	char p[PATH_MAX], text[512], other[200];
+	char p[PATH_MAX], other[200];
 	int fd;
 
 	ck_assert_ptr_nonnull(realpath(dir, other));
@@ -1711,12 +1725,7 @@ START_TEST(test_poison_adopt)
 		ck_assert_int_ge(fd = open(p, O_WRONLY | O_CREAT, 0600), 0);
 		close(fd);
 	}
-	ck_assert_int_eq(syncguard_poison_adopt(other, "test-old", "test-new"),
-			 0);
-	ck_assert_int_eq(syncguard_poison_read(other, "test-new", text,
-					       sizeof(text)), EIO);
-	ck_assert_int_eq(syncguard_poison_read(other, "test-old", text,
-					       sizeof(text)), 0);
+	adopt_old(other);
 	snprintf(p, sizeof(p), "%s/latched/.test-new.failed-1-2-3", other);
 	ck_assert_int_eq(access(p, F_OK), 0);
 	snprintf(p, sizeof(p), "%s/latched/.test-new.tmp", other);
@@ -1727,12 +1736,7 @@ START_TEST(test_poison_adopt)
 	}
 	ck_assert_int_eq(syncguard_poison_write(other, "test-old", "/x",
 						ENOSPC), 0);
-	ck_assert_int_eq(syncguard_poison_adopt(other, "test-old", "test-new"),
-			 0);
-	ck_assert_int_eq(syncguard_poison_read(other, "test-new", text,
-					       sizeof(text)), EIO);
-	ck_assert_int_eq(syncguard_poison_read(other, "test-old", text,
-					       sizeof(text)), 0);
+	adopt_old(other);
 	ck_assert_int_eq(syncguard_poison_adopt(other, "test-none", "test-new"),
 			 0);
 	snprintf(p, sizeof(p), "rm -rf '%s'", other);

@@ -137,6 +137,15 @@ START_TEST(test_stack_zvol_dataset)
 }
 END_TEST
 
+/* The store identity of block device 230:@minor, zvol links under
+ * @zroot, into @id, its former one into @former (256 bytes each) */
+static void zvol_id(const char *zroot, unsigned int minor, char *id,
+		    char *former)
+{
+	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, minor), id,
+						  256, former, 256), 0);
+}
+
 /* A zvol's store identity is its /dev/zvol name, not its device number,
  * which ZFS hands out afresh at every import: the same dataset at
  * another minor is the same store, another dataset at the same minor
@@ -149,41 +158,29 @@ START_TEST(test_poison_zvol_identity)
 	snprintf(zroot, sizeof(zroot), "%s/zvol", root);
 	sh("mkdir -p '%s/tank/sub' && mknod '%s/tank/sub/vol1' b 230 16",
 	   zroot, zroot);
-	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, 16), a,
-						  sizeof(a), former,
-						  sizeof(former)), 0);
+	zvol_id(zroot, 16, a, former);
 	ck_assert_msg(!strncmp(a, "zvol-tank_sub_vol1-h", 20), "%s", a);
 	ck_assert_str_eq(former, "blk-230.16");
 	sh("rm '%s/tank/sub/vol1' && mknod '%s/tank/sub/vol1' b 230 32",
 	   zroot, zroot);
 	sh("mknod '%s/tank/sub/vol2' b 230 16%s", zroot, "");
-	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, 32), b,
-						  sizeof(b), former,
-						  sizeof(former)), 0);
+	zvol_id(zroot, 32, b, former);
 	ck_assert_str_eq(a, b);
-	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, 16), c,
-						  sizeof(c), former,
-						  sizeof(former)), 0);
+	zvol_id(zroot, 16, c, former);
 	ck_assert_str_ne(a, c);
 	ck_assert_msg(!strncmp(c, "zvol-tank_sub_vol2-h", 20), "%s", c);
 	/* "-part" inside a dataset's name is no partition's link */
 	sh("mkdir -p '%s/tank/vm-part' && mknod '%s/tank/vm-part/disk' b 230 64",
 	   zroot, zroot);
-	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, 64), c,
-						  sizeof(c), former,
-						  sizeof(former)), 0);
+	zvol_id(zroot, 64, c, former);
 	ck_assert_msg(!strncmp(c, "zvol-tank_vm-part_disk-h", 24), "%s", c);
 	/* nor at the end of one (a partition is told by sysfs, not by its
 	 * link's name) */
 	sh("mknod '%s/tank/db-part1' b 230 80%s", zroot, "");
-	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, 80), c,
-						  sizeof(c), former,
-						  sizeof(former)), 0);
+	zvol_id(zroot, 80, c, former);
 	ck_assert_msg(!strncmp(c, "zvol-tank_db-part1-h", 20), "%s", c);
 	/* a device no link names keeps its device number */
-	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, 48), c,
-						  sizeof(c), former,
-						  sizeof(former)), 0);
+	zvol_id(zroot, 48, c, former);
 	ck_assert_str_eq(c, "blk-230.48");
 	ck_assert_str_eq(former, "");
 }
