@@ -256,25 +256,10 @@ int syncguard_store_id(int fd, char *id, size_t len);
 int syncguard_store_ids(int fd, char *id, size_t len, char *former,
 			size_t former_len);
 
-/* Where a store's identity is read: zvols' links (/dev/zvol), file
- * systems' UUIDs by udev's links (/dev/disk/by-uuid), and whether to
- * ask the kernel for a file system's UUID (FS_IOC_GETFSUUID) first.
- * syncguard_host_ids is the host's; tests give their own. */
-struct syncguard_id_sources {
-	const char *zvol_root, *uuid_root;
-	bool fsuuid;
-};
-extern const struct syncguard_id_sources syncguard_host_ids;
-
-/* syncguard_store_ids from @src */
-int syncguard_store_ids_from(const struct syncguard_id_sources *src, int fd,
-			     char *id, size_t len, char *former,
-			     size_t former_len);
-
-/* A block device's identity, as syncguard_store_ids_from gives it. */
-int syncguard_block_store_id(const struct syncguard_id_sources *src,
-			     dev_t rdev, char *id, size_t len, char *former,
-			     size_t former_len);
+/* A block device's identity, as syncguard_store_ids gives it, its zvol
+ * links looked for under @zvol_root ("/dev/zvol"; tests give their own). */
+int syncguard_block_store_id(const char *zvol_root, dev_t rdev, char *id,
+			     size_t len, char *former, size_t former_len);
 
 /* Record that store @id (at @path, for the administrator) latched @err:
  * written, synced and renamed into @dir/latched/@id.  0 or -errno. */

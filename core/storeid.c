@@ -6,9 +6,8 @@
  * it at open, and syncguard-stat to find a store's record.
  *
  * The identity survives re-creation and reboots but not the store's
- * reuse: a regular file is its file system (the superblock's UUID, by
- * FS_IOC_GETFSUUID or else by udev's /dev/disk/by-uuid link to its
- * device; else statfs f_fsid, which ext4 derives from the UUID),
+ * reuse: a regular file is its file system (the superblock's UUID,
+ * FS_IOC_GETFSUUID; else statfs f_fsid, which ext4 derives from it),
  * its inode number and the inode's generation (FS_IOC_GETVERSION, new
  * for every inode a file system hands out again); on a file system that
  * has neither (FUSE: its device number is handed out afresh at every
@@ -23,13 +22,12 @@
  * test_poison_store_id, test_poison_fuse_identity, test_poison_path_ids,
  * test_poison_zvol_identity.
  *
- * An identity earlier builds gave the same store (a file system by its
- * f_fsid where the kernel has no FS_IOC_GETFSUUID, before Linux 6.9; a
- * zvol by its device number) is its "former" one: a record found under
- * it is the store's (syncguard_poison_adopt, test_poison_former_identity,
- * test_poison_linked_uuid).
+ * An identity earlier builds or kernels gave the same store (Linux
+ * before 6.9 has no FS_IOC_GETFSUUID, so a file system's id changes
+ * form when the kernel is upgraded; earlier builds named a zvol by its
+ * device number) is its "former" one: a record found under it is the
+ * store's (syncguard_poison_adopt, test_poison_former_identity).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -87,79 +85,24 @@ struct fsuuid2_arg {
 };
 #define GETFSUUID _IOR(0x15, 0, struct fsuuid2_arg)
 
-/* A canonical UUID (8-4-4-4-12 hex digits, as udev names ext4's and
- * XFS's) @name as 32 lower-case hex digits into @hex (33 bytes): 0, or
- * -1 for another form (vfat's 4-byte serial, say). */
-static int canonical_uuid(const char *name, char *hex)
-{
-	int n = 0;
-
-	for (int i = 0; name[i]; i++) {
-		char c = name[i];
-
-		if (i == 8 || i == 13 || i == 18 || i == 23) {
-			if (c != '-')
-				return -1;
-			continue;
-		}
-		if (n == 32 || !((c >= '0' && c <= '9') ||
-				 (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
-			return -1;
-		hex[n++] = c >= 'A' && c <= 'F' ? (char)(c - 'A' + 'a') : c;
-	}
-	hex[n] = '\0';
-	return n == 32 ? 0 : -1;
-}
-
-/* The UUID of the file system on block device @dev, by udev's link to
- * it under @root ("/dev/disk/by-uuid"), into @hex (33 bytes): 0, or -1
- * where none names it so. */
-static int linked_uuid(const char *root, dev_t dev, char *hex)
-{
-	char p[PATH_MAX];
-	struct dirent *e;
-	struct stat st;
-	int ret = -1;
-	DIR *d;
-
-	if (!root || !(d = opendir(root)))
-		return -1;
-	while (ret && (e = readdir(d))) {
-		snprintf(p, sizeof(p), "%s/%s", root, e->d_name);
-		if (!stat(p, &st) && S_ISBLK(st.st_mode) && st.st_rdev == dev)
-			ret = canonical_uuid(e->d_name, hex);
-	}
-	closedir(d);
-	return ret;
-}
-
 /* The identity of @fd's file system into @out: "uuid" and its UUID, or
- * "fsid" and statfs f_fsid; "" when it has neither.  The UUID is the
- * kernel's (FS_IOC_GETFSUUID, Linux 6.9 on), else udev's name for the
- * device under it (Linux before 6.9: XFS makes f_fsid of the device
- * number, which a reboot may change; and so the name stays when the
- * kernel is upgraded).  Into @former (when the UUID was had) the "fsid"
- * form, which earlier builds gave the same file system, or "". */
-static void fs_id(const struct syncguard_id_sources *src, int fd,
-		  const struct stat *st, char *out, size_t len, char *former,
+ * "fsid" and statfs f_fsid; "" when it has neither.  Into @former (when
+ * the UUID was had) the "fsid" form, which a kernel without
+ * FS_IOC_GETFSUUID gives the same file system, or "". */
+static void fs_id(int fd, char *out, size_t len, char *former,
 		  size_t former_len)
 {
 	struct fsuuid2_arg u = { .len = sizeof(u.uuid) };
 	unsigned long long fsid = 0;
 	struct statfs sfs;
 	bool uuid = false;
-	char hex[33];
 	int n;
 
 	out[0] = former[0] = '\0';
-	if (src->fsuuid && !ioctl(fd, GETFSUUID, &u) && u.len &&
-	    u.len <= sizeof(u.uuid)) {
+	if (!ioctl(fd, GETFSUUID, &u) && u.len && u.len <= sizeof(u.uuid)) {
 		n = snprintf(out, len, "uuid");
 		for (int i = 0; i < u.len && n > 0 && (size_t)n < len; i++)
 			n += snprintf(out + n, len - (size_t)n, "%02x", u.uuid[i]);
-		uuid = true;
-	} else if (!linked_uuid(src->uuid_root, st->st_dev, hex)) {
-		snprintf(out, len, "uuid%s", hex);
 		uuid = true;
 	}
 	if (!fstatfs(fd, &sfs))
@@ -216,14 +159,13 @@ static int path_id(int fd, char *id, size_t len)
 /* "file-" the file system's identity, the inode's number and
  * generation; the same with the file system's former identity into
  * @former, or "" */
-static int file_id(const struct syncguard_id_sources *src, int fd,
-		   const struct stat *st, char *id, size_t len, char *former,
-		   size_t former_len)
+static int file_id(int fd, const struct stat *st, char *id, size_t len,
+		   char *former, size_t former_len)
 {
 	char fs[48], old[48], tail[64] = "";
 	int gen = 0;
 
-	fs_id(src, fd, st, fs, sizeof(fs), old, sizeof(old));
+	fs_id(fd, fs, sizeof(fs), old, sizeof(old));
 	former[0] = '\0';
 	if (!fs[0])
 		return path_id(fd, id, len);
@@ -237,16 +179,14 @@ static int file_id(const struct syncguard_id_sources *src, int fd,
 	return 0;
 }
 
-static int block_id(const struct syncguard_id_sources *src, dev_t rdev,
-		    char *id, size_t len, char *former, size_t former_len,
-		    int depth);
+static int block_id(const char *zvol_root, dev_t rdev, char *id, size_t len,
+		    char *former, size_t former_len, int depth);
 
 /* A loop device's identity: its backing file's (or the device's behind
  * it), as core/loopdev.c takes them for one store; -1 if @sys is no
  * attached loop device. */
-static int loop_id(const struct syncguard_id_sources *src, const char *sys,
-		   char *id, size_t len, char *former, size_t former_len,
-		   int depth)
+static int loop_id(const char *sys, char *id, size_t len, char *former,
+		   size_t former_len, int depth)
 {
 	char p[PATH_MAX], back[PATH_MAX];
 	struct stat st;
@@ -264,9 +204,9 @@ static int loop_id(const struct syncguard_id_sources *src, const char *sys,
 		return -1;
 	if (!fstat(fd, &st))	/* one store under two names */
 		ret = S_ISBLK(st.st_mode) ?
-		      block_id(src, st.st_rdev, id, len, former, former_len,
-			       depth + 1) :
-		      file_id(src, fd, &st, id, len, former, former_len);
+		      block_id("/dev/zvol", st.st_rdev, id, len, former,
+			       former_len, depth + 1) :
+		      file_id(fd, &st, id, len, former, former_len);
 	close(fd);
 	return ret;
 }
@@ -284,9 +224,8 @@ static int disk_word(const char *sys, char *word, size_t len)
 	return -1;
 }
 
-static int block_id(const struct syncguard_id_sources *src, dev_t rdev,
-		    char *id, size_t len, char *former, size_t former_len,
-		    int depth)
+static int block_id(const char *zvol_root, dev_t rdev, char *id, size_t len,
+		    char *former, size_t former_len, int depth)
 {
 	char sys[96], word[200], part[16], ds[256];
 	int n = 0;
@@ -294,8 +233,7 @@ static int block_id(const struct syncguard_id_sources *src, dev_t rdev,
 	former[0] = '\0';
 	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(rdev),
 		 minor(rdev));
-	if (depth < 4 &&
-	    !loop_id(src, sys, id, len, former, former_len, depth))
+	if (depth < 4 && !loop_id(sys, id, len, former, former_len, depth))
 		return 0;
 	if (!sysfs_word(sys, "dm/uuid", word, sizeof(word))) {
 		snprintf(id, len, "dm-%s", word);
@@ -310,7 +248,7 @@ static int block_id(const struct syncguard_id_sources *src, dev_t rdev,
 		snprintf(id + n, len - (size_t)n, "disk-%s", word);
 		return 0;
 	}
-	if (syncguard_zvol_name(src->zvol_root, rdev, ds, sizeof(ds))) {
+	if (syncguard_zvol_name(zvol_root, rdev, ds, sizeof(ds))) {
 		snprintf(former, former_len, "blk-%u.%u", major(rdev),
 			 minor(rdev));
 		return name_id("zvol-", ds, id, len);
@@ -319,30 +257,17 @@ static int block_id(const struct syncguard_id_sources *src, dev_t rdev,
 	return 0;
 }
 
-const struct syncguard_id_sources syncguard_host_ids = {
-	.zvol_root = "/dev/zvol", .uuid_root = "/dev/disk/by-uuid",
-	.fsuuid = true,
-};
-
-int syncguard_store_ids_from(const struct syncguard_id_sources *src, int fd,
-			     char *id, size_t len, char *former,
-			     size_t former_len)
+int syncguard_store_ids(int fd, char *id, size_t len, char *former,
+			size_t former_len)
 {
 	struct stat st;
 
 	if (fstat(fd, &st))
 		return -errno;
 	if (S_ISBLK(st.st_mode))
-		return block_id(src, st.st_rdev, id, len, former, former_len,
-				0);
-	return file_id(src, fd, &st, id, len, former, former_len);
-}
-
-int syncguard_store_ids(int fd, char *id, size_t len, char *former,
-			size_t former_len)
-{
-	return syncguard_store_ids_from(&syncguard_host_ids, fd, id, len,
-					former, former_len);
+		return block_id("/dev/zvol", st.st_rdev, id, len, former,
+				former_len, 0);
+	return file_id(fd, &st, id, len, former, former_len);
 }
 
 int syncguard_store_id(int fd, char *id, size_t len)
@@ -352,9 +277,8 @@ int syncguard_store_id(int fd, char *id, size_t len)
 	return syncguard_store_ids(fd, id, len, former, sizeof(former));
 }
 
-int syncguard_block_store_id(const struct syncguard_id_sources *src,
-			     dev_t rdev, char *id, size_t len, char *former,
-			     size_t former_len)
+int syncguard_block_store_id(const char *zvol_root, dev_t rdev, char *id,
+			     size_t len, char *former, size_t former_len)
 {
-	return block_id(src, rdev, id, len, former, former_len, 0);
+	return block_id(zvol_root, rdev, id, len, former, former_len, 0);
 }

@@ -142,9 +142,7 @@ END_TEST
 static void zvol_id(const char *zroot, unsigned int minor, char *id,
 		    char *former)
 {
-	struct syncguard_id_sources src = { .zvol_root = zroot };
-
-	ck_assert_int_eq(syncguard_block_store_id(&src, makedev(230, minor), id,
+	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, minor), id,
 						  256, former, 256), 0);
 }
 
@@ -185,45 +183,6 @@ START_TEST(test_poison_zvol_identity)
 	zvol_id(zroot, 48, c, former);
 	ck_assert_str_eq(c, "blk-230.48");
 	ck_assert_str_eq(former, "");
-}
-END_TEST
-
-/* Where the kernel gives no file system's UUID (Linux before 6.9: no
- * FS_IOC_GETFSUUID), a file's store is named by the UUID udev's link
- * under /dev/disk/by-uuid gives its device, not by statfs's f_fsid
- * (XFS makes that of the device number, which a reboot may change);
- * the f_fsid name is its former identity.  This machine's kernel has
- * the ioctl, so the test asks for the other way, with links it makes. */
-START_TEST(test_poison_linked_uuid)
-{
-	struct syncguard_id_sources src = { .zvol_root = "/nonexistent" };
-	char path[300], byuuid[300], link[400], id[256], former[256];
-	struct stat st;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/f", root);
-	snprintf(byuuid, sizeof(byuuid), "%s/by-uuid", root);
-	ck_assert_int_ge(fd = open(path, O_RDWR | O_CREAT, 0600), 0);
-	ck_assert_int_eq(fstat(fd, &st), 0);
-	src.uuid_root = byuuid;
-	ck_assert_int_eq(mkdir(byuuid, 0755), 0);
-	/* vfat's serial is no UUID; the canonical link is read in
-	 * lower case */
-	snprintf(link, sizeof(link), "%s/ABCD-1234", byuuid);
-	ck_assert_int_eq(mknod(link, S_IFBLK | 0600, st.st_dev), 0);
-	ck_assert_int_eq(syncguard_store_ids_from(&src, fd, id, sizeof(id),
-						  former, sizeof(former)), 0);
-	ck_assert_msg(strncmp(id, "file-uuid", 9), "%s", id);
-	snprintf(link, sizeof(link), "%s/0123ABCD-4567-89ab-cdef-0123456789AB",
-		 byuuid);
-	ck_assert_int_eq(mknod(link, S_IFBLK | 0600, st.st_dev), 0);
-	ck_assert_int_eq(syncguard_store_ids_from(&src, fd, id, sizeof(id),
-						  former, sizeof(former)), 0);
-	ck_assert_msg(!strncmp(id, "file-uuid0123abcd456789abcdef0123456789ab-ino",
-			       45), "%s", id);
-	ck_assert_msg(!former[0] || !strncmp(former, "file-fsid", 9), "%s",
-		      former);
-	close(fd);
 }
 END_TEST
 
@@ -325,10 +284,7 @@ Suite *stack_suite(void)
 	if (geteuid() == 0) {	/* mknod of a block device node */
 		tcase_add_test(tc, test_stack_zvol_dataset);
 		tcase_add_test(tc, test_poison_zvol_identity);
-		tcase_add_test(tc, test_poison_linked_uuid);
 	} else {
-		test_left_out("test_poison_linked_uuid", false,
-			      "mknod needs root");
 		test_left_out("test_stack_zvol_dataset", false,
 			      "mknod needs root");
 		test_left_out("test_poison_zvol_identity", false,
