@@ -490,15 +490,15 @@ static int check_zvol(struct syncguard_lun *lun, const char *path,
 	return ret ? check_dataset(lun, path, ds, own, err, errlen) : 0;
 }
 
-/* Is the file @fd on a ZFS file system?  Its dataset (the mount's source)
- * checked.  0 or -EINVAL. */
+/* Is the open file @fd on a ZFS file system?  Its dataset (the mount's
+ * source) checked.  0 or -EINVAL. */
 static int check_zfs_file(struct syncguard_lun *lun, const char *path, int fd,
 			  const char *table, char *err, size_t errlen)
 {
 	char type[32], ds[256];
 
-	if (fd < 0 || syncguard_mount_source(fd, table, type,
-			sizeof(type), ds, sizeof(ds)) || strcmp(type, "zfs"))
+	if (syncguard_mount_source(fd, table, type, sizeof(type), ds,
+				   sizeof(ds)) || strcmp(type, "zfs"))
 		return 0;
 	return check_dataset(lun, path, ds, false, err, errlen);
 }

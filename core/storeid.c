@@ -185,8 +185,8 @@ static int block_id(const char *zvol_root, dev_t rdev, char *id, size_t len,
 /* A loop device's identity: its backing file's (or the device's behind
  * it), as core/loopdev.c takes them for one store; -1 if @sys is no
  * attached loop device. */
-static int loop_id(const char *sys, char *id, size_t len, char *former,
-		   size_t former_len, int depth)
+static int loop_id(const char *zvol_root, const char *sys, char *id,
+		   size_t len, char *former, size_t former_len, int depth)
 {
 	char p[PATH_MAX], back[PATH_MAX];
 	struct stat st;
@@ -204,7 +204,7 @@ static int loop_id(const char *sys, char *id, size_t len, char *former,
 		return -1;
 	if (!fstat(fd, &st))	/* one store under two names */
 		ret = S_ISBLK(st.st_mode) ?
-		      block_id("/dev/zvol", st.st_rdev, id, len, former,
+		      block_id(zvol_root, st.st_rdev, id, len, former,
 			       former_len, depth + 1) :
 		      file_id(fd, &st, id, len, former, former_len);
 	close(fd);
@@ -233,7 +233,8 @@ static int block_id(const char *zvol_root, dev_t rdev, char *id, size_t len,
 	former[0] = '\0';
 	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(rdev),
 		 minor(rdev));
-	if (depth < 4 && !loop_id(sys, id, len, former, former_len, depth))
+	if (depth < 4 && !loop_id(zvol_root, sys, id, len, former, former_len,
+				       depth))
 		return 0;
 	if (!sysfs_word(sys, "dm/uuid", word, sizeof(word))) {
 		snprintf(id, len, "dm-%s", word);
