@@ -466,6 +466,37 @@ expect "two URLs in one run: exit $rc, per-LUN sources that add up, WCE per LUN 
 expect "--cache-off in merged results: forced off where every run's was ($(jq -c '.target | [.wce, .wce_forced_off]' "$work/merged-off.json" "$work/multi-off.json" 2>/dev/null | tr '\n' ' '))" \
 	'jq -e ".target.wce == 0 and .target.wce_forced_off" "$work/merged-off.json" >/dev/null &&
 	 jq -e ".target.wce == 0 and (.target.wce_forced_off | not)" "$work/multi-off.json" >/dev/null'
+# a flush-only point moves no data: merged, as alone, 0 MB/s (not the
+# flushes times the block size)
+"$sb" -s flush-only -t 0.3 --json --no-progress "$u1" "$u2" >"$work/multi-fo.json" 2>/dev/null
+expect "flush-only over two URLs: 0 MB/s ($(jq -c '.results[0] | [.ops, .mb_per_s]' "$work/multi-fo.json" 2>/dev/null))" \
+	'jq -e ".results[0] | .ops > 0 and .mb_per_s == 0" "$work/multi-fo.json" >/dev/null'
+# a signal to the whole process group (timeout(1) sends it to its child
+# and to its group, as does kill -- -PGID) while --cache-off holds two
+# LUNs at WCE=0: each LUN's process gets it once and restores its LUN (a
+# second one, forwarded by the first process, made it quit at once)
+truncate -s 16M "$work/lun10.img"
+"$tp" lun "$work/tgtd" 1 10 "$work/lun10.img" "mode=write-back" >/dev/null || bad "LUN 10"
+u10=$("$tp" url "$work/tgtd" "$iqn" 10)
+timeout 2.5 "$sb" --cache-off --start-at $(( $(date +%s) + 1 )) -t 5 -s fua --no-progress \
+	"$u1" "$u10" >/dev/null 2>"$work/grp.err"; rc=$?
+w1=$("$sb" -t 0.1 --json --no-progress "$u1" 2>/dev/null | jq -r .target.wce)
+w10=$("$sb" -t 0.1 --json --no-progress "$u10" 2>/dev/null | jq -r .target.wce)
+expect "--cache-off over two URLs, its process group signalled (timeout): both LUNs back at WCE=1 (exit $rc, WCE $w1 $w10; $(grep -c "may still be off" "$work/grp.err") left off)" \
+	'[ $rc -eq 124 ] && [ "$w1" = 1 ] && [ "$w10" = 1 ] && ! grep -q "may still be off" "$work/grp.err"'
+# every block a run writes is unlike every other (a slot's buffer
+# written again unchanged would let a deduplicating backend store next
+# to nothing): 4 KiB writes at QD 1, sequential, from a fresh LUN
+"$tp" adm "$work/tgtd" --op delete --mode logicalunit --tid 1 --lun 10 >/dev/null
+truncate -s 0 "$work/lun10.img"; truncate -s 16M "$work/lun10.img"
+"$tp" lun "$work/tgtd" 1 10 "$work/lun10.img" "mode=write-back" >/dev/null || bad "LUN 10 again"
+"$sb" -p seq -q 1 -b 4k -s none --bytes 2m --no-progress "$u10" >/dev/null 2>&1
+zero=$(head -c 4096 /dev/zero | md5sum)
+written=$(split -b 4096 --filter=md5sum "$work/lun10.img" | grep -vc "^${zero%% *}")
+distinct=$(split -b 4096 --filter=md5sum "$work/lun10.img" | grep -v "^${zero%% *}" | sort -u | wc -l)
+expect "every 4 KiB block written is distinct ($distinct of $written)" \
+	'[ "$written" -ge 256 ] && [ "$distinct" = "$written" ]'
+"$tp" adm "$work/tgtd" --op delete --mode logicalunit --tid 1 --lun 10 >/dev/null
 out=$("$sb" -s fua -q 2 -t 0.5 --no-progress "$u1" "${u1%/1}/7" 2>&1); rc=$?
 expect "a missing LUN among several URLs: exit 1, named, the other LUN's results still printed" \
 	'[ $rc -eq 1 ] && grep -q "/7: no results" <<<"$out" && grep -q "operations:" <<<"$out"'
@@ -945,10 +976,12 @@ wait "$pid"; rc=$?
 expect "a unit attention mid-run: exit 0, said once with its ASC/ASCQ ($(head -c 300 "$work/ua.err"))" \
 	'[ $rc -eq 0 ] && [ "$(grep -c "unit attention.*0x2a01 MODE PARAMETERS CHANGED" "$work/ua.err")" = 1 ]'
 # ... and counted in the result: the unit attentions, the operations
-# retried (their latency kept apart from the clean ones'), and that
-# the mode parameters changed under the run
-expect "a unit attention mid-run is in the result ($(jq -c '.results[0] | [.unit_attentions, .retried.ops, .mode_parameters_changed]' "$work/ua.json"))" \
+# retried (their latency, backoff included, in the distribution with
+# every other operation's, and also apart), and that the mode
+# parameters changed under the run
+expect "a unit attention mid-run is in the result ($(jq -c '.results[0] | [.unit_attentions, .retried.ops, .ops, .latency_hist.count, .mode_parameters_changed]' "$work/ua.json"))" \
 	'jq -e ".results[0] | .unit_attentions >= 1 and .retried.ops >= 1 and .retried.ops <= .ops and
+		.latency_hist.count == .ops and .latency_us.max >= .retried.latency_us.max and
 		.retried.latency_us.max != null and .mode_parameters_changed" "$work/ua.json" >/dev/null'
 
 # a store stamped earlier with another logical block size: its stale

@@ -285,20 +285,31 @@ static double wait_until(double t, bool quiet)
 	}
 }
 
-/* --start-at: wait; a start more than a second late (the login took
- * longer) is said, and the run records when it really started: merged
- * with runs that started on time, it measured other seconds */
-static void start_late(const struct config *c)
+/* --start-at, as the header records it: TIME, or now where the control
+ * session's login already made the run late */
+static void start_planned(const struct config *c)
 {
-	double late = wait_until(c->start_at, c->lun_process);
+	struct timespec now;
+	double t;
 
-	syncguard_run_start = c->start_at;
-	if (late <= 1)
+	clock_gettime(CLOCK_REALTIME, &now);
+	t = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+	syncguard_run_start = t > c->start_at + 1 ? t : c->start_at;
+}
+
+void syncguard_start_wait(const struct config *c)
+{
+	static bool waited;
+	double late;
+
+	if (!c->start_at || waited)
 		return;
-	fprintf(stderr, PROG ": --start-at: starting %.1f s late (the login "
-		"took longer): runs started on time measured other seconds "
-		"than this one\n", late);
-	syncguard_run_start = c->start_at + late;
+	waited = true;
+	late = wait_until(c->start_at, c->lun_process);
+	if (late > 1)
+		fprintf(stderr, PROG ": --start-at: starting %.1f s late (the "
+			"logins took longer): runs started on time measured "
+			"other seconds than this one\n", late);
 }
 
 static int state_writable(const char *path)
@@ -369,7 +380,7 @@ int syncguard_measure(const struct config *c)
 		wce_off = 1;
 	}
 	if (c->start_at)
-		start_late(c);
+		start_planned(c);
 	syncguard_report_target(c, &ti);
 	status = run_all(c, &ti, pts, n, &gone);
 	if (wce == 0 && restore_wce(c, iscsi, lun))

@@ -4,8 +4,9 @@
  * LUNs of a run over several URLs: multi.c) into one result per point.
  * Latency histograms are added bucket by bucket, so the merged
  * percentiles are those of all the operations together, never an
- * average of percentiles; operations, IOPS and MB/s add up (the runs
- * overlapped), the time is the longest run's.  Each merged result lists
+ * average of percentiles; operations and bytes add up (the runs
+ * overlapped), and IOPS and MB/s are theirs over the longest run's time
+ * (not the sum of each run's rate).  Each merged result lists
  * its sources.  The files must be runs of the same points by the same
  * version of the tool: a mismatch is a usage error naming the file and
  * the field.  The merged result is reported as any other (report.c), so
@@ -307,7 +308,8 @@ static void result_of(struct part *m, struct result *r, unsigned int *every,
 	r->reads = (uint64_t)m->reads;
 	r->writes = (uint64_t)m->writes;
 	r->flushes = (uint64_t)m->flushes;
-	r->bytes = r->ops * r->p.xfer;
+	/* flush-only's operations move no data */
+	r->bytes = r->p.sync == SYNC_FLUSH_ONLY ? 0 : r->ops * r->p.xfer;
 	r->errors = (uint64_t)m->errors;
 	r->retries = (uint64_t)m->retries;
 	r->unanswered = (uint64_t)m->unanswered;
@@ -315,8 +317,7 @@ static void result_of(struct part *m, struct result *r, unsigned int *every,
 	 * run that ended early (its LUN died) would be counted at its own
 	 * rate for the whole time */
 	r->iops = m->seconds > 0 ? (double)m->ops / m->seconds : 0;
-	r->mbps = m->seconds > 0 ? (double)(m->ops * m->block_size) /
-		  m->seconds / 1e6 : 0;
+	r->mbps = m->seconds > 0 ? (double)r->bytes / m->seconds / 1e6 : 0;
 	r->hist = m->hist;
 	r->retried_hist = m->retried;
 	memcpy(r->cmd_hist, m->cmd, sizeof(r->cmd_hist));

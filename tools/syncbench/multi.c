@@ -25,23 +25,20 @@
 static pid_t children[MAX_MERGE];
 static int nchildren;
 
-/* A signal to this process goes on to each LUN's.  Ctrl-C from the
- * terminal reaches them all already (one process group): forwarded too,
- * it would be their second, which gives up at once without results; so
- * only a signal sent by a process (kill(1): SI_USER) is forwarded. */
-static void forward(int sig, siginfo_t *si, void *ctx)
+/* A signal to this process goes on to each LUN's, once.  Each LUN's
+ * process runs in a process group of its own, so that a signal to this
+ * one's group (Ctrl-C, timeout(1), kill -- -PGID) reaches it only from
+ * here: a second one would make it give up at once, with --cache-off's
+ * WCE=0 left behind (tests/syncbench.sh, "timeout"). */
+static void forward(int sig)
 {
-	(void)ctx;
-	if (si && si->si_code != SI_USER && sig == SIGINT)
-		return;
 	for (int i = 0; i < nchildren; i++)
 		kill(children[i], sig);
 }
 
 static void forward_signals(void)
 {
-	struct sigaction sa = { .sa_sigaction = forward,
-				.sa_flags = SA_SIGINFO | SA_RESTART };
+	struct sigaction sa = { .sa_handler = forward, .sa_flags = SA_RESTART };
 	int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 
 	sigemptyset(&sa.sa_mask);
@@ -70,10 +67,12 @@ static void multi_header(const struct config *c, const struct target_info *ti)
 
 /* one LUN's process: the run of URL @k, as JSON into @file */
 static void child(const struct config *c, int k, const char *file,
-		  double t0)
+		  double t0, const sigset_t *held)
 {
 	struct config one = *c;
 
+	setpgid(0, 0);
+	syncguard_signals_release(held);	/* main()'s handlers */
 	if (!freopen(file, "w", stdout)) {
 		fprintf(stderr, PROG ": %s: %s\n", file, strerror(errno));
 		_exit(1);
@@ -161,6 +160,7 @@ int syncguard_multi_run(const struct config *c)
 	static char why[MAX_MERGE][64];
 	static char *ok_files[MAX_MERGE], *ok_names[MAX_MERGE];
 	struct timespec now;
+	sigset_t held;
 	int status, nok = 0, merged;
 	double t0;
 
@@ -176,21 +176,24 @@ int syncguard_multi_run(const struct config *c)
 	     0.25 * c->nurls;
 	fflush(stdout);
 	fflush(stderr);
+	syncguard_signals_hold(&held);	/* until forward() knows them all */
 	for (int k = 0; k < c->nurls; k++) {
 		snprintf(files[k], sizeof(files[k]), "%s/lun%d.json", dir, k);
 		children[k] = fork();
 		if (children[k] == 0)
-			child(c, k, files[k], t0);
+			child(c, k, files[k], t0, &held);
 		if (children[k] < 0) {
 			fprintf(stderr, PROG ": fork: %s\n", strerror(errno));
 			break;
 		}
+		setpgid(children[k], children[k]);	/* as the child does */
 		nchildren++;
 	}
+	forward_signals();
+	syncguard_signals_release(&held);
 	fprintf(stderr, PROG ": %d LUNs, each in a process of its own; "
 		"measuring starts in %.1f s\n", nchildren,
 		t0 - ((double)now.tv_sec + (double)now.tv_nsec / 1e9));
-	forward_signals();	/* the LUNs' processes print first */
 	status = reap(why);
 	for (int k = 0; k < nchildren; k++) {
 		/* a CHAP secret stays out of the sources and messages */

@@ -437,12 +437,14 @@ static const struct opt opts[] = {
 	{ "merge", 0, NULL, "instead of a URL, JSON files of runs of the same "
 	  "points made at the same time (several processes or hosts, started "
 	  "together with --start-at): one result per point as JSON, latency "
-	  "histograms added bin by bin (exact merged percentiles), IOPS and "
-	  "MB/s summed, each source listed", set_merge },
-	{ "start-at", 0, "TIME", "start measuring at TIME, UNIX seconds (date "
-	  "+%s; this second or later, at most a day ahead), after logging in: "
-	  "runs on several hosts then cover the same seconds, for --merge; a "
-	  "start made late by the login is said, and recorded as it was",
+	  "histograms added bin by bin (exact merged percentiles), the "
+	  "operations and bytes of all of them over the longest run's time "
+	  "(IOPS, MB/s), each source listed", set_merge },
+	{ "start-at", 0, "TIME", "start at TIME (the warm-up, then the "
+	  "measuring), UNIX seconds (date +%s; this second or later, at most "
+	  "a day ahead), after every session has logged in: runs on several "
+	  "hosts then cover the same seconds, for --merge; a start made late "
+	  "by the logins is said",
 	  set_start_at },
 	{ "man", 0, NULL, "print the manual page (troff)", set_man },
 	{ "version", 0, NULL, "print the version", set_version },

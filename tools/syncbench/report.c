@@ -318,8 +318,8 @@ static void print_text(const struct config *c, const struct result *r)
 	if (r->retried_hist.count)
 		printf("  retried: %" PRIu64 " operations (after %" PRIu64
 		       " unit attentions, %" PRIu64 " BUSY or TASK SET FULL), "
-		       "latency us mean %.1f p99 %.1f max %.1f: kept out of the "
-		       "latency above\n", r->retried_hist.count,
+		       "latency us mean %.1f p99 %.1f max %.1f (counted in the "
+		       "latency above too)\n", r->retried_hist.count,
 		       r->unit_attentions, r->busy_answers,
 		       syncguard_hist_mean(&r->retried_hist) / 1e3,
 		       (double)syncguard_hist_percentile(&r->retried_hist, 99) /
@@ -499,7 +499,8 @@ static void print_json(const struct config *c, const struct result *r,
 	"verify_complete,read_ops,read_lat_mean_us,read_lat_p99_us," \
 	"write_ops,write_lat_mean_us,write_lat_p99_us,write_fua_ops," \
 	"write_fua_lat_mean_us,write_fua_lat_p99_us,synchronize_cache_ops," \
-	"synchronize_cache_lat_mean_us,synchronize_cache_lat_p99_us" RATE_CSV_HEADER
+	"synchronize_cache_lat_mean_us,synchronize_cache_lat_p99_us" \
+	RATE_CSV_HEADER ",retried_ops"
 
 static void print_csv(const struct config *c, const struct target_info *ti,
 		      const struct result *r, bool first)
@@ -538,7 +539,7 @@ static void print_csv(const struct config *c, const struct target_info *ti,
 			printf(",0,,");
 	}
 	syncguard_rate_csv(r);
-	putchar('\n');
+	printf(",%" PRIu64 "\n", r->retried_hist.count);
 }
 
 void syncguard_report_result(const struct config *c, const struct target_info *ti,

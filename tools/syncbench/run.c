@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "toolutil.h"
 #include "syncbench.h"
@@ -165,13 +166,11 @@ static void note_command(struct op *op)
 		op->data_lat_ns = lat;
 }
 
-/* @op's commands into their histograms (not a retried one's) */
+/* @op's commands into their histograms (a retried one's last send) */
 static void account_commands(struct run *rn, const struct op *op)
 {
 	enum syncguard_cmd k;
 
-	if (op->retries)
-		return;
 	if (op->blocks) {
 		k = op->read ? CMD_READ : rn->p->sync == SYNC_FUA ?
 		    CMD_WRITE_FUA : CMD_WRITE;
@@ -193,14 +192,15 @@ static void account(struct run *rn, struct op *op, uint64_t now)
 		rn->r->flushes++;
 		return;
 	}
-	/* a retried command's latency holds its backoff and the answers it
-	 * got before: kept apart, so that the distribution is of clean ones */
-	if (op->retries) {
+	/* a retried operation's latency holds its backoff and the answers
+	 * it got before, as the application waiting for it saw: counted
+	 * with the others (left out, the slowest would flatter every
+	 * percentile), and also apart (tests/syncbench.sh, "a unit
+	 * attention mid-run") */
+	syncguard_hist_add(&rn->r->hist, now - op->start_ns);
+	syncguard_hist_add(&rn->iv_hist, now - op->start_ns);
+	if (op->retries)
 		syncguard_hist_add(&rn->r->retried_hist, now - op->start_ns);
-	} else {
-		syncguard_hist_add(&rn->r->hist, now - op->start_ns);
-		syncguard_hist_add(&rn->iv_hist, now - op->start_ns);
-	}
 	rn->r->ops++;
 	rn->r->bytes += bytes;
 	rn->iv_ops++;
@@ -407,6 +407,37 @@ static uint64_t pick_lba(struct sess *s, uint32_t blocks)
 	return UINT64_MAX;
 }
 
+/*
+ * Make each logical block of @op's write unlike any other this process
+ * writes: 16 bytes at its start, the process's nonce with the session
+ * and the write's number, and the block's LBA.  Without it a slot would
+ * write the same buffer again and again, and a deduplicating backend
+ * (ZFS dedup, VDO) or one that skips a write of what is already there
+ * (ZFS nopwrite) would store next to nothing (tests/syncbench.sh,
+ * "distinct").  --verify stamps the blocks its own way.
+ */
+static void stamp_unique(const struct run *rn, struct op *op, uint32_t blocks)
+{
+	static uint64_t nonce;
+	uint64_t id;
+
+	if (!nonce) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		nonce = (((uint64_t)ts.tv_sec * 1000000000u +
+			  (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 40)) | 1;
+	}
+	id = nonce ^ ((uint64_t)op->s->idx << 48) ^ op->write_no;
+	for (uint32_t k = 0; k < blocks; k++) {
+		uint8_t *b = op->buf + (size_t)k * rn->ti->block_size;
+		uint64_t lba = op->lba + k;
+
+		memcpy(b, &id, sizeof(id));
+		memcpy(b + sizeof(id), &lba, sizeof(lba));
+	}
+}
+
 /* Fill @op for the next command; false when none is due. */
 static bool next_op(struct sess *s, struct op *op)
 {
@@ -423,8 +454,11 @@ static bool next_op(struct sess *s, struct op *op)
 	op->lba = op->blocks ? pick_lba(s, blocks) : 0;
 	if (op->lba == UINT64_MAX)
 		return false;
-	if (!op->read && op->blocks)
+	if (!op->read && op->blocks) {
 		op->write_no = ++s->writes_issued;
+		if (!rn->vmap)
+			stamp_unique(rn, op, blocks);
+	}
 	if (rn->vmap && !op->read) {
 		op->seq = syncguard_verify_next_seq(rn->vmap);
 		syncguard_verify_stamp(op->buf, op->lba, blocks, rn->ti->block_size,
@@ -1065,6 +1099,10 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 		ret = -2;
 	for (unsigned int i = 0; !ret && i < rn.nsess; i++)
 		ret = open_session(&rn, &rn.s[i], i, span_blocks);
+	if (!ret)
+		syncguard_start_wait(c);
+	if (!ret && syncguard_interrupted)
+		ret = -1;	/* Ctrl-C in the wait: no result */
 	if (!ret) {
 		rn.at_measure.syncs = -2;
 		rn.t0 = rn.last_tick = rn.last_progress = now_ns();

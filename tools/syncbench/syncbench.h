@@ -245,6 +245,10 @@ extern volatile sig_atomic_t syncguard_interrupted;	/* Ctrl-Cs so far */
 /* when measuring started, UNIX seconds (--start-at's time, or later
  * when the login made it late); 0: not set, the header's own time */
 extern double syncguard_run_start;
+/* --start-at TIME: wait until then, once per process, after the first
+ * point's sessions have logged in (the warm-up and the measuring start
+ * at TIME); more than a second late is said on stderr */
+void syncguard_start_wait(const struct config *c);
 /* set while --verify reads back: a second Ctrl-C then stops the
  * read-back, and the results are printed (rather than quitting with
  * nothing) */
