@@ -32,8 +32,9 @@ jobs=$top/conf/fio
 out=$(dry --preset all --wce off); rc=$?
 expect "a dry run exits 0" '[ $rc -eq 0 ]'
 order=$(steps <<<"$out")
-expect "node record, login, device, WCE read and cleared once, the presets' job files, WCE restored, logout, node deleted" \
-	'[ "$order" = "iscsiadm:new|iscsiadm:--login|readlink -f|sdparm --get=WCE|sdparm --clear=WCE|fio:iozone.fio|fio:vdbench.fio|fio:throughput.fio|sdparm --set=WCE|iscsiadm:--logout|iscsiadm:delete|" ]'
+expect "node record, login, device, WCE read and cleared once (Linux rescans the disk), the presets' job files, WCE restored (a rescan), logout, node deleted" \
+	'[ "$order" = "iscsiadm:new|iscsiadm:--login|readlink -f|sdparm --get=WCE|sdparm --clear=WCE|sh -c|fio:iozone.fio|fio:vdbench.fio|fio:throughput.fio|sdparm --set=WCE|sh -c|iscsiadm:--logout|iscsiadm:delete|" ] &&
+	 grep -q "^+ sh -c echo 1 >/sys/block/sdX/device/rescan$" <<<"$out"'
 expect "the node record is made for the portal given (no SendTargets discovery), before the login; logout, then the record's deletion, come last" \
 	'! grep -q discovery <<<"$out" &&
 	 grep "^+ iscsiadm" <<<"$out" | head -1 | grep -q "^+ iscsiadm -m node -T iqn.2026-11.org.example:t -p 192.0.2.7:3260 -o new$" &&
@@ -96,7 +97,11 @@ expect "--dry-run does not print the CHAP secret" '! grep -q s3cret <<<"$out"'
 out=$(SYNCGUARD_DRYRUN_FAIL="$jobs/iozone.fio" dry --preset all --wce on); rc=$?
 expect "a failed fio run: exit 1, no later job, WCE restored, logged out" \
 	'[ $rc -eq 1 ] && ! grep -q vdbench <<<"$out" &&
-	 [ "$(tail -3 <<<"$out" | head -1)" = "+ sdparm --set=WCE /dev/sdX" ] && tail -2 <<<"$out" | head -1 | grep -q -- "--logout$"'
+	 [ "$(tail -4 <<<"$out" | head -1)" = "+ sdparm --set=WCE /dev/sdX" ] && tail -2 <<<"$out" | head -1 | grep -q -- "--logout$"'
+# a restore that fails: said, the run exits 1, the session still logged out
+out=$(SYNCGUARD_DRYRUN_FAIL=--set=WCE dry --sync fua --wce off); rc=$?
+expect "a failed WCE restore: exit 1, said, logged out all the same (exit $rc)" \
+	'[ $rc -eq 1 ] && grep -q "could not restore WCE=1" <<<"$out" && grep -q "^+ iscsiadm .* --logout$" <<<"$out"'
 out=$(SYNCGUARD_DRYRUN_FAIL=--login dry); rc=$?
 expect "a failed login: exit 1, no logout, the node record made deleted" \
 	'[ $rc -eq 1 ] && ! grep -q -- --logout <<<"$out" && tail -1 <<<"$out" | grep -q -- "-o delete$"'
