@@ -163,9 +163,10 @@ static void log_holes(struct scsi_lu *lu)
 		return;
 	eprintf("syncguard: lun %" PRIu64 ": the file has holes (%" PRIu64
 		" of %" PRIu64 " bytes allocated): each write-through write "
-		"into one allocates, at a journal commit's cost; write the "
-		"file in full once for speed (dd if=/dev/zero of=FILE bs=1M "
-		"count=N conv=fsync)\n", lu->lun,
+		"into one allocates, at a journal commit's cost; for speed, "
+		"delete the LUN, write every block of the file once in place, "
+		"which keeps its data (dd if=FILE of=FILE bs=1M "
+		"conv=notrunc,fsync), and create the LUN again\n", lu->lun,
 		(uint64_t)st.st_blocks * 512, lun->size);
 }
 

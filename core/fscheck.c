@@ -291,9 +291,9 @@ static int check_allocated(int fd, uint64_t size, const char *path,
 		syncguard_seterr(err, errlen,
 			"%s: mode=plp needs every block allocated and written, "
 			"but the file has a hole, unwritten or shared extent "
-			"near byte %llu; write the whole file once (dd "
-			"if=/dev/zero of=FILE bs=1M count=N conv=fsync), or use "
-			"write-back", path,
+			"near byte %llu; write every block of it once in place, "
+			"which keeps its data (dd if=FILE of=FILE bs=1M "
+			"conv=notrunc,fsync), or use write-back", path,
 			(unsigned long long)covered);
 	if (ret == -EOPNOTSUPP)
 		syncguard_seterr(err, errlen,

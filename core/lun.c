@@ -350,10 +350,42 @@ static void adopt_former(struct syncguard_lun *lun, const char *former)
 	int ret = syncguard_poison_adopt(syncguard_state_dir(&lun->opts),
 					 former, lun->store_id);
 
+	if (ret)	/* tgtd.log names the record under this directory */
+		snprintf(lun->poison_dir, sizeof(lun->poison_dir), "%s",
+			 syncguard_state_dir(&lun->opts));
 	if (ret)
 		snprintf(lun->poison, sizeof(lun->poison), "unreadable: what "
 			 "was recorded under the store's former identity %s "
 			 "could not be taken over: %s", former, strerror(-ret));
+}
+
+/* bsopts state_dir must name a directory that exists: a misspelt one
+ * would be made, and the records kept in it missed by the LUNs given the
+ * right one and by syncguard-stat --latched.  The default, and tgtd's
+ * $SYNCGUARD_STATE_DIR, are made on the first record
+ * (test_state_dir_refused).  0, or -ENOENT, -ENOTDIR and the like with
+ * @err saying why. */
+static int check_state_dir(const struct syncguard_opts *opts, char *err,
+			   size_t errlen)
+{
+	struct stat st;
+
+	if (!opts->state_dir[0])
+		return 0;
+	if (stat(opts->state_dir, &st)) {
+		int ret = -errno;
+
+		syncguard_seterr(err, errlen, "state_dir %s: %s: create it, or "
+			"leave state_dir out for the default", opts->state_dir,
+			strerror(-ret));
+		return ret;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		syncguard_seterr(err, errlen, "state_dir %s is not a directory",
+				 opts->state_dir);
+		return -ENOTDIR;
+	}
+	return 0;
 }
 
 int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
@@ -380,7 +412,9 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 	lun->local_stats.magic = SYNCGUARD_STATS_MAGIC;
 	lun->local_stats.version = SYNCGUARD_STATS_VERSION;
 	lun->local_stats.mode = (uint32_t)opts->mode;
-	ret = open_path(lun, path, &st, err, errlen);
+	ret = check_state_dir(opts, err, errlen);
+	if (!ret)
+		ret = open_path(lun, path, &st, err, errlen);
 	if (ret)
 		return ret;
 	if ((ret = syncguard_store_ids(lun->fd, lun->store_id,

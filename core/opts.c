@@ -259,8 +259,8 @@ static const struct opt_def opt_table[] = {
 	  "its writes made durable as they are written (as write_sync says), "
 	  "so its SYNCHRONIZE CACHEs find nothing to flush; off = plain "
 	  "writes stay cached" },
-	{ "state_dir", parse_state_dir, "an absolute path of at most 255 "
-	  "characters (':' and ';' separate bsopts)",
+	{ "state_dir", parse_state_dir, "an existing directory: an absolute "
+	  "path of at most 255 characters (':' and ';' separate bsopts)",
 	  "where a latch that may stand for lost data is recorded, so that "
 	  "the store's next LUN starts latched until it is cleared "
 	  "(syncguard-stat --clear-latch PATH); a new LUN looks here, and "

@@ -416,7 +416,8 @@ static void print_man(void)
 	printf(".TP\n\\fB\\-\\-prometheus\\fR \\fIFILE\\fR\n");
 	roff_print("the same counters in Prometheus's text exposition format "
 		   "(syncguard_<field>_total counters, syncguard_wce, "
-		   "syncguard_workers, syncguard_latched, syncguard_tgtd_up, syncguard_info, and "
+		   "syncguard_workers, syncguard_latched, syncguard_latched_soft, "
+		   "syncguard_tgtd_up, syncguard_info, and "
 		   "the syncguard_device_flush_seconds histogram, labelled by "
 		   "target and LUN), written whole: a temporary file is renamed "
 		   "over FILE, so node_exporter's textfile collector never "

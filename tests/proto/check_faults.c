@@ -180,6 +180,7 @@ START_TEST(test_faults_latch_outlives_lun)
 
 	snprintf(opts, sizeof(opts), "mode=write-back;state_dir=%s/kept",
 		 proto_dir());
+	ck_assert_int_eq(proto_sh("mkdir -p '%s/kept'", proto_dir()), 0);
 	ck_assert_int_eq(proto_add_lun(2, disk, opts, 0), 0);
 	iscsi = proto_connect(2);
 	for (uint32_t lba = 0; lba < 64; lba += 8)

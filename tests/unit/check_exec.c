@@ -1755,6 +1755,7 @@ START_TEST(test_poison_state_dir)
 	make_file(path, LUN_BYTES, true);
 	ck_assert_ptr_nonnull(realpath(dir, other));
 	strncat(other, "/states", sizeof(other) - strlen(other) - 1);
+	ck_assert_int_eq(mkdir(other, 0700), 0);
 	snprintf(opts, sizeof(opts), "mode=write-back;state_dir=%s", other);
 	ck_assert_int_eq(reopen_latched(opts), 0);
 	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
@@ -1790,6 +1791,30 @@ static int try_open(const char *p, const char *bsopts, char *err)
 	ck_assert_int_eq(syncguard_opts_parse(bsopts, &o, err, 256), 0);
 	return syncguard_lun_open(&lun, p, 9, &o, err, 256);
 }
+
+/* bsopts state_dir that is misspelt (no such directory) or names a file
+ * refuses the LUN, saying why: made, a misspelt one would keep records
+ * where no LUN given the right one looks, and a file started the LUN
+ * latched over an unreadable record */
+START_TEST(test_state_dir_refused)
+{
+	char err[256], opts[PATH_MAX + 64], where[PATH_MAX];
+
+	make_file(path, LUN_BYTES, true);
+	ck_assert_ptr_nonnull(realpath(dir, where));
+	snprintf(opts, sizeof(opts), "mode=write-back;state_dir=%s/typo/states",
+		 where);
+	ck_assert_int_eq(try_open(path, opts, err), -ENOENT);
+	ck_assert_msg(strstr(err, "/typo/states: No such file or directory: "
+			     "create it"), "%s", err);
+	strncat(where, "/typo", sizeof(where) - strlen(where) - 1);
+	ck_assert_int_ne(access(where, F_OK), 0);	/* nothing made */
+	ck_assert_ptr_nonnull(realpath(path, where));
+	snprintf(opts, sizeof(opts), "mode=write-back;state_dir=%s", where);
+	ck_assert_int_eq(try_open(path, opts, err), -ENOTDIR);
+	ck_assert_msg(strstr(err, "is not a directory"), "%s", err);
+}
+END_TEST
 
 /* try_open, and close the LUN again if it opened */
 static int try_open_close(const char *p, const char *bsopts, char *err)
@@ -2283,6 +2308,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_poison_latch_recorded);
 	tcase_add_test(faults, test_poison_final_flush_recorded);
 	tcase_add_test(faults, test_poison_state_dir);
+	tcase_add_test(faults, test_state_dir_refused);
 	tcase_add_test(faults, test_poison_adopt);
 	tcase_add_test(faults, test_poison_final_flush_pending);
 	tcase_add_test(faults, test_poison_marks_many_stores);
