@@ -423,8 +423,6 @@ struct syncguard_lun {
 					 * the final flush covers them */
 	bool enospc_soft;		/* ENOSPC/EDQUOT latch soft here
 					 * (syncguard_policy_enospc_refused) */
-	bool no_rwf_dsync;		/* the file system refused RWF_DSYNC:
-					 * write, then fdatasync */
 	/* write_sync=auto: RWF_DSYNC (arm 0) or group commit (arm 1),
 	 * by a running trial (syncguard_use_dsync) */
 	pthread_mutex_t sync_trial_lock;

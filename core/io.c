@@ -242,11 +242,11 @@ static void unroute(struct syncguard_lun *lun, struct route *r,
 
 /*
  * This write's data, its metadata and the device cache, before return:
- * RWF_DSYNC, or where the file system refuses it (FUSE does), the same
- * write followed by fdatasync on the same descriptor.  O_DIRECT where
- * the LUN's writes go so.  A failure latches as the policy says
- * (SYNCGUARD_CALL_DSYNC_WRITE, or the fallback's FLUSH; its plain write
- * alone does not).  0 or -errno.
+ * RWF_DSYNC, O_DIRECT where the LUN's writes go so.  Linux takes
+ * RWF_DSYNC on every file (since 4.7), so an EOPNOTSUPP is its sync's
+ * (a FUSE daemon's FSYNC answer, a device's failed flush) and latches as
+ * any other (SYNCGUARD_CALL_DSYNC_WRITE; test_exec_dsync_eopnotsupp_latches).
+ * 0 or -errno.
  */
 static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 			 size_t len, uint64_t off)
@@ -261,18 +261,10 @@ static int write_durable(struct syncguard_lun *lun, const uint8_t *buf,
 		unroute(lun, &r, len, off);
 		return fd;
 	}
-	err = -EOPNOTSUPP;
 	syncguard_count(&lun->stats->dsync_writes);
-	if (!__atomic_load_n(&lun->no_rwf_dsync, __ATOMIC_RELAXED))
-		err = write_all(fd, buf, len, off, RWF_DSYNC);
-	if (err == -EOPNOTSUPP) {
-		__atomic_store_n(&lun->no_rwf_dsync, true, __ATOMIC_RELAXED);
-		err = write_all(fd, buf, len, off, 0);
-		if (!err && (err = syncguard_datasync(fd)))
-			syncguard_call_failed(lun, SYNCGUARD_CALL_FLUSH, -err);
-	} else if (err) {
+	err = write_all(fd, buf, len, off, RWF_DSYNC);
+	if (err)
 		syncguard_call_failed(lun, SYNCGUARD_CALL_DSYNC_WRITE, -err);
-	}
 	if (r.direct)
 		syncguard_direct_fd_put(lun, fd);
 	else

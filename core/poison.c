@@ -713,13 +713,23 @@ int syncguard_final_flush_end(const char *dir, const char *id,
 	if (!id[0])
 		return ret;
 	/* its outcome is recorded by now; one that could not be is kept
-	 * for other processes in the marker, renamed (no new space) */
-	if (!syncguard_flush_marker(dir, id, (long)getpid(), seq, marker,
-				    sizeof(marker)) &&
-	    (!err || !ret || marker_path(dir, id, MARKER_FAILED, getpid(),
-					 seq, failed, sizeof(failed)) ||
-	     rename(marker, failed)))
+	 * for other processes in the marker, renamed (no new space).  A
+	 * marker that cannot be renamed either stays as it is: removed, it
+	 * took the failure with it, and another tgtd's LUN on the store
+	 * started clean; kept, that LUN waits while this process lives and
+	 * then starts latched (test_poison_marker_kept_unrenamed) */
+	if (syncguard_flush_marker(dir, id, (long)getpid(), seq, marker,
+				   sizeof(marker))) {
+		/* no marker was made */
+	} else if (!err || !ret) {
 		unlink(marker);
+	} else if (marker_path(dir, id, MARKER_FAILED, getpid(), seq, failed,
+			       sizeof(failed)) || rename(marker, failed)) {
+		syncguard_logf("syncguard: store %s: its failed final flush "
+			"is neither recorded nor marked failed; its marker %s "
+			"stays: another tgtd's LUN on the store waits while "
+			"this one runs, then starts latched\n", id, marker);
+	}
 	pthread_mutex_lock(&marks_lock);
 	if ((i = mark_of(id, false)) >= 0) {
 		if (marks[i].flushes)

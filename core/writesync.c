@@ -75,7 +75,7 @@ bool syncguard_use_dsync(struct syncguard_lun *lun, bool *scored)
 			__atomic_load_n(&lun->sync_trial.arm, __ATOMIC_RELAXED);
 		break;
 	}
-	return !group && !__atomic_load_n(&lun->no_rwf_dsync, __ATOMIC_RELAXED);
+	return !group;
 }
 
 void syncguard_durable_begin(struct syncguard_lun *lun)
@@ -176,7 +176,6 @@ enum syncguard_persist syncguard_write_persist(struct syncguard_lun *lun,
 	if (persist != SYNCGUARD_PERSIST_CACHED ||
 	    lun->opts.write_sync == SYNCGUARD_WRITE_SYNC_GROUP ||
 	    lun->opts.sync_loop == SYNCGUARD_SYNCLOOP_OFF ||
-	    __atomic_load_n(&lun->no_rwf_dsync, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&lun->sync_streak, __ATOMIC_RELAXED) < SYNC_STREAK ||
 	    syncguard_lun_latched(lun))	/* plain writes go on, cached */
 		return persist;

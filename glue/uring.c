@@ -547,13 +547,6 @@ static void reap_io(struct uring_op *op, int res)
 {
 	if (op->plan.direct)
 		ring.io_inflight--;
-	if (res == -EOPNOTSUPP && op->plan.dsync && !op->done) {
-		/* no RWF_DSYNC here: the same write, then a group flush */
-		__atomic_store_n(&op->tag.bs->lun.no_rwf_dsync, true,
-				 __ATOMIC_RELAXED);
-		op->plan.dsync = false;
-		res = -EAGAIN;
-	}
 	if (res > 0) {
 		op->done += (uint32_t)res;
 		op->tries = 0;		/* progress: a new count of retries */

@@ -63,6 +63,7 @@ static const struct column {
 	{ EIO, -1 }, { ENOSPC, -1 }, { EDQUOT, -1 }, { EROFS, -1 },
 	{ EMFILE, -1 }, { ENFILE, -1 }, { ENOMEM, -1 }, { ENOSYS, -1 },
 	{ EINTR, -1 }, { EAGAIN, -1 }, { EINTR, 1 }, { EAGAIN, 3 },
+	{ EOPNOTSUPP, -1 },	/* a FUSE daemon's, a device's failed flush */
 };
 #define NCOLUMNS ((int)(sizeof(columns) / sizeof(columns[0])))
 
