@@ -565,6 +565,17 @@ if command -v fio >/dev/null; then
 	expect "--compare reads fio's own JSON beside ours: one rand-write flush row of 4096 bytes with its IOPS ratio and SYNC p99 ($(grep '^fio ' <<<"$out"))" \
 		'awk "\$1 == \"fio\" && \$2 == \"rand-write\" && \$3 == \"flush\" && \$4 == 4096 && \$5 == 1 &&
 			\$8 ~ /^[0-9.]+$/ && \$9 == \"-\" && \$(NF-1) ~ /^[0-9]+$/ { f = 1 } END { exit !f }" <<<"$out"'
+	# every field fio's json+ has in a job and in its sections, ours has
+	# (a script reading write.bw_mean or usr_cpu must not fail on ours)
+	missing=$(jq -n -r --slurpfile f "$work/fio.json" --slurpfile o "$work/fj.json" '
+		($f[0].jobs[0]) as $a | ($o[0].jobs[0]) as $b |
+		([$a | keys[] | select(. as $k | $b | has($k) | not)] +
+		 [("read", "write", "trim", "sync") as $s | $a[$s] | keys[] |
+		  select(. as $k | $b[$s] | has($k) | not) | "\($s).\(.)"]) | join(" ")')
+	expect "--fio-json has every field of fio's own json+ job (missing: ${missing:-none})" \
+		'[ -z "$missing" ] && jq -e ".jobs[0] | .iodepth_level[\"2\"] == 100 and
+			([.latency_ns[], .latency_us[], .latency_ms[]] | add | . > 99.9 and . < 100.1) and
+			.write.iops_samples == 1 and .write.iops_mean == .write.iops and .usr_cpu + .sys_cpu > 0" "$work/fj.json" >/dev/null'
 else
 	left_out "--compare reading fio's JSON" dependency "no fio (package fio)"
 fi

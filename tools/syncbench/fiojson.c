@@ -63,11 +63,26 @@ static void stat_ns(const struct histogram *h, bool full)
 	printf("}");
 }
 
+/* fio's bw_ and iops_ sample statistics: of one sample, the whole
+ * measured window (fio takes one each 500 ms; what reads them gets
+ * the window's own rates, and _samples says how many there were) */
+static void samples(double kibps, double iops)
+{
+	int n = kibps > 0 || iops > 0;
+
+	printf(",\"bw_min\":%.0f,\"bw_max\":%.0f,\"bw_agg\":%.6f,"
+	       "\"bw_mean\":%.6f,\"bw_dev\":0,\"bw_samples\":%d,"
+	       "\"iops_min\":%.0f,\"iops_max\":%.0f,\"iops_mean\":%.6f,"
+	       "\"iops_stddev\":0,\"iops_samples\":%d", kibps, kibps,
+	       n ? 100.0 : 0, kibps, n, iops, iops, iops, n);
+}
+
 /* a read or write section: @h's commands of @xfer bytes over @secs */
 static void direction(const struct histogram *h, uint64_t xfer, double secs)
 {
 	uint64_t bytes = h->count * xfer;
 	double bps = secs > 0 ? (double)bytes / secs : 0;
+	double iops = secs > 0 ? (double)h->count / secs : 0;
 
 	printf("{\"io_bytes\":%" PRIu64 ",\"io_kbytes\":%" PRIu64
 	       ",\"bw_bytes\":%.0f,\"bw\":%.0f,\"iops\":%.6f,\"runtime\":%.0f,"
@@ -80,7 +95,80 @@ static void direction(const struct histogram *h, uint64_t xfer, double secs)
 	stat_ns(h, true);
 	printf(",\"lat_ns\":");
 	stat_ns(h, false);
-	printf(",\"iops_mean\":%.6f}", secs > 0 ? (double)h->count / secs : 0);
+	samples(bps / 1024, iops);
+	printf("}");
+}
+
+/* fio's latency_ns, latency_us and latency_ms: the percent of @h's
+ * commands under each bound (2, 4, 10 ... 1000 of the unit; a
+ * millisecond's last, at 2000 and over); a command is counted in the
+ * unit of its latency, as fio does */
+static void latency_buckets(const struct histogram *h)
+{
+	static const unsigned int bound[] = { 2, 4, 10, 20, 50, 100, 250, 500,
+					      750, 1000, 2000 };
+	static const char *const unit[] = { "ns", "us", "ms" };
+	double pct[3][12] = { { 0 } };
+
+	for (unsigned int i = 0; h->count && i < HIST_BUCKETS; i++) {
+		uint64_t ns = syncguard_hist_bucket_value(i);
+		int u = ns < 1000 ? 0 : ns < 1000000 ? 1 : 2;
+		uint64_t v = u == 0 ? ns : u == 1 ? ns / 1000 : ns / 1000000;
+		unsigned int k = 0;
+
+		while (k < (u == 2 ? 11u : 10u) && v >= bound[k])
+			k++;
+		pct[u][k < 10 || u == 2 ? k : 9] +=
+			(double)h->bucket[i] * 100 / (double)h->count;
+	}
+	for (int u = 0; u < 3; u++) {
+		printf(",\"latency_%s\":{", unit[u]);
+		for (unsigned int k = 0; k < (u == 2 ? 12u : 10u); k++) {
+			if (k == 11)
+				printf(",\">=2000\":%.6f", pct[u][k]);
+			else
+				printf("%s\"%u\":%.6f", k ? "," : "", bound[k],
+				       pct[u][k]);
+		}
+		printf("}");
+	}
+}
+
+/* fio's job-wide fields besides the sections: this process's CPU, the
+ * depth kept (each session keeps the depth asked; each command is sent
+ * and answered on its own), the latency buckets of every command */
+static void job_wide(const struct result *r)
+{
+	static const char *const level[] = { "1", "2", "4", "8", "16", "32",
+					     ">=64" };
+	static const char *const batch[] = { "0", "4", "8", "16", "32", "64",
+					     ">=64" };
+	unsigned int at = 0;
+	struct histogram all;
+
+	while (at < 6 && r->p.qd >= 2u << at)
+		at++;
+	printf(",\"usr_cpu\":%.6f,\"sys_cpu\":%.6f,\"ctx\":%" PRIu64
+	       ",\"majf\":%" PRIu64 ",\"minf\":%" PRIu64, r->usr_cpu,
+	       r->sys_cpu, r->ctx, r->majf, r->minf);
+	printf(",\"iodepth_level\":{");
+	for (unsigned int k = 0; k < 7; k++)
+		printf("%s\"%s\":%d", k ? "," : "", level[k],
+		       k == at && r->ops ? 100 : 0);
+	for (int d = 0; d < 2; d++) {
+		printf("},\"iodepth_%s\":{", d ? "complete" : "submit");
+		for (unsigned int k = 0; k < 7; k++)
+			printf("%s\"%s\":%d", k ? "," : "", batch[k],
+			       k == 1 && r->ops ? 100 : 0);
+	}
+	printf("}");
+	syncguard_hist_init(&all);
+	for (int k = 0; k < SYNCGUARD_NCMD; k++)
+		syncguard_hist_merge(&all, &r->cmd_hist[k]);
+	latency_buckets(&all);
+	printf(",\"latency_depth\":%u,\"latency_target\":0,"
+	       "\"latency_percentile\":100.000000,\"latency_window\":0",
+	       r->p.qd);
 }
 
 /* fio's rw= for the point's mix */
@@ -153,8 +241,9 @@ void syncguard_fio_result(const struct config *c, const struct target_info *ti,
 	printf(",\"sync\":{\"total_ios\":%" PRIu64 ",\"lat_ns\":",
 	       r->cmd_hist[CMD_SYNC_CACHE].count);
 	stat_ns(&r->cmd_hist[CMD_SYNC_CACHE], true);
-	printf("},\"job_runtime\":%.0f,\"syncguard\":{\"sync\":\"%s\","
-	       "\"workload\":", r->seconds * 1e3,
+	printf("},\"job_runtime\":%.0f", r->seconds * 1e3);
+	job_wide(r);
+	printf(",\"syncguard\":{\"sync\":\"%s\",\"workload\":",
 	       syncguard_sync_name(r->p.sync, c->every, sy, sizeof(sy)));
 	json_str(r->p.label);
 	if (r->p.rate > 0)

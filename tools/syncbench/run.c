@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -1071,9 +1072,31 @@ static uint64_t point_rng(uint64_t seed)
 	return x ? x : 1;		/* xorshift64's one bad state */
 }
 
+/* This process's CPU and faults since @ru0, over @ns of the point */
+static void note_rusage(struct result *r, const struct rusage *ru0,
+			uint64_t ns)
+{
+	struct rusage ru;
+	double us = (double)ns / 1e3;
+
+	if (getrusage(RUSAGE_SELF, &ru) || us <= 0)
+		return;
+	r->usr_cpu = ((double)(ru.ru_utime.tv_sec - ru0->ru_utime.tv_sec) * 1e6 +
+		      (double)(ru.ru_utime.tv_usec - ru0->ru_utime.tv_usec)) /
+		     us * 100;
+	r->sys_cpu = ((double)(ru.ru_stime.tv_sec - ru0->ru_stime.tv_sec) * 1e6 +
+		      (double)(ru.ru_stime.tv_usec - ru0->ru_stime.tv_usec)) /
+		     us * 100;
+	r->ctx = (uint64_t)((ru.ru_nvcsw - ru0->ru_nvcsw) +
+			    (ru.ru_nivcsw - ru0->ru_nivcsw));
+	r->majf = (uint64_t)(ru.ru_majflt - ru0->ru_majflt);
+	r->minf = (uint64_t)(ru.ru_minflt - ru0->ru_minflt);
+}
+
 int syncguard_run_point(const struct config *c, const struct target_info *ti,
 			const struct run_params *p, struct result *r)
 {
+	struct rusage ru0;
 	struct run rn = { .c = c, .ti = ti, .p = p, .r = r,
 			  .nsess = p->sessions ? p->sessions : c->sessions,
 			  .rng = point_rng(c->seed) };
@@ -1105,6 +1128,7 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 		ret = -1;	/* Ctrl-C in the wait: no result */
 	if (!ret) {
 		rn.at_measure.syncs = -2;
+		getrusage(RUSAGE_SELF, &ru0);
 		rn.t0 = rn.last_tick = rn.last_progress = now_ns();
 		rn.t_measure = rn.last_iv = rn.t0 + (uint64_t)(c->warmup * 1e9);
 		rn.next_iv = rn.t_measure + (uint64_t)(interval_s(&rn) * 1e9);
@@ -1129,6 +1153,7 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 			 end < rn.t_stop)
 			end = rn.t_stop;
 		summarize(&rn, end);
+		note_rusage(r, &ru0, end - rn.t0);
 		syncguard_pacer_summarize(rn.pace, rn.nsess, rn.t_stop, r);
 		note_starved(&rn, r);
 		flushes_per_op(&rn, r);

@@ -210,9 +210,9 @@ struct result {
 	/* time counted commands waited in libiscsi's queue before they
 	 * went out on the wire, ns, and how many were timed */
 	uint64_t queued_ns, queued_n;
-	/* operations that needed a retry, counted in ops but with their
-	 * latency kept out of @hist; the unit attentions and BUSY or TASK
-	 * SET FULL answers behind the retries */
+	/* operations that needed a retry (counted in ops and in @hist as
+	 * well); the unit attentions and BUSY or TASK SET FULL answers
+	 * behind the retries */
 	struct histogram retried_hist;
 	uint64_t unit_attentions, busy_answers;
 	bool mode_changed;		/* MODE PARAMETERS CHANGED came */
@@ -239,6 +239,11 @@ struct result {
 	uint64_t unsent;
 	uint64_t lag_n, lag_sum_ns, lag_max_ns;
 	bool rate_sustained;
+	/* this process's own CPU over the point (warm-up included), as
+	 * percent of that time, its context switches and page faults
+	 * (getrusage; fio's usr_cpu, sys_cpu, ctx, majf, minf) */
+	double usr_cpu, sys_cpu;
+	uint64_t ctx, majf, minf;
 };
 
 extern volatile sig_atomic_t syncguard_interrupted;	/* Ctrl-Cs so far */
