@@ -26,9 +26,27 @@ static volatile sig_atomic_t wce_off;
 	"initiator, or the target's own tool: tgtadm's mode_page, see " \
 	"bs_syncguard(8))\n"
 
+bool syncguard_signal_repeat(int sig)
+{
+	static volatile sig_atomic_t last_sig;
+	static struct timespec last;	/* CLOCK_MONOTONIC: async-signal-safe */
+	struct timespec now;
+	bool again;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	again = last_sig == sig && (now.tv_sec - last.tv_sec) * 1000000000L +
+		(now.tv_nsec - last.tv_nsec) < 100000000L;
+	last_sig = sig;
+	last = now;
+	return again;
+}
+
 static void on_signal(int sig)
 {
-	(void)sig;
+	/* one signal sent twice (timeout(1) to this process and to its
+	 * group; pkill, and the parent's forward, to a LUN's process) */
+	if (syncguard_signal_repeat(sig))
+		return;
 	/* second Ctrl-C: give up at once, unless it stops a read-back
 	 * that follows the first (_exit would lose what was measured with
 	 * stdout's buffer); a third one quits */
@@ -262,9 +280,11 @@ static int restore_wce(const struct config *c, struct iscsi_context *iscsi,
 
 double syncguard_run_start;
 
-/* --start-at: sleep until UNIX time @t (seconds); Ctrl-C ends the wait.
- * Returns how late it was already (seconds; 0 on time). */
-static double wait_until(double t, bool quiet)
+/* --start-at: wait until UNIX time @t (seconds), in slices of at most
+ * 100 ms spent in @idle(@arg, ms) (nanosleep without one); Ctrl-C ends
+ * the wait.  Returns how late it was already (seconds; 0 on time). */
+static double wait_until(double t, bool quiet, void (*idle)(void *, int),
+			 void *arg)
 {
 	struct timespec now, gap;
 	double left;
@@ -279,8 +299,14 @@ static double wait_until(double t, bool quiet)
 		left = t - ((double)now.tv_sec + (double)now.tv_nsec / 1e9);
 		if (left <= 0 || syncguard_interrupted)
 			return first ? -left : 0;
-		gap.tv_sec = (time_t)left;
-		gap.tv_nsec = (long)((left - (double)gap.tv_sec) * 1e9);
+		if (left > 0.1)
+			left = 0.1;
+		if (idle) {
+			idle(arg, (int)(left * 1e3) + 1);
+			continue;
+		}
+		gap.tv_sec = 0;
+		gap.tv_nsec = (long)(left * 1e9);
 		nanosleep(&gap, NULL);
 	}
 }
@@ -297,19 +323,21 @@ static void start_planned(const struct config *c)
 	syncguard_run_start = t > c->start_at + 1 ? t : c->start_at;
 }
 
-void syncguard_start_wait(const struct config *c)
+bool syncguard_start_wait(const struct config *c, void (*idle)(void *, int),
+			  void *arg)
 {
 	static bool waited;
 	double late;
 
 	if (!c->start_at || waited)
-		return;
+		return false;
 	waited = true;
-	late = wait_until(c->start_at, c->lun_process);
+	late = wait_until(c->start_at, c->lun_process, idle, arg);
 	if (late > 1)
 		fprintf(stderr, PROG ": --start-at: starting %.1f s late (the "
 			"logins took longer): runs started on time measured "
 			"other seconds than this one\n", late);
+	return true;
 }
 
 static int state_writable(const char *path)

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,14 +25,20 @@
 
 static pid_t children[MAX_MERGE];
 static int nchildren;
+static pid_t parent;	/* the process that forked them */
 
 /* A signal to this process goes on to each LUN's, once.  Each LUN's
  * process runs in a process group of its own, so that a signal to this
  * one's group (Ctrl-C, timeout(1), kill -- -PGID) reaches it only from
  * here: a second one would make it give up at once, with --cache-off's
- * WCE=0 left behind (tests/syncbench.sh, "timeout"). */
+ * WCE=0 left behind (tests/syncbench.sh, "timeout").  timeout(1) sends
+ * its signal to this process and then to its group: the same signal
+ * again within syncguard_signal_repeat's window is that one, not
+ * forwarded. */
 static void forward(int sig)
 {
+	if (syncguard_signal_repeat(sig))
+		return;
 	for (int i = 0; i < nchildren; i++)
 		kill(children[i], sig);
 }
@@ -72,6 +79,11 @@ static void child(const struct config *c, int k, const char *file,
 	struct config one = *c;
 
 	setpgid(0, 0);
+	/* out of this process's group: a parent killed outright (SIGKILL,
+	 * the OOM killer) ends each LUN's run as SIGTERM does, restoring */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		raise(SIGTERM);
 	syncguard_signals_release(held);	/* main()'s handlers */
 	if (!freopen(file, "w", stdout)) {
 		fprintf(stderr, PROG ": %s: %s\n", file, strerror(errno));
@@ -142,7 +154,6 @@ static char dir[] = "/tmp/syncbench-luns.XXXXXX";
 
 /* the LUNs' result files go on every way out, a usage error of --merge's
  * checks (exit) among them */
-static pid_t parent;
 
 static void remove_files(void)
 {

@@ -76,6 +76,7 @@ struct run {
 	uint64_t t0, t_measure, t_stop, last_tick, last_iv, ops_at_tick;
 	uint64_t next_iv;	/* the next --interval boundary, on the grid */
 	uint64_t rng;
+	uint64_t nonce;		/* point_nonce: this point's write data */
 	struct histogram iv_hist;
 	uint64_t iv_ops, iv_bytes;
 	struct verify_map *vmap;
@@ -410,26 +411,18 @@ static uint64_t pick_lba(struct sess *s, uint32_t blocks)
 
 /*
  * Make each logical block of @op's write unlike any other this process
- * writes: 16 bytes at its start, the process's nonce with the session
- * and the write's number, and the block's LBA.  Without it a slot would
- * write the same buffer again and again, and a deduplicating backend
- * (ZFS dedup, VDO) or one that skips a write of what is already there
- * (ZFS nopwrite) would store next to nothing (tests/syncbench.sh,
- * "distinct").  --verify stamps the blocks its own way.
+ * writes: 16 bytes at its start, the point's nonce (point_nonce) with
+ * the session and the write's number, and the block's LBA.  Without it
+ * a slot would write the same buffer again and again, and a
+ * deduplicating backend (ZFS dedup, VDO) or one that skips a write of
+ * what is already there (ZFS nopwrite) would store next to nothing; a
+ * later point (iozone's rewriters, --curve's steps) would write the
+ * same bytes as an earlier one (tests/syncbench.sh, "distinct").
+ * --verify stamps the blocks its own way.
  */
 static void stamp_unique(const struct run *rn, struct op *op, uint32_t blocks)
 {
-	static uint64_t nonce;
-	uint64_t id;
-
-	if (!nonce) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		nonce = (((uint64_t)ts.tv_sec * 1000000000u +
-			  (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 40)) | 1;
-	}
-	id = nonce ^ ((uint64_t)op->s->idx << 48) ^ op->write_no;
+	uint64_t id = rn->nonce ^ ((uint64_t)op->s->idx << 48) ^ op->write_no;
 	for (uint32_t k = 0; k < blocks; k++) {
 		uint8_t *b = op->buf + (size_t)k * rn->ti->block_size;
 		uint64_t lba = op->lba + k;
@@ -1072,6 +1065,47 @@ static uint64_t point_rng(uint64_t seed)
 	return x ? x : 1;		/* xorshift64's one bad state */
 }
 
+/* A slice of --start-at's wait, up to @ms: what the target sends the
+ * idle sessions is answered (a NOP-In left unanswered drops them) */
+static void serve_idle(void *arg, int ms)
+{
+	struct run *rn = arg;
+	struct pollfd pfd[MAX_SESSIONS];
+
+	for (unsigned int i = 0; i < rn->nsess; i++) {
+		pfd[i].fd = iscsi_get_fd(rn->s[i].iscsi);
+		pfd[i].events = (short)iscsi_which_events(rn->s[i].iscsi);
+		pfd[i].revents = 0;
+	}
+	if (poll(pfd, rn->nsess, ms) <= 0)
+		return;
+	for (unsigned int i = 0; i < rn->nsess; i++)
+		if (pfd[i].revents)
+			iscsi_service(rn->s[i].iscsi, pfd[i].revents);
+}
+
+/* The unit attentions the sessions collected while they waited (tgt
+ * keeps one per LUN added or deleted on the target meanwhile, more than
+ * an operation's retries): taken by TEST UNIT READY before the clock
+ * starts (tests/proto check_modes.c, test_modes_ring_shared) */
+static void clear_attentions(struct run *rn)
+{
+	for (unsigned int i = 0; i < rn->nsess; i++) {
+		for (int k = 0; k < 256; k++) {
+			struct scsi_task *t = SYNCGUARD_HELD(
+				iscsi_testunitready_sync(rn->s[i].iscsi,
+							 rn->s[i].lun));
+			bool ua = t && t->status == SCSI_STATUS_CHECK_CONDITION &&
+				  t->sense.key == SCSI_SENSE_UNIT_ATTENTION;
+
+			if (t)
+				scsi_free_scsi_task(t);
+			if (!ua)
+				break;
+		}
+	}
+}
+
 /* This process's CPU and faults since @ru0, over @ns of the point */
 static void note_rusage(struct result *r, const struct rusage *ru0,
 			uint64_t ns)
@@ -1093,13 +1127,25 @@ static void note_rusage(struct result *r, const struct rusage *ru0,
 	r->minf = (uint64_t)(ru.ru_minflt - ru0->ru_minflt);
 }
 
+/* A number no other point of any run writes: the clock, this process
+ * and its count of points */
+static uint64_t point_nonce(void)
+{
+	static uint64_t points;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+	       ((uint64_t)getpid() << 40) ^ (++points << 32);
+}
+
 int syncguard_run_point(const struct config *c, const struct target_info *ti,
 			const struct run_params *p, struct result *r)
 {
 	struct rusage ru0;
 	struct run rn = { .c = c, .ti = ti, .p = p, .r = r,
 			  .nsess = p->sessions ? p->sessions : c->sessions,
-			  .rng = point_rng(c->seed) };
+			  .rng = point_rng(c->seed), .nonce = point_nonce() };
 	uint64_t span_blocks = point_span(c, ti, p) /
 			       ti->block_size;
 	const char *why = syncguard_point_problem(c, ti, p);
@@ -1122,8 +1168,8 @@ int syncguard_run_point(const struct config *c, const struct target_info *ti,
 		ret = -2;
 	for (unsigned int i = 0; !ret && i < rn.nsess; i++)
 		ret = open_session(&rn, &rn.s[i], i, span_blocks);
-	if (!ret)
-		syncguard_start_wait(c);
+	if (!ret && syncguard_start_wait(c, serve_idle, &rn))
+		clear_attentions(&rn);
 	if (!ret && syncguard_interrupted)
 		ret = -1;	/* Ctrl-C in the wait: no result */
 	if (!ret) {

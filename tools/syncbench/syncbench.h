@@ -247,13 +247,20 @@ struct result {
 };
 
 extern volatile sig_atomic_t syncguard_interrupted;	/* Ctrl-Cs so far */
+/* In a signal handler: is @sig the same signal as the last one, within
+ * 100 ms (one signal delivered twice, where a person's second Ctrl-C
+ * comes later)?  Notes @sig as the last. */
+bool syncguard_signal_repeat(int sig);
 /* when measuring started, UNIX seconds (--start-at's time, or later
  * when the login made it late); 0: not set, the header's own time */
 extern double syncguard_run_start;
 /* --start-at TIME: wait until then, once per process, after the first
  * point's sessions have logged in (the warm-up and the measuring start
- * at TIME); more than a second late is said on stderr */
-void syncguard_start_wait(const struct config *c);
+ * at TIME), in slices of at most 100 ms spent in @idle(@arg, ms); more
+ * than a second late is said on stderr.  Whether it waited (false: no
+ * --start-at, or waited already). */
+bool syncguard_start_wait(const struct config *c, void (*idle)(void *, int),
+			  void *arg);
 /* set while --verify reads back: a second Ctrl-C then stops the
  * read-back, and the results are printed (rather than quitting with
  * nothing) */
