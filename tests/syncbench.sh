@@ -675,8 +675,14 @@ expect "two runs without --seed get different seeds ($s1, $s2), so a read run do
 "$sb" -t 0.1 --seed 77 --json --no-progress "$u1" >"$work/seed.json"
 expect "--seed 77 is the run's seed, in JSON too" '[ "$(jq -r .seed "$work/seed.json")" = 77 ]'
 
+flushes0=$("$top/tools/syncguard-stat" --json "$iqn" 1 | jq '.[0].device_flushes')
 "$sb" --bytes 4m -p seq -q 4 --verify --state "$work/state" --span 4m --no-progress --csv "$u1" >"$work/verify.csv"
 expect "--verify passes on an honest target" '[ $? -eq 0 ]'
+# its read-back is READ FUA=1 (the LUN reports DPOFUA=1): the write-back
+# LUN flushed what it cached of plain writes before it answered
+flushes1=$("$top/tools/syncguard-stat" --json "$iqn" 1 | jq '.[0].device_flushes')
+expect "--verify reads back with FUA=1: write-back flushed first (device flushes $flushes0 -> $flushes1)" \
+	'[ "$flushes1" -gt "$flushes0" ]'
 # a span too small for the depth: the queue runs at about 4 of 32, under
 # the label QD 32; the tool says so, and with a span with room it does
 # not

@@ -184,7 +184,8 @@ static int read_chunk(struct iscsi_context *iscsi, int lun,
 	uint32_t n = blocks - lba < CHUNK ? (uint32_t)(blocks - lba) : CHUNK;
 	struct scsi_task *t = syncguard_interrupted != before ? NULL :
 		SYNCGUARD_HELD(iscsi_read16_sync(iscsi, lun, lba,
-			n * ti->block_size, (int)ti->block_size, 0, 0, 0, 0, 0));
+			n * ti->block_size, (int)ti->block_size, 0, 0,
+			ti->dpofua == 1, 0, 0));	/* FUA: from the medium */
 
 	if (syncguard_interrupted != before) {
 		fprintf(stderr, PROG ": verify: interrupted at LBA %" PRIu64
