@@ -317,8 +317,9 @@ int syncguard_flush_marker(const char *dir, const char *id, long pid,
 
 /* That final flush (@seq from syncguard_final_flush_begin) ended with
  * @err (0 or positive errno): recorded as syncguard_store_failed does,
- * then its marker and the mark's flush taken off.  0, or the record's
- * -errno. */
+ * then its marker and the mark's flush taken off (a failure that could
+ * not be recorded leaves its marker, renamed ".failed-" or, failing
+ * that, dated 1970).  0, or the record's -errno. */
 int syncguard_final_flush_end(const char *dir, const char *id,
 			      unsigned int seq, const char *path, int err);
 

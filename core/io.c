@@ -242,8 +242,9 @@ static void unroute(struct syncguard_lun *lun, struct route *r,
 
 /*
  * This write's data, its metadata and the device cache, before return:
- * RWF_DSYNC, O_DIRECT where the LUN's writes go so.  Linux takes
- * RWF_DSYNC on every file (since 4.7), so an EOPNOTSUPP is its sync's
+ * RWF_DSYNC, O_DIRECT where the LUN's writes go so.  Every file system
+ * in Linux's tree takes RWF_DSYNC (since 4.7; only a file without
+ * write_iter refuses it, before writing), so an EOPNOTSUPP is the sync's
  * (a FUSE daemon's FSYNC answer, a device's failed flush) and latches as
  * any other (SYNCGUARD_CALL_DSYNC_WRITE; test_exec_dsync_eopnotsupp_latches).
  * 0 or -errno.

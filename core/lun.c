@@ -362,15 +362,18 @@ static void adopt_former(struct syncguard_lun *lun, const char *former)
 /* bsopts state_dir must name a directory that exists: a misspelt one
  * would be made, and the records kept in it missed by the LUNs given the
  * right one and by syncguard-stat --latched.  The default, and tgtd's
- * $SYNCGUARD_STATE_DIR, are made on the first record
- * (test_state_dir_refused).  0, or -ENOENT, -ENOTDIR and the like with
- * @err saying why. */
+ * $SYNCGUARD_STATE_DIR, are made on the first record, also when bsopts
+ * names them (test_state_dir_refused).  0, or -ENOENT, -ENOTDIR and the
+ * like with @err saying why. */
 static int check_state_dir(const struct syncguard_opts *opts, char *err,
 			   size_t errlen)
 {
+	const char *env = getenv("SYNCGUARD_STATE_DIR");
 	struct stat st;
 
-	if (!opts->state_dir[0])
+	if (!opts->state_dir[0] ||
+	    !strcmp(opts->state_dir, SYNCGUARD_STATE_DIR_DEFAULT) ||
+	    (env && !strcmp(opts->state_dir, env)))
 		return 0;
 	if (stat(opts->state_dir, &st)) {
 		int ret = -errno;

@@ -714,10 +714,12 @@ int syncguard_final_flush_end(const char *dir, const char *id,
 		return ret;
 	/* its outcome is recorded by now; one that could not be is kept
 	 * for other processes in the marker, renamed (no new space).  A
-	 * marker that cannot be renamed either stays as it is: removed, it
-	 * took the failure with it, and another tgtd's LUN on the store
-	 * started clean; kept, that LUN waits while this process lives and
-	 * then starts latched (test_poison_marker_kept_unrenamed) */
+	 * marker that cannot be renamed either stays, dated 1970: removed,
+	 * it took the failure with it, and another tgtd's LUN on the store
+	 * started clean; undated, that LUN would wait for as long as this
+	 * process lives; older than this boot, it reads as a flush that
+	 * stopped on its way, and latches that LUN at once
+	 * (test_poison_marker_kept_unrenamed) */
 	if (syncguard_flush_marker(dir, id, (long)getpid(), seq, marker,
 				   sizeof(marker))) {
 		/* no marker was made */
@@ -725,10 +727,14 @@ int syncguard_final_flush_end(const char *dir, const char *id,
 		unlink(marker);
 	} else if (marker_path(dir, id, MARKER_FAILED, getpid(), seq, failed,
 			       sizeof(failed)) || rename(marker, failed)) {
+		static const struct timespec epoch[2] = { { 0, 0 }, { 0, 0 } };
+
 		syncguard_logf("syncguard: store %s: its failed final flush "
 			"is neither recorded nor marked failed; its marker %s "
-			"stays: another tgtd's LUN on the store waits while "
-			"this one runs, then starts latched\n", id, marker);
+			"stays%s: another tgtd's LUN on the store starts "
+			"latched\n", id, marker,
+			utimensat(AT_FDCWD, marker, epoch, 0) ?
+			" (undated: that LUN waits until this tgtd exits)" : "");
 	}
 	pthread_mutex_lock(&marks_lock);
 	if ((i = mark_of(id, false)) >= 0) {

@@ -31,7 +31,8 @@ static const struct {
 	  "workers)" },
 	{ "write-back", P_GOOD, "bsopts: 'write-back' is not key=value" },
 	{ "mode=write-back;state_dir=rel", P_GOOD,
-	  "bad value 'rel' for state_dir (use an absolute path of at most 255" },
+	  "bad value 'rel' for state_dir (use an existing directory: an "
+	  "absolute path of at most 255" },
 	{ "alloc_check=perhaps", P_GOOD,
 	  "bad value 'perhaps' for alloc_check" },
 	{ "mode=write-through;direct=maybe", P_GOOD,

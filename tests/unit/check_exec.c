@@ -1505,13 +1505,16 @@ END_TEST
 
 /* A final flush that failed, whose record cannot be written and whose
  * marker cannot be renamed ".failed-" either (a directory in the way;
- * for real, a full or read-only state directory): the marker stays (it
- * was removed, and nothing was left of the failure for another tgtd) */
+ * for real, a full state directory): the marker stays, dated 1970, so
+ * that another process reads a flush that stopped on its way (EIO) at
+ * once, and --clear-latch takes it (it was removed, and nothing was
+ * left of the failure for another tgtd) */
 START_TEST(test_poison_marker_kept_unrenamed)
 {
 	const char *dir_state = syncguard_state_dir(NULL);
-	char rec[600], marker[600], failed[600], *k;
+	char rec[600], marker[600], failed[600], text[512], *k;
 	unsigned int seq;
+	struct stat st;
 
 	ck_assert_int_eq(syncguard_final_flush_begin(dir_state, "test-keep",
 						     &seq), 0);
@@ -1527,11 +1530,16 @@ START_TEST(test_poison_marker_kept_unrenamed)
 	ck_assert_int_eq(mkdir(failed, 0700), 0);	/* nor the marker */
 	ck_assert_int_ne(syncguard_final_flush_end(dir_state, "test-keep", seq,
 						   path, EIO), 0);
-	ck_assert_msg(access(marker, F_OK) == 0, "%s removed", marker);
+	ck_assert_msg(stat(marker, &st) == 0, "%s removed", marker);
+	ck_assert_int_eq(st.st_mtime, 0);
 	ck_assert_int_eq(syncguard_store_marked("test-keep", false), EIO);
 	ck_assert_int_eq(rmdir(rec), 0);
 	ck_assert_int_eq(rmdir(failed), 0);
-	ck_assert_int_eq(unlink(marker), 0);
+	ck_assert_int_eq(syncguard_store_record(dir_state, "test-keep", text,
+						sizeof(text), NULL, 0), EIO);
+	ck_assert_ptr_nonnull(strstr(text, "outcome is unknown"));
+	ck_assert_int_eq(syncguard_poison_clear(dir_state, "test-keep"), 0);
+	ck_assert_int_ne(access(marker, F_OK), 0);
 }
 END_TEST
 
@@ -1848,6 +1856,21 @@ START_TEST(test_state_dir_refused)
 	snprintf(opts, sizeof(opts), "mode=write-back;state_dir=%s", where);
 	ck_assert_int_eq(try_open(path, opts, err), -ENOTDIR);
 	ck_assert_msg(strstr(err, "is not a directory"), "%s", err);
+	/* tgtd's own state directory ($SYNCGUARD_STATE_DIR), named in
+	 * bsopts before it exists: made on the first record, as unnamed */
+	{
+		char saved[PATH_MAX];
+
+		snprintf(saved, sizeof(saved), "%s", syncguard_state_dir(NULL));
+		ck_assert_ptr_nonnull(realpath(dir, where));
+		strncat(where, "/later", sizeof(where) - strlen(where) - 1);
+		ck_assert_int_eq(setenv("SYNCGUARD_STATE_DIR", where, 1), 0);
+		snprintf(opts, sizeof(opts), "mode=write-back;state_dir=%s",
+			 where);
+		ck_assert_int_eq(try_open(path, opts, err), 0);
+		syncguard_lun_close(&lun);
+		ck_assert_int_eq(setenv("SYNCGUARD_STATE_DIR", saved, 1), 0);
+	}
 }
 END_TEST
 
