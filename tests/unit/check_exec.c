@@ -1461,6 +1461,20 @@ START_TEST(test_poison_marker_without_descriptors)
 }
 END_TEST
 
+/* Store @id's @marker reads as a final flush that stopped on its way
+ * (EIO), and --clear-latch takes it */
+static void assert_stopped_marker(const char *dir_state, const char *id,
+				  const char *marker)
+{
+	char text[512];
+
+	ck_assert_int_eq(syncguard_store_record(dir_state, id, text,
+						sizeof(text), NULL, 0), EIO);
+	ck_assert_ptr_nonnull(strstr(text, "outcome is unknown"));
+	ck_assert_int_eq(syncguard_poison_clear(dir_state, id), 0);
+	ck_assert_int_ne(access(marker, F_OK), 0);
+}
+
 /* What other processes read of markers this one left: a final flush
  * that failed and whose record could not be written latches them (its
  * marker had gone with it, and another tgtd's waiting LUN answered GOOD),
@@ -1495,11 +1509,7 @@ START_TEST(test_poison_markers_left)
 	ck_assert_int_ge(fd = open(marker, O_WRONLY | O_CREAT, 0600), 0);
 	ck_assert_int_eq(futimens(fd, old), 0);
 	close(fd);
-	ck_assert_int_eq(syncguard_store_record(dir_state, "test-left", text,
-						sizeof(text), NULL, 0), EIO);
-	ck_assert_ptr_nonnull(strstr(text, "outcome is unknown"));
-	ck_assert_int_eq(syncguard_poison_clear(dir_state, "test-left"), 0);
-	ck_assert_int_ne(access(marker, F_OK), 0);
+	assert_stopped_marker(dir_state, "test-left", marker);
 }
 END_TEST
 
@@ -1512,7 +1522,7 @@ END_TEST
 START_TEST(test_poison_marker_kept_unrenamed)
 {
 	const char *dir_state = syncguard_state_dir(NULL);
-	char rec[600], marker[600], failed[600], text[512], *k;
+	char rec[600], marker[600], failed[600], *k;
 	unsigned int seq;
 	struct stat st;
 
@@ -1535,11 +1545,7 @@ START_TEST(test_poison_marker_kept_unrenamed)
 	ck_assert_int_eq(syncguard_store_marked("test-keep", false), EIO);
 	ck_assert_int_eq(rmdir(rec), 0);
 	ck_assert_int_eq(rmdir(failed), 0);
-	ck_assert_int_eq(syncguard_store_record(dir_state, "test-keep", text,
-						sizeof(text), NULL, 0), EIO);
-	ck_assert_ptr_nonnull(strstr(text, "outcome is unknown"));
-	ck_assert_int_eq(syncguard_poison_clear(dir_state, "test-keep"), 0);
-	ck_assert_int_ne(access(marker, F_OK), 0);
+	assert_stopped_marker(dir_state, "test-keep", marker);
 }
 END_TEST
 
