@@ -350,13 +350,14 @@ static void adopt_former(struct syncguard_lun *lun, const char *former)
 	int ret = syncguard_poison_adopt(syncguard_state_dir(&lun->opts),
 					 former, lun->store_id);
 
-	if (ret)	/* tgtd.log names the record under this directory */
-		snprintf(lun->poison_dir, sizeof(lun->poison_dir), "%s",
-			 syncguard_state_dir(&lun->opts));
-	if (ret)
-		snprintf(lun->poison, sizeof(lun->poison), "unreadable: what "
-			 "was recorded under the store's former identity %s "
-			 "could not be taken over: %s", former, strerror(-ret));
+	if (!ret)
+		return;
+	/* tgtd.log names the record under this directory */
+	snprintf(lun->poison_dir, sizeof(lun->poison_dir), "%s",
+		 syncguard_state_dir(&lun->opts));
+	snprintf(lun->poison, sizeof(lun->poison), "unreadable: what was "
+		 "recorded under the store's former identity %s could not be "
+		 "taken over: %s", former, strerror(-ret));
 }
 
 /* bsopts state_dir must name a directory that exists: a misspelt one
@@ -368,12 +369,11 @@ static void adopt_former(struct syncguard_lun *lun, const char *former)
 static int check_state_dir(const struct syncguard_opts *opts, char *err,
 			   size_t errlen)
 {
-	const char *env = getenv("SYNCGUARD_STATE_DIR");
 	struct stat st;
 
 	if (!opts->state_dir[0] ||
 	    !strcmp(opts->state_dir, SYNCGUARD_STATE_DIR_DEFAULT) ||
-	    (env && !strcmp(opts->state_dir, env)))
+	    !strcmp(opts->state_dir, syncguard_state_dir(NULL)))
 		return 0;
 	if (stat(opts->state_dir, &st)) {
 		int ret = -errno;

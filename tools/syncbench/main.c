@@ -281,12 +281,12 @@ static int restore_wce(const struct config *c, struct iscsi_context *iscsi,
 double syncguard_run_start;
 
 /* --start-at: wait until UNIX time @t (seconds), in slices of at most
- * 100 ms spent in @idle(@arg, ms) (nanosleep without one); Ctrl-C ends
- * the wait.  Returns how late it was already (seconds; 0 on time). */
+ * 100 ms spent in @idle(@arg, ms); Ctrl-C ends the wait.  Returns how
+ * late it was already (seconds; 0 on time). */
 static double wait_until(double t, bool quiet, void (*idle)(void *, int),
 			 void *arg)
 {
-	struct timespec now, gap;
+	struct timespec now;
 	double left;
 
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -299,15 +299,7 @@ static double wait_until(double t, bool quiet, void (*idle)(void *, int),
 		left = t - ((double)now.tv_sec + (double)now.tv_nsec / 1e9);
 		if (left <= 0 || syncguard_interrupted)
 			return first ? -left : 0;
-		if (left > 0.1)
-			left = 0.1;
-		if (idle) {
-			idle(arg, (int)(left * 1e3) + 1);
-			continue;
-		}
-		gap.tv_sec = 0;
-		gap.tv_nsec = (long)(left * 1e9);
-		nanosleep(&gap, NULL);
+		idle(arg, left > 0.1 ? 100 : (int)(left * 1e3) + 1);
 	}
 }
 
