@@ -232,11 +232,12 @@ struct result {
 	unsigned int nsrc;
 	/* open loop (p.rate > 0): arrivals per second the schedule held in
 	 * the measured window (the asked rate for fixed arrivals; Poisson's
-	 * count varies), the arrivals due in it that were never sent (the
-	 * run ended first), how late operations were sent after their
-	 * intended time (ns), and whether the target kept up */
+	 * count varies), the arrivals due in it and of them those never
+	 * sent (the run ended first), how late operations were
+	 * sent after their intended time (ns), and whether the target kept
+	 * up */
 	double scheduled_iops;
-	uint64_t unsent;
+	uint64_t due, unsent;
 	uint64_t lag_n, lag_sum_ns, lag_max_ns;
 	bool rate_sustained;
 	/* this process's own CPU over the point (warm-up included), as
