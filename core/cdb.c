@@ -26,6 +26,7 @@ struct cdb_layout {
 #define F_IMMED		0x02	/* bit 1 IMMED */
 #define F_BYTCHK	0x04	/* bits 2..1 BYTCHK, bit 4 DPO */
 #define F_WSAME		0x08	/* bit 3 UNMAP, bit 2 PBDATA, bit 1 LBDATA */
+#define F_SSU		0x10	/* START STOP UNIT's byte 4 */
 
 static const struct cdb_layout layouts[] = {
 	{ 0x08, SYNCGUARD_OP_READ, 6, 1, W_6, 4, W_8, 0 },		/* READ(6) */
@@ -51,6 +52,7 @@ static const struct cdb_layout layouts[] = {
 	{ 0x8b, SYNCGUARD_OP_ORWRITE, 16, 2, W_64, 10, W_32, F_FUA },	/* ORWRITE(16) */
 	{ 0x34, SYNCGUARD_OP_PRE_FETCH, 10, 2, W_32, 7, W_16, F_IMMED },
 	{ 0x90, SYNCGUARD_OP_PRE_FETCH, 16, 2, W_64, 10, W_32, F_IMMED },
+	{ 0x1b, SYNCGUARD_OP_START_STOP, 6, 0, W_NONE, 0, W_NONE, F_SSU },
 };
 
 static uint64_t get_field(const uint8_t *p, enum field_width w)
@@ -109,6 +111,12 @@ static void decode_flags(const uint8_t *cdb, uint8_t bits,
 		out->lbdata = b1 & 0x02;
 		/* SBC-4's NDOB; in WRITE SAME(10) bit 0 is obsolete */
 		out->ndob = cdb[0] == 0x93 && (b1 & 0x01);
+	}
+	if (bits & F_SSU) {	/* SBC-3 5.25; its IMMED (bit 0) unused */
+		out->power_condition = cdb[4] >> 4;
+		out->no_flush = cdb[4] & 0x04;
+		out->loej = cdb[4] & 0x02;
+		out->start = cdb[4] & 0x01;
 	}
 }
 

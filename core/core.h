@@ -138,6 +138,7 @@ enum syncguard_op {
 	SYNCGUARD_OP_COMPARE_AND_WRITE,
 	SYNCGUARD_OP_ORWRITE,
 	SYNCGUARD_OP_PRE_FETCH,
+	SYNCGUARD_OP_START_STOP,
 	SYNCGUARD_OP_COUNT,
 };
 
@@ -158,13 +159,23 @@ struct syncguard_cdb {
 	bool lbdata, pbdata;	/* WRITE SAME: LBDATA / PBDATA */
 	bool ndob;		/* WRITE SAME(16): no Data-Out buffer, the
 				 * blocks are written with zeroes (SBC-4) */
+	/* START STOP UNIT: POWER CONDITION, NO_FLUSH, LOEJ, START */
+	uint8_t power_condition;
+	bool no_flush, loej, start;
 };
+
+/* Does START STOP UNIT @c (SBC-3 5.25) write every cached block to the
+ * medium first, as SYNCHRONIZE CACHE of the whole medium does?  With
+ * NO_FLUSH=0, on a move to a power condition without access to the
+ * medium: stopped (START=0 under START_VALID) or standby (STANDBY,
+ * FORCE_STANDBY_0).  core/exec.c */
+bool syncguard_start_stop_flushes(const struct syncguard_cdb *c);
 
 /*
  * Decode @cdb (@len bytes; CDB formats of SPC-4 4.3 and the SBC-3
  * command descriptions: READ, WRITE, WRITE AND VERIFY, VERIFY, WRITE
  * SAME, COMPARE AND WRITE, ORWRITE(16), PRE-FETCH, SYNCHRONIZE CACHE,
- * UNMAP).
+ * UNMAP, START STOP UNIT).
  * Returns 0; -ENOTSUP for an opcode the
  * backing store does not handle; -EINVAL when @len is shorter than the
  * command's CDB length.  Field validity (reserved bits) is the

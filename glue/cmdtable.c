@@ -10,9 +10,9 @@
  * syncguard's handler for the opcodes in `overrides` below, tgt's own
  * entry for all others.  One entry function per command family: MODE
  * SENSE/SELECT (glue/wce.c), SYNCHRONIZE CACHE (glue/synccache.c),
- * VERIFY (glue/vpd.c), UNMAP and COMPARE AND WRITE (here); everything
- * else tgt hands to the backing store, which runs it through the core
- * (core/exec.c) or the io_uring engine (glue/uring.c).
+ * VERIFY (glue/vpd.c), UNMAP, COMPARE AND WRITE and START STOP UNIT
+ * (here); everything else tgt hands to the backing store, which runs it
+ * through the core (core/exec.c) or the io_uring engine (glue/uring.c).
  *
  * Layer: used by bs_syncguard.c; it uses wce.c, synccache.c, vpd.c,
  * admin.c and answer.c.
@@ -57,6 +57,28 @@ static int syncguard_compare_and_write(int host_no, struct scsi_cmd *cmd)
 	return bs->tgt_ops[WRITE_16](host_no, cmd);
 }
 
+/*
+ * START STOP UNIT: tgt's spc_start_stop answers GOOD at once.  One that
+ * stops access to the medium with NO_FLUSH=0 first writes every cached
+ * block (SBC-3 5.25; syncguard_start_stop_flushes): a worker runs it
+ * through the core (exec_start_stop).  tgt keeps the rest, and a
+ * removable LUN's LOEJ (eject), which takes its medium offline.
+ */
+static int syncguard_start_stop(int host_no, struct scsi_cmd *cmd)
+{
+	struct syncguard_bs *bs = SYNCGUARD_BS(cmd->dev);
+	struct syncguard_cdb c;
+
+	if (device_reserved(cmd) || !bs->open ||
+	    syncguard_cdb_decode(cmd->scb, (size_t)cmd->scb_len, &c) ||
+	    !syncguard_start_stop_flushes(&c) ||
+	    (c.loej && cmd->dev->attrs.removable))
+		return bs->tgt_ops[START_STOP](host_no, cmd);
+	scsi_set_in_resid_by_actual(cmd, 0);
+	syncguard_workers_submit(cmd);
+	return SAM_STAT_GOOD;
+}
+
 static const struct {
 	uint8_t op;
 	syncguard_op_fn fn;
@@ -72,6 +94,7 @@ static const struct {
 	{ SYNCHRONIZE_CACHE_16, syncguard_sync_cache },
 	{ UNMAP, syncguard_unmap },
 	{ COMPARE_AND_WRITE, syncguard_compare_and_write },
+	{ START_STOP, syncguard_start_stop },
 };
 
 /* Commands a deferred error does not fail: they describe the device

@@ -344,6 +344,36 @@ START_TEST(test_cmd_write_sync_loop)
 }
 END_TEST
 
+/* START STOP UNIT on write-back (LUN 2), through tgtd: a stop with
+ * NO_FLUSH=0 writes the cache first (one device flush after plain
+ * writes, SBC-3 5.25), where tgt answered GOOD at once; a stop with
+ * NO_FLUSH=1 and a start flush nothing, and the LUN goes on answering
+ * (core/exec.c, exec_start_stop; glue/cmdtable.c). */
+START_TEST(test_cmd_start_stop_flushes)
+{
+	struct iscsi_context *iscsi = proto_connect(2);
+	unsigned char buf[BS];
+	long long flushes;
+
+	pattern(buf, sizeof(buf), 7);
+	for (uint32_t i = 0; i < 4; i++)
+		proto_assert_good(iscsi_write10_sync(iscsi, 2, 300 + i, buf, BS,
+				  BS, 0, 0, 0, 0, 0), "WRITE(10)", false);
+	flushes = proto_counter(2, "device_flushes");
+	proto_assert_good(iscsi_startstopunit_sync(iscsi, 2, 0, 0, 0, 1, 0, 0),
+			  "START STOP UNIT, stop, NO_FLUSH=1", false);
+	proto_assert_good(iscsi_startstopunit_sync(iscsi, 2, 0, 0, 0, 0, 0, 1),
+			  "START STOP UNIT, start", false);
+	ck_assert_int_eq(proto_counter(2, "device_flushes") - flushes, 0);
+	proto_assert_good(iscsi_startstopunit_sync(iscsi, 2, 0, 0, 0, 0, 0, 0),
+			  "START STOP UNIT, stop", false);
+	ck_assert_int_eq(proto_counter(2, "device_flushes") - flushes, 1);
+	proto_assert_good(iscsi_write10_sync(iscsi, 2, 300, buf, BS, BS, 0, 0,
+			  0, 0, 0), "WRITE(10) after the stop", false);
+	iscsi_destroy_context(iscsi);
+}
+END_TEST
+
 static struct scsi_task *vpd(struct iscsi_context *iscsi, int lun, int page)
 {
 	struct scsi_task *t = iscsi_inquiry_sync(iscsi, lun, 1, page, 255);
@@ -515,6 +545,7 @@ Suite *commands_suite(void)
 	tcase_add_loop_test(tc, test_cmd_unmap_reads_zeroes, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_reservation_fences_writes, 0, NLUNS);
 	tcase_add_loop_test(tc, test_cmd_write_sync_loop, 0, 2);
+	tcase_add_test(tc, test_cmd_start_stop_flushes);
 	suite_add_tcase(s, tc);
 	return s;
 }

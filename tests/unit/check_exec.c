@@ -280,6 +280,55 @@ START_TEST(test_exec_write_back_costs)
 }
 END_TEST
 
+/* START STOP UNIT with byte 4 @b4 (POWER CONDITION, NO_FLUSH, LOEJ,
+ * START) */
+static enum syncguard_reason start_stop(uint8_t b4)
+{
+	uint8_t cdb[6] = { 0x1b, 0, 0, 0, b4, 0 };
+
+	return run(cdb, 6, NULL, 0, NULL, 0).reason;
+}
+
+/* SBC-3 5.25: a stop (START=0), STANDBY or FORCE_STANDBY_0 with
+ * NO_FLUSH=0 writes the cache to the medium first, as SYNCHRONIZE CACHE
+ * does; a start, IDLE, ACTIVE or NO_FLUSH=1 do not; glue/cmdtable.c
+ * sends the first kind here.  Before, tgt answered them all GOOD at
+ * once, and a write-back LUN stopped so lost its cache at a power cut. */
+START_TEST(test_exec_start_stop_flushes)
+{
+	static const uint8_t flush[] = { 0x00, 0x30, 0xb0 };
+	static const uint8_t none[] = { 0x01, 0x04, 0x34, 0x20, 0x10, 0x70 };
+	struct syncguard_cdb c;
+	uint8_t cdb[6] = { 0x1b };
+
+	for (size_t i = 0; i < sizeof(flush); i++) {
+		cdb[4] = flush[i];
+		ck_assert_int_eq(syncguard_cdb_decode(cdb, 6, &c), 0);
+		ck_assert_msg(syncguard_start_stop_flushes(&c), "0x%02x",
+			      flush[i]);
+	}
+	for (size_t i = 0; i < sizeof(none); i++) {
+		cdb[4] = none[i];
+		ck_assert_int_eq(syncguard_cdb_decode(cdb, 6, &c), 0);
+		ck_assert_msg(!syncguard_start_stop_flushes(&c), "0x%02x",
+			      none[i]);
+	}
+	open_lun(SYNCGUARD_MODE_WRITE_BACK);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(start_stop(0x01), SYNCGUARD_OK);	/* start */
+	ck_assert_int_eq(start_stop(0x04), SYNCGUARD_OK);	/* NO_FLUSH */
+	ck_assert_int_eq(fx.fdatasyncs, 0);
+	ck_assert_int_eq(start_stop(0x00), SYNCGUARD_OK);	/* stop */
+	ck_assert_int_eq(fx.fdatasyncs, 1);
+	ck_assert_int_eq(write16(0, 8, false), SYNCGUARD_OK);
+	ck_assert_int_eq(start_stop(0x30), SYNCGUARD_OK);	/* standby */
+	ck_assert_int_eq(fx.fdatasyncs, 2);
+	ck_assert_int_eq(start_stop(0x00), SYNCGUARD_OK);	/* clean */
+	ck_assert_int_eq(fx.fdatasyncs, 2);
+	ck_assert_uint_eq(lun.stats->sync_caches, 0);
+}
+END_TEST
+
 START_TEST(test_exec_write_back_dsync_costs)
 {
 	open_lun_ws(SYNCGUARD_MODE_WRITE_BACK, SYNCGUARD_WRITE_SYNC_DSYNC);
@@ -2329,6 +2378,7 @@ Suite *exec_suite(void)
 		suite_add_tcase(s, all[i]);
 	}
 	tcase_add_test(cost, test_exec_write_back_costs);
+	tcase_add_test(cost, test_exec_start_stop_flushes);
 	tcase_add_test(cost, test_exec_no_descriptor_busy);
 	tcase_add_test(cost, test_exec_plp_sync_cache_during_switch);
 	tcase_add_test(cost, test_exec_write_back_dsync_costs);
