@@ -388,10 +388,12 @@ struct syncguard_lun {
 	char poison_dir[4096];		/* the state directory it is in */
 	/* the ZFS datasets it stands on, "" past the last: its own zvol's
 	 * first, then those under it (a zvol under a loop or a file system,
-	 * a ZFS file system); their sync and logbias as at open */
+	 * a ZFS file system); their sync and logbias as at open, and the
+	 * zvol each is (0: a file system's), to find it again if renamed */
 	char zfs[SYNCGUARD_ZFS_DEPTH][256];
 	char zfs_sync[SYNCGUARD_ZFS_DEPTH][16];
 	char zfs_logbias[SYNCGUARD_ZFS_DEPTH][16];
+	dev_t zfs_dev[SYNCGUARD_ZFS_DEPTH];
 	dev_t data_dev;			/* the block device that holds its
 					 * data (its own, or its file
 					 * system's) */

@@ -195,9 +195,10 @@ int syncguard_zvol_dataset(const char *root, const char *path, dev_t rdev,
 
 /* The properties of dataset @ds, from /usr/sbin/zfs or /sbin/zfs (never
  * by PATH), which has 5 s to answer, and is killed then; 6 s at most in
- * all.  0, or -errno (-ENOENT: no zfs; -ETIMEDOUT; -EBUSY: an earlier
- * zfs get for @ds's pool that would not die still lives, and none is
- * started; -EIO: it failed, or said no sync).  Thread-safe. */
+ * all.  0, or -errno (-ENOENT: no zfs; -ETIMEDOUT: killed; -EBUSY: an
+ * earlier zfs get for @ds's pool that would not die still lives, and
+ * none is started; -EIO: it exited with a failure, as for no such
+ * dataset, or said no sync).  Thread-safe. */
 int syncguard_zfs_get(const char *ds, struct syncguard_zfs_props *p);
 
 /* Where the layers under a device are read: the sysfs root, and the
@@ -213,12 +214,19 @@ extern const struct syncguard_layers syncguard_host_layers;
 /* The device-mapper target types of @dev (DM_TABLE_STATUS): 0 or -errno */
 int syncguard_dm_targets(dev_t dev, char *types, size_t len);
 
-/* Is there, at @dev or any device under it (sysfs slaves, 8 levels), a
- * layer that keeps a write's metadata in host RAM until a flush
- * (device-mapper thin, thin-pool, cache, writecache, vdo; bcache in
- * write-back)?  1 with what it is in @what, or 0. */
-int syncguard_ram_metadata_layer(const struct syncguard_layers *l, dev_t dev,
-				 char *what, size_t len);
+/* What the layers at @dev and under it (sysfs slaves/: device-mapper, md,
+ * bcache; 8 levels) mean for a LUN on it.  SYNCGUARD_LAYER_UNSAFE, in
+ * every mode: a RAM block device (zram, brd) at any level; a loop device
+ * or ZFS zvol under another layer (core/loopdev.c and the zvol check
+ * follow only those right under the LUN or its file system); a deeper
+ * stack.  SYNCGUARD_LAYER_RAM, looked for when @plp: a layer that keeps
+ * what a write needs in host RAM until a flush, which plp never sends
+ * (device-mapper thin, thin-pool, cache, writecache, vdo, clone, zoned,
+ * integrity; bcache in write-back), or a device-mapper device whose
+ * targets cannot be read.  The first found, its reason in @what; or 0. */
+enum { SYNCGUARD_LAYER_UNSAFE = 1, SYNCGUARD_LAYER_RAM = 2 };
+int syncguard_layer_refused(const struct syncguard_layers *l, dev_t dev,
+			    bool plp, char *what, size_t len);
 
 /* The open-time checks of what lies beneath @lun (its stat @st): a zvol's
  * sync property (syncguard_policy_zvol; its volblocksize becomes the

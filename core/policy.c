@@ -335,10 +335,11 @@ const char *syncguard_policy_zvol(enum syncguard_mode mode, const char *sync)
 
 bool syncguard_policy_ram_metadata_ok(enum syncguard_mode mode)
 {
-	/* device-mapper thin, cache, writecache and vdo targets, and
-	 * bcache in write-back, keep the metadata of a first write (its
-	 * block's mapping, its place in the cache) in host RAM until a
-	 * flush or FUA commits it: plp sends neither, the other modes do */
+	/* device-mapper thin, cache, writecache, vdo, clone, zoned and
+	 * integrity targets, and bcache in write-back, keep what a first
+	 * write needs (its block's mapping, its place in the cache, its
+	 * journal entry) in host RAM until a flush or FUA commits it: plp
+	 * sends neither, the other modes do */
 	return mode != SYNCGUARD_MODE_PLP;
 }
 

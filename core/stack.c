@@ -68,14 +68,13 @@ static const char *zfs_binary(void)
 
 #define ZFS_TIMEOUT_MS 5000
 
-/* Wait for child @pid until @end_us (syncguard_now_us), then kill it and
- * wait a second more: true once reaped (its status in *@st), false for a
- * child that would not die (stuck in the kernel on a suspended pool): it
- * is left (zfs_leave) rather than waited for without end. */
-static bool zfs_reap(pid_t pid, int *st, uint64_t end_us)
+/* Wait for child @pid until @end_us (syncguard_now_us), then kill it
+ * (*@killed) and wait a second more: true once reaped (its status in
+ * *@st), false for a child that would not die (stuck in the kernel on a
+ * suspended pool): it is left (zfs_leave) rather than waited for without
+ * end. */
+static bool zfs_reap(pid_t pid, int *st, uint64_t end_us, bool *killed)
 {
-	bool killed = false;
-
 	for (;;) {
 		pid_t r = waitpid(pid, st, WNOHANG);
 		uint64_t now = syncguard_now_us();
@@ -85,10 +84,10 @@ static bool zfs_reap(pid_t pid, int *st, uint64_t end_us)
 		if (r < 0 && errno != EINTR)
 			return false;
 		if (now >= end_us) {
-			if (killed)
+			if (*killed)
 				return false;
 			kill(pid, SIGKILL);
-			killed = true;
+			*killed = true;
 			end_us = now + 1000000;
 		}
 		usleep(2000);
@@ -184,9 +183,11 @@ static int zfs_spawn(const char *zfs, char *const argv[], int out_fd,
 
 /* Run zfs get for @ds; its output into @out (@len bytes, NUL-ended):
  * 0, or -errno (-ENOENT: no zfs; -ETIMEDOUT: no end of it within
- * ZFS_TIMEOUT_MS in all, and it was killed; -EBUSY: an earlier one for
- * its pool that would not die still lives, zfs_left_busy; -EIO: it
- * failed).  At most ZFS_TIMEOUT_MS and a second, whatever zfs does. */
+ * ZFS_TIMEOUT_MS in all, and it was killed, also after it closed its
+ * output; -EBUSY: an earlier one for its pool that would not die still
+ * lives, zfs_left_busy; -EIO: it exited with a failure, as for a
+ * dataset that does not exist).  At most ZFS_TIMEOUT_MS and a second,
+ * whatever zfs does. */
 static int zfs_run(const char *ds, char *out, size_t len)
 {
 	char *const argv[] = { "zfs", "get", "-Hp", "-o", "property,value",
@@ -194,6 +195,7 @@ static int zfs_run(const char *ds, char *out, size_t len)
 	const char *zfs = zfs_binary();
 	uint64_t end_us = syncguard_now_us() + ZFS_TIMEOUT_MS * 1000ull;
 	int pipefd[2], ret, st = 0;
+	bool killed = false;
 	size_t got = 0;
 	pid_t pid;
 
@@ -225,10 +227,12 @@ static int zfs_run(const char *ds, char *out, size_t len)
 	}
 	out[got] = '\0';
 	close(pipefd[0]);
-	if (!zfs_reap(pid, &st, end_us)) {
+	if (!zfs_reap(pid, &st, end_us, &killed)) {
 		zfs_leave(pid, ds);
 		return -ETIMEDOUT;
 	}
+	if (!ret && killed)
+		ret = -ETIMEDOUT;
 	if (!ret && (!WIFEXITED(st) || WEXITSTATUS(st)))
 		ret = -EIO;
 	return ret;
@@ -300,8 +304,14 @@ int syncguard_dm_targets(dev_t dev, char *types, size_t len)
 	return 0;
 }
 
+/* device-mapper targets that complete a write before what it needs is
+ * on the device: thin, cache, writecache, vdo, clone and zoned keep the
+ * new block's mapping in host RAM until a flush or their commit period;
+ * integrity, in journal mode (integritysetup's default), completes a
+ * write once it is in its in-memory journal */
 static const char *const ram_metadata_targets[] = {
-	"thin", "thin-pool", "cache", "writecache", "vdo",
+	"thin", "thin-pool", "cache", "writecache", "vdo", "clone", "zoned",
+	"integrity",
 };
 
 /* The first of @types (space-separated target types) that keeps what a
@@ -329,12 +339,29 @@ static bool bracketed(const char *text, const char *want)
 	return strstr(text, w) != NULL;
 }
 
-static int layers_at(const struct syncguard_layers *l, dev_t dev, char *what,
-		     size_t len, int depth);
+/* Is @name (a sysfs block device name) @prefix followed by a digit? */
+static bool named(const char *name, const char *prefix)
+{
+	size_t n = strlen(prefix);
 
-/* Each device under @sys (its slaves/), as layers_at. */
-static int layers_below(const struct syncguard_layers *l, const char *sys,
-			char *what, size_t len, int depth)
+	return !strncmp(name, prefix, n) && name[n] >= '0' && name[n] <= '9';
+}
+
+/* One walk down the layers under a device (syncguard_layer_refused):
+ * where to read them, whether plp's rules apply, the finding. */
+struct layer_walk {
+	const struct syncguard_layers *l;
+	bool plp;
+	char *what;
+	size_t len;
+};
+
+static int layer_at(struct layer_walk *w, dev_t dev, const char *name,
+		    const char *above, int depth);
+
+/* Each device under @sys (its slaves/, named @name), as layer_at. */
+static int layers_below(struct layer_walk *w, const char *sys,
+			const char *name, int depth)
 {
 	char p[2 * PATH_MAX], num[32];
 	unsigned int ma, mi;
@@ -354,55 +381,116 @@ static int layers_below(const struct syncguard_layers *l, const char *sys,
 			continue;
 		if (fgets(num, sizeof(num), f) &&
 		    sscanf(num, "%u:%u", &ma, &mi) == 2)
-			found = layers_at(l, makedev(ma, mi), what, len,
-					  depth + 1);
+			found = layer_at(w, makedev(ma, mi), e->d_name, name,
+					 depth + 1);
 		fclose(f);
 	}
 	closedir(d);
 	return found;
 }
 
-static int layers_at(const struct syncguard_layers *l, dev_t dev, char *what,
-		     size_t len, int depth)
+/* plp's rules of one layer (@dev, named @name, its sysfs directory
+ * @sys): SYNCGUARD_LAYER_RAM with the reason in w->what, or 0. */
+static int plp_rules(struct layer_walk *w, dev_t dev, const char *sys,
+		     const char *name)
 {
-	char sys[PATH_MAX], p[PATH_MAX + 32], text[256] = "";
-
-	if (strlen(l->sysfs) > 256)
-		return 0;
+	char p[PATH_MAX + 32], text[256] = "";
+	const char *t;
 	FILE *f;
+	int ret;
 
-	if (depth > 8)
-		return 0;
-	snprintf(sys, sizeof(sys), "%s/dev/block/%u:%u", l->sysfs, major(dev),
-		 minor(dev));
 	snprintf(p, sizeof(p), "%s/dm", sys);
-	if (!access(p, F_OK) && !l->dm_targets(dev, text, sizeof(text))) {
-		const char *t = ram_metadata_target(text);
-
-		if (t) {
-			snprintf(what, len, "device-mapper %s (dm %u:%u)", t,
-				 major(dev), minor(dev));
-			return 1;
+	if (!access(p, F_OK)) {
+		if ((ret = w->l->dm_targets(dev, text, sizeof(text))) != 0) {
+			snprintf(w->what, w->len, "device-mapper %s (dm %u:%u), "
+				 "whose targets cannot be read (%s), so whether "
+				 "it keeps writes in host RAM cannot be told",
+				 name, major(dev), minor(dev), strerror(-ret));
+			return SYNCGUARD_LAYER_RAM;
+		}
+		if ((t = ram_metadata_target(text))) {
+			snprintf(w->what, w->len, "device-mapper %s (dm %u:%u), "
+				 "which keeps a first write's metadata in host "
+				 "RAM until a flush", t, major(dev), minor(dev));
+			return SYNCGUARD_LAYER_RAM;
 		}
 	}
 	snprintf(p, sizeof(p), "%s/bcache/cache_mode", sys);
-	if ((f = fopen(p, "re"))) {
-		if (!fgets(text, sizeof(text), f))
-			text[0] = '\0';
-		fclose(f);
-		if (bracketed(text, "writeback")) {
-			snprintf(what, len, "bcache in write-back (%u:%u)",
-				 major(dev), minor(dev));
-			return 1;
-		}
-	}
-	return layers_below(l, sys, what, len, depth);
+	if (!(f = fopen(p, "re")))
+		return 0;
+	if (!fgets(text, sizeof(text), f))
+		text[0] = '\0';
+	fclose(f);
+	if (!bracketed(text, "writeback"))
+		return 0;
+	snprintf(w->what, w->len, "bcache in write-back (%u:%u), which keeps "
+		 "a first write's metadata in host RAM until a flush",
+		 major(dev), minor(dev));
+	return SYNCGUARD_LAYER_RAM;
 }
 
-int syncguard_ram_metadata_layer(const struct syncguard_layers *l, dev_t dev,
-				 char *what, size_t len)
+/* The rules of one layer (@dev, named @name, under @above at @depth, its
+ * sysfs directory @sys): SYNCGUARD_LAYER_UNSAFE or (plp_rules)
+ * SYNCGUARD_LAYER_RAM with the reason in w->what, or 0. */
+static int layer_rules(struct layer_walk *w, dev_t dev, const char *sys,
+		       const char *name, const char *above, int depth)
 {
-	return layers_at(l, dev, what, len, 0);
+	bool zvol = named(name, "zd");
+
+	if (named(name, "zram") || named(name, "ram")) {
+		snprintf(w->what, w->len, "a RAM block device (%s%s%s), where "
+			 "nothing survives a power cut: put the LUN on a disk",
+			 name, depth ? " under " : "", depth ? above : "");
+		return SYNCGUARD_LAYER_UNSAFE;
+	}
+	/* right under the LUN or its file system, core/loopdev.c and the
+	 * zvol check follow them; through a layer, nothing does */
+	if (depth && (zvol || named(name, "loop"))) {
+		snprintf(w->what, w->len, "%s %s under %s, which these checks "
+			 "do not follow through that layer (%s): export the "
+			 "%s itself, or a file system right on it",
+			 zvol ? "the ZFS zvol" : "the loop device", name, above,
+			 zvol ? "its dataset's sync property is not read" :
+			 "its backing file is not checked",
+			 zvol ? "zvol" : "loop device");
+		return SYNCGUARD_LAYER_UNSAFE;
+	}
+	return w->plp ? plp_rules(w, dev, sys, name) : 0;
+}
+
+static int layer_at(struct layer_walk *w, dev_t dev, const char *name,
+		    const char *above, int depth)
+{
+	char sys[PATH_MAX];
+
+	if (strlen(w->l->sysfs) > 256)
+		return 0;
+	if (depth > 8) {
+		snprintf(w->what, w->len, "more than 8 layers of block devices "
+			 "(%s), not checked that deep", name);
+		return SYNCGUARD_LAYER_UNSAFE;
+	}
+	snprintf(sys, sizeof(sys), "%s/dev/block/%u:%u", w->l->sysfs,
+		 major(dev), minor(dev));
+	int found = layer_rules(w, dev, sys, name, above, depth);
+
+	return found ? found : layers_below(w, sys, name, depth);
+}
+
+int syncguard_layer_refused(const struct syncguard_layers *l, dev_t dev,
+			    bool plp, char *what, size_t len)
+{
+	struct layer_walk w = { l, plp, what, len };
+	char sys[PATH_MAX], real[PATH_MAX];
+	const char *name = "";
+
+	/* the device's own name: its sysfs link's target (a tree a test
+	 * makes has directories there, and no name) */
+	snprintf(sys, sizeof(sys), "%s/dev/block/%u:%u", l->sysfs, major(dev),
+		 minor(dev));
+	if (realpath(sys, real) && strrchr(real, '/'))
+		name = strrchr(real, '/') + 1;
+	return layer_at(&w, dev, name, "", 0);
 }
 
 const struct syncguard_layers syncguard_host_layers = {
@@ -427,11 +515,13 @@ static const char *zfs_failure(int ret)
 	}
 }
 
-/* Dataset @ds under @lun, the LUN's own zvol if @own: its sync property
- * as the policy wants it (its volblocksize, for its own zvol, as the
- * LUN's physical block), kept for the watch.  0 or -EINVAL. */
+/* Dataset @ds under @lun, the LUN's own zvol if @own, the zvol @dev (0:
+ * a file system's dataset): its sync property as the policy wants it
+ * (its volblocksize, for its own zvol, as the LUN's physical block),
+ * kept for the watch.  0 or -EINVAL. */
 static int check_dataset(struct syncguard_lun *lun, const char *path,
-			 const char *ds, bool own, char *err, size_t errlen)
+			 const char *ds, dev_t dev, bool own, char *err,
+			 size_t errlen)
 {
 	struct syncguard_zfs_props p;
 	const char *why;
@@ -463,6 +553,7 @@ static int check_dataset(struct syncguard_lun *lun, const char *path,
 	snprintf(lun->zfs_sync[i], sizeof(lun->zfs_sync[i]), "%s", p.sync);
 	snprintf(lun->zfs_logbias[i], sizeof(lun->zfs_logbias[i]), "%s",
 		 p.logbias);
+	lun->zfs_dev[i] = dev;
 	/* initiators align to it: READ CAPACITY(16), Block Limits */
 	if (own && p.volblocksize && !(p.volblocksize & (p.volblocksize - 1)) &&
 	    p.volblocksize >= (1u << lun->block_shift))
@@ -487,7 +578,7 @@ static int check_zvol(struct syncguard_lun *lun, const char *path,
 			"read: give the LUN its /dev/zvol/POOL/VOLUME path", path);
 		return -EINVAL;
 	}
-	return ret ? check_dataset(lun, path, ds, own, err, errlen) : 0;
+	return ret ? check_dataset(lun, path, ds, dev, own, err, errlen) : 0;
 }
 
 /* Is the open file @fd on a ZFS file system?  Its dataset (the mount's
@@ -500,7 +591,7 @@ static int check_zfs_file(struct syncguard_lun *lun, const char *path, int fd,
 	if (syncguard_mount_source(fd, table, type, sizeof(type), ds,
 				   sizeof(ds)) || strcmp(type, "zfs"))
 		return 0;
-	return check_dataset(lun, path, ds, false, err, errlen);
+	return check_dataset(lun, path, ds, 0, false, err, errlen);
 }
 
 /* The device @fd's data is on: a block device's own, a file's file
@@ -586,8 +677,9 @@ int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
 			    const struct stat *st, char *err, size_t errlen)
 {
 	dev_t devs[2 + SYNCGUARD_LOOP_DEPTH] = { 0 };
-	char what[128];
+	char what[384];
 	int ret, n = 0;
+	bool plp;
 
 	lun->data_dev = lun->blockdev ? st->st_rdev : st->st_dev;
 	devs[n++] = lun->data_dev;	/* and every loop's backing below */
@@ -599,20 +691,23 @@ int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
 	if ((ret = check_zfs(lun, path, devs, n, err, errlen)) != 0)
 		return ret;
 	if (lun->opts.mode != SYNCGUARD_MODE_PLP)	/* plp sends none */
-		note_caches(lun, lun->data_dev, 0);
-	if (syncguard_policy_ram_metadata_ok(lun->opts.mode))
-		return 0;
+		for (int i = 0; i < n; i++)	/* and under each loop */
+			note_caches(lun, devs[i], 0);
+	plp = !syncguard_policy_ram_metadata_ok(lun->opts.mode);
 	for (int i = 0; i < n; i++) {
-		if (!devs[i] || syncguard_ram_metadata_layer(
-				&syncguard_host_layers, devs[i], what,
-				sizeof(what)) != 1)
-			continue;
-		syncguard_seterr(err, errlen, "%s: mode=%s, but it stands on "
-			"%s, which keeps a first write's metadata in host RAM "
-			"until a flush, and plp sends none: use write-through or "
-			"write-back", path, syncguard_mode_name(lun->opts.mode),
-			what);
-		return -EINVAL;
+		int found = devs[i] ? syncguard_layer_refused(
+			&syncguard_host_layers, devs[i], plp, what,
+			sizeof(what)) : 0;
+
+		if (found == SYNCGUARD_LAYER_UNSAFE)
+			syncguard_seterr(err, errlen, "%s: it stands on %s", path,
+					 what);
+		else if (found)
+			syncguard_seterr(err, errlen, "%s: mode=plp, but it "
+				"stands on %s, and plp sends no flush: use "
+				"write-through or write-back", path, what);
+		if (found)
+			return -EINVAL;
 	}
 	return 0;
 }

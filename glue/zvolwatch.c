@@ -20,6 +20,13 @@
  * zfs get has not answered (or failed) for ZVOL_SILENT_S is logged, once
  * until it answers again.
  *
+ * A zfs get that answers "no" (it ran and failed: the dataset was
+ * renamed or destroyed) is no silence: a zvol's dataset is looked up
+ * again by its device (zfs rename moves the /dev/zvol link), and the
+ * watch goes on under the new name.  A dataset that cannot be found so,
+ * ZVOL_GONE_ROUNDS rounds in a row, latches the LUN: its sync property
+ * could be set to disabled unseen (test_blockdev_zvol_renamed).
+ *
  * Layer: used by watch.c and bs_syncguard.c; uses core/stack.c and tgt.
  */
 #include <errno.h>
@@ -39,13 +46,17 @@
 
 #define ZVOL_RECHECK_S 2	/* seconds between a LUN's rounds of zfs get */
 #define ZVOL_SILENT_S 30	/* a dataset unanswered this long is logged */
+#define ZVOL_GONE_ROUNDS 3	/* rounds of "no such dataset" that latch */
 
-/* A LUN's datasets (its struct syncguard_lun's zfs[]: set at add, then
- * read only), and under zv.lock the rest: the sync property each last
- * had (read at open, then by the thread), when each last answered, and
+/* A LUN's datasets (its struct syncguard_lun's zfs[] and zfs_dev[]), and
+ * under zv.lock the rest: each one's name (the thread renames it), the
+ * sync property each last had (read at open, then by the thread; "" for
+ * a dataset gone ZVOL_GONE_ROUNDS rounds), when each last answered, and
  * who still holds it (the LUN and its thread). */
 struct syncguard_zvol {
 	unsigned int n;
+	dev_t dev[SYNCGUARD_ZFS_DEPTH];
+	unsigned int gone_rounds[SYNCGUARD_ZFS_DEPTH];	/* the thread's */
 	char ds[SYNCGUARD_ZFS_DEPTH][256];
 	char sync[SYNCGUARD_ZFS_DEPTH][16];
 	uint64_t answered_us[SYNCGUARD_ZFS_DEPTH];	/* syncguard_now_us */
@@ -96,9 +107,55 @@ static bool store(struct syncguard_zvol *z, unsigned int i, const char *sync)
 	return !gone;
 }
 
+/* Dataset @i of @z was not found (zfs get failed, @ds its name): its
+ * zvol's dataset by the /dev/zvol link to its device, if that is
+ * another now (renamed); 1 with @ds and z->ds[@i] set to it, else 0. */
+static int renamed(struct syncguard_zvol *z, unsigned int i, char *ds,
+		   size_t len)
+{
+	char now[256];
+
+	if (!z->dev[i] || syncguard_zvol_dataset("/dev/zvol", "", z->dev[i],
+						 now, sizeof(now)) != 1 ||
+	    !strcmp(now, ds))
+		return 0;
+	eprintf("syncguard: zvol watch: dataset %s is now %s\n", ds, now);
+	snprintf(ds, len, "%s", now);
+	pthread_mutex_lock(&zv.lock);
+	snprintf(z->ds[i], sizeof(z->ds[i]), "%s", now);
+	pthread_mutex_unlock(&zv.lock);
+	return 1;
+}
+
+/* zfs get of dataset @i of @z, after a rename under its new name: its
+ * sync property into @p.sync ("" once it has not been found for
+ * ZVOL_GONE_ROUNDS rounds); -errno when zfs could not say. */
+static int read_sync(struct syncguard_zvol *z, unsigned int i,
+		     struct syncguard_zfs_props *p)
+{
+	char ds[256];
+	int ret;
+
+	pthread_mutex_lock(&zv.lock);
+	snprintf(ds, sizeof(ds), "%s", z->ds[i]);
+	pthread_mutex_unlock(&zv.lock);
+	ret = syncguard_zfs_get(ds, p);
+	if (ret == -EIO && renamed(z, i, ds, sizeof(ds)))
+		ret = syncguard_zfs_get(ds, p);
+	if (ret != -EIO) {	/* an answer, or silence: no "gone" */
+		z->gone_rounds[i] = 0;
+		return ret;
+	}
+	if (++z->gone_rounds[i] < ZVOL_GONE_ROUNDS)
+		return ret;
+	p->sync[0] = '\0';
+	return 0;
+}
+
 /* A LUN's thread: its datasets every ZVOL_RECHECK_S seconds, until the
- * LUN is gone; what zfs get cannot say (it failed, or timed out) is
- * left as it was. */
+ * LUN is gone; what zfs get cannot say (it timed out, or a dataset was
+ * not found fewer than ZVOL_GONE_ROUNDS rounds in a row) is left as it
+ * was. */
 static void *zvol_thread(void *arg)
 {
 	struct syncguard_zvol *z = arg;
@@ -110,8 +167,7 @@ static void *zvol_thread(void *arg)
 		for (unsigned int i = 0; i < z->n; i++) {
 			struct syncguard_zfs_props p;
 
-			if (!store(z, i, syncguard_zfs_get(z->ds[i], &p) ?
-				   NULL : p.sync))
+			if (!store(z, i, read_sync(z, i, &p) ? NULL : p.sync))
 				goto out;
 		}
 		clock_gettime(CLOCK_MONOTONIC, &until);
@@ -209,6 +265,7 @@ int syncguard_zvol_watch_add(struct syncguard_bs *bs, void (*changed)(void))
 			 lun->zfs[z->n]);
 		snprintf(z->sync[z->n], sizeof(z->sync[z->n]), "%s",
 			 lun->zfs_sync[z->n]);
+		z->dev[z->n] = lun->zfs_dev[z->n];
 		z->answered_us[z->n] = syncguard_now_us();	/* at open */
 	}
 	z->refs = 2;		/* the LUN's and the thread's */
@@ -254,7 +311,7 @@ static void tell_silent(struct syncguard_zvol *z, uint64_t lun_nr)
 bool syncguard_zvol_lost(struct syncguard_bs *bs, char *why, size_t len)
 {
 	struct syncguard_zvol *z = bs->zvol;
-	char sync[SYNCGUARD_ZFS_DEPTH][16];
+	char sync[SYNCGUARD_ZFS_DEPTH][16], ds[SYNCGUARD_ZFS_DEPTH][256];
 	const char *bad;
 
 	if (!z)
@@ -262,12 +319,20 @@ bool syncguard_zvol_lost(struct syncguard_bs *bs, char *why, size_t len)
 	pthread_mutex_lock(&zv.lock);
 	tell_silent(z, bs->lun_nr);
 	memcpy(sync, z->sync, sizeof(sync));
+	memcpy(ds, z->ds, sizeof(ds));
 	pthread_mutex_unlock(&zv.lock);
 	for (unsigned int i = 0; i < z->n; i++) {
+		if (!sync[i][0]) {
+			snprintf(why, len, "its ZFS dataset %s is gone (zfs get "
+				 "finds no such dataset, nor does a /dev/zvol "
+				 "link to its zvol name another): a change of its "
+				 "sync property would go unseen", ds[i]);
+			return true;
+		}
 		if (!(bad = syncguard_policy_zvol(bs->lun.opts.mode, sync[i])))
 			continue;
 		snprintf(why, len, "its ZFS dataset %s now has sync=%s: %s",
-			 z->ds[i], sync[i], bad);
+			 ds[i], sync[i], bad);
 		return true;
 	}
 	return false;

@@ -1293,7 +1293,9 @@ static void clear_latch(const char *dev)
 }
 
 /* The stand-ins: zfs get answers for tank/vol1 and pool2/vol2 (two
- * pools) from props[0] and props[1], sync=disabled until told otherwise;
+ * pools) from props[0] and props[1], sync=disabled until told otherwise,
+ * and once the file renamed exists (zfs rename tank/vol1 tank/renamed)
+ * for tank/renamed from props[0], no longer for tank/vol1;
  * for tank/vol1 it sleeps 10 s while the file hang exists, closes its
  * output and sleeps 30 s while stuck does (a zfs that stops answering),
  * and while dstate names a block device, reads it O_DIRECT (a zfs that
@@ -1323,18 +1325,23 @@ static void zvol_setup(struct zvol_fx *fx)
 	snprintf(fx->stuck, sizeof(fx->stuck), "%s/stuck", fx->d);
 	snprintf(fx->pid, sizeof(fx->pid), "%s/pid", fx->d);
 	snprintf(fx->dstate, sizeof(fx->dstate), "%s/dstate", fx->d);
+	snprintf(script, sizeof(script), "%s/renamed", fx->d);
+	unlink(script);			/* tank/vol1 as it was */
 	snprintf(script, sizeof(script), "%s/up/zfs", fx->d);
 	ck_assert_ptr_nonnull(f = fopen(script, "w"));
 	fprintf(f, "#!/bin/sh\n# stands in for ZFS's zfs command (tests/proto "
 		"check_blockdev.c): zfs get ... tank/volN\n[ \"$1\" = get ] || "
 		"exit 2\nfor a; do ds=$a; done\ncase $ds in\ntank/vol1) "
+		"[ -e '%s/renamed' ] && exit 1\n\t"
 		"p='%s'\n\t[ -e '%s' ] && echo $$ >'%s' && exec sleep 10\n\t"
 		"[ -e '%s' ] && echo $$ >'%s' && exec sleep 30 >&-\n\t"
 		"[ -e '%s' ] && echo $$ >'%s' && exec dd if=\"$(cat '%s')\" "
 		"of=/dev/null iflag=direct bs=4096 count=1 skip=3000 2>&-\n\t;;\n"
-		"pool2/vol2) p='%s' ;;\n*) exit 1 ;;\nesac\ncat \"$p\"\n",
+		"pool2/vol2) p='%s' ;;\ntank/renamed) [ -e '%s/renamed' ] || "
+		"exit 1\n\tp='%s' ;;\n*) exit 1 ;;\nesac\ncat \"$p\"\n", fx->d,
 		fx->props[0], fx->hang, fx->pid, fx->stuck, fx->pid,
-		fx->dstate, fx->pid, fx->dstate, fx->props[1]);
+		fx->dstate, fx->pid, fx->dstate, fx->props[1], fx->d,
+		fx->props[0]);
 	fclose(f);
 	ck_assert_int_eq(chmod(script, 0755), 0);
 	for (int i = 0; i < 2; i++) {
@@ -1503,6 +1510,59 @@ START_TEST(test_blockdev_zvol_silent_pool)
 }
 END_TEST
 
+/* zfs rename tank/vol1 tank/renamed under a live LUN (its /dev/zvol link
+ * moves; zfs get tank/vol1 then fails): the watch finds the dataset
+ * again by the zvol's device and goes on under the new name, so a
+ * sync=disabled set there latches the LUN; before, every later read
+ * failed, and FUA writes stayed GOOD over a dataset that dropped every
+ * flush.  A dataset zfs get no longer finds and no link names (zfs
+ * destroy) latches the LUN after three rounds. */
+START_TEST(test_blockdev_zvol_renamed)
+{
+	unsigned char out[512] = { 0x7d };
+	struct iscsi_context *iscsi;
+	struct zvol_fx fx;
+	bool renamed_good, latched, gone;
+
+	zvol_setup(&fx);
+	zfs_props(fx.props[0], "standard");
+	ck_assert_int_eq(proto_add_lun(9, "/dev/zvol/tank/vol1",
+				       "mode=write-back", 0), 0);
+	iscsi = proto_connect(9);
+	ck_assert_int_eq(proto_sh_in_tgtd("mv /dev/zvol/tank/vol1 "
+					  "/dev/zvol/tank/renamed && touch "
+					  "'%s/renamed'", fx.d), 0);
+	renamed_good = !fua_writes_fail(iscsi, 9, out, 50);
+	zfs_props(fx.props[0], "disabled");	/* zfs set sync=disabled */
+	latched = fua_writes_fail(iscsi, 9, out, 100);
+	iscsi_destroy_context(iscsi);
+	proto_del_lun(9);
+	clear_latch(fx.dev[0]);
+	zfs_props(fx.props[0], "standard");
+	ck_assert_int_eq(proto_add_lun(9, "/dev/zvol/tank/renamed",
+				       "mode=write-back", 0), 0);
+	iscsi = proto_connect(9);
+	/* zfs destroy: no dataset, no link */
+	ck_assert_int_eq(proto_sh_in_tgtd("rm /dev/zvol/tank/renamed"), 0);
+	ck_assert_int_eq(unlink(fx.props[0]), 0);
+	gone = fua_writes_fail(iscsi, 9, out, 150);
+	iscsi_destroy_context(iscsi);
+	proto_del_lun(9);
+	clear_latch(fx.dev[0]);
+	zvol_teardown(&fx);
+	ck_assert_msg(renamed_good, "FUA writes failed after the rename alone");
+	ck_assert(proto_log_has("zvol watch: dataset tank/vol1 is now "
+				"tank/renamed"));
+	ck_assert_msg(latched, "FUA writes still GOOD 10 s after the renamed "
+		      "dataset's sync=disabled");
+	ck_assert(proto_log_has("its ZFS dataset tank/renamed now has "
+				"sync=disabled"));
+	ck_assert_msg(gone, "FUA writes still GOOD 15 s after the dataset's "
+		      "link was removed");
+	ck_assert(proto_log_has("its ZFS dataset tank/renamed is gone"));
+}
+END_TEST
+
 /* A zfs that SIGKILL cannot end (its read of a loop device over a FUSE
  * model whose daemon is stopped waits in the kernel) is left, and no
  * other zfs get for its pool starts while it lives: after 17 s, two
@@ -1589,6 +1649,47 @@ START_TEST(test_blockdev_write_cache_changed)
 	ck_assert_msg(latched, "FUA writes still GOOD 6 s after write through");
 	ck_assert(proto_log_has("was set to \"write through\": Linux now "
 				"drops every flush"));
+}
+END_TEST
+
+/* The same a layer down: a LUN on loop device A, whose backing file is
+ * in an ext4 on loop device B.  A's flushes become fsyncs of that file,
+ * which reach B; B's write cache set to "write through" latches the LUN.
+ * Before, only A (and the devices sysfs lists under it: none for a
+ * loop) was watched, and FUA writes stayed GOOD. */
+START_TEST(test_blockdev_write_cache_under_loop)
+{
+	const char *img = proto_file("wcache-low.img", DEV_BYTES, false);
+	unsigned char out[512] = { 0x5d };
+	char low[64], top[64], wc[128], mnt[800], file[900];
+	struct iscsi_context *iscsi;
+	int latched;
+
+	snprintf(mnt, sizeof(mnt), "%s/wcache-mnt", proto_dir());
+	snprintf(file, sizeof(file), "%s/lun.img", mnt);
+	ck_assert_int_eq(ext4_in_tgtd(img, mnt, low, sizeof(low)), 0);
+	ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' bs=1M "
+					  "count=4 conv=fsync status=none", file),
+			 0);
+	ck_assert_int_eq(attach_in_tgtd(file, false, top, sizeof(top)), 0);
+	snprintf(wc, sizeof(wc), "/sys/block/%s/queue/write_cache", low + 5);
+	ck_assert_int_eq(proto_sh("echo 'write back' >'%s'", wc), 0);
+	ck_assert_int_eq(proto_add_lun(9, top, "mode=write-back", 0), 0);
+	iscsi = proto_connect(9);
+	proto_assert_good(iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1,
+			  0, 0), "FUA WRITE(10)", false);
+	ck_assert_int_eq(proto_sh("echo 'write through' >'%s'", wc), 0);
+	latched = fua_writes_fail(iscsi, 9, out, 60);
+	iscsi_destroy_context(iscsi);
+	proto_del_lun(9);
+	proto_sh("echo 'write back' >'%s'", wc);
+	proto_sh_in_tgtd("losetup -d '%s'; umount '%s'; losetup -d '%s'", top,
+			 mnt, low);
+	ck_assert_msg(latched, "FUA writes still GOOD 6 s after write through "
+		      "on the loop device under the backing file");
+	snprintf(file, sizeof(file), "the write cache of %s was set to \"write "
+		 "through\"", low + 5);
+	ck_assert_msg(proto_log_has(file), "tgtd.log lacks: %s", file);
 }
 END_TEST
 
@@ -1909,9 +2010,11 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_plp_journalled_data_refused);
 	tcase_add_test(tc, test_blockdev_fscrypt);
 	tcase_add_test(tc, test_blockdev_zvol);
+	tcase_add_test(tc, test_blockdev_zvol_renamed);
 	tcase_add_test(tc, test_blockdev_zvol_silent_pool);
 	tcase_add_test(tc, test_blockdev_zvol_stuck_zfs);
 	tcase_add_test(tc, test_blockdev_write_cache_changed);
+	tcase_add_test(tc, test_blockdev_write_cache_under_loop);
 	tcase_add_test(tc, test_blockdev_plp_overlay_over_buffered_loop);
 	tcase_add_test(tc, test_blockdev_loop_over_deleted_file_refused);
 	tcase_add_test(tc, test_blockdev_volatile_overlay_refused);

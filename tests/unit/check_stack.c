@@ -48,64 +48,136 @@ static void sh(const char *fmt, const char *a, const char *b)
 }
 
 /* the device-mapper tables of the made-up devices: 253:0 a linear
- * target over 253:1, which is thin; 253:2 linear only; 253:3 cache */
+ * target over 253:1, which is thin; 253:2 linear only; 253:3 cache;
+ * 253:4-6 linear (over a loop device, a zvol, a zram device); 253:7's
+ * cannot be read; 253:8 integrity */
 static int fake_dm_targets(dev_t dev, char *types, size_t len)
 {
-	static const char *const t[] = { "linear", "thin", "linear",
-					 "cache" };
+	static const char *const t[] = { "linear", "thin", "linear", "cache",
+					 "linear", "linear", "linear", NULL,
+					 "integrity" };
 
-	if (major(dev) != 253 || minor(dev) > 3)
+	if (major(dev) != 253 || minor(dev) > 8)
 		return -ENXIO;
+	if (!t[minor(dev)])
+		return -EACCES;
 	snprintf(types, len, "%s", t[minor(dev)]);
 	return 0;
 }
 
 /* sysfs: /dev/block/M:m/ with dm/ for device-mapper devices, slaves/
- * naming the devices under one (each with its dev file) */
+ * naming the devices under one (each with its dev file); 9:0 an md
+ * array over loop1 */
 static void make_sysfs(void)
 {
 	sh("cd '%s' && mkdir -p sys/dev/block sys/block && cd sys && "
-	   "for d in 253:0 253:1 253:2 253:3 8:0 252:0; do "
+	   "for d in 253:0 253:1 253:2 253:3 253:4 253:5 253:6 253:7 253:8 "
+	   "8:0 252:0 7:0 7:1 230:0 251:0 9:0; do "
 	   "mkdir -p dev/block/$d; echo $d >dev/block/$d/dev; done && "
-	   "for d in 253:0 253:1 253:2 253:3; do mkdir dev/block/$d/dm; done && "
+	   "for d in 0 1 2 3 4 5 6 7 8; do mkdir dev/block/253:$d/dm; done && "
 	   "mkdir -p dev/block/253:0/slaves/dm-1 dev/block/253:2/slaves/sda "
 	   "dev/block/252:0/bcache dev/block/252:0/slaves/sda && "
 	   "echo 253:1 >dev/block/253:0/slaves/dm-1/dev && "
 	   "echo 8:0 >dev/block/253:2/slaves/sda/dev && "
-	   "echo 8:0 >dev/block/252:0/slaves/sda/dev%s", root, "");
+	   "echo 8:0 >dev/block/252:0/slaves/sda/dev && "
+	   "mkdir -p dev/block/253:4/slaves/loop0p1 dev/block/253:5/slaves/zd0 "
+	   "dev/block/253:6/slaves/zram0 dev/block/9:0/slaves/loop1 "
+	   "dev/block/253:7/slaves/sda dev/block/253:8/slaves/sda && "
+	   "echo 7:0 >dev/block/253:4/slaves/loop0p1/dev && "
+	   "echo 230:0 >dev/block/253:5/slaves/zd0/dev && "
+	   "echo 251:0 >dev/block/253:6/slaves/zram0/dev && "
+	   "echo 7:1 >dev/block/9:0/slaves/loop1/dev && "
+	   "echo 8:0 >dev/block/253:7/slaves/sda/dev && "
+	   "echo 8:0 >dev/block/253:8/slaves/sda/dev%s", root, "");
 }
 
-/* plp's check: a thin volume under a linear one, a cache target, bcache
- * in write-back are found; linear over a disk and bcache in
- * write-through are not */
+/* plp's check: a thin volume under a linear one, a cache target,
+ * dm-integrity, a device-mapper device whose table cannot be read and
+ * bcache in write-back are found; linear over a disk and bcache in
+ * write-through are not; none of them in the other modes */
 START_TEST(test_stack_ram_metadata_layers)
 {
-	char sys[300], what[128];
+	char sys[300], what[384];
 	struct syncguard_layers l = { sys, fake_dm_targets };
 
 	make_sysfs();
 	snprintf(sys, sizeof(sys), "%s/sys", root);
-	ck_assert_int_eq(syncguard_ram_metadata_layer(&l, makedev(253, 0), what,
-						      sizeof(what)), 1);
+	ck_assert_int_eq(syncguard_layer_refused(&l, makedev(253, 0), true,
+						 what, sizeof(what)),
+			 SYNCGUARD_LAYER_RAM);
 	ck_assert_ptr_nonnull(strstr(what, "device-mapper thin (dm 253:1)"));
-	ck_assert_int_eq(syncguard_ram_metadata_layer(&l, makedev(253, 3), what,
-						      sizeof(what)), 1);
+	ck_assert_int_eq(syncguard_layer_refused(&l, makedev(253, 3), true,
+						 what, sizeof(what)),
+			 SYNCGUARD_LAYER_RAM);
 	ck_assert_ptr_nonnull(strstr(what, "device-mapper cache"));
-	ck_assert_int_eq(syncguard_ram_metadata_layer(&l, makedev(253, 2), what,
-						      sizeof(what)), 0);
-	ck_assert_int_eq(syncguard_ram_metadata_layer(&l, makedev(8, 0), what,
-						      sizeof(what)), 0);
+	ck_assert_int_eq(syncguard_layer_refused(&l, makedev(253, 8), true,
+						 what, sizeof(what)),
+			 SYNCGUARD_LAYER_RAM);
+	ck_assert_ptr_nonnull(strstr(what, "device-mapper integrity"));
+	ck_assert_int_eq(syncguard_layer_refused(&l, makedev(253, 7), true,
+						 what, sizeof(what)),
+			 SYNCGUARD_LAYER_RAM);
+	ck_assert_ptr_nonnull(strstr(what, "whose targets cannot be read "
+				     "(Permission denied)"));
+	ck_assert_int_eq(syncguard_layer_refused(&l, makedev(253, 2), true,
+						 what, sizeof(what)), 0);
+	ck_assert_int_eq(syncguard_layer_refused(&l, makedev(8, 0), true,
+						 what, sizeof(what)), 0);
+	for (int m = 0; m <= 8; m++)
+		if (m < 4 || m > 6)
+			ck_assert_int_eq(syncguard_layer_refused(&l,
+					 makedev(253, m), false, what,
+					 sizeof(what)), 0);
 	sh("echo 'writethrough [writeback] writearound none' "
 	   ">'%s/sys/dev/block/252:0/bcache/cache_mode'%s", root, "");
-	ck_assert_int_eq(syncguard_ram_metadata_layer(&l, makedev(252, 0), what,
-						      sizeof(what)), 1);
+	ck_assert_int_eq(syncguard_layer_refused(&l, makedev(252, 0), true,
+						 what, sizeof(what)),
+			 SYNCGUARD_LAYER_RAM);
 	ck_assert_ptr_nonnull(strstr(what, "bcache in write-back"));
+	ck_assert_int_eq(syncguard_layer_refused(&l, makedev(252, 0), false,
+						 what, sizeof(what)), 0);
 	sh("echo '[writethrough] writeback writearound none' "
 	   ">'%s/sys/dev/block/252:0/bcache/cache_mode'%s", root, "");
-	ck_assert_int_eq(syncguard_ram_metadata_layer(&l, makedev(252, 0), what,
-						      sizeof(what)), 0);
+	ck_assert_int_eq(syncguard_layer_refused(&l, makedev(252, 0), true,
+						 what, sizeof(what)), 0);
 	ck_assert(!syncguard_policy_ram_metadata_ok(SYNCGUARD_MODE_PLP));
 	ck_assert(syncguard_policy_ram_metadata_ok(SYNCGUARD_MODE_WRITE_BACK));
+}
+END_TEST
+
+/* In every mode: a loop device (here a partition of one) or a zvol
+ * under device-mapper or md, whose backing file or dataset no check
+ * follows through that layer, and a RAM block device under one, where
+ * nothing survives a power cut.  Right under the LUN (depth 0) loop
+ * devices and zvols are core/loopdev.c's and the zvol check's. */
+START_TEST(test_stack_layers_unsafe_in_every_mode)
+{
+	char sys[300], what[384];
+	struct syncguard_layers l = { sys, fake_dm_targets };
+	const struct {
+		unsigned int ma, mi;
+		const char *says;
+	} unsafe[] = {
+		{ 253, 4, "the loop device loop0p1 under " },
+		{ 253, 5, "the ZFS zvol zd0 under " },
+		{ 253, 6, "a RAM block device (zram0 under " },
+		{ 9, 0, "the loop device loop1 under " },
+	};
+
+	make_sysfs();
+	snprintf(sys, sizeof(sys), "%s/sys", root);
+	for (size_t i = 0; i < sizeof(unsafe) / sizeof(unsafe[0]); i++)
+		for (int plp = 0; plp < 2; plp++) {
+			ck_assert_int_eq(syncguard_layer_refused(&l,
+				makedev(unsafe[i].ma, unsafe[i].mi), plp, what,
+				sizeof(what)), SYNCGUARD_LAYER_UNSAFE);
+			ck_assert_msg(strstr(what, unsafe[i].says), "%s", what);
+		}
+	/* right under the LUN: not this check's */
+	ck_assert_int_eq(syncguard_layer_refused(&l, makedev(7, 0), false, what,
+						 sizeof(what)), 0);
+	ck_assert_int_eq(syncguard_layer_refused(&l, makedev(230, 0), false,
+						 what, sizeof(what)), 0);
 }
 END_TEST
 
@@ -281,6 +353,7 @@ Suite *stack_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_stack_ram_metadata_layers);
+	tcase_add_test(tc, test_stack_layers_unsafe_in_every_mode);
 	if (geteuid() == 0) {	/* mknod of a block device node */
 		tcase_add_test(tc, test_stack_zvol_dataset);
 		tcase_add_test(tc, test_poison_zvol_identity);
