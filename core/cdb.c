@@ -115,7 +115,6 @@ static void decode_flags(const uint8_t *cdb, uint8_t bits,
 	if (bits & F_SSU) {	/* SBC-3 5.25; its IMMED (bit 0) unused */
 		out->power_condition = cdb[4] >> 4;
 		out->no_flush = cdb[4] & 0x04;
-		out->loej = cdb[4] & 0x02;
 		out->start = cdb[4] & 0x01;
 	}
 }

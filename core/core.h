@@ -159,9 +159,9 @@ struct syncguard_cdb {
 	bool lbdata, pbdata;	/* WRITE SAME: LBDATA / PBDATA */
 	bool ndob;		/* WRITE SAME(16): no Data-Out buffer, the
 				 * blocks are written with zeroes (SBC-4) */
-	/* START STOP UNIT: POWER CONDITION, NO_FLUSH, LOEJ, START */
+	/* START STOP UNIT: POWER CONDITION, NO_FLUSH, START */
 	uint8_t power_condition;
-	bool no_flush, loej, start;
+	bool no_flush, start;
 };
 
 /* Does START STOP UNIT @c (SBC-3 5.25) write every cached block to the

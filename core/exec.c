@@ -198,21 +198,29 @@ static bool sync_cache_quick(struct syncguard_lun *lun,
 	return false;
 }
 
+/* What SYNCHRONIZE CACHE of @c's range answers: sync_cache_quick, else
+ * after the core's group flush. */
+static enum syncguard_reason sync_cache(struct syncguard_lun *lun,
+					const struct syncguard_cdb *c)
+{
+	enum syncguard_reason r;
+	int err;
+
+	if (sync_cache_quick(lun, c, &r))
+		return r;
+	err = syncguard_lun_flush(lun, true);
+	return err ? io_reason(err, true) : SYNCGUARD_OK;
+}
+
 static enum syncguard_reason exec_sync_cache(struct syncguard_lun *lun,
 					     const struct syncguard_req *req,
 					     const struct syncguard_cdb *c,
 					     struct syncguard_result *res)
 {
-	enum syncguard_reason r;
-	int err;
-
 	(void)req;
 	(void)res;
 	syncguard_count(&lun->stats->sync_caches);
-	if (sync_cache_quick(lun, c, &r))
-		return r;
-	err = syncguard_lun_flush(lun, true);
-	return err ? io_reason(err, true) : SYNCGUARD_OK;
+	return sync_cache(lun, c);
 }
 
 bool syncguard_start_stop_flushes(const struct syncguard_cdb *c)
@@ -236,17 +244,10 @@ static enum syncguard_reason exec_start_stop(struct syncguard_lun *lun,
 					     const struct syncguard_cdb *c,
 					     struct syncguard_result *res)
 {
-	enum syncguard_reason r;
-	int err;
-
 	(void)req;
 	(void)res;
-	if (!syncguard_start_stop_flushes(c))
-		return SYNCGUARD_OK;
-	if (sync_cache_quick(lun, c, &r))
-		return r;
-	err = syncguard_lun_flush(lun, true);
-	return err ? io_reason(err, true) : SYNCGUARD_OK;
+	return syncguard_start_stop_flushes(c) ? sync_cache(lun, c) :
+						 SYNCGUARD_OK;
 }
 
 bool syncguard_sync_cache_now(struct syncguard_lun *lun, const uint8_t *cdb,

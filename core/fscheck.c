@@ -373,12 +373,17 @@ int syncguard_check_plp_file(struct syncguard_lun *lun, int fd,
 	return check_allocated(fd, (uint64_t)st.st_size, path, err, errlen);
 }
 
-int syncguard_check_ram_device(const char *n, const char *path, char *err,
-			       size_t errlen)
+bool syncguard_ram_device_name(const char *n)
 {
 	size_t skip = !strncmp(n, "zram", 4) ? 4 : !strncmp(n, "ram", 3) ? 3 : 0;
 
-	if (!skip || n[skip] < '0' || n[skip] > '9')
+	return skip && n[skip] >= '0' && n[skip] <= '9';
+}
+
+int syncguard_check_ram_device(const char *n, const char *path, char *err,
+			       size_t errlen)
+{
+	if (!syncguard_ram_device_name(n))
 		return 0;
 	syncguard_seterr(err, errlen, "%s: on a RAM block device (%s): nothing "
 			 "on it survives a power cut; put the LUN on a disk",

@@ -107,6 +107,9 @@ int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen);
  * number @dev into @name: 0, or -errno (no such block device). */
 int syncguard_dev_name(dev_t dev, char *name, size_t namelen);
 
+/* Is @n the sysfs name of a RAM block device (zramN, brd's ramN)? */
+bool syncguard_ram_device_name(const char *n);
+
 /* Is the block device named @n (its sysfs name: the LUN's device, the
  * one under its file system, or one a loop device stands on) RAM (zram,
  * brd's /dev/ramN)?  Nothing on it survives a power cut, as on tmpfs;

@@ -3,8 +3,11 @@
  * (core/lun.c, core/loopdev.c): a ZFS zvol and its dataset's properties, the
  * device-mapper and bcache layers that keep what a write needs in host
  * RAM until a flush, and a block device whose write cache setting
- * changes while the LUN lives.  What each finding means for each mode
- * is core/policy.c's (syncguard_policy_zvol, syncguard_policy_layers).
+ * changes while the LUN lives.  What a dataset's sync property and a
+ * RAM-keeping layer mean for each mode is core/policy.c's
+ * (syncguard_policy_zvol, syncguard_policy_ram_metadata_ok); a RAM
+ * block device, and a loop device or zvol under a layer the checks do
+ * not follow, are refused in every mode (syncguard_layer_refused).
  *
  * Layer: beside loopdev.c (lun.c calls it at open, the mount watch while
  * the LUN lives); it uses fscheck.c, mounts.c and policy.c.
@@ -437,7 +440,7 @@ static int layer_rules(struct layer_walk *w, dev_t dev, const char *sys,
 {
 	bool zvol = named(name, "zd");
 
-	if (named(name, "zram") || named(name, "ram")) {
+	if (syncguard_ram_device_name(name)) {
 		snprintf(w->what, w->len, "a RAM block device (%s%s%s), where "
 			 "nothing survives a power cut: put the LUN on a disk",
 			 name, depth ? " under " : "", depth ? above : "");
@@ -484,8 +487,7 @@ int syncguard_layer_refused(const struct syncguard_layers *l, dev_t dev,
 	char sys[PATH_MAX], real[PATH_MAX];
 	const char *name = "";
 
-	/* the device's own name: its sysfs link's target (a tree a test
-	 * makes has directories there, and no name) */
+	/* the device's own name: its sysfs link's target */
 	snprintf(sys, sizeof(sys), "%s/dev/block/%u:%u", l->sysfs, major(dev),
 		 minor(dev));
 	if (realpath(sys, real) && strrchr(real, '/'))

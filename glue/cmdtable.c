@@ -61,8 +61,9 @@ static int syncguard_compare_and_write(int host_no, struct scsi_cmd *cmd)
  * START STOP UNIT: tgt's spc_start_stop answers GOOD at once.  One that
  * stops access to the medium with NO_FLUSH=0 first writes every cached
  * block (SBC-3 5.25; syncguard_start_stop_flushes): a worker runs it
- * through the core (exec_start_stop).  tgt keeps the rest, and a
- * removable LUN's LOEJ (eject), which takes its medium offline.
+ * through the core (exec_start_stop).  tgt keeps the rest.  LOEJ, which
+ * tgt acts on for removable media only, is nothing here: a syncguard LUN
+ * is never removable (glue/admin.c refuses removable=1).
  */
 static int syncguard_start_stop(int host_no, struct scsi_cmd *cmd)
 {
@@ -71,8 +72,7 @@ static int syncguard_start_stop(int host_no, struct scsi_cmd *cmd)
 
 	if (device_reserved(cmd) || !bs->open ||
 	    syncguard_cdb_decode(cmd->scb, (size_t)cmd->scb_len, &c) ||
-	    !syncguard_start_stop_flushes(&c) ||
-	    (c.loej && cmd->dev->attrs.removable))
+	    !syncguard_start_stop_flushes(&c))
 		return bs->tgt_ops[START_STOP](host_no, cmd);
 	scsi_set_in_resid_by_actual(cmd, 0);
 	syncguard_workers_submit(cmd);

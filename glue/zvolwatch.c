@@ -20,12 +20,14 @@
  * zfs get has not answered (or failed) for ZVOL_SILENT_S is logged, once
  * until it answers again.
  *
- * A zfs get that answers "no" (it ran and failed: the dataset was
- * renamed or destroyed) is no silence: a zvol's dataset is looked up
- * again by its device (zfs rename moves the /dev/zvol link), and the
- * watch goes on under the new name.  A dataset that cannot be found so,
- * ZVOL_GONE_ROUNDS rounds in a row, latches the LUN: its sync property
- * could be set to disabled unseen (test_blockdev_zvol_renamed).
+ * A zvol's dataset is looked up by its device each round (zfs rename
+ * moves its /dev/zvol link), and the watch reads it under the name it
+ * has now: the old name may since be another dataset's.  A zvol that no
+ * link names and whose dataset zfs get does not find, ZVOL_MISSING_ROUNDS
+ * rounds in a row (destroyed), latches the LUN: its sync property could
+ * be set to disabled unseen (test_blockdev_zvol_renamed).  A ZFS file
+ * system's dataset is read by the name it had at open; renamed, it is
+ * logged as silent after ZVOL_SILENT_S.
  *
  * Layer: used by watch.c and bs_syncguard.c; uses core/stack.c and tgt.
  */
@@ -46,17 +48,17 @@
 
 #define ZVOL_RECHECK_S 2	/* seconds between a LUN's rounds of zfs get */
 #define ZVOL_SILENT_S 30	/* a dataset unanswered this long is logged */
-#define ZVOL_GONE_ROUNDS 3	/* rounds of "no such dataset" that latch */
+#define ZVOL_MISSING_ROUNDS 3	/* rounds of a zvol not found that latch */
 
 /* A LUN's datasets (its struct syncguard_lun's zfs[] and zfs_dev[]), and
  * under zv.lock the rest: each one's name (the thread renames it), the
  * sync property each last had (read at open, then by the thread; "" for
- * a dataset gone ZVOL_GONE_ROUNDS rounds), when each last answered, and
- * who still holds it (the LUN and its thread). */
+ * a zvol missing ZVOL_MISSING_ROUNDS rounds), when each last answered,
+ * and who still holds it (the LUN and its thread). */
 struct syncguard_zvol {
 	unsigned int n;
 	dev_t dev[SYNCGUARD_ZFS_DEPTH];
-	unsigned int gone_rounds[SYNCGUARD_ZFS_DEPTH];	/* the thread's */
+	unsigned int missing_rounds[SYNCGUARD_ZFS_DEPTH];	/* the thread's */
 	char ds[SYNCGUARD_ZFS_DEPTH][256];
 	char sync[SYNCGUARD_ZFS_DEPTH][16];
 	uint64_t answered_us[SYNCGUARD_ZFS_DEPTH];	/* syncguard_now_us */
@@ -107,54 +109,56 @@ static bool store(struct syncguard_zvol *z, unsigned int i, const char *sync)
 	return !gone;
 }
 
-/* Dataset @i of @z was not found (zfs get failed, @ds its name): its
- * zvol's dataset by the /dev/zvol link to its device, if that is
- * another now (renamed); 1 with @ds and z->ds[@i] set to it, else 0. */
-static int renamed(struct syncguard_zvol *z, unsigned int i, char *ds,
-		   size_t len)
+/* The name of dataset @i of @z into @ds (@len bytes): a zvol's by the
+ * /dev/zvol link to its device now, kept in z->ds[@i] when it changed
+ * (a zfs rename); 1 for a zvol that no link names, else 0. */
+static int current_name(struct syncguard_zvol *z, unsigned int i, char *ds,
+			size_t len)
 {
 	char now[256];
+	int missing;
 
-	if (!z->dev[i] || syncguard_zvol_dataset("/dev/zvol", "", z->dev[i],
-						 now, sizeof(now)) != 1 ||
-	    !strcmp(now, ds))
+	pthread_mutex_lock(&zv.lock);
+	snprintf(ds, len, "%s", z->ds[i]);
+	pthread_mutex_unlock(&zv.lock);
+	if (!z->dev[i])
 		return 0;
+	missing = syncguard_zvol_dataset("/dev/zvol", "", z->dev[i], now,
+					 sizeof(now)) != 1;
+	if (missing || !strcmp(now, ds))
+		return missing;
 	eprintf("syncguard: zvol watch: dataset %s is now %s\n", ds, now);
 	snprintf(ds, len, "%s", now);
 	pthread_mutex_lock(&zv.lock);
 	snprintf(z->ds[i], sizeof(z->ds[i]), "%s", now);
 	pthread_mutex_unlock(&zv.lock);
-	return 1;
+	return 0;
 }
 
-/* zfs get of dataset @i of @z, after a rename under its new name: its
- * sync property into @p.sync ("" once it has not been found for
- * ZVOL_GONE_ROUNDS rounds); -errno when zfs could not say. */
+/* zfs get of dataset @i of @z under its current name: its sync property
+ * into @p->sync ("" once a zvol no link names has not been found by zfs
+ * either for ZVOL_MISSING_ROUNDS rounds); -errno when zfs could not
+ * say. */
 static int read_sync(struct syncguard_zvol *z, unsigned int i,
 		     struct syncguard_zfs_props *p)
 {
 	char ds[256];
-	int ret;
+	int missing = current_name(z, i, ds, sizeof(ds));
+	int ret = syncguard_zfs_get(ds, p);
 
-	pthread_mutex_lock(&zv.lock);
-	snprintf(ds, sizeof(ds), "%s", z->ds[i]);
-	pthread_mutex_unlock(&zv.lock);
-	ret = syncguard_zfs_get(ds, p);
-	if (ret == -EIO && renamed(z, i, ds, sizeof(ds)))
-		ret = syncguard_zfs_get(ds, p);
-	if (ret != -EIO) {	/* an answer, or silence: no "gone" */
-		z->gone_rounds[i] = 0;
+	if (!missing || ret != -EIO) {	/* found, or zfs silent */
+		z->missing_rounds[i] = 0;
 		return ret;
 	}
-	if (++z->gone_rounds[i] < ZVOL_GONE_ROUNDS)
+	if (++z->missing_rounds[i] < ZVOL_MISSING_ROUNDS)
 		return ret;
 	p->sync[0] = '\0';
 	return 0;
 }
 
 /* A LUN's thread: its datasets every ZVOL_RECHECK_S seconds, until the
- * LUN is gone; what zfs get cannot say (it timed out, or a dataset was
- * not found fewer than ZVOL_GONE_ROUNDS rounds in a row) is left as it
+ * LUN is gone; what zfs get cannot say (it timed out or failed, a zvol
+ * missing fewer than ZVOL_MISSING_ROUNDS rounds in a row) is left as it
  * was. */
 static void *zvol_thread(void *arg)
 {
@@ -323,10 +327,10 @@ bool syncguard_zvol_lost(struct syncguard_bs *bs, char *why, size_t len)
 	pthread_mutex_unlock(&zv.lock);
 	for (unsigned int i = 0; i < z->n; i++) {
 		if (!sync[i][0]) {
-			snprintf(why, len, "its ZFS dataset %s is gone (zfs get "
-				 "finds no such dataset, nor does a /dev/zvol "
-				 "link to its zvol name another): a change of its "
-				 "sync property would go unseen", ds[i]);
+			snprintf(why, len, "its ZFS dataset %s is gone (no "
+				 "/dev/zvol link names its zvol, and zfs get finds "
+				 "no such dataset): a change of its sync property "
+				 "would go unseen", ds[i]);
 			return true;
 		}
 		if (!(bad = syncguard_policy_zvol(bs->lun.opts.mode, sync[i])))

@@ -1620,22 +1620,17 @@ START_TEST(test_blockdev_zvol_stuck_zfs)
 }
 END_TEST
 
-/*
- * A device whose write cache is set to "write through" by hand while a
- * LUN stands on it: Linux then strips every flush and FUA it would send,
- * so the LUN's durable writes are no longer durable.  The watch latches
- * it (a loop device, write-back), as for a remount nobarrier.
- */
-START_TEST(test_blockdev_write_cache_changed)
+/* LUN 9, write-back, on @dev, with the write cache of the device @cdev
+ * (a sysfs name) "write back": a FUA write is GOOD; then set to "write
+ * through", does a FUA write fail (the LUN latched) within 6 s? */
+static bool write_through_latches(const char *dev, const char *cdev)
 {
-	const char *img = proto_file("wcache.img", DEV_BYTES, false);
 	unsigned char out[512] = { 0x5c };
-	char dev[64], wc[128];
 	struct iscsi_context *iscsi;
-	int latched;
+	char wc[128];
+	bool latched;
 
-	ck_assert_int_eq(attach(img, 512, dev, sizeof(dev)), 0);
-	snprintf(wc, sizeof(wc), "/sys/block/%s/queue/write_cache", dev + 5);
+	snprintf(wc, sizeof(wc), "/sys/block/%s/queue/write_cache", cdev);
 	ck_assert_int_eq(proto_sh("echo 'write back' >'%s'", wc), 0);
 	ck_assert_int_eq(proto_add_lun(9, dev, "mode=write-back", 0), 0);
 	iscsi = proto_connect(9);
@@ -1645,7 +1640,25 @@ START_TEST(test_blockdev_write_cache_changed)
 	latched = fua_writes_fail(iscsi, 9, out, 60);
 	iscsi_destroy_context(iscsi);
 	proto_del_lun(9);
-	proto_sh("echo 'write back' >'%s'; losetup -d '%s'", wc, dev);
+	proto_sh("echo 'write back' >'%s'", wc);
+	return latched;
+}
+
+/*
+ * A device whose write cache is set to "write through" by hand while a
+ * LUN stands on it: Linux then strips every flush and FUA it would send,
+ * so the LUN's durable writes are no longer durable.  The watch latches
+ * it (a loop device, write-back), as for a remount nobarrier.
+ */
+START_TEST(test_blockdev_write_cache_changed)
+{
+	const char *img = proto_file("wcache.img", DEV_BYTES, false);
+	char dev[64];
+	bool latched;
+
+	ck_assert_int_eq(attach(img, 512, dev, sizeof(dev)), 0);
+	latched = write_through_latches(dev, dev + 5);
+	proto_sh("losetup -d '%s'", dev);
 	ck_assert_msg(latched, "FUA writes still GOOD 6 s after write through");
 	ck_assert(proto_log_has("was set to \"write through\": Linux now "
 				"drops every flush"));
@@ -1660,10 +1673,8 @@ END_TEST
 START_TEST(test_blockdev_write_cache_under_loop)
 {
 	const char *img = proto_file("wcache-low.img", DEV_BYTES, false);
-	unsigned char out[512] = { 0x5d };
-	char low[64], top[64], wc[128], mnt[800], file[900];
-	struct iscsi_context *iscsi;
-	int latched;
+	char low[64], top[64], mnt[800], file[900];
+	bool latched;
 
 	snprintf(mnt, sizeof(mnt), "%s/wcache-mnt", proto_dir());
 	snprintf(file, sizeof(file), "%s/lun.img", mnt);
@@ -1672,17 +1683,7 @@ START_TEST(test_blockdev_write_cache_under_loop)
 					  "count=4 conv=fsync status=none", file),
 			 0);
 	ck_assert_int_eq(attach_in_tgtd(file, false, top, sizeof(top)), 0);
-	snprintf(wc, sizeof(wc), "/sys/block/%s/queue/write_cache", low + 5);
-	ck_assert_int_eq(proto_sh("echo 'write back' >'%s'", wc), 0);
-	ck_assert_int_eq(proto_add_lun(9, top, "mode=write-back", 0), 0);
-	iscsi = proto_connect(9);
-	proto_assert_good(iscsi_write10_sync(iscsi, 9, 0, out, 512, 512, 0, 0, 1,
-			  0, 0), "FUA WRITE(10)", false);
-	ck_assert_int_eq(proto_sh("echo 'write through' >'%s'", wc), 0);
-	latched = fua_writes_fail(iscsi, 9, out, 60);
-	iscsi_destroy_context(iscsi);
-	proto_del_lun(9);
-	proto_sh("echo 'write back' >'%s'", wc);
+	latched = write_through_latches(top, low + 5);
 	proto_sh_in_tgtd("losetup -d '%s'; umount '%s'; losetup -d '%s'", top,
 			 mnt, low);
 	ck_assert_msg(latched, "FUA writes still GOOD 6 s after write through "

@@ -367,10 +367,11 @@ START_TEST(test_cmd_start_stop_flushes)
 	ck_assert_int_eq(proto_counter(2, "device_flushes") - flushes, 0);
 	proto_assert_good(iscsi_startstopunit_sync(iscsi, 2, 0, 0, 0, 0, 0, 0),
 			  "START STOP UNIT, stop", false);
-	ck_assert_int_eq(proto_counter(2, "device_flushes") - flushes, 1);
+	flushes = proto_counter(2, "device_flushes") - flushes;
 	proto_assert_good(iscsi_write10_sync(iscsi, 2, 300, buf, BS, BS, 0, 0,
 			  0, 0, 0), "WRITE(10) after the stop", false);
 	iscsi_destroy_context(iscsi);
+	ck_assert_int_eq(flushes, 1);
 }
 END_TEST
 

@@ -41,7 +41,7 @@ static void teardown(void)
 
 static void sh(const char *fmt, const char *a, const char *b)
 {
-	char cmd[1024];
+	char cmd[4096];
 
 	snprintf(cmd, sizeof(cmd), fmt, a, b);
 	ck_assert_msg(system(cmd) == 0, "%s", cmd);
@@ -65,30 +65,26 @@ static int fake_dm_targets(dev_t dev, char *types, size_t len)
 	return 0;
 }
 
-/* sysfs: /dev/block/M:m/ with dm/ for device-mapper devices, slaves/
- * naming the devices under one (each with its dev file); 9:0 an md
- * array over loop1 */
+/* sysfs: devices/NAME/ with its dev file, dm/ for device-mapper
+ * devices and slaves/ naming the devices under one (each with its dev
+ * file); /dev/block/M:m links to devices/NAME, so a device's name is
+ * its link's target, as in sysfs.  9:0 is an md array over loop1. */
 static void make_sysfs(void)
 {
-	sh("cd '%s' && mkdir -p sys/dev/block sys/block && cd sys && "
-	   "for d in 253:0 253:1 253:2 253:3 253:4 253:5 253:6 253:7 253:8 "
-	   "8:0 252:0 7:0 7:1 230:0 251:0 9:0; do "
-	   "mkdir -p dev/block/$d; echo $d >dev/block/$d/dev; done && "
-	   "for d in 0 1 2 3 4 5 6 7 8; do mkdir dev/block/253:$d/dm; done && "
-	   "mkdir -p dev/block/253:0/slaves/dm-1 dev/block/253:2/slaves/sda "
-	   "dev/block/252:0/bcache dev/block/252:0/slaves/sda && "
-	   "echo 253:1 >dev/block/253:0/slaves/dm-1/dev && "
-	   "echo 8:0 >dev/block/253:2/slaves/sda/dev && "
-	   "echo 8:0 >dev/block/252:0/slaves/sda/dev && "
-	   "mkdir -p dev/block/253:4/slaves/loop0p1 dev/block/253:5/slaves/zd0 "
-	   "dev/block/253:6/slaves/zram0 dev/block/9:0/slaves/loop1 "
-	   "dev/block/253:7/slaves/sda dev/block/253:8/slaves/sda && "
-	   "echo 7:0 >dev/block/253:4/slaves/loop0p1/dev && "
-	   "echo 230:0 >dev/block/253:5/slaves/zd0/dev && "
-	   "echo 251:0 >dev/block/253:6/slaves/zram0/dev && "
-	   "echo 7:1 >dev/block/9:0/slaves/loop1/dev && "
-	   "echo 8:0 >dev/block/253:7/slaves/sda/dev && "
-	   "echo 8:0 >dev/block/253:8/slaves/sda/dev%s", root, "");
+	sh("cd '%s' && mkdir -p sys/dev/block sys/devices && cd sys && "
+	   "for d in 253:0=dm-0 253:1=dm-1 253:2=dm-2 253:3=dm-3 253:4=dm-4 "
+	   "253:5=dm-5 253:6=dm-6 253:7=dm-7 253:8=dm-8 8:0=sda 252:0=bcache0 "
+	   "7:0=loop0 7:1=loop1 230:0=zd0 251:0=zram0 9:0=md0; do "
+	   "n=${d#*=}; d=${d%%=*}; mkdir devices/$n; echo $d >devices/$n/dev; "
+	   "ln -s ../../devices/$n dev/block/$d; done && "
+	   "for d in 0 1 2 3 4 5 6 7 8; do mkdir devices/dm-$d/dm; done && "
+	   "mkdir -p devices/bcache0/bcache && "
+	   "for s in dm-0:dm-1:253:1 dm-2:sda:8:0 bcache0:sda:8:0 "
+	   "dm-4:loop0:7:0 dm-5:zd0:230:0 dm-6:zram0:251:0 md0:loop1:7:1 "
+	   "dm-7:sda:8:0 dm-8:sda:8:0; do "
+	   "up=${s%%%%:*}; r=${s#*:}; lo=${r%%%%:*}; "
+	   "mkdir -p devices/$up/slaves/$lo && "
+	   "echo ${r#*:} >devices/$up/slaves/$lo/dev; done%s", root, "");
 }
 
 /* plp's check: a thin volume under a linear one, a cache target,
@@ -145,11 +141,11 @@ START_TEST(test_stack_ram_metadata_layers)
 }
 END_TEST
 
-/* In every mode: a loop device (here a partition of one) or a zvol
- * under device-mapper or md, whose backing file or dataset no check
- * follows through that layer, and a RAM block device under one, where
- * nothing survives a power cut.  Right under the LUN (depth 0) loop
- * devices and zvols are core/loopdev.c's and the zvol check's. */
+/* In every mode: a loop device or a zvol under device-mapper or md,
+ * whose backing file or dataset no check follows through that layer,
+ * and a RAM block device, under a layer or not, where nothing survives
+ * a power cut.  Right under the LUN (depth 0) loop devices and zvols are
+ * core/loopdev.c's and the zvol check's. */
 START_TEST(test_stack_layers_unsafe_in_every_mode)
 {
 	char sys[300], what[384];
@@ -158,10 +154,11 @@ START_TEST(test_stack_layers_unsafe_in_every_mode)
 		unsigned int ma, mi;
 		const char *says;
 	} unsafe[] = {
-		{ 253, 4, "the loop device loop0p1 under " },
-		{ 253, 5, "the ZFS zvol zd0 under " },
-		{ 253, 6, "a RAM block device (zram0 under " },
-		{ 9, 0, "the loop device loop1 under " },
+		{ 253, 4, "the loop device loop0 under dm-4" },
+		{ 253, 5, "the ZFS zvol zd0 under dm-5" },
+		{ 253, 6, "a RAM block device (zram0 under dm-6)" },
+		{ 9, 0, "the loop device loop1 under md0" },
+		{ 251, 0, "a RAM block device (zram0)" },
 	};
 
 	make_sysfs();
