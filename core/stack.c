@@ -350,29 +350,30 @@ static bool named(const char *name, const char *prefix)
 	return !strncmp(name, prefix, n) && name[n] >= '0' && name[n] <= '9';
 }
 
-/* One walk down the layers under a device (syncguard_layer_refused):
- * where to read them, whether plp's rules apply, the finding. */
-struct layer_walk {
-	const struct syncguard_layers *l;
-	bool plp;
-	char *what;
-	size_t len;
-};
+/* What a walk down the layers (walk_layers) does at each device @dev,
+ * named @name, its sysfs directory @sys, under @above at @depth (0: the
+ * device the walk began at): nonzero ends the walk with that value. */
+typedef int layer_fn(void *arg, dev_t dev, const char *sys, const char *name,
+		     const char *above, int depth);
 
-static int layer_at(struct layer_walk *w, dev_t dev, const char *name,
-		    const char *above, int depth);
-
-/* Each device under @sys (its slaves/, named @name), as layer_at. */
-static int layers_below(struct layer_walk *w, const char *sys,
-			const char *name, int depth)
+/* @fn at @dev (as layer_fn), then at each device under it that @root's
+ * sysfs lists in slaves/ (device-mapper, md, bcache), depth first, down
+ * to depth 9, where @fn is called and nothing under it visited: the
+ * first nonzero return of @fn, or 0. */
+static int walk_layers(const char *root, dev_t dev, const char *name,
+		       const char *above, int depth, layer_fn *fn, void *arg)
 {
-	char p[2 * PATH_MAX], num[32];
+	char sys[PATH_MAX], p[2 * PATH_MAX], num[32];
 	unsigned int ma, mi;
 	struct dirent *e;
-	int found = 0;
+	int found;
 	FILE *f;
 	DIR *d;
 
+	snprintf(sys, sizeof(sys), "%s/dev/block/%u:%u", root, major(dev),
+		 minor(dev));
+	if ((found = fn(arg, dev, sys, name, above, depth)) || depth > 8)
+		return found;
 	snprintf(p, sizeof(p), "%s/slaves", sys);
 	if (!(d = opendir(p)))
 		return 0;
@@ -384,13 +385,22 @@ static int layers_below(struct layer_walk *w, const char *sys,
 			continue;
 		if (fgets(num, sizeof(num), f) &&
 		    sscanf(num, "%u:%u", &ma, &mi) == 2)
-			found = layer_at(w, makedev(ma, mi), e->d_name, name,
-					 depth + 1);
+			found = walk_layers(root, makedev(ma, mi), e->d_name,
+					    name, depth + 1, fn, arg);
 		fclose(f);
 	}
 	closedir(d);
 	return found;
 }
+
+/* One walk of syncguard_layer_refused: where to read the layers,
+ * whether plp's rules apply, the finding. */
+struct layer_walk {
+	const struct syncguard_layers *l;
+	bool plp;
+	char *what;
+	size_t len;
+};
 
 /* plp's rules of one layer (@dev, named @name, its sysfs directory
  * @sys): SYNCGUARD_LAYER_RAM with the reason in w->what, or 0. */
@@ -432,13 +442,20 @@ static int plp_rules(struct layer_walk *w, dev_t dev, const char *sys,
 	return SYNCGUARD_LAYER_RAM;
 }
 
-/* The rules of one layer (@dev, named @name, under @above at @depth, its
- * sysfs directory @sys): SYNCGUARD_LAYER_UNSAFE or (plp_rules)
- * SYNCGUARD_LAYER_RAM with the reason in w->what, or 0. */
-static int layer_rules(struct layer_walk *w, dev_t dev, const char *sys,
+/* The rules of one layer (a layer_fn; @arg the struct layer_walk):
+ * SYNCGUARD_LAYER_UNSAFE or (plp_rules) SYNCGUARD_LAYER_RAM with the
+ * reason in w->what, or 0. */
+static int layer_rules(void *arg, dev_t dev, const char *sys,
 		       const char *name, const char *above, int depth)
 {
+	struct layer_walk *w = arg;
 	bool zvol = named(name, "zd");
+
+	if (depth > 8) {
+		snprintf(w->what, w->len, "more than 8 layers of block devices "
+			 "(%s), not checked that deep", name);
+		return SYNCGUARD_LAYER_UNSAFE;
+	}
 
 	if (syncguard_ram_device_name(name)) {
 		snprintf(w->what, w->len, "a RAM block device (%s%s%s), where "
@@ -461,25 +478,6 @@ static int layer_rules(struct layer_walk *w, dev_t dev, const char *sys,
 	return w->plp ? plp_rules(w, dev, sys, name) : 0;
 }
 
-static int layer_at(struct layer_walk *w, dev_t dev, const char *name,
-		    const char *above, int depth)
-{
-	char sys[PATH_MAX];
-
-	if (strlen(w->l->sysfs) > 256)
-		return 0;
-	if (depth > 8) {
-		snprintf(w->what, w->len, "more than 8 layers of block devices "
-			 "(%s), not checked that deep", name);
-		return SYNCGUARD_LAYER_UNSAFE;
-	}
-	snprintf(sys, sizeof(sys), "%s/dev/block/%u:%u", w->l->sysfs,
-		 major(dev), minor(dev));
-	int found = layer_rules(w, dev, sys, name, above, depth);
-
-	return found ? found : layers_below(w, sys, name, depth);
-}
-
 int syncguard_layer_refused(const struct syncguard_layers *l, dev_t dev,
 			    bool plp, char *what, size_t len)
 {
@@ -487,12 +485,15 @@ int syncguard_layer_refused(const struct syncguard_layers *l, dev_t dev,
 	char sys[PATH_MAX], real[PATH_MAX];
 	const char *name = "";
 
+	if (strlen(l->sysfs) > 256)
+		return 0;
+
 	/* the device's own name: its sysfs link's target */
 	snprintf(sys, sizeof(sys), "%s/dev/block/%u:%u", l->sysfs, major(dev),
 		 minor(dev));
 	if (realpath(sys, real) && strrchr(real, '/'))
 		name = strrchr(real, '/') + 1;
-	return layer_at(&w, dev, name, "", 0);
+	return walk_layers(l->sysfs, dev, name, "", 0, layer_rules, &w);
 }
 
 const struct syncguard_layers syncguard_host_layers = {
@@ -641,38 +642,21 @@ static int check_zfs(struct syncguard_lun *lun, const char *path,
 	return ret;
 }
 
-/* @dev and the devices under it (sysfs slaves) whose write cache Linux
- * sends flushes to now, into lun->cached_dev. */
-static void note_caches(struct syncguard_lun *lun, dev_t dev, int depth)
+/* A device whose write cache Linux sends flushes to now (a layer_fn;
+ * @arg the LUN): kept in lun->cached_dev for the watch. */
+static int note_cache(void *arg, dev_t dev, const char *sys,
+		      const char *name, const char *above, int depth)
 {
-	char p[96], num[32], name[32];
-	unsigned int ma, mi;
-	struct dirent *e;
-	FILE *f;
-	DIR *d;
+	struct syncguard_lun *lun = arg;
+	char dev_name[32];
 
-	if (depth > 8 || lun->n_cached_dev == SYNCGUARD_CACHED_DEVS)
-		return;
-	if (syncguard_dev_write_cache(dev, name, sizeof(name)) == 1)
+	(void)sys;
+	(void)name;
+	(void)above;
+	if (depth <= 8 && lun->n_cached_dev < SYNCGUARD_CACHED_DEVS &&
+	    syncguard_dev_write_cache(dev, dev_name, sizeof(dev_name)) == 1)
 		lun->cached_dev[lun->n_cached_dev++] = dev;
-	snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/slaves", major(dev),
-		 minor(dev));
-	if (!(d = opendir(p)))
-		return;
-	while ((e = readdir(d))) {
-		char q[400];
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(q, sizeof(q), "%s/%s/dev", p, e->d_name);
-		if (!(f = fopen(q, "re")))
-			continue;
-		if (fgets(num, sizeof(num), f) &&
-		    sscanf(num, "%u:%u", &ma, &mi) == 2)
-			note_caches(lun, makedev(ma, mi), depth + 1);
-		fclose(f);
-	}
-	closedir(d);
+	return 0;
 }
 
 int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
@@ -694,7 +678,8 @@ int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
 		return ret;
 	if (lun->opts.mode != SYNCGUARD_MODE_PLP)	/* plp sends none */
 		for (int i = 0; i < n; i++)	/* and under each loop */
-			note_caches(lun, devs[i], 0);
+			walk_layers("/sys", devs[i], "", "", 0, note_cache,
+				    lun);
 	plp = !syncguard_policy_ram_metadata_ok(lun->opts.mode);
 	for (int i = 0; i < n; i++) {
 		int found = devs[i] ? syncguard_layer_refused(

@@ -154,7 +154,6 @@ static char dir[] = "/tmp/syncbench-luns.XXXXXX";
 
 /* the LUNs' result files go on every way out, a usage error of --merge's
  * checks (exit) among them */
-
 static void remove_files(void)
 {
 	if (getpid() != parent)	/* a LUN's process that exit()s */
