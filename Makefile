@@ -36,7 +36,7 @@ DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
 	$(GUEST_PACKAGES)
 # the kernel initiator in a QEMU guest (make check-guest, tests/guest.sh)
 GUEST_PACKAGES := qemu-system-x86 linux-image-amd64 open-iscsi \
-	busybox-static cpio udev
+	busybox-static cpio udev dmsetup
 
 CORE_SRCS := core/sys.c core/opts.c core/policy.c core/cdb.c core/sense.c \
 	     core/latch.c core/poison.c core/storeid.c core/lun.c \

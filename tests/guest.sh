@@ -24,7 +24,10 @@
 # its check's commands: the login's reads, the job, the logout (where the
 # sd driver sends SYNCHRONIZE CACHE to a disk it sees as write-back).
 #
-# One check, stall-fuse, runs a private tgtd inside the guest instead:
+# Two checks run a private tgtd inside the guest instead.  stack-dm puts
+# LUNs on device-mapper devices, which this machine's kernel lacks and
+# the guest's has (tests/guest/inside.sh, dm_check, says what each step
+# shows); the guest gets a virtio disk for them.  stall-fuse:
 # Debian 12's kernel is older than this host's, and its FUSE asks a
 # daemon for stale attributes on any statx, as the mount watch makes
 # every 2 s on tgtd's event thread (core/mounts.c); a daemon stopped
@@ -60,6 +63,7 @@ need iscsiadm open-iscsi
 need sdparm sdparm
 need udevadm udev
 need jq jq
+need dmsetup dmsetup
 kernel=$(ls /boot/vmlinuz-* 2>/dev/null | sort -V | tail -1)
 if [ -z "$kernel" ] || [ ! -r "$kernel" ]; then
 	left_out "tests/guest.sh" dependency "no kernel image in /boot (linux-image-amd64)"
@@ -173,13 +177,19 @@ check wb-throughput write-back tool --preset throughput $pre ||
 	{ say "FAIL: the targets could not be made"; exit 1; }
 # run in the guest alone, on a tgtd of its own (tests/guest/inside.sh)
 echo "stall-fuse - stall" >>"$share/checks"
+# device-mapper, on a tgtd of its own in the guest, whose kernel has it
+# (tests/guest/inside.sh, dm_check): its steps are judged below
+echo "stack-dm - dm" >>"$share/checks"
+dm_steps="refuse take eio recreate eio-wb wcache"
+# the guest's virtio disk (/dev/vda), under the dm devices of stack-dm
+truncate -s 192M "$work/disk.img"
 
 # the tool and its job files go to the guest through the shared folder:
 # the guest's /tmp is a tmpfs of its own (inside.sh), and a checkout
 # under the host's /tmp would not be there
 mkdir -p "$share/repo/tools" "$share/repo/conf" "$share/repo/scripts"
 install -m 0755 "$top/tools/openiscsi-syncbench" "$top/tools/iscsi-syncbench" \
-	"$top/tools/syncguard-devmodel" "$share/repo/tools/"
+	"$top/tools/syncguard-devmodel" "$stat" "$share/repo/tools/"
 install -m 0755 "$top/scripts/tgtd-private" "$share/repo/scripts/"
 install -m 0644 "$top/bs_syncguard.so" "$share/repo/"
 cp -r "$top/conf/fio" "$share/repo/conf/"
@@ -232,6 +242,7 @@ timeout 900 qemu-system-x86_64 -machine pc,accel=tcg -m 1024 -smp 1 \
 	-virtfs local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap \
 	-virtfs "local,path=$share,mount_tag=share,security_model=none,multidevs=remap" \
 	-netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile= \
+	-drive "file=$work/disk.img,if=virtio,format=raw,cache=writeback" \
 	</dev/null >"$work/serial.log" 2>&1 &
 qpid=$!
 wait "$qpid"
@@ -265,6 +276,20 @@ for name in $(awk '{ print $1 }' "$share/checks"); do
 			"$(awk '{ print $11 }' <<<"$line")" >&2
 		expect "stall-fuse: with a FUSE daemon stopped under one write-back LUN, tgtd in the guest answered another LUN and tgtadm (out/stall-fuse/log)" \
 			'[ "${G[$name]}" = 0 ]'
+		continue
+	fi
+	if [ "$name" = stack-dm ]; then	# its steps, on its own tgtd
+		for step in $dm_steps; do
+			line=$(grep "^GUEST: check $name-$step rc " "$work/guest.txt" | tail -1)
+			G[$name-$step]=$(awk '{ print $5 }' <<<"$line")
+			printf '%-14s %-15s %4s %6s %6s %5s %6s %3s %5s %4s\n' \
+				"${name#stack-}-$step" "(its own tgtd)" "${G[$name-$step]:-?}" \
+				- - - - - - "$(awk '{ print $11 }' <<<"$line")" >&2
+		done
+		G[$name]=0
+		for step in $dm_steps; do
+			[ "${G[$name-$step]:-}" = 0 ] || G[$name]=1
+		done
 		continue
 	fi
 	C[$name]=$(awk '{ print $7 }' <<<"$line")
@@ -330,6 +355,20 @@ expect "wb-vdbench: reads and plain writes, no FUA, no flush but the logout's" \
 	'[ "${R[wb-vdbench]}" -gt 0 ] && [ "${W[wb-vdbench]}" -gt 0 ] && [ "${F[wb-vdbench]}" = 0 ] && [ "${S[wb-vdbench]}" -le 1 ]'
 expect "wb-throughput: plain writes, WCE restored to 1 afterwards" \
 	'[ "${W[wb-throughput]}" -gt 0 ] && [ "${F[wb-throughput]}" = 0 ] && [ "${D[wb-throughput]}" = 1 ]'
+# device-mapper in the guest's kernel (tests/guest/inside.sh, dm_check;
+# rc 2: its setup failed, out/stack-dm/log)
+expect "stack-dm-refuse: LUNs on dm-linear over a RAM disk and over a loop device on tmpfs, and on the RAM disk, refused in every mode, tgtd.log saying why (${G[stack-dm-refuse]:-none})" \
+	'[ "${G[stack-dm-refuse]:-}" = 0 ]'
+expect "stack-dm-take: a LUN on dm-linear over the virtio disk taken, a FUA write GOOD (${G[stack-dm-take]:-none})" \
+	'[ "${G[stack-dm-take]:-}" = 0 ]'
+expect "stack-dm-eio: FUA writes fail on dm's error target, and still once the linear table is back (${G[stack-dm-eio]:-none})" \
+	'[ "${G[stack-dm-eio]:-}" = 0 ]'
+expect "stack-dm-recreate: the LUN made again on that dm device starts latched, its record under the dm UUID; GOOD after --clear-latch (${G[stack-dm-recreate]:-none})" \
+	'[ "${G[stack-dm-recreate]:-}" = 0 ]'
+expect "stack-dm-eio-wb: a write-back LUN's SYNCHRONIZE CACHE fails over its cached writes lost to the error target, and still once the linear table is back (${G[stack-dm-eio-wb]:-none})" \
+	'[ "${G[stack-dm-eio-wb]:-}" = 0 ]'
+expect "stack-dm-wcache: FUA writes fail once the disk under dm-linear is set to write through (${G[stack-dm-wcache]:-none})" \
+	'[ "${G[stack-dm-wcache]:-}" = 0 ]'
 # a tgtd wedged by a check would fail the later ones in ways that hide it
 expect "tgtd still answers tgtadm after the checks" \
 	'timeout 10 "$tp" adm "$tgtd" --lld iscsi --op show --mode target >/dev/null'

@@ -127,6 +127,165 @@ stall_check() {
 	say "check $name rc $rc cache_type - fua - secs $SECONDS"
 }
 
+# Device-mapper for real, with the guest's kernel (Debian's; this
+# machine's own has no device-mapper, where tests/unit/check_stack.c
+# walks a made-up sysfs tree instead).  A private tgtd in this guest,
+# LUNs on dm devices, one line per step:
+#   refuse    dm-linear over a RAM disk (brd), dm-linear over a loop
+#             device (whose backing file, here on this guest's tmpfs, the
+#             checks do not follow through a layer), and a RAM disk
+#             itself, are refused in every mode (core/stack.c, the walk
+#             down sysfs slaves/; core/fscheck.c)
+#   take      dm-linear over the guest's virtio disk is taken, and a FUA
+#             write to it is GOOD
+#   eio       that device's table swapped for dm's error target: a FUA
+#             write fails, and still fails once the linear table is back
+#             and the device reads again (the LUN latched)
+#   recreate  a LUN made again on that device starts latched (the record
+#             kept under its dm UUID); once syncguard-stat --clear-latch
+#             removed the record, the next LUN's FUA writes are GOOD
+#   eio-wb    a write-back LUN's plain writes, in the page cache, then
+#             the error target: SYNCHRONIZE CACHE fails, and still fails
+#             once the linear table is back (the writes the page cache
+#             held are lost; the LUN latched)
+#   wcache    the virtio disk's write_cache set to "write through" under
+#             a LUN on dm-linear: its FUA writes fail within 60 s
+# Each step's own commands and their output are in out/NAME/log.
+dm_check() {
+	local name=$1 out=$2 d=/tmp/dm rc=0 iqn url lo mode dev i
+	local tp=$REPO/scripts/tgtd-private st=$REPO/tools/syncguard-stat
+	local n=131072	# sectors: 64 MiB
+	dm_say() { say "check $name-$1 rc $2 cache_type - fua - secs $SECONDS"; }
+	dm_log() { echo "== $*" >>"$out/log"; }
+	# a FUA write (1 s at QD 1) to URL: 0 when every one was GOOD
+	dm_fua() {
+		timeout 120 "$REPO/tools/iscsi-syncbench" -t 1 -q 1 --sync fua \
+			--timeout 20 --no-progress "$1" >>"$out/log" 2>&1
+	}
+	# DEVICE TABLE: load it into a live device (without the sync of its
+	# page cache a suspend would otherwise make first)
+	dm_table() {
+		dmsetup suspend --nolockfs "$1" && dmsetup load "$1" --table "$2" &&
+			dmsetup resume "$1"
+	}
+	dm_dellun() {
+		"$tp" adm "$d/t" --lld iscsi --op delete --mode logicalunit \
+			--tid 1 --lun "$1" >>"$out/log" 2>&1
+	}
+	mkdir -p "$d"
+	iqn=iqn.2026-11.org.syncguard:dm
+	dm_log "setup"
+	{ modprobe dm_mod && modprobe loop &&
+		modprobe brd rd_nr=2 rd_size=65536 && udevadm settle -t 30 &&
+		[ -b /dev/vda ] && [ -b /dev/ram1 ] && truncate -s 64M "$d/tmpfs.img" &&
+		lo=$(losetup -f --show "$d/tmpfs.img") &&
+		dmsetup create sgram -u SYNCGUARD-TEST-RAM --table "0 $n linear /dev/ram0 0" &&
+		dmsetup create sgloop -u SYNCGUARD-TEST-LOOP --table "0 $n linear $lo 0" &&
+		dmsetup create sgdisk -u SYNCGUARD-TEST-DISK --table "0 $n linear /dev/vda 0" &&
+		dmsetup create sgdisk2 -u SYNCGUARD-TEST-DISK2 --table "0 $n linear /dev/vda $n" &&
+		dmsetup create sgdisk3 -u SYNCGUARD-TEST-DISK3 --table "0 $n linear /dev/vda $((2 * n))" &&
+		udevadm settle -t 30 &&
+		"$tp" start "$d/t" "$REPO/bs_syncguard.so" &&
+		"$tp" target "$d/t" 1 "$iqn"; } >>"$out/log" 2>&1 || rc=2
+	if [ "$rc" = 2 ]; then
+		for i in refuse take eio recreate eio-wb wcache; do
+			dm_say "$i" 2
+		done
+		"$tp" stop "$d/t" >>"$out/log" 2>&1
+		return
+	fi
+
+	dm_log "refuse"
+	for mode in write-through write-back plp; do
+		for dev in /dev/mapper/sgram /dev/mapper/sgloop /dev/ram1; do
+			"$tp" lun "$d/t" 1 9 "$dev" "mode=$mode" >>"$out/log" 2>&1 ||
+				continue
+			dm_log "taken: $dev, mode=$mode"
+			rc=1
+			dm_dellun 9
+		done
+	done
+	grep -q "a RAM block device (ram0 under dm-" "$d/t/tgtd.log" &&
+		grep -q "the loop device ${lo#/dev/} under dm-" "$d/t/tgtd.log" &&
+		grep -q "/dev/ram1: on a RAM block device (ram1)" "$d/t/tgtd.log" ||
+		{ dm_log "tgtd.log gives no reason"; rc=1; }
+	dm_say refuse "$rc"
+
+	dm_log "take"
+	rc=0
+	"$tp" lun "$d/t" 1 1 /dev/mapper/sgdisk mode=write-through >>"$out/log" 2>&1 &&
+		url=$("$tp" url "$d/t" "$iqn" 1) && dm_fua "$url" || rc=1
+	dm_say take "$rc"
+
+	dm_log "eio"
+	rc=0
+	dm_table sgdisk "0 $n error" >>"$out/log" 2>&1 || rc=2
+	dm_fua "$url" && { dm_log "GOOD over the error target"; rc=1; }
+	dm_table sgdisk "0 $n linear /dev/vda 0" >>"$out/log" 2>&1 || rc=2
+	dd if=/dev/mapper/sgdisk of=/dev/null bs=4k count=1 iflag=direct \
+		>>"$out/log" 2>&1 || rc=2
+	dm_fua "$url" && { dm_log "GOOD once the table was back"; rc=1; }
+	dm_say eio "$rc"
+
+	dm_log "recreate"
+	rc=0
+	dm_dellun 1 && "$tp" lun "$d/t" 1 1 /dev/mapper/sgdisk \
+		mode=write-through >>"$out/log" 2>&1 || rc=2
+	dm_fua "$url" && { dm_log "the new LUN was not latched"; rc=1; }
+	grep -q "lun 1: starts latched" "$d/t/tgtd.log" ||
+		{ dm_log "tgtd.log does not say it starts latched"; rc=1; }
+	"$st" --latched --state-dir "$d/t/state" >>"$out/log" 2>&1
+	"$st" --latched --state-dir "$d/t/state" 2>/dev/null |
+		grep -q "dm-SYNCGUARD-TEST-DISK\b" ||
+		{ dm_log "no latch record under the dm UUID"; rc=1; }
+	dm_dellun 1 &&
+		"$st" --clear-latch /dev/mapper/sgdisk --state-dir "$d/t/state" \
+			>>"$out/log" 2>&1 &&
+		"$tp" lun "$d/t" 1 1 /dev/mapper/sgdisk mode=write-through \
+			>>"$out/log" 2>&1 || rc=2
+	dm_fua "$url" || { dm_log "not GOOD after --clear-latch"; rc=1; }
+	dm_say recreate "$rc"
+
+	dm_log "eio-wb"
+	rc=0
+	# the kernel's flusher must not write the cached writes back first
+	echo 360000 >/proc/sys/vm/dirty_expire_centisecs
+	"$tp" lun "$d/t" 1 3 /dev/mapper/sgdisk3 mode=write-back >>"$out/log" 2>&1 &&
+		url=$("$tp" url "$d/t" "$iqn" 3) &&
+		timeout 120 "$REPO/tools/iscsi-syncbench" --sync none --bytes 256k \
+			-q 1 --no-progress "$url" >>"$out/log" 2>&1 &&
+		dm_table sgdisk3 "0 $n error" >>"$out/log" 2>&1 || rc=2
+	dm_flush() {
+		timeout 120 "$REPO/tools/iscsi-syncbench" --sync flush-only -t 1 \
+			-q 1 --timeout 20 --no-progress "$url" >>"$out/log" 2>&1
+	}
+	dm_flush && { dm_log "SYNCHRONIZE CACHE GOOD over the error target"; rc=1; }
+	dm_table sgdisk3 "0 $n linear /dev/vda $((2 * n))" >>"$out/log" 2>&1 || rc=2
+	dm_flush && { dm_log "SYNCHRONIZE CACHE GOOD once the table was back"; rc=1; }
+	dm_say eio-wb "$rc"
+
+	dm_log "wcache"
+	rc=0
+	"$tp" lun "$d/t" 1 2 /dev/mapper/sgdisk2 mode=write-through >>"$out/log" 2>&1 &&
+		url=$("$tp" url "$d/t" "$iqn" 2) && dm_fua "$url" || rc=2
+	cat /sys/block/vda/queue/write_cache >>"$out/log"
+	echo "write through" >/sys/block/vda/queue/write_cache || rc=2
+	for i in $(seq 12); do
+		dm_fua "$url" || break
+		sleep 5
+	done
+	dm_fua "$url" && { dm_log "FUA writes GOOD after write through"; rc=1; }
+	grep -q 'lun 2: the write cache of vda was set to "write through"' \
+		"$d/t/tgtd.log" || { dm_log "tgtd.log gives no reason"; rc=1; }
+	echo "write back" >/sys/block/vda/queue/write_cache
+	dm_say wcache "$rc"
+
+	"$tp" stop "$d/t" >>"$out/log" 2>&1
+	cp "$d/t/tgtd.log" "$out/" 2>/dev/null
+	dmsetup remove_all >>"$out/log" 2>&1
+	losetup -d "$lo" 2>/dev/null
+}
+
 while read -r name iqn how args; do
 	out=/share/out/$name
 	mkdir -p "$out"
@@ -134,6 +293,7 @@ while read -r name iqn how args; do
 	case $how in
 	switch) switch_check "$name" "$iqn" "$out" ;;
 	stall) stall_check "$name" "$out" ;;
+	dm) dm_check "$name" "$out" ;;
 	tool)
 		# shellcheck disable=SC2086
 		timeout 300 "$ob" --portal "$PORTAL" --target "$iqn" --output "$out" \

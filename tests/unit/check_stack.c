@@ -5,7 +5,8 @@
  * as Linux lays them out (/sys/dev/block/M:m, dm/, slaves/,
  * bcache/cache_mode; /dev/zvol/POOL/VOLUME links).  The protocol test
  * test_blockdev_zvol runs a LUN on a loop device under a /dev/zvol name
- * with a stand-in zfs command.
+ * with a stand-in zfs command.  tests/guest.sh's stack-dm check walks
+ * real device-mapper devices in a QEMU guest, whose kernel has it.
  */
 #include <errno.h>
 #include <fcntl.h>
