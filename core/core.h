@@ -401,6 +401,10 @@ struct syncguard_lun {
 	 * Linux sends flushes to ("write back") at open, for the watch */
 	dev_t cached_dev[SYNCGUARD_CACHED_DEVS];
 	unsigned int n_cached_dev;
+	/* the devices whose layers were checked at open (its own or its
+	 * file system's, each loop's backing file's), for the watch */
+	dev_t layer_dev[2 + SYNCGUARD_LOOP_DEPTH];
+	unsigned int n_layer_dev;
 	uint64_t size;			/* bytes, multiple of the block size */
 	unsigned int block_shift;	/* log2(logical block size in bytes) */
 	unsigned int phys_block_size;	/* bytes; 0 if unknown */

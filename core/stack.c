@@ -400,6 +400,7 @@ struct layer_walk {
 	bool plp;
 	char *what;
 	size_t len;
+	bool found_only;	/* a table that cannot be read is no finding */
 };
 
 /* plp's rules of one layer (@dev, named @name, its sysfs directory
@@ -415,6 +416,8 @@ static int plp_rules(struct layer_walk *w, dev_t dev, const char *sys,
 	snprintf(p, sizeof(p), "%s/dm", sys);
 	if (!access(p, F_OK)) {
 		if ((ret = w->l->dm_targets(dev, text, sizeof(text))) != 0) {
+			if (w->found_only)
+				return 0;
 			snprintf(w->what, w->len, "device-mapper %s (dm %u:%u), "
 				 "whose targets cannot be read (%s), so whether "
 				 "it keeps writes in host RAM cannot be told",
@@ -478,10 +481,12 @@ static int layer_rules(void *arg, dev_t dev, const char *sys,
 	return w->plp ? plp_rules(w, dev, sys, name) : 0;
 }
 
-int syncguard_layer_refused(const struct syncguard_layers *l, dev_t dev,
-			    bool plp, char *what, size_t len)
+/* syncguard_layer_refused; with @found_only, a device-mapper table that
+ * cannot be read is passed over rather than refused */
+static int layers_refused(const struct syncguard_layers *l, dev_t dev,
+			  bool plp, bool found_only, char *what, size_t len)
 {
-	struct layer_walk w = { l, plp, what, len };
+	struct layer_walk w = { l, plp, what, len, found_only };
 	char sys[PATH_MAX], real[PATH_MAX];
 	const char *name = "";
 
@@ -494,6 +499,12 @@ int syncguard_layer_refused(const struct syncguard_layers *l, dev_t dev,
 	if (realpath(sys, real) && strrchr(real, '/'))
 		name = strrchr(real, '/') + 1;
 	return walk_layers(l->sysfs, dev, name, "", 0, layer_rules, &w);
+}
+
+int syncguard_layer_refused(const struct syncguard_layers *l, dev_t dev,
+			    bool plp, char *what, size_t len)
+{
+	return layers_refused(l, dev, plp, false, what, len);
 }
 
 const struct syncguard_layers syncguard_host_layers = {
@@ -676,6 +687,10 @@ int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
 			devs[n++] = data_dev_of(lun->under_fd[i]);
 	if ((ret = check_zfs(lun, path, devs, n, err, errlen)) != 0)
 		return ret;
+	lun->n_layer_dev = 0;
+	for (int i = 0; i < n; i++)
+		if (devs[i])
+			lun->layer_dev[lun->n_layer_dev++] = devs[i];
 	if (lun->opts.mode != SYNCGUARD_MODE_PLP)	/* plp sends none */
 		for (int i = 0; i < n; i++)	/* and under each loop */
 			walk_layers("/sys", devs[i], "", "", 0, note_cache,
@@ -699,6 +714,27 @@ int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
 	return 0;
 }
 
+bool syncguard_lun_layers_lost(const struct syncguard_lun *lun,
+			       const struct syncguard_layers *l, char *why,
+			       size_t len)
+{
+	bool plp = !syncguard_policy_ram_metadata_ok(lun->opts.mode);
+	char what[384];
+
+	for (unsigned int i = 0; i < lun->n_layer_dev; i++) {
+		int found = layers_refused(l, lun->layer_dev[i], plp, true,
+					   what, sizeof(what));
+
+		if (!found)
+			continue;
+		snprintf(why, len, "a layer under it changed: it now stands on "
+			 "%s%s", what, found == SYNCGUARD_LAYER_RAM ?
+			 ", and plp sends no flush" : "");
+		return true;
+	}
+	return false;
+}
+
 bool syncguard_lun_beneath_lost(struct syncguard_lun *lun, char *why,
 				size_t len)
 {
@@ -716,7 +752,8 @@ bool syncguard_lun_beneath_lost(struct syncguard_lun *lun, char *why,
 			 name);
 		return true;
 	}
-	return false;
+	return syncguard_lun_layers_lost(lun, &syncguard_host_layers, why,
+					 len);
 }
 
 /* ---- the file systems under a LUN, while it lives ---- */

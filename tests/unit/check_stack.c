@@ -179,6 +179,48 @@ START_TEST(test_stack_layers_unsafe_in_every_mode)
 }
 END_TEST
 
+/* A live LUN's layers reloaded under it (the watch,
+ * syncguard_lun_layers_lost): on dm-2, linear over sda at open.  A table
+ * that cannot be read put under it is refused at open for plp, but is no
+ * loss for a live LUN; a thin volume under it is lost for plp and not
+ * for write-back; a zram device under it, in every mode. */
+START_TEST(test_stack_layers_changed_live)
+{
+	char sys[300], why[512], what[384], dm2[400];
+	struct syncguard_layers l = { sys, fake_dm_targets };
+	struct syncguard_lun *lun = calloc(1, sizeof(*lun));
+
+	ck_assert_ptr_nonnull(lun);
+	make_sysfs();
+	snprintf(sys, sizeof(sys), "%s/sys", root);
+	snprintf(dm2, sizeof(dm2), "%s/devices/dm-2/slaves", sys);
+	lun->layer_dev[lun->n_layer_dev++] = makedev(253, 2);
+	lun->opts.mode = SYNCGUARD_MODE_PLP;
+	ck_assert(!syncguard_lun_layers_lost(lun, &l, why, sizeof(why)));
+
+	sh("mkdir '%s/dm-7' && echo 253:7 >'%s/dm-7/dev'", dm2, dm2);
+	ck_assert_int_eq(syncguard_layer_refused(&l, makedev(253, 2), true,
+						 what, sizeof(what)),
+			 SYNCGUARD_LAYER_RAM);
+	ck_assert(!syncguard_lun_layers_lost(lun, &l, why, sizeof(why)));
+	sh("rm -r '%s/dm-7'%s", dm2, "");
+
+	sh("mkdir '%s/dm-1' && echo 253:1 >'%s/dm-1/dev'", dm2, dm2);
+	ck_assert(syncguard_lun_layers_lost(lun, &l, why, sizeof(why)));
+	ck_assert_msg(strstr(why, "it now stands on device-mapper thin "
+			     "(dm 253:1)") && strstr(why, "plp sends no flush"),
+		      "%s", why);
+	lun->opts.mode = SYNCGUARD_MODE_WRITE_BACK;
+	ck_assert(!syncguard_lun_layers_lost(lun, &l, why, sizeof(why)));
+
+	sh("mkdir '%s/zram0' && echo 251:0 >'%s/zram0/dev'", dm2, dm2);
+	ck_assert(syncguard_lun_layers_lost(lun, &l, why, sizeof(why)));
+	ck_assert_msg(strstr(why, "a RAM block device (zram0 under dm-2)"),
+		      "%s", why);
+	free(lun);
+}
+END_TEST
+
 /* A zvol by its /dev/zvol path, or as a device some link there names;
  * a device no link names is no zvol */
 START_TEST(test_stack_zvol_dataset)
@@ -352,6 +394,7 @@ Suite *stack_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_stack_ram_metadata_layers);
 	tcase_add_test(tc, test_stack_layers_unsafe_in_every_mode);
+	tcase_add_test(tc, test_stack_layers_changed_live);
 	if (geteuid() == 0) {	/* mknod of a block device node */
 		tcase_add_test(tc, test_stack_zvol_dataset);
 		tcase_add_test(tc, test_poison_zvol_identity);
