@@ -180,9 +180,9 @@ echo "stall-fuse - stall" >>"$share/checks"
 # device-mapper, on a tgtd of its own in the guest, whose kernel has it
 # (tests/guest/inside.sh, dm_check): its steps are judged below
 echo "stack-dm - dm" >>"$share/checks"
-dm_steps="refuse take eio recreate eio-wb wcache"
+dm_steps="refuse take eio recreate eio-wb plp-dm reload wcache"
 # the guest's virtio disk (/dev/vda), under the dm devices of stack-dm
-truncate -s 192M "$work/disk.img"
+truncate -s 288M "$work/disk.img"
 
 # the tool and its job files go to the guest through the shared folder:
 # the guest's /tmp is a tmpfs of its own (inside.sh), and a checkout
@@ -218,6 +218,7 @@ diagnose() {
 	say "the guest kernel's errors, timeouts and resets, the last ones:"
 	grep -aiE 'error|timeout|timed out|abort|reset|fail|offline|reject|blocked' \
 		"$share/out/dmesg" 2>/dev/null | grep -av 'Power-on or device reset' |
+		grep -av 'dev dm-[0-9]' |
 		tail -n 25 | sed 's/^/  /' >&2
 	pid=$(cat "$tgtd/pid" 2>/dev/null)
 	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
@@ -356,18 +357,22 @@ expect "wb-vdbench: reads and plain writes, no FUA, no flush but the logout's" \
 expect "wb-throughput: plain writes, WCE restored to 1 afterwards" \
 	'[ "${W[wb-throughput]}" -gt 0 ] && [ "${F[wb-throughput]}" = 0 ] && [ "${D[wb-throughput]}" = 1 ]'
 # device-mapper in the guest's kernel (tests/guest/inside.sh, dm_check;
-# rc 2: its setup failed, out/stack-dm/log)
-expect "stack-dm-refuse: LUNs on dm-linear over a RAM disk and over a loop device on tmpfs, and on the RAM disk, refused in every mode, tgtd.log saying why (${G[stack-dm-refuse]:-none})" \
+# rc 2: a step could not be set up, out/stack-dm/log)
+expect "stack-dm-refuse: LUNs on dm-linear over a RAM disk and over a loop device on tmpfs, and on a RAM disk, refused in every mode, tgtd.log saying why each time (${G[stack-dm-refuse]:-none})" \
 	'[ "${G[stack-dm-refuse]:-}" = 0 ]'
-expect "stack-dm-take: a LUN on dm-linear over the virtio disk taken, a FUA write GOOD (${G[stack-dm-take]:-none})" \
+expect "stack-dm-take: a LUN on dm-linear over the virtio disk taken, its FUA writes GOOD (${G[stack-dm-take]:-none})" \
 	'[ "${G[stack-dm-take]:-}" = 0 ]'
-expect "stack-dm-eio: FUA writes fail on dm's error target, and still once the linear table is back (${G[stack-dm-eio]:-none})" \
+expect "stack-dm-eio: every FUA write fails while dm-flakey fails the writes, and still once the linear table is back (${G[stack-dm-eio]:-none})" \
 	'[ "${G[stack-dm-eio]:-}" = 0 ]'
-expect "stack-dm-recreate: the LUN made again on that dm device starts latched, its record under the dm UUID; GOOD after --clear-latch (${G[stack-dm-recreate]:-none})" \
+expect "stack-dm-recreate: a LUN on that dm device, made again under another number, starts latched, its record under the dm UUID; GOOD after --clear-latch (${G[stack-dm-recreate]:-none})" \
 	'[ "${G[stack-dm-recreate]:-}" = 0 ]'
-expect "stack-dm-eio-wb: a write-back LUN's SYNCHRONIZE CACHE fails over its cached writes lost to the error target, and still once the linear table is back (${G[stack-dm-eio-wb]:-none})" \
+expect "stack-dm-eio-wb: every SYNCHRONIZE CACHE of a write-back LUN fails over its cached writes lost to dm-flakey, and still once the linear table is back (${G[stack-dm-eio-wb]:-none})" \
 	'[ "${G[stack-dm-eio-wb]:-}" = 0 ]'
-expect "stack-dm-wcache: FUA writes fail once the disk under dm-linear is set to write through (${G[stack-dm-wcache]:-none})" \
+expect "stack-dm-plp-dm: plp takes dm-linear over the disk and refuses dm-thin, tgtd.log saying why; write-through takes dm-thin (${G[stack-dm-plp-dm]:-none})" \
+	'[ "${G[stack-dm-plp-dm]:-}" = 0 ]'
+expect "stack-dm-reload: a plp LUN's dm-linear table reloaded live to dm-thin fails its FUA writes within 5 s, tgtd.log saying why (${G[stack-dm-reload]:-none})" \
+	'[ "${G[stack-dm-reload]:-}" = 0 ]'
+expect "stack-dm-wcache: every FUA write fails within 5 s of the disk under dm-linear set to write through, tgtd.log saying why (${G[stack-dm-wcache]:-none})" \
 	'[ "${G[stack-dm-wcache]:-}" = 0 ]'
 # a tgtd wedged by a check would fail the later ones in ways that hide it
 expect "tgtd still answers tgtadm after the checks" \

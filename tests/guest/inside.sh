@@ -130,65 +130,100 @@ stall_check() {
 # Device-mapper for real, with the guest's kernel (Debian's; this
 # machine's own has no device-mapper, where tests/unit/check_stack.c
 # walks a made-up sysfs tree instead).  A private tgtd in this guest,
-# LUNs on dm devices, one line per step:
+# LUNs on dm devices over the virtio disk QEMU gives the guest, one line
+# per step:
 #   refuse    dm-linear over a RAM disk (brd), dm-linear over a loop
 #             device (whose backing file, here on this guest's tmpfs, the
 #             checks do not follow through a layer), and a RAM disk
-#             itself, are refused in every mode (core/stack.c, the walk
-#             down sysfs slaves/; core/fscheck.c)
-#   take      dm-linear over the guest's virtio disk is taken, and a FUA
-#             write to it is GOOD
-#   eio       that device's table swapped for dm's error target: a FUA
-#             write fails, and still fails once the linear table is back
-#             and the device reads again (the LUN latched)
-#   recreate  a LUN made again on that device starts latched (the record
-#             kept under its dm UUID); once syncguard-stat --clear-latch
-#             removed the record, the next LUN's FUA writes are GOOD
+#             itself, are refused in every mode, tgtd.log saying why
+#             (core/stack.c, the walk down sysfs slaves/; core/fscheck.c)
+#   take      dm-linear over the disk is taken, and a FUA write is GOOD
+#   eio       that device's writes failed by dm-flakey (error_writes,
+#             loaded live; flushes still supported, so its write_cache
+#             stays "write back" and the watch has nothing to say): every
+#             FUA write fails with a medium error, and every one still
+#             does once the linear table is back and the device reads
+#   recreate  the device removed and made again under another name and
+#             device number with the same dm UUID: a LUN on it starts
+#             latched (the record kept under the UUID); once
+#             syncguard-stat --clear-latch removed the record, the next
+#             LUN's FUA writes are GOOD
 #   eio-wb    a write-back LUN's plain writes, in the page cache, then
-#             the error target: SYNCHRONIZE CACHE fails, and still fails
-#             once the linear table is back (the writes the page cache
-#             held are lost; the LUN latched)
-#   wcache    the virtio disk's write_cache set to "write through" under
-#             a LUN on dm-linear: its FUA writes fail within 60 s
-# Each step's own commands and their output are in out/NAME/log.
+#             dm-flakey failing the writes: every SYNCHRONIZE CACHE fails,
+#             and every one still does once the linear table is back (the
+#             writes the page cache held are lost; the LUN latched)
+#   plp-dm    plp reads each device-mapper table with DM_TABLE_STATUS: a
+#             plp LUN on dm-linear over the disk is taken; one on a
+#             dm-thin volume (a pool on the disk) is refused, tgtd.log
+#             saying why, and the same volume is taken in write-through
+#   reload    the plp LUN's dm-linear table reloaded live to another thin
+#             volume of that pool: within 5 s every FUA write fails, and
+#             tgtd.log says the layer changed (the watch,
+#             syncguard_lun_layers_lost)
+#   wcache    the disk's write_cache set to "write through" under a LUN
+#             on dm-linear: within 5 s every FUA write fails, tgtd.log
+#             saying why
+# Each step's own commands and their output are in out/NAME/log; rc 2 is
+# a step whose setting up failed.
 dm_check() {
-	local name=$1 out=$2 d=/tmp/dm rc=0 iqn url lo mode dev i
+	local name=$1 out=$2 d=/tmp/dm rc=0 iqn url="" url1="" lo mode dev i
 	local tp=$REPO/scripts/tgtd-private st=$REPO/tools/syncguard-stat
-	local n=131072	# sectors: 64 MiB
+	local n=131072 expire	# sectors: 64 MiB
+	local log=$d/t/tgtd.log
 	dm_say() { say "check $name-$1 rc $2 cache_type - fua - secs $SECONDS"; }
 	dm_log() { echo "== $*" >>"$out/log"; }
-	# a FUA write (1 s at QD 1) to URL: 0 when every one was GOOD
+	dms() { timeout 60 dmsetup "$@"; }
+	# 1 s of FUA writes at QD 1 to URL: 0 when every one was GOOD
 	dm_fua() {
-		timeout 120 "$REPO/tools/iscsi-syncbench" -t 1 -q 1 --sync fua \
-			--timeout 20 --no-progress "$1" >>"$out/log" 2>&1
+		[ -n "$1" ] && timeout 120 "$REPO/tools/iscsi-syncbench" -t 1 -q 1 \
+			--sync fua --timeout 20 --no-progress "$1" >>"$out/log" 2>&1
+	}
+	# 1 s of FUA writes (or, SYNC flush-only, SYNCHRONIZE CACHEs) to URL:
+	# 0 when every one failed with a medium error (none GOOD; not a
+	# login or a tgtd that failed)
+	dm_fails() {
+		local r o=$d/fails.out
+		[ -n "$1" ] || return 1
+		timeout 120 "$REPO/tools/iscsi-syncbench" -t 1 -q 1 --sync "${2:-fua}" \
+			--timeout 20 --no-progress "$1" >"$o" 2>&1
+		r=$?
+		cat "$o" >>"$out/log"
+		[ "$r" = 1 ] && grep -q "^  0 operations: 0 IOPS" "$o" &&
+			grep -q "CHECK CONDITION, sense key MEDIUM ERROR" "$o"
 	}
 	# DEVICE TABLE: load it into a live device (without the sync of its
 	# page cache a suspend would otherwise make first)
 	dm_table() {
-		dmsetup suspend --nolockfs "$1" && dmsetup load "$1" --table "$2" &&
-			dmsetup resume "$1"
+		dms suspend --nolockfs "$1" && dms load "$1" --table "$2" &&
+			dms resume "$1"
 	}
 	dm_dellun() {
 		"$tp" adm "$d/t" --lld iscsi --op delete --mode logicalunit \
 			--tid 1 --lun "$1" >>"$out/log" 2>&1
 	}
+	dm_lun() {	# LUN DEVICE MODE
+		"$tp" lun "$d/t" 1 "$1" "$2" "mode=$3" >>"$out/log" 2>&1
+	}
+	# lines of tgtd.log with TEXT
+	dm_count() { grep -c -- "$1" "$log"; }
 	mkdir -p "$d"
 	iqn=iqn.2026-11.org.syncguard:dm
 	dm_log "setup"
-	{ modprobe dm_mod && modprobe loop &&
+	{ modprobe virtio_blk && modprobe dm_mod && modprobe dm_flakey &&
+		modprobe dm_thin_pool && modprobe loop &&
 		modprobe brd rd_nr=2 rd_size=65536 && udevadm settle -t 30 &&
 		[ -b /dev/vda ] && [ -b /dev/ram1 ] && truncate -s 64M "$d/tmpfs.img" &&
 		lo=$(losetup -f --show "$d/tmpfs.img") &&
-		dmsetup create sgram -u SYNCGUARD-TEST-RAM --table "0 $n linear /dev/ram0 0" &&
-		dmsetup create sgloop -u SYNCGUARD-TEST-LOOP --table "0 $n linear $lo 0" &&
-		dmsetup create sgdisk -u SYNCGUARD-TEST-DISK --table "0 $n linear /dev/vda 0" &&
-		dmsetup create sgdisk2 -u SYNCGUARD-TEST-DISK2 --table "0 $n linear /dev/vda $n" &&
-		dmsetup create sgdisk3 -u SYNCGUARD-TEST-DISK3 --table "0 $n linear /dev/vda $((2 * n))" &&
+		dms create sgram -u SYNCGUARD-TEST-RAM --table "0 $n linear /dev/ram0 0" &&
+		dms create sgloop -u SYNCGUARD-TEST-LOOP --table "0 $n linear $lo 0" &&
+		dms create sgdisk -u SYNCGUARD-TEST-DISK --table "0 $n linear /dev/vda 0" &&
+		dms create sgdisk2 -u SYNCGUARD-TEST-DISK2 --table "0 $n linear /dev/vda $n" &&
+		dms create sgdisk3 -u SYNCGUARD-TEST-DISK3 --table "0 $n linear /dev/vda $((2 * n))" &&
 		udevadm settle -t 30 &&
 		"$tp" start "$d/t" "$REPO/bs_syncguard.so" &&
 		"$tp" target "$d/t" 1 "$iqn"; } >>"$out/log" 2>&1 || rc=2
 	if [ "$rc" = 2 ]; then
-		for i in refuse take eio recreate eio-wb wcache; do
+		for i in refuse take eio recreate eio-wb plp-dm reload wcache; do
 			dm_say "$i" 2
 		done
 		"$tp" stop "$d/t" >>"$out/log" 2>&1
@@ -198,91 +233,130 @@ dm_check() {
 	dm_log "refuse"
 	for mode in write-through write-back plp; do
 		for dev in /dev/mapper/sgram /dev/mapper/sgloop /dev/ram1; do
-			"$tp" lun "$d/t" 1 9 "$dev" "mode=$mode" >>"$out/log" 2>&1 ||
-				continue
+			dm_lun 9 "$dev" "$mode" || continue
 			dm_log "taken: $dev, mode=$mode"
 			rc=1
 			dm_dellun 9
 		done
 	done
-	grep -q "a RAM block device (ram0 under dm-" "$d/t/tgtd.log" &&
-		grep -q "the loop device ${lo#/dev/} under dm-" "$d/t/tgtd.log" &&
-		grep -q "/dev/ram1: on a RAM block device (ram1)" "$d/t/tgtd.log" ||
-		{ dm_log "tgtd.log gives no reason"; rc=1; }
+	[ "$(dm_count "sgram: it stands on a RAM block device (ram0 under dm-")" = 3 ] &&
+		[ "$(dm_count "sgloop: it stands on the loop device ${lo#/dev/} under dm-")" = 3 ] &&
+		[ "$(dm_count "/dev/ram1: on a RAM block device (ram1)")" = 3 ] ||
+		{ dm_log "tgtd.log does not give each refusal its reason"; rc=1; }
 	dm_say refuse "$rc"
 
 	dm_log "take"
 	rc=0
-	"$tp" lun "$d/t" 1 1 /dev/mapper/sgdisk mode=write-through >>"$out/log" 2>&1 &&
-		url=$("$tp" url "$d/t" "$iqn" 1) && dm_fua "$url" || rc=1
+	dm_lun 1 /dev/mapper/sgdisk write-through && url=$("$tp" url "$d/t" "$iqn" 1) &&
+		dm_fua "$url" || rc=1
 	dm_say take "$rc"
 
 	dm_log "eio"
 	rc=0
-	dm_table sgdisk "0 $n error" >>"$out/log" 2>&1 || rc=2
-	dm_fua "$url" && { dm_log "GOOD over the error target"; rc=1; }
-	dm_table sgdisk "0 $n linear /dev/vda 0" >>"$out/log" 2>&1 || rc=2
-	dd if=/dev/mapper/sgdisk of=/dev/null bs=4k count=1 iflag=direct \
-		>>"$out/log" 2>&1 || rc=2
-	dm_fua "$url" && { dm_log "GOOD once the table was back"; rc=1; }
+	dm_table sgdisk "0 $n flakey /dev/vda 0 0 3600 1 error_writes" >>"$out/log" 2>&1 ||
+		rc=2
+	dm_fails "$url" || { dm_log "not every FUA write failed"; rc=1; }
+	dm_table sgdisk "0 $n linear /dev/vda 0" >>"$out/log" 2>&1 &&
+		dd if=/dev/mapper/sgdisk of=/dev/null bs=4k count=1 iflag=direct \
+			>>"$out/log" 2>&1 || rc=2
+	dm_fails "$url" || { dm_log "not every FUA write failed with the table back"; rc=1; }
 	dm_say eio "$rc"
 
 	dm_log "recreate"
 	rc=0
-	dm_dellun 1 && "$tp" lun "$d/t" 1 1 /dev/mapper/sgdisk \
-		mode=write-through >>"$out/log" 2>&1 || rc=2
-	dm_fua "$url" && { dm_log "the new LUN was not latched"; rc=1; }
-	grep -q "lun 1: starts latched" "$d/t/tgtd.log" ||
+	i=$(dms info -c --noheadings -o minor sgdisk)
+	# the freed device number goes to a filler, so sgdisk-b gets another
+	dm_dellun 1 && dms remove sgdisk && dms create sgfill --table "0 8 zero" &&
+		dms create sgdisk-b -u SYNCGUARD-TEST-DISK --table "0 $n linear /dev/vda 0" &&
+		udevadm settle -t 30 && dm_log "minor $i, now $(dms info -c --noheadings -o minor sgdisk-b)" &&
+		[ "$(dms info -c --noheadings -o minor sgdisk-b)" != "$i" ] &&
+		dm_lun 1 /dev/mapper/sgdisk-b write-through || rc=2
+	dm_fails "$url" || { dm_log "the new LUN was not latched"; rc=1; }
+	grep -q "lun 1: starts latched: an earlier LUN on this store latched an error" "$log" ||
 		{ dm_log "tgtd.log does not say it starts latched"; rc=1; }
 	"$st" --latched --state-dir "$d/t/state" >>"$out/log" 2>&1
 	"$st" --latched --state-dir "$d/t/state" 2>/dev/null |
-		grep -q "dm-SYNCGUARD-TEST-DISK\b" ||
+		grep -q "^dm-SYNCGUARD-TEST-DISK:" ||
 		{ dm_log "no latch record under the dm UUID"; rc=1; }
 	dm_dellun 1 &&
-		"$st" --clear-latch /dev/mapper/sgdisk --state-dir "$d/t/state" \
+		"$st" --clear-latch /dev/mapper/sgdisk-b --state-dir "$d/t/state" \
 			>>"$out/log" 2>&1 &&
-		"$tp" lun "$d/t" 1 1 /dev/mapper/sgdisk mode=write-through \
-			>>"$out/log" 2>&1 || rc=2
+		dm_lun 1 /dev/mapper/sgdisk-b write-through || rc=2
 	dm_fua "$url" || { dm_log "not GOOD after --clear-latch"; rc=1; }
+	url1=$url
 	dm_say recreate "$rc"
 
 	dm_log "eio-wb"
 	rc=0
 	# the kernel's flusher must not write the cached writes back first
+	expire=$(cat /proc/sys/vm/dirty_expire_centisecs)
 	echo 360000 >/proc/sys/vm/dirty_expire_centisecs
-	"$tp" lun "$d/t" 1 3 /dev/mapper/sgdisk3 mode=write-back >>"$out/log" 2>&1 &&
-		url=$("$tp" url "$d/t" "$iqn" 3) &&
+	url=""
+	dm_lun 3 /dev/mapper/sgdisk3 write-back && url=$("$tp" url "$d/t" "$iqn" 3) &&
 		timeout 120 "$REPO/tools/iscsi-syncbench" --sync none --bytes 256k \
 			-q 1 --no-progress "$url" >>"$out/log" 2>&1 &&
-		dm_table sgdisk3 "0 $n error" >>"$out/log" 2>&1 || rc=2
-	dm_flush() {
-		timeout 120 "$REPO/tools/iscsi-syncbench" --sync flush-only -t 1 \
-			-q 1 --timeout 20 --no-progress "$url" >>"$out/log" 2>&1
-	}
-	dm_flush && { dm_log "SYNCHRONIZE CACHE GOOD over the error target"; rc=1; }
+		dm_table sgdisk3 "0 $n flakey /dev/vda $((2 * n)) 0 3600 1 error_writes" \
+			>>"$out/log" 2>&1 || rc=2
+	dm_fails "$url" flush-only ||
+		{ dm_log "not every SYNCHRONIZE CACHE failed"; rc=1; }
 	dm_table sgdisk3 "0 $n linear /dev/vda $((2 * n))" >>"$out/log" 2>&1 || rc=2
-	dm_flush && { dm_log "SYNCHRONIZE CACHE GOOD once the table was back"; rc=1; }
+	dm_fails "$url" flush-only ||
+		{ dm_log "not every SYNCHRONIZE CACHE failed with the table back"; rc=1; }
+	echo "$expire" >/proc/sys/vm/dirty_expire_centisecs
+	# what failed them was the error, not the watch
+	! grep -q "the write cache of dm-" "$log" ||
+		{ dm_log "the watch saw a write cache change"; rc=1; }
 	dm_say eio-wb "$rc"
+
+	dm_log "plp-dm"
+	rc=0
+	# a thin pool, its metadata and data on the disk (new, so zeros: a
+	# new pool), and two thin volumes in it
+	{ dms create sgmeta --table "0 16384 linear /dev/vda $((3 * n))" &&
+		dms create sgdata --table "0 $n linear /dev/vda $((3 * n + 16384))" &&
+		dms create sgpool --table "0 $n thin-pool /dev/mapper/sgmeta /dev/mapper/sgdata 128 0" &&
+		dms message sgpool 0 "create_thin 0" && dms message sgpool 0 "create_thin 1" &&
+		dms create sgthin -u SYNCGUARD-TEST-THIN --table "0 $n thin /dev/mapper/sgpool 0" &&
+		udevadm settle -t 30; } >>"$out/log" 2>&1 || rc=2
+	url=""
+	dm_lun 2 /dev/mapper/sgdisk2 plp && url=$("$tp" url "$d/t" "$iqn" 2) &&
+		dm_fua "$url" || { dm_log "plp did not take dm-linear"; rc=1; }
+	if dm_lun 4 /dev/mapper/sgthin plp; then
+		dm_log "plp took dm-thin"
+		rc=1
+		dm_dellun 4
+	fi
+	grep -q "lun 4: /dev/mapper/sgthin: mode=plp, but it stands on device-mapper thin (dm " \
+		"$log" || { dm_log "tgtd.log gives no reason"; rc=1; }
+	dm_lun 4 /dev/mapper/sgthin write-through &&
+		dm_fua "$("$tp" url "$d/t" "$iqn" 4)" && dm_dellun 4 || rc=1
+	dm_say plp-dm "$rc"
+
+	dm_log "reload"
+	rc=0
+	[ -n "$url" ] && dm_table sgdisk2 "0 $n thin /dev/mapper/sgpool 1" >>"$out/log" 2>&1 ||
+		rc=2
+	sleep 5
+	dm_fails "$url" || { dm_log "not every FUA write failed"; rc=1; }
+	grep -q "lun 2: a layer under it changed: it now stands on device-mapper thin" \
+		"$log" || { dm_log "tgtd.log gives no reason"; rc=1; }
+	dm_say reload "$rc"
 
 	dm_log "wcache"
 	rc=0
-	"$tp" lun "$d/t" 1 2 /dev/mapper/sgdisk2 mode=write-through >>"$out/log" 2>&1 &&
-		url=$("$tp" url "$d/t" "$iqn" 2) && dm_fua "$url" || rc=2
-	cat /sys/block/vda/queue/write_cache >>"$out/log"
+	[ "$(cat /sys/block/vda/queue/write_cache)" = "write back" ] &&
+		dm_fua "$url1" || rc=2
 	echo "write through" >/sys/block/vda/queue/write_cache || rc=2
-	for i in $(seq 12); do
-		dm_fua "$url" || break
-		sleep 5
-	done
-	dm_fua "$url" && { dm_log "FUA writes GOOD after write through"; rc=1; }
-	grep -q 'lun 2: the write cache of vda was set to "write through"' \
-		"$d/t/tgtd.log" || { dm_log "tgtd.log gives no reason"; rc=1; }
+	sleep 5
+	dm_fails "$url1" || { dm_log "not every FUA write failed"; rc=1; }
 	echo "write back" >/sys/block/vda/queue/write_cache
+	grep -q 'lun 1: the write cache of vda was set to "write through"' "$log" ||
+		{ dm_log "tgtd.log gives no reason"; rc=1; }
 	dm_say wcache "$rc"
 
 	"$tp" stop "$d/t" >>"$out/log" 2>&1
-	cp "$d/t/tgtd.log" "$out/" 2>/dev/null
-	dmsetup remove_all >>"$out/log" 2>&1
+	cp "$log" "$out/" 2>/dev/null
+	dms remove_all >>"$out/log" 2>&1
 	losetup -d "$lo" 2>/dev/null
 }
 
