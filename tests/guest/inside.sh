@@ -149,9 +149,15 @@ stall_check() {
 #             syncguard-stat --clear-latch removed the record, the next
 #             LUN's FUA writes are GOOD
 #   eio-wb    a write-back LUN's plain writes, in the page cache, then
-#             dm-flakey failing the writes: every SYNCHRONIZE CACHE fails,
-#             and every one still does once the linear table is back (the
-#             writes the page cache held are lost; the LUN latched)
+#             dm-flakey failing the writes and a sync from another
+#             process (which writes them back, and meets the error
+#             first): every SYNCHRONIZE CACHE fails, and every one still
+#             does once the linear table is back (the writes the page
+#             cache held are lost; the LUN latched)
+#   close     a write-back LUN deleted with its writes cached and
+#             dm-flakey failing them: its final flush fails, and the LUN
+#             made again on the device, the linear table back, starts
+#             latched
 #   plp-dm    plp reads each device-mapper table with DM_TABLE_STATUS: a
 #             plp LUN on dm-linear over the disk is taken; one on a
 #             dm-thin volume (a pool on the disk) is refused, tgtd.log
@@ -219,11 +225,12 @@ dm_check() {
 		dms create sgdisk -u SYNCGUARD-TEST-DISK --table "0 $n linear /dev/vda 0" &&
 		dms create sgdisk2 -u SYNCGUARD-TEST-DISK2 --table "0 $n linear /dev/vda $n" &&
 		dms create sgdisk3 -u SYNCGUARD-TEST-DISK3 --table "0 $n linear /dev/vda $((2 * n))" &&
+		dms create sgdisk5 -u SYNCGUARD-TEST-DISK5 --table "0 $n linear /dev/vda $((5 * n))" &&
 		udevadm settle -t 30 &&
 		"$tp" start "$d/t" "$REPO/bs_syncguard.so" &&
 		"$tp" target "$d/t" 1 "$iqn"; } >>"$out/log" 2>&1 || rc=2
 	if [ "$rc" = 2 ]; then
-		for i in refuse take eio recreate eio-wb plp-dm reload wcache; do
+		for i in refuse take eio recreate eio-wb close plp-dm reload wcache; do
 			dm_say "$i" 2
 		done
 		"$tp" stop "$d/t" >>"$out/log" 2>&1
@@ -297,16 +304,32 @@ dm_check() {
 			-q 1 --no-progress "$url" >>"$out/log" 2>&1 &&
 		dm_table sgdisk3 "0 $n flakey /dev/vda $((2 * n)) 0 3600 1 error_writes" \
 			>>"$out/log" 2>&1 || rc=2
+	sync
 	dm_fails "$url" flush-only ||
 		{ dm_log "not every SYNCHRONIZE CACHE failed"; rc=1; }
 	dm_table sgdisk3 "0 $n linear /dev/vda $((2 * n))" >>"$out/log" 2>&1 || rc=2
 	dm_fails "$url" flush-only ||
 		{ dm_log "not every SYNCHRONIZE CACHE failed with the table back"; rc=1; }
-	echo "$expire" >/proc/sys/vm/dirty_expire_centisecs
 	# what failed them was the error, not the watch
 	! grep -q "the write cache of dm-" "$log" ||
 		{ dm_log "the watch saw a write cache change"; rc=1; }
 	dm_say eio-wb "$rc"
+
+	dm_log "close"
+	rc=0
+	url=""
+	dm_lun 5 /dev/mapper/sgdisk5 write-back && url=$("$tp" url "$d/t" "$iqn" 5) &&
+		timeout 120 "$REPO/tools/iscsi-syncbench" --sync none --bytes 256k \
+			-q 1 --no-progress "$url" >>"$out/log" 2>&1 &&
+		dm_table sgdisk5 "0 $n flakey /dev/vda $((5 * n)) 0 3600 1 error_writes" \
+			>>"$out/log" 2>&1 && dm_dellun 5 &&
+		dm_table sgdisk5 "0 $n linear /dev/vda $((5 * n))" >>"$out/log" 2>&1 &&
+		dm_lun 5 /dev/mapper/sgdisk5 write-back || rc=2
+	dm_fails "$url" flush-only || { dm_log "the new LUN was not latched"; rc=1; }
+	grep -q "lun 5: starts latched: an earlier LUN on this store latched an error" "$log" ||
+		{ dm_log "tgtd.log does not say it starts latched"; rc=1; }
+	echo "$expire" >/proc/sys/vm/dirty_expire_centisecs
+	dm_say close "$rc"
 
 	dm_log "plp-dm"
 	rc=0
