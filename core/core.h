@@ -405,6 +405,8 @@ struct syncguard_lun {
 	 * file system's, each loop's backing file's), for the watch */
 	dev_t layer_dev[2 + SYNCGUARD_LOOP_DEPTH];
 	unsigned int n_layer_dev;
+	bool stacked;	/* on device-mapper, md or bcache: a layer under
+			 * it can change while it lives */
 	uint64_t size;			/* bytes, multiple of the block size */
 	unsigned int block_shift;	/* log2(logical block size in bytes) */
 	unsigned int phys_block_size;	/* bytes; 0 if unknown */

@@ -89,8 +89,8 @@ bool syncguard_lun_flushes_lost(struct syncguard_lun *lun, const char *table);
 /* Can a remount make @lun's flushes lost (syncguard_lun_flushes_lost):
  * a file or a loop device, in write-through or write-back; or can what
  * lies beneath it change (syncguard_lun_beneath_lost: a zvol, a device
- * whose write cache Linux sends flushes to)?  Such a LUN is not exported
- * without the mount watch. */
+ * whose write cache Linux sends flushes to, a device-mapper, md or
+ * bcache layer)?  Such a LUN is not exported without the mount watch. */
 bool syncguard_lun_needs_watch(const struct syncguard_lun *lun);
 
 /* What Linux believes of the write cache of the block device with
@@ -241,9 +241,10 @@ int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
 			    const struct stat *st, char *err, size_t errlen);
 
 /* While the LUN lives (the mount watch): has the device it stands on
- * stopped honouring its flushes?  Its write cache set from "write back"
- * to "write through" (Linux then drops every flush; not for plp, which
- * sends none), or its layers changed (syncguard_lun_layers_lost).  true
+ * stopped honouring its flushes?  Its write cache, or that of a device
+ * still under it, set from "write back" to "write through" (Linux then
+ * drops every flush; not for plp, which sends none), or its layers
+ * changed (syncguard_lun_layers_lost).  true
  * with why in @why.  A zvol's sync property is the zvol watch's
  * (glue/zvolwatch.c), which runs zfs get off tgtd's event thread. */
 bool syncguard_lun_beneath_lost(struct syncguard_lun *lun, char *why,

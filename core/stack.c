@@ -285,6 +285,10 @@ int syncguard_dm_targets(dev_t dev, char *types, size_t len)
 	u.io.data_size = sizeof(u);
 	u.io.data_start = sizeof(u.io);
 	u.io.dev = (uint64_t)dev;
+	/* the table, not the targets' status: a thin pool or a cache would
+	 * write its metadata out first, and one whose device hangs would
+	 * hold up tgtd's event thread (the watch asks every round) */
+	u.io.flags = DM_STATUS_TABLE_FLAG | DM_NOFLUSH_FLAG;
 	if ((fd = open("/dev/mapper/control", O_RDWR | O_CLOEXEC)) < 0)
 		return -errno;
 	if (ioctl(fd, DM_TABLE_STATUS, &u.io))
@@ -356,10 +360,39 @@ static bool named(const char *name, const char *prefix)
 typedef int layer_fn(void *arg, dev_t dev, const char *sys, const char *name,
 		     const char *above, int depth);
 
+/* Is the device of sysfs directory @sys a partition?  Then its disk's
+ * device number into *@dev and its name into @name (@len bytes): a
+ * partition has no slaves/ of its own (md0p1's layers are md0's). */
+static bool partition_of(const char *sys, dev_t *dev, char *name,
+			 size_t len)
+{
+	char p[PATH_MAX + 16], real[PATH_MAX], num[32] = "";
+	unsigned int ma, mi;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/partition", sys);
+	if (access(p, F_OK))
+		return false;
+	snprintf(p, sizeof(p), "%s/../dev", sys);
+	if (!(f = fopen(p, "re")))
+		return false;
+	if (!fgets(num, sizeof(num), f))
+		num[0] = '\0';
+	fclose(f);
+	snprintf(p, sizeof(p), "%s/..", sys);
+	if (sscanf(num, "%u:%u", &ma, &mi) != 2 || !realpath(p, real) ||
+	    !strrchr(real, '/'))
+		return false;
+	*dev = makedev(ma, mi);
+	snprintf(name, len, "%s", strrchr(real, '/') + 1);
+	return true;
+}
+
 /* @fn at @dev (as layer_fn), then at each device under it that @root's
- * sysfs lists in slaves/ (device-mapper, md, bcache), depth first, down
- * to depth 9, where @fn is called and nothing under it visited: the
- * first nonzero return of @fn, or 0. */
+ * sysfs lists in slaves/ (device-mapper, md, bcache; a partition's
+ * disk's, @fn visiting the disk too, at the partition's depth), depth
+ * first, down to depth 9, where @fn is called and nothing under it
+ * visited: the first nonzero return of @fn, or 0. */
 static int walk_layers(const char *root, dev_t dev, const char *name,
 		       const char *above, int depth, layer_fn *fn, void *arg)
 {
@@ -374,6 +407,8 @@ static int walk_layers(const char *root, dev_t dev, const char *name,
 		 minor(dev));
 	if ((found = fn(arg, dev, sys, name, above, depth)) || depth > 8)
 		return found;
+	if (partition_of(sys, &dev, p, sizeof(p)))	/* its disk's layers */
+		return walk_layers(root, dev, p, above, depth, fn, arg);
 	snprintf(p, sizeof(p), "%s/slaves", sys);
 	if (!(d = opendir(p)))
 		return 0;
@@ -455,6 +490,8 @@ static int layer_rules(void *arg, dev_t dev, const char *sys,
 	bool zvol = named(name, "zd");
 
 	if (depth > 8) {
+		if (w->found_only)	/* not checked, as a table not read */
+			return 0;
 		snprintf(w->what, w->len, "more than 8 layers of block devices "
 			 "(%s), not checked that deep", name);
 		return SYNCGUARD_LAYER_UNSAFE;
@@ -653,21 +690,64 @@ static int check_zfs(struct syncguard_lun *lun, const char *path,
 	return ret;
 }
 
-/* A device whose write cache Linux sends flushes to now (a layer_fn;
- * @arg the LUN): kept in lun->cached_dev for the watch. */
-static int note_cache(void *arg, dev_t dev, const char *sys,
-		      const char *name, const char *above, int depth)
+/* A layer that a table reload can change under a live LUN (a layer_fn):
+ * a device-mapper, md or bcache device, or one under another */
+static int layered(void *arg, dev_t dev, const char *sys, const char *name,
+		   const char *above, int depth)
 {
-	struct syncguard_lun *lun = arg;
+	static const char *const kinds[] = { "dm", "md", "bcache" };
+	char p[PATH_MAX + 16];
+
+	(void)arg;
+	(void)dev;
+	(void)name;
+	(void)above;
+	for (size_t i = 0; !depth && i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", sys, kinds[i]);
+		if (!access(p, F_OK))
+			return 1;
+	}
+	return depth > 0;
+}
+
+/* The write cache of a device under a LUN (a layer_fn; @arg a struct
+ * cache_walk).  One Linux sends flushes to ("write back") is kept in
+ * lun->cached_dev, at open and when the watch finds it under the LUN
+ * later (a pvmove onto it).  One kept so that says "write through" now
+ * was set so by hand, and Linux drops every flush to it: 1, the reason
+ * in why (the watch; at open why is NULL).  A device no longer under the
+ * LUN (a pvmove off it) is not visited, so not counted. */
+struct cache_walk {
+	struct syncguard_lun *lun;
+	char *why;
+	size_t len;
+};
+
+static int cache_rules(void *arg, dev_t dev, const char *sys,
+		       const char *name, const char *above, int depth)
+{
+	struct cache_walk *w = arg;
+	struct syncguard_lun *lun = w->lun;
 	char dev_name[32];
+	unsigned int i = 0;
+	int wc;
 
 	(void)sys;
 	(void)name;
 	(void)above;
-	if (depth <= 8 && lun->n_cached_dev < SYNCGUARD_CACHED_DEVS &&
-	    syncguard_dev_write_cache(dev, dev_name, sizeof(dev_name)) == 1)
+	if (depth > 8 ||
+	    (wc = syncguard_dev_write_cache(dev, dev_name, sizeof(dev_name))) < 0)
+		return 0;
+	while (i < lun->n_cached_dev && lun->cached_dev[i] != dev)
+		i++;
+	if (wc == 1 && i == lun->n_cached_dev && i < SYNCGUARD_CACHED_DEVS)
 		lun->cached_dev[lun->n_cached_dev++] = dev;
-	return 0;
+	if (wc == 1 || i == lun->n_cached_dev || !w->why)
+		return 0;
+	snprintf(w->why, w->len, "the write cache of %s was set to \"write "
+		 "through\": Linux now drops every flush it would get",
+		 dev_name);
+	return 1;
 }
 
 int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
@@ -688,13 +768,21 @@ int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
 	if ((ret = check_zfs(lun, path, devs, n, err, errlen)) != 0)
 		return ret;
 	lun->n_layer_dev = 0;
-	for (int i = 0; i < n; i++)
-		if (devs[i])
-			lun->layer_dev[lun->n_layer_dev++] = devs[i];
-	if (lun->opts.mode != SYNCGUARD_MODE_PLP)	/* plp sends none */
+	lun->stacked = false;
+	for (int i = 0; i < n; i++) {
+		if (!devs[i])
+			continue;
+		lun->layer_dev[lun->n_layer_dev++] = devs[i];
+		if (walk_layers("/sys", devs[i], "", "", 0, layered, NULL))
+			lun->stacked = true;
+	}
+	if (lun->opts.mode != SYNCGUARD_MODE_PLP) {	/* plp sends none */
+		struct cache_walk w = { lun, NULL, 0 };
+
 		for (int i = 0; i < n; i++)	/* and under each loop */
-			walk_layers("/sys", devs[i], "", "", 0, note_cache,
-				    lun);
+			walk_layers("/sys", devs[i], "", "", 0, cache_rules,
+				    &w);
+	}
 	plp = !syncguard_policy_ram_metadata_ok(lun->opts.mode);
 	for (int i = 0; i < n; i++) {
 		int found = devs[i] ? syncguard_layer_refused(
@@ -738,20 +826,16 @@ bool syncguard_lun_layers_lost(const struct syncguard_lun *lun,
 bool syncguard_lun_beneath_lost(struct syncguard_lun *lun, char *why,
 				size_t len)
 {
-	char name[32];
+	struct cache_walk w = { lun, why, len };
 
 	/* Linux drops every flush to a device whose write_cache says
-	 * "write through"; one that said "write back" at open (it, or one
-	 * under it) was set so by hand since */
-	for (unsigned int i = 0; i < lun->n_cached_dev; i++) {
-		if (syncguard_dev_write_cache(lun->cached_dev[i], name,
-					      sizeof(name)) != 0)
-			continue;
-		snprintf(why, len, "the write cache of %s was set to \"write "
-			 "through\": Linux now drops every flush it would get",
-			 name);
-		return true;
-	}
+	 * "write through"; one under the LUN that said "write back" (at
+	 * open, or in an earlier round) was set so by hand since */
+	for (unsigned int i = 0; lun->opts.mode != SYNCGUARD_MODE_PLP &&
+	     i < lun->n_layer_dev; i++)
+		if (walk_layers("/sys", lun->layer_dev[i], "", "", 0,
+				cache_rules, &w))
+			return true;
 	return syncguard_lun_layers_lost(lun, &syncguard_host_layers, why,
 					 len);
 }
@@ -772,7 +856,7 @@ static int flushes_via(const struct syncguard_lun *lun)
 bool syncguard_lun_needs_watch(const struct syncguard_lun *lun)
 {
 	return flushes_via(lun) >= 0 || lun->loop_dio_attr[0][0] ||
-	       lun->zfs[0][0] || lun->n_cached_dev;
+	       lun->zfs[0][0] || lun->n_cached_dev || lun->stacked;
 }
 
 /* Has the file system of @fd lost its flushes (remounted nobarrier),

@@ -180,9 +180,11 @@ echo "stall-fuse - stall" >>"$share/checks"
 # device-mapper, on a tgtd of its own in the guest, whose kernel has it
 # (tests/guest/inside.sh, dm_check): its steps are judged below
 echo "stack-dm - dm" >>"$share/checks"
-dm_steps="refuse take eio recreate eio-wb close plp-dm reload wcache"
-# the guest's virtio disk (/dev/vda), under the dm devices of stack-dm
+dm_steps="refuse take eio recreate eio-wb close plp-dm reload wcache moved"
+# the guest's virtio disks (/dev/vda, /dev/vdb), under the dm devices of
+# stack-dm
 truncate -s 384M "$work/disk.img"
+truncate -s 64M "$work/disk2.img"
 
 # the tool and its job files go to the guest through the shared folder:
 # the guest's /tmp is a tmpfs of its own (inside.sh), and a checkout
@@ -244,6 +246,7 @@ timeout 900 qemu-system-x86_64 -machine pc,accel=tcg -m 1024 -smp 1 \
 	-virtfs "local,path=$share,mount_tag=share,security_model=none,multidevs=remap" \
 	-netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile= \
 	-drive "file=$work/disk.img,if=virtio,format=raw,cache=writeback" \
+	-drive "file=$work/disk2.img,if=virtio,format=raw,cache=writeback" \
 	</dev/null >"$work/serial.log" 2>&1 &
 qpid=$!
 wait "$qpid"
@@ -376,6 +379,8 @@ expect "stack-dm-reload: a plp LUN's dm-linear table reloaded live to dm-thin fa
 	'[ "${G[stack-dm-reload]:-}" = 0 ]'
 expect "stack-dm-wcache: every FUA write fails within 5 s of the disk under dm-linear set to write through, tgtd.log saying why (${G[stack-dm-wcache]:-none})" \
 	'[ "${G[stack-dm-wcache]:-}" = 0 ]'
+expect "stack-dm-moved: a LUN whose dm-linear moved to a second disk is not latched for the first disk's write cache, and is for the second's (${G[stack-dm-moved]:-none})" \
+	'[ "${G[stack-dm-moved]:-}" = 0 ]'
 # a tgtd wedged by a check would fail the later ones in ways that hide it
 expect "tgtd still answers tgtadm after the checks" \
 	'timeout 10 "$tp" adm "$tgtd" --lld iscsi --op show --mode target >/dev/null'

@@ -169,6 +169,11 @@ stall_check() {
 #   wcache    the disk's write_cache set to "write through" under a LUN
 #             on dm-linear: within 5 s every FUA write fails, tgtd.log
 #             saying why
+#   moved     a LUN's dm-linear reloaded from the disk to a second one
+#             (as pvmove does): the first disk set to "write through"
+#             leaves its FUA writes GOOD, the second so set fails them
+#             within 5 s (the watch notes the disks under a LUN anew
+#             every round)
 # Each step's own commands and their output are in out/NAME/log; rc 2 is
 # a step whose setting up failed.
 dm_check() {
@@ -218,7 +223,8 @@ dm_check() {
 	{ modprobe virtio_blk && modprobe dm_mod && modprobe dm_flakey &&
 		modprobe dm_thin_pool && modprobe loop &&
 		modprobe brd rd_nr=2 rd_size=65536 && udevadm settle -t 30 &&
-		[ -b /dev/vda ] && [ -b /dev/ram1 ] && truncate -s 64M "$d/tmpfs.img" &&
+		[ -b /dev/vda ] && [ -b /dev/vdb ] && [ -b /dev/ram1 ] &&
+		truncate -s 64M "$d/tmpfs.img" &&
 		lo=$(losetup -f --show "$d/tmpfs.img") &&
 		dms create sgram -u SYNCGUARD-TEST-RAM --table "0 $n linear /dev/ram0 0" &&
 		dms create sgloop -u SYNCGUARD-TEST-LOOP --table "0 $n linear $lo 0" &&
@@ -226,11 +232,13 @@ dm_check() {
 		dms create sgdisk2 -u SYNCGUARD-TEST-DISK2 --table "0 $n linear /dev/vda $n" &&
 		dms create sgdisk3 -u SYNCGUARD-TEST-DISK3 --table "0 $n linear /dev/vda $((2 * n))" &&
 		dms create sgdisk5 -u SYNCGUARD-TEST-DISK5 --table "0 $n linear /dev/vda $((5 * n))" &&
+		dms create sgmove -u SYNCGUARD-TEST-MOVE --table "0 65536 linear /dev/vda $((4 * n + 16384))" &&
 		udevadm settle -t 30 &&
 		"$tp" start "$d/t" "$REPO/bs_syncguard.so" &&
 		"$tp" target "$d/t" 1 "$iqn"; } >>"$out/log" 2>&1 || rc=2
 	if [ "$rc" = 2 ]; then
-		for i in refuse take eio recreate eio-wb close plp-dm reload wcache; do
+		for i in refuse take eio recreate eio-wb close plp-dm reload wcache \
+			 moved; do
 			dm_say "$i" 2
 		done
 		"$tp" stop "$d/t" >>"$out/log" 2>&1
@@ -376,6 +384,25 @@ dm_check() {
 	grep -q 'lun 1: the write cache of vda was set to "write through"' "$log" ||
 		{ dm_log "tgtd.log gives no reason"; rc=1; }
 	dm_say wcache "$rc"
+
+	dm_log "moved"
+	rc=0
+	url=""
+	dm_lun 6 /dev/mapper/sgmove write-through && url=$("$tp" url "$d/t" "$iqn" 6) &&
+		dm_fua "$url" && dm_table sgmove "0 65536 linear /dev/vdb 0" \
+			>>"$out/log" 2>&1 || rc=2
+	sleep 5		# a round of the watch after the move
+	echo "write through" >/sys/block/vda/queue/write_cache || rc=2
+	sleep 5
+	dm_fua "$url" || { dm_log "latched for the disk it left"; rc=1; }
+	echo "write back" >/sys/block/vda/queue/write_cache
+	echo "write through" >/sys/block/vdb/queue/write_cache || rc=2
+	sleep 5
+	dm_fails "$url" || { dm_log "not every FUA write failed"; rc=1; }
+	echo "write back" >/sys/block/vdb/queue/write_cache
+	grep -q 'lun 6: the write cache of vdb was set to "write through"' "$log" ||
+		{ dm_log "tgtd.log gives no reason"; rc=1; }
+	dm_say moved "$rc"
 
 	"$tp" stop "$d/t" >>"$out/log" 2>&1
 	cp "$log" "$out/" 2>/dev/null

@@ -69,7 +69,8 @@ static int fake_dm_targets(dev_t dev, char *types, size_t len)
 /* sysfs: devices/NAME/ with its dev file, dm/ for device-mapper
  * devices and slaves/ naming the devices under one (each with its dev
  * file); /dev/block/M:m links to devices/NAME, so a device's name is
- * its link's target, as in sysfs.  9:0 is an md array over loop1. */
+ * its link's target, as in sysfs.  9:0 is an md array over loop1, and
+ * 259:0 its partition md0p1 (devices/md0/md0p1, with no slaves/). */
 static void make_sysfs(void)
 {
 	sh("cd '%s' && mkdir -p sys/dev/block sys/devices && cd sys && "
@@ -85,7 +86,10 @@ static void make_sysfs(void)
 	   "dm-7:sda:8:0 dm-8:sda:8:0; do "
 	   "up=${s%%%%:*}; r=${s#*:}; lo=${r%%%%:*}; "
 	   "mkdir -p devices/$up/slaves/$lo && "
-	   "echo ${r#*:} >devices/$up/slaves/$lo/dev; done%s", root, "");
+	   "echo ${r#*:} >devices/$up/slaves/$lo/dev; done && "
+	   "mkdir devices/md0/md0p1 && echo 259:0 >devices/md0/md0p1/dev && "
+	   "echo 1 >devices/md0/md0p1/partition && "
+	   "ln -s ../../devices/md0/md0p1 dev/block/259:0%s", root, "");
 }
 
 /* plp's check: a thin volume under a linear one, a cache target,
@@ -159,6 +163,7 @@ START_TEST(test_stack_layers_unsafe_in_every_mode)
 		{ 253, 5, "the ZFS zvol zd0 under dm-5" },
 		{ 253, 6, "a RAM block device (zram0 under dm-6)" },
 		{ 9, 0, "the loop device loop1 under md0" },
+		{ 259, 0, "the loop device loop1 under md0" },	/* md0p1 */
 		{ 251, 0, "a RAM block device (zram0)" },
 	};
 
@@ -183,7 +188,8 @@ END_TEST
  * syncguard_lun_layers_lost): on dm-2, linear over sda at open.  A table
  * that cannot be read put under it is refused at open for plp, but is no
  * loss for a live LUN; a thin volume under it is lost for plp and not
- * for write-back; a zram device under it, in every mode. */
+ * for write-back; a zram device under it, in every mode.  The LUN stands
+ * on sda too, listed first. */
 START_TEST(test_stack_layers_changed_live)
 {
 	char sys[300], why[512], what[384], dm2[400];
@@ -194,6 +200,7 @@ START_TEST(test_stack_layers_changed_live)
 	make_sysfs();
 	snprintf(sys, sizeof(sys), "%s/sys", root);
 	snprintf(dm2, sizeof(dm2), "%s/devices/dm-2/slaves", sys);
+	lun->layer_dev[lun->n_layer_dev++] = makedev(8, 0);
 	lun->layer_dev[lun->n_layer_dev++] = makedev(253, 2);
 	lun->opts.mode = SYNCGUARD_MODE_PLP;
 	ck_assert(!syncguard_lun_layers_lost(lun, &l, why, sizeof(why)));
@@ -213,10 +220,16 @@ START_TEST(test_stack_layers_changed_live)
 	lun->opts.mode = SYNCGUARD_MODE_WRITE_BACK;
 	ck_assert(!syncguard_lun_layers_lost(lun, &l, why, sizeof(why)));
 
+	sh("rm -r '%s/dm-1'%s", dm2, "");
 	sh("mkdir '%s/zram0' && echo 251:0 >'%s/zram0/dev'", dm2, dm2);
-	ck_assert(syncguard_lun_layers_lost(lun, &l, why, sizeof(why)));
-	ck_assert_msg(strstr(why, "a RAM block device (zram0 under dm-2)"),
-		      "%s", why);
+	for (int m = 0; m < 2; m++) {
+		lun->opts.mode = m ? SYNCGUARD_MODE_PLP :
+				 SYNCGUARD_MODE_WRITE_BACK;
+		ck_assert(syncguard_lun_layers_lost(lun, &l, why, sizeof(why)));
+		ck_assert_msg(strstr(why, "a RAM block device (zram0 under "
+				     "dm-2)") && !strstr(why, "plp sends"),
+			      "%s", why);
+	}
 	free(lun);
 }
 END_TEST
