@@ -249,9 +249,9 @@ static int bs_syncguard_open(struct scsi_lu *lu, char *path, int *fd,
 	if (!ret && unwatched && syncguard_lun_needs_watch(&bs->lun)) {
 		syncguard_lun_close(&bs->lun);
 		snprintf(err, sizeof(err), "%s: the mount table cannot be "
-			 "watched, so a remount nobarrier, a write cache or a "
-			 "device-mapper table changed under it would go "
-			 "unnoticed: not exported", path);
+			 "watched, so a remount nobarrier or a change of what "
+			 "lies beneath it would go unnoticed: not exported",
+			 path);
 		ret = unwatched;
 	}
 	if (!ret && (ret = syncguard_zvol_watch_add(bs,

@@ -217,6 +217,19 @@ dm_check() {
 	}
 	# lines of tgtd.log with TEXT
 	dm_count() { grep -c -- "$1" "$log"; }
+	# DISK's write_cache set to "write through": 5 s later every FUA
+	# write to URL (LUN N's) fails, tgtd.log saying why; then "write
+	# back" again.  0 when so, 1 when not, 2 when it could not be set
+	dm_wc_latches() {	# DISK N URL
+		local r=0
+		echo "write through" >/sys/block/"$1"/queue/write_cache || r=2
+		sleep 5
+		dm_fails "$3" || { dm_log "not every FUA write failed"; r=1; }
+		echo "write back" >/sys/block/"$1"/queue/write_cache
+		grep -q "lun $2: the write cache of $1 was set to \"write through\"" \
+			"$log" || { dm_log "tgtd.log gives no reason"; r=1; }
+		return "$r"
+	}
 	mkdir -p "$d"
 	iqn=iqn.2026-11.org.syncguard:dm
 	dm_log "setup"
@@ -377,12 +390,7 @@ dm_check() {
 	rc=0
 	[ "$(cat /sys/block/vda/queue/write_cache)" = "write back" ] &&
 		dm_fua "$url1" || rc=2
-	echo "write through" >/sys/block/vda/queue/write_cache || rc=2
-	sleep 5
-	dm_fails "$url1" || { dm_log "not every FUA write failed"; rc=1; }
-	echo "write back" >/sys/block/vda/queue/write_cache
-	grep -q 'lun 1: the write cache of vda was set to "write through"' "$log" ||
-		{ dm_log "tgtd.log gives no reason"; rc=1; }
+	dm_wc_latches vda 1 "$url1" || rc=$((rc ? rc : $?))
 	dm_say wcache "$rc"
 
 	dm_log "moved"
@@ -396,12 +404,7 @@ dm_check() {
 	sleep 5
 	dm_fua "$url" || { dm_log "latched for the disk it left"; rc=1; }
 	echo "write back" >/sys/block/vda/queue/write_cache
-	echo "write through" >/sys/block/vdb/queue/write_cache || rc=2
-	sleep 5
-	dm_fails "$url" || { dm_log "not every FUA write failed"; rc=1; }
-	echo "write back" >/sys/block/vdb/queue/write_cache
-	grep -q 'lun 6: the write cache of vdb was set to "write through"' "$log" ||
-		{ dm_log "tgtd.log gives no reason"; rc=1; }
+	dm_wc_latches vdb 6 "$url" || rc=$((rc ? rc : $?))
 	dm_say moved "$rc"
 
 	"$tp" stop "$d/t" >>"$out/log" 2>&1

@@ -1921,7 +1921,8 @@ END_TEST
  * when the watch cannot start, here because tgtd may create no thread
  * beyond the LUN's 4 workers (workers=4), which start before the
  * LUN opens (rather than exported unwatched); a plp LUN, which needs no
- * watch, is taken; one with more workers than tgtd may start is refused
+ * watch on a file system that is not on device-mapper, md or bcache (as
+ * the test directory's here), is taken; one with more workers than tgtd may start is refused
  * with a line saying so; and the write-back one once the watch can
  * run. */
 START_TEST(test_blockdev_unwatched_lun_refused)
@@ -1959,8 +1960,9 @@ START_TEST(test_blockdev_unwatched_lun_refused)
 				"refused"));
 	ck_assert(proto_log_has("cannot watch /proc/self/mountinfo"));
 	ck_assert(proto_log_has("unwatched.img: the mount table cannot be "
-				"watched, so a remount nobarrier under it would "
-				"go unnoticed: not exported"));
+				"watched, so a remount nobarrier or a change of "
+				"what lies beneath it would go unnoticed: not "
+				"exported"));
 	ck_assert(taken);
 }
 END_TEST
