@@ -358,7 +358,7 @@ check-tools: bs_syncguard.so $(TOOLS) $(BUILD)/abi/bs_syncguard.so \
 	tests/abi.sh $(BUILD)/abi/bs_syncguard.so
 
 # openiscsi-syncbench and conf/fio for real: Linux's initiator in a QEMU
-# guest under TCG (standing in for a host with one; about 3.5 minutes, so
+# guest under TCG (standing in for a host with one; about 4.5 minutes, so
 # not in check-all: .ci/run runs it after make check).  Left out, with
 # the reason, where QEMU or the kernel image is missing.
 check-guest: bs_syncguard.so $(TOOLS)
