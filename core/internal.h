@@ -242,10 +242,10 @@ int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
 
 /* While the LUN lives (the mount watch): has the device it stands on
  * stopped honouring its flushes?  Its write cache, or that of a device
- * still under it, set from "write back" to "write through" (Linux then
+ * under it now, set from "write back" to "write through" (Linux then
  * drops every flush; not for plp, which sends none), or its layers
- * changed (syncguard_lun_layers_lost).  true
- * with why in @why.  A zvol's sync property is the zvol watch's
+ * changed (syncguard_lun_layers_lost).  true with why in @why (@len
+ * bytes).  A zvol's sync property is the zvol watch's
  * (glue/zvolwatch.c), which runs zfs get off tgtd's event thread. */
 bool syncguard_lun_beneath_lost(struct syncguard_lun *lun, char *why,
 				size_t len);
@@ -255,8 +255,8 @@ bool syncguard_lun_beneath_lost(struct syncguard_lun *lun, char *why,
  * its mode)?  A device-mapper table is reloaded live: lvconvert attaching
  * dm-cache or dm-writecache to a plp LUN's volume, a pvmove onto a RAM
  * disk.  Only what is found counts: a table that cannot be read now,
- * which the open refuses for plp, does not fail a live LUN.  true with
- * why in @why (@len bytes). */
+ * which the open refuses for plp, or a stack grown past 8 layers, does
+ * not fail a live LUN.  true with why in @why (@len bytes). */
 bool syncguard_lun_layers_lost(const struct syncguard_lun *lun,
 			       const struct syncguard_layers *l, char *why,
 			       size_t len);
