@@ -27,7 +27,7 @@
 # Two checks run a private tgtd inside the guest instead.  stack-dm puts
 # LUNs on device-mapper devices, which this machine's kernel lacks and
 # the guest's has (tests/guest/inside.sh, dm_check, says what each step
-# shows); the guest gets a virtio disk for them.  stall-fuse:
+# shows); the guest gets two virtio disks for them.  stall-fuse:
 # Debian 12's kernel is older than this host's, and its FUSE asks a
 # daemon for stale attributes on any statx, as the mount watch makes
 # every 2 s on tgtd's event thread (core/mounts.c); a daemon stopped
