@@ -375,7 +375,8 @@ int syncguard_check_plp_file(struct syncguard_lun *lun, int fd,
 
 bool syncguard_ram_device_name(const char *n)
 {
-	size_t skip = !strncmp(n, "zram", 4) ? 4 : !strncmp(n, "ram", 3) ? 3 : 0;
+	size_t skip = !strncmp(n, "zram", 4) ? 4 : !strncmp(n, "ram", 3) ? 3 :
+		      !strncmp(n, "nullb", 5) ? 5 : 0;
 
 	return skip && n[skip] >= '0' && n[skip] <= '9';
 }

@@ -107,7 +107,8 @@ int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen);
  * number @dev into @name: 0, or -errno (no such block device). */
 int syncguard_dev_name(dev_t dev, char *name, size_t namelen);
 
-/* Is @n the sysfs name of a RAM block device (zramN, brd's ramN)? */
+/* Is @n the sysfs name of a RAM block device (zramN, brd's ramN; and
+ * null_blk's nullbN, which keeps writes in RAM or throws them away)? */
 bool syncguard_ram_device_name(const char *n);
 
 /* Is the block device named @n (its sysfs name: the LUN's device, the
@@ -205,28 +206,48 @@ int syncguard_zvol_dataset(const char *root, const char *path, dev_t rdev,
 int syncguard_zfs_get(const char *ds, struct syncguard_zfs_props *p);
 
 /* Where the layers under a device are read: the sysfs root, and the
- * device-mapper target types of a device (space-separated into @types;
- * 0 or -errno).  syncguard_host_layers reads the host's; tests give
- * their own. */
+ * device-mapper target kinds of a device (as syncguard_dm_table_kinds
+ * gives them, into @types; 0 or -errno).  syncguard_host_layers reads
+ * the host's; tests give their own. */
 struct syncguard_layers {
 	const char *sysfs;
 	int (*dm_targets)(dev_t dev, char *types, size_t len);
 };
 extern const struct syncguard_layers syncguard_host_layers;
 
-/* The device-mapper target types of @dev (DM_TABLE_STATUS): 0 or -errno */
+/* The device-mapper target kinds of @dev (DM_TABLE_STATUS, as
+ * syncguard_dm_table_kinds): 0 or -errno */
 int syncguard_dm_targets(dev_t dev, char *types, size_t len);
+
+/* The kinds of the targets of one device-mapper table, as the kernel's
+ * DM_TABLE_STATUS with DM_STATUS_TABLE_FLAG answered it in @io (@size
+ * bytes): each distinct kind once, space-separated, into @kinds (@len
+ * bytes).  A kind is the target's type, or for a flakey that drops or
+ * corrupts writes, or a transient snapshot, its type and how
+ * ("flakey:drop_writes", "flakey:corrupt_writes", "snapshot:transient").
+ * 0; -ENOBUFS when the answer did not fit (DM_BUFFER_FULL_FLAG: ask
+ * again with more room); -ENOSPC when @kinds is too short; -EIO for an
+ * answer whose targets do not lie within it, each after the last, or
+ * one with no type. */
+struct dm_ioctl;
+int syncguard_dm_table_kinds(const struct dm_ioctl *io, size_t size,
+			     char *kinds, size_t len);
 
 /* What the layers at @dev and under it (sysfs slaves/: device-mapper, md,
  * bcache; 8 levels) mean for a LUN on it.  SYNCGUARD_LAYER_UNSAFE, in
- * every mode: a RAM block device (zram, brd) at any level; a loop device
- * or ZFS zvol under another layer (core/loopdev.c and the zvol check
- * follow only those right under the LUN or its file system); a deeper
- * stack.  SYNCGUARD_LAYER_RAM, looked for when @plp: a layer that keeps
- * what a write needs in host RAM until a flush, which plp never sends
+ * every mode: a RAM block device (zram, brd, null_blk) at any level; a
+ * loop device or ZFS zvol under another layer (core/loopdev.c and the
+ * zvol check follow only those right under the LUN or its file system);
+ * a deeper stack; a device-mapper target that loses writes (zero,
+ * flakey while it drops or corrupts them, a transient snapshot), or a
+ * table that could be asked for but not read whole (too long, or
+ * malformed), so whether it has one cannot be told.
+ * SYNCGUARD_LAYER_RAM, looked for when @plp: a layer that keeps what a
+ * write needs in host RAM until a flush, which plp never sends
  * (device-mapper thin, thin-pool, cache, writecache, vdo, clone, zoned,
  * integrity; bcache in write-back), or a device-mapper device whose
- * targets cannot be read.  The first found, its reason in @what; or 0. */
+ * table cannot be asked for.  The first found, its reason in @what; or
+ * 0. */
 enum { SYNCGUARD_LAYER_UNSAFE = 1, SYNCGUARD_LAYER_RAM = 2 };
 int syncguard_layer_refused(const struct syncguard_layers *l, dev_t dev,
 			    bool plp, char *what, size_t len);

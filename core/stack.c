@@ -6,8 +6,9 @@
  * changes while the LUN lives.  What a dataset's sync property and a
  * RAM-keeping layer mean for each mode is core/policy.c's
  * (syncguard_policy_zvol, syncguard_policy_ram_metadata_ok); a RAM
- * block device, and a loop device or zvol under a layer the checks do
- * not follow, are refused in every mode (syncguard_layer_refused).
+ * block device, a device-mapper target that loses writes, and a loop
+ * device or zvol under a layer the checks do not follow, are refused in
+ * every mode (syncguard_layer_refused).
  *
  * Layer: beside loopdev.c (lun.c calls it at open, the mount watch while
  * the LUN lives); it uses fscheck.c, mounts.c and policy.c.
@@ -266,50 +267,145 @@ int syncguard_zfs_get(const char *ds, struct syncguard_zfs_props *p)
 	return p->sync[0] ? 0 : -EIO;
 }
 
-/* ---- layers that keep a write's metadata in RAM until a flush ---- */
+/* ---- layers that lose writes, or keep their metadata in RAM ---- */
 
-/* The device-mapper target types of @dev, space-separated, into @types
- * (DM_TABLE_STATUS on /dev/mapper/control): 0, or -errno. */
-int syncguard_dm_targets(dev_t dev, char *types, size_t len)
+/* Is @word one of the space-separated words of @words? */
+static bool has_word(const char *words, const char *word)
 {
-	union {
-		struct dm_ioctl io;
-		char buf[16384];
-	} u;
-	size_t used = 0;
-	int fd, ret = 0;
+	size_t n = strlen(word);
 
-	types[0] = '\0';
-	memset(&u, 0, sizeof(u));
-	u.io.version[0] = DM_VERSION_MAJOR;
-	u.io.data_size = sizeof(u);
-	u.io.data_start = sizeof(u.io);
-	u.io.dev = (uint64_t)dev;
-	/* the table, not the targets' status: a thin pool or a cache would
-	 * write its metadata out first, and one whose device hangs would
-	 * hold up tgtd's event thread (the watch asks every round) */
-	u.io.flags = DM_STATUS_TABLE_FLAG | DM_NOFLUSH_FLAG;
-	if ((fd = open("/dev/mapper/control", O_RDWR | O_CLOEXEC)) < 0)
-		return -errno;
-	if (ioctl(fd, DM_TABLE_STATUS, &u.io))
-		ret = -errno;
-	close(fd);
-	if (ret)
-		return ret;
-	for (uint32_t i = 0, at = u.io.data_start; i < u.io.target_count &&
-	     at + sizeof(struct dm_target_spec) <= sizeof(u); i++) {
-		const struct dm_target_spec *t = (const void *)(u.buf + at);
-		int n = snprintf(types + used, len - used, "%s%.*s",
-				 used ? " " : "", DM_MAX_TYPE_NAME,
-				 t->target_type);
+	if (!n)
+		return false;
+	for (const char *w = words; (w = strstr(w, word)) != NULL; w += n)
+		if ((w == words || w[-1] == ' ') && (w[n] == ' ' || !w[n]))
+			return true;
+	return false;
+}
 
-		if (n < 0 || (size_t)n >= len - used)
-			break;
-		used += (size_t)n;
-		at = u.io.data_start + t->next;
+/* What one device-mapper target is, for the layer rules: its type
+ * @type, or for a target whose table line @params (as DM_TABLE_STATUS
+ * gives it, Documentation/admin-guide/device-mapper/) makes it lose
+ * writes where its type alone does not tell, the type and how, into
+ * @kind (@len bytes): flakey with drop_writes ("flakey:drop_writes") or
+ * corrupting writes (corrupt_bio_byte in direction w, or
+ * random_write_corrupt: "flakey:corrupt_writes"); a transient snapshot
+ * (persistence N: "snapshot:transient"). */
+static void target_kind(const char *type, const char *params, char *kind,
+			size_t len)
+{
+	char line[512], *save = NULL, *word[8] = { 0 };
+	const char *how = NULL;
+	int n = 0;
+
+	snprintf(line, sizeof(line), "%s", params);
+	for (char *t = strtok_r(line, " ", &save); t;
+	     t = strtok_r(NULL, " ", &save)) {
+		word[n++ % 8] = t;	/* the last 8, for corrupt_bio_byte */
+		if (!strcmp(type, "flakey") && !strcmp(t, "drop_writes"))
+			how = "drop_writes";
+		else if (!strcmp(type, "flakey") &&
+			 !strcmp(t, "random_write_corrupt"))
+			how = how ? how : "corrupt_writes";
+		else if (!strcmp(type, "flakey") && n >= 3 &&
+			 !strcmp(word[(n - 3) % 8], "corrupt_bio_byte") &&
+			 !strcmp(t, "w"))	/* <Nth_byte> <direction> */
+			how = how ? how : "corrupt_writes";
+		else if (!strcmp(type, "snapshot") && n == 3 && !strcmp(t, "N"))
+			how = "transient";
+	}
+	snprintf(kind, len, "%s%s%s", type, how ? ":" : "", how ? how : "");
+}
+
+int syncguard_dm_table_kinds(const struct dm_ioctl *io, size_t size,
+			     char *kinds, size_t len)
+{
+	const char *base = (const char *)io;
+	size_t at = io->data_start, used = 0;
+	size_t end = io->data_size < size ? io->data_size : size;
+
+	kinds[0] = '\0';
+	if (io->flags & DM_BUFFER_FULL_FLAG)
+		return -ENOBUFS;
+	if (io->data_start < sizeof(*io))
+		return -EIO;
+	for (uint32_t i = 0; i < io->target_count; i++) {
+		const struct dm_target_spec *t = (const void *)(base + at);
+		char type[DM_MAX_TYPE_NAME + 1], kind[DM_MAX_TYPE_NAME + 24];
+		const char *params = base + at + sizeof(*t);
+		int n;
+
+		if (at % 8 || at + sizeof(*t) >= end ||
+		    !memchr(params, '\0', end - at - sizeof(*t)) ||
+		    !t->target_type[0])
+			return -EIO;
+		snprintf(type, sizeof(type), "%.*s", DM_MAX_TYPE_NAME,
+			 t->target_type);
+		target_kind(type, params, kind, sizeof(kind));
+		if (!has_word(kinds, kind)) {
+			n = snprintf(kinds + used, len - used, "%s%s",
+				     used ? " " : "", kind);
+			if (n < 0 || (size_t)n >= len - used)
+				return -ENOSPC;
+			used += (size_t)n;
+		}
+		/* the next spec, further on */
+		if (i + 1 < io->target_count && io->data_start + t->next <= at)
+			return -EIO;
+		at = io->data_start + t->next;
 	}
 	return 0;
 }
+
+/* The device-mapper target kinds of @dev, as syncguard_dm_table_kinds
+ * gives them (DM_TABLE_STATUS on /dev/mapper/control, its answer in 16
+ * KiB, or more, doubled up to 1 MiB, as a table of many segments
+ * needs): 0, or -errno (-ENOBUFS: a table longer than 1 MiB). */
+int syncguard_dm_targets(dev_t dev, char *types, size_t len)
+{
+	struct dm_ioctl *io;
+	int fd, ret = -ENOBUFS;
+
+	types[0] = '\0';
+	if ((fd = open("/dev/mapper/control", O_RDWR | O_CLOEXEC)) < 0)
+		return -errno;
+	for (size_t size = 16384; ret == -ENOBUFS && size <= (1 << 20);
+	     size *= 2) {
+		if (!(io = calloc(1, size))) {
+			ret = -ENOMEM;
+			break;
+		}
+		io->version[0] = DM_VERSION_MAJOR;
+		io->data_size = (uint32_t)size;
+		io->data_start = sizeof(*io);
+		io->dev = (uint64_t)dev;
+		/* the table, not the targets' status: a thin pool or a
+		 * cache would write its metadata out first, and one whose
+		 * device hangs would hold up tgtd's event thread (the watch
+		 * asks every round) */
+		io->flags = DM_STATUS_TABLE_FLAG | DM_NOFLUSH_FLAG;
+		ret = ioctl(fd, DM_TABLE_STATUS, io) ? -errno :
+		      syncguard_dm_table_kinds(io, size, types, len);
+		free(io);
+	}
+	close(fd);
+	return ret;
+}
+
+/* device-mapper targets that answer a write they have thrown away or
+ * will lose at a power cut, refused in every mode: zero, flakey while
+ * it drops or corrupts writes (a test device), and a transient
+ * snapshot, whose map of which chunk holds what lives in RAM alone */
+static const struct {
+	const char *kind, *name, *which;
+} lossy_targets[] = {
+	{ "zero", "zero", "throws every write away" },
+	{ "flakey:drop_writes", "flakey with drop_writes",
+	  "throws writes away while it is down" },
+	{ "flakey:corrupt_writes", "flakey corrupting writes",
+	  "changes what it writes" },
+	{ "snapshot:transient", "snapshot, transient",
+	  "keeps its map of the chunks written in host RAM alone" },
+};
 
 /* device-mapper targets that complete a write before what it needs is
  * on the device: thin, cache, writecache, vdo, clone and zoned keep the
@@ -321,18 +417,14 @@ static const char *const ram_metadata_targets[] = {
 	"integrity",
 };
 
-/* The first of @types (space-separated target types) that keeps what a
+/* The first of @kinds (space-separated target kinds) that keeps what a
  * write needs in host RAM until a flush, or NULL */
-static const char *ram_metadata_target(char *types)
+static const char *ram_metadata_target(const char *kinds)
 {
-	char *save = NULL;
-
-	for (char *t = strtok_r(types, " ", &save); t;
-	     t = strtok_r(NULL, " ", &save))
-		for (size_t i = 0; i < sizeof(ram_metadata_targets) /
-				       sizeof(ram_metadata_targets[0]); i++)
-			if (!strcmp(t, ram_metadata_targets[i]))
-				return ram_metadata_targets[i];
+	for (size_t i = 0; i < sizeof(ram_metadata_targets) /
+			       sizeof(ram_metadata_targets[0]); i++)
+		if (has_word(kinds, ram_metadata_targets[i]))
+			return ram_metadata_targets[i];
 	return NULL;
 }
 
@@ -438,34 +530,70 @@ struct layer_walk {
 	bool found_only;	/* a table that cannot be read is no finding */
 };
 
-/* plp's rules of one layer (@dev, named @name, its sysfs directory
- * @sys): SYNCGUARD_LAYER_RAM with the reason in w->what, or 0. */
-static int plp_rules(struct layer_walk *w, dev_t dev, const char *sys,
-		     const char *name)
+/* Was a device-mapper table asked for, but its answer not read whole
+ * (syncguard_dm_table_kinds' and syncguard_dm_targets' own errors)? */
+static bool dm_answer_unread(int ret)
 {
-	char p[PATH_MAX + 32], text[256] = "";
+	return ret == -ENOBUFS || ret == -ENOSPC || ret == -EIO ||
+	       ret == -ENOMEM;
+}
+
+/* The rules of a device-mapper layer (@dev, named @name), at open and
+ * (w->found_only) on a live LUN.  In every mode: a target that loses
+ * writes (lossy_targets) is SYNCGUARD_LAYER_UNSAFE, and so, at open, is
+ * a table asked for but not read whole (longer than 1 MiB, or
+ * malformed), which could hide one.  For plp: a target that keeps a
+ * write's metadata in host RAM until a flush is SYNCGUARD_LAYER_RAM,
+ * and so, at open, is a table that cannot be asked for at all (no
+ * /dev/mapper/control, no permission).  The other modes pass over such
+ * a table: they send the flushes every RAM-keeping target needs, and
+ * what they look for in it are test devices and a transient snapshot,
+ * where refusing every LUN on LVM for a control node not there would
+ * refuse the many for the few.  A live LUN is not failed for a read
+ * that failed.  The reason in w->what, or 0. */
+static int dm_rules(struct layer_walk *w, dev_t dev, const char *name)
+{
+	char kinds[256];
 	const char *t;
-	FILE *f;
 	int ret;
 
-	snprintf(p, sizeof(p), "%s/dm", sys);
-	if (!access(p, F_OK)) {
-		if ((ret = w->l->dm_targets(dev, text, sizeof(text))) != 0) {
-			if (w->found_only)
-				return 0;
-			snprintf(w->what, w->len, "device-mapper %s (dm %u:%u), "
-				 "whose targets cannot be read (%s), so whether "
-				 "it keeps writes in host RAM cannot be told",
-				 name, major(dev), minor(dev), strerror(-ret));
-			return SYNCGUARD_LAYER_RAM;
-		}
-		if ((t = ram_metadata_target(text))) {
-			snprintf(w->what, w->len, "device-mapper %s (dm %u:%u), "
-				 "which keeps a first write's metadata in host "
-				 "RAM until a flush", t, major(dev), minor(dev));
-			return SYNCGUARD_LAYER_RAM;
-		}
+	if ((ret = w->l->dm_targets(dev, kinds, sizeof(kinds))) != 0) {
+		if (w->found_only || (!w->plp && !dm_answer_unread(ret)))
+			return 0;
+		snprintf(w->what, w->len, "device-mapper %s (dm %u:%u), whose "
+			 "table cannot be read%s (%s), so whether it %s cannot "
+			 "be told", name, major(dev), minor(dev),
+			 dm_answer_unread(ret) ? " whole" : "", strerror(-ret),
+			 w->plp ? "keeps writes in host RAM or loses them" :
+			 "loses writes");
+		return dm_answer_unread(ret) ? SYNCGUARD_LAYER_UNSAFE :
+		       SYNCGUARD_LAYER_RAM;
 	}
+	for (size_t i = 0; i < sizeof(lossy_targets) /
+			       sizeof(lossy_targets[0]); i++) {
+		if (!has_word(kinds, lossy_targets[i].kind))
+			continue;
+		snprintf(w->what, w->len, "device-mapper %s (dm %u:%u), which "
+			 "%s", lossy_targets[i].name, major(dev), minor(dev),
+			 lossy_targets[i].which);
+		return SYNCGUARD_LAYER_UNSAFE;
+	}
+	if (w->plp && (t = ram_metadata_target(kinds))) {
+		snprintf(w->what, w->len, "device-mapper %s (dm %u:%u), which "
+			 "keeps a first write's metadata in host RAM until a "
+			 "flush", t, major(dev), minor(dev));
+		return SYNCGUARD_LAYER_RAM;
+	}
+	return 0;
+}
+
+/* plp's rule of a bcache layer (@dev, its sysfs directory @sys): in
+ * write-back, SYNCGUARD_LAYER_RAM with the reason in w->what; or 0. */
+static int bcache_rules(struct layer_walk *w, dev_t dev, const char *sys)
+{
+	char p[PATH_MAX + 32], text[256] = "";
+	FILE *f;
+
 	snprintf(p, sizeof(p), "%s/bcache/cache_mode", sys);
 	if (!(f = fopen(p, "re")))
 		return 0;
@@ -481,13 +609,15 @@ static int plp_rules(struct layer_walk *w, dev_t dev, const char *sys,
 }
 
 /* The rules of one layer (a layer_fn; @arg the struct layer_walk):
- * SYNCGUARD_LAYER_UNSAFE or (plp_rules) SYNCGUARD_LAYER_RAM with the
- * reason in w->what, or 0. */
+ * SYNCGUARD_LAYER_UNSAFE or (dm_rules, bcache_rules)
+ * SYNCGUARD_LAYER_RAM with the reason in w->what, or 0. */
 static int layer_rules(void *arg, dev_t dev, const char *sys,
 		       const char *name, const char *above, int depth)
 {
 	struct layer_walk *w = arg;
 	bool zvol = named(name, "zd");
+	char p[PATH_MAX + 16];
+	int ret;
 
 	if (depth > 8) {
 		if (w->found_only)	/* not checked, as a table not read */
@@ -515,7 +645,10 @@ static int layer_rules(void *arg, dev_t dev, const char *sys,
 			 zvol ? "zvol" : "loop device");
 		return SYNCGUARD_LAYER_UNSAFE;
 	}
-	return w->plp ? plp_rules(w, dev, sys, name) : 0;
+	snprintf(p, sizeof(p), "%s/dm", sys);
+	if (!access(p, F_OK) && (ret = dm_rules(w, dev, name)) != 0)
+		return ret;
+	return w->plp ? bcache_rules(w, dev, sys) : 0;
 }
 
 /* syncguard_layer_refused; with @found_only, a device-mapper table that

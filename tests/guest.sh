@@ -180,7 +180,7 @@ echo "stall-fuse - stall" >>"$share/checks"
 # device-mapper, on a tgtd of its own in the guest, whose kernel has it
 # (tests/guest/inside.sh, dm_check): its steps are judged below
 echo "stack-dm - dm" >>"$share/checks"
-dm_steps="refuse take eio recreate eio-wb close plp-dm reload wcache moved"
+dm_steps="refuse take eio recreate eio-wb close plp-dm reload wcache moved drops long"
 # the guest's virtio disks (/dev/vda, /dev/vdb), under the dm devices of
 # stack-dm
 truncate -s 384M "$work/disk.img"
@@ -361,7 +361,7 @@ expect "wb-throughput: plain writes, WCE restored to 1 afterwards" \
 	'[ "${W[wb-throughput]}" -gt 0 ] && [ "${F[wb-throughput]}" = 0 ] && [ "${D[wb-throughput]}" = 1 ]'
 # device-mapper in the guest's kernel (tests/guest/inside.sh, dm_check;
 # rc 2: a step could not be set up, out/stack-dm/log)
-expect "stack-dm-refuse: LUNs on dm-linear over a RAM disk and over a loop device on tmpfs, and on a RAM disk, refused in every mode, tgtd.log saying why each time (${G[stack-dm-refuse]:-none})" \
+expect "stack-dm-refuse: LUNs on dm-linear over a RAM disk and over a loop device on tmpfs, and on a RAM disk and on null_blk, refused in every mode, tgtd.log saying why each time (${G[stack-dm-refuse]:-none})" \
 	'[ "${G[stack-dm-refuse]:-}" = 0 ]'
 expect "stack-dm-take: a LUN on dm-linear over the virtio disk taken, its FUA writes GOOD (${G[stack-dm-take]:-none})" \
 	'[ "${G[stack-dm-take]:-}" = 0 ]'
@@ -381,6 +381,10 @@ expect "stack-dm-wcache: every FUA write fails within 5 s of the disk under dm-l
 	'[ "${G[stack-dm-wcache]:-}" = 0 ]'
 expect "stack-dm-moved: a LUN whose dm-linear moved to a second disk is not latched for the first disk's write cache, and is for the second's (${G[stack-dm-moved]:-none})" \
 	'[ "${G[stack-dm-moved]:-}" = 0 ]'
+expect "stack-dm-drops: dm-zero and dm-flakey dropping writes refused in every mode, tgtd.log saying why; a write-through LUN's dm-linear reloaded live to dm-flakey dropping writes fails its FUA writes within 5 s (${G[stack-dm-drops]:-none})" \
+	'[ "${G[stack-dm-drops]:-}" = 0 ]'
+expect "stack-dm-long: write-through refuses a table of 400 dm-linear segments and then a dm-zero one, for the zero one (${G[stack-dm-long]:-none})" \
+	'[ "${G[stack-dm-long]:-}" = 0 ]'
 # a tgtd wedged by a check would fail the later ones in ways that hide it
 expect "tgtd still answers tgtadm after the checks" \
 	'timeout 10 "$tp" adm "$tgtd" --lld iscsi --op show --mode target >/dev/null'

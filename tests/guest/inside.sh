@@ -134,8 +134,8 @@ stall_check() {
 # per step:
 #   refuse    dm-linear over a RAM disk (brd), dm-linear over a loop
 #             device (whose backing file, here on this guest's tmpfs, the
-#             checks do not follow through a layer), and a RAM disk
-#             itself, are refused in every mode, tgtd.log saying why
+#             checks do not follow through a layer), a RAM disk itself,
+#             and null_blk, are refused in every mode, tgtd.log saying why
 #             (core/stack.c, the walk down sysfs slaves/; core/fscheck.c)
 #   take      dm-linear over the disk is taken, and a FUA write is GOOD
 #   eio       that device's writes failed by dm-flakey (error_writes,
@@ -174,6 +174,15 @@ stall_check() {
 #             leaves its FUA writes GOOD, the second so set fails them
 #             within 5 s (the watch notes the disks under a LUN anew
 #             every round)
+#   drops     dm-zero, and dm-flakey dropping writes (drop_writes), are
+#             refused in every mode, tgtd.log saying why; a write-through
+#             LUN's dm-linear table reloaded live to dm-flakey dropping
+#             writes: within 5 s every FUA write fails, tgtd.log saying
+#             why
+#   long      a table of 400 dm-linear segments and then a dm-zero one,
+#             longer than the 16 KiB DM_TABLE_STATUS is first asked with:
+#             write-through refuses it for the zero segment (the table is
+#             asked for again with more room; each kind listed once)
 # Each step's own commands and their output are in out/NAME/log; rc 2 is
 # a step whose setting up failed.
 dm_check() {
@@ -235,8 +244,10 @@ dm_check() {
 	dm_log "setup"
 	{ modprobe virtio_blk && modprobe dm_mod && modprobe dm_flakey &&
 		modprobe dm_thin_pool && modprobe loop &&
-		modprobe brd rd_nr=2 rd_size=65536 && udevadm settle -t 30 &&
+		modprobe brd rd_nr=2 rd_size=65536 &&
+		modprobe null_blk nr_devices=1 gb=1 && udevadm settle -t 30 &&
 		[ -b /dev/vda ] && [ -b /dev/vdb ] && [ -b /dev/ram1 ] &&
+		[ -b /dev/nullb0 ] &&
 		truncate -s 64M "$d/tmpfs.img" &&
 		lo=$(losetup -f --show "$d/tmpfs.img") &&
 		dms create sgram -u SYNCGUARD-TEST-RAM --table "0 $n linear /dev/ram0 0" &&
@@ -251,7 +262,7 @@ dm_check() {
 		"$tp" target "$d/t" 1 "$iqn"; } >>"$out/log" 2>&1 || rc=2
 	if [ "$rc" = 2 ]; then
 		for i in refuse take eio recreate eio-wb close plp-dm reload wcache \
-			 moved; do
+			 moved drops long; do
 			dm_say "$i" 2
 		done
 		"$tp" stop "$d/t" >>"$out/log" 2>&1
@@ -260,7 +271,8 @@ dm_check() {
 
 	dm_log "refuse"
 	for mode in write-through write-back plp; do
-		for dev in /dev/mapper/sgram /dev/mapper/sgloop /dev/ram1; do
+		for dev in /dev/mapper/sgram /dev/mapper/sgloop /dev/ram1 \
+			   /dev/nullb0; do
 			dm_lun 9 "$dev" "$mode" || continue
 			dm_log "taken: $dev, mode=$mode"
 			rc=1
@@ -269,7 +281,8 @@ dm_check() {
 	done
 	[ "$(dm_count "sgram: it stands on a RAM block device (ram0 under dm-")" = 3 ] &&
 		[ "$(dm_count "sgloop: it stands on the loop device ${lo#/dev/} under dm-")" = 3 ] &&
-		[ "$(dm_count "/dev/ram1: on a RAM block device (ram1)")" = 3 ] ||
+		[ "$(dm_count "/dev/ram1: on a RAM block device (ram1)")" = 3 ] &&
+		[ "$(dm_count "/dev/nullb0: on a RAM block device (nullb0)")" = 3 ] ||
 		{ dm_log "tgtd.log does not give each refusal its reason"; rc=1; }
 	dm_say refuse "$rc"
 
@@ -406,6 +419,53 @@ dm_check() {
 	echo "write back" >/sys/block/vda/queue/write_cache
 	dm_wc_latches vdb 6 "$url" || rc=$((rc ? rc : $?))
 	dm_say moved "$rc"
+
+	dm_log "drops"
+	rc=0
+	{ dms create sgzero --table "0 $n zero" &&
+		dms create sgdrop --table "0 65536 flakey /dev/vdb 65536 0 3600 1 drop_writes" &&
+		dms create sgdrop2 -u SYNCGUARD-TEST-DROP \
+			--table "0 32768 linear /dev/vda $((4 * n + 81920))" &&
+		udevadm settle -t 30; } >>"$out/log" 2>&1 || rc=2
+	for mode in write-through write-back plp; do
+		for dev in /dev/mapper/sgzero /dev/mapper/sgdrop; do
+			dm_lun 9 "$dev" "$mode" || continue
+			dm_log "taken: $dev, mode=$mode"
+			rc=1
+			dm_dellun 9
+		done
+	done
+	[ "$(dm_count "sgzero: it stands on device-mapper zero (dm ")" = 3 ] &&
+		[ "$(dm_count "sgdrop: it stands on device-mapper flakey with drop_writes (dm ")" = 3 ] ||
+		{ dm_log "tgtd.log does not give each refusal its reason"; rc=1; }
+	url=""
+	dm_lun 7 /dev/mapper/sgdrop2 write-through && url=$("$tp" url "$d/t" "$iqn" 7) &&
+		dm_fua "$url" &&
+		dm_table sgdrop2 "0 32768 flakey /dev/vda $((4 * n + 81920)) 0 3600 1 drop_writes" \
+			>>"$out/log" 2>&1 || rc=2
+	sleep 5
+	dm_fails "$url" || { dm_log "not every FUA write failed"; rc=1; }
+	grep -q "lun 7: a layer under it changed: it now stands on device-mapper flakey with drop_writes" \
+		"$log" || { dm_log "tgtd.log gives no reason"; rc=1; }
+	dm_dellun 7
+	dm_say drops "$rc"
+
+	dm_log "long"
+	rc=0
+	{ for i in $(seq 0 399); do
+			echo "$((8 * i)) 8 linear /dev/vdb $((65536 + 8 * i))"
+		done >"$d/long.table" &&
+		echo "3200 8 zero" >>"$d/long.table" &&
+		dms create sglong "$d/long.table" && udevadm settle -t 30 &&
+		[ "$(dms table sglong | wc -l)" = 401 ]; } >>"$out/log" 2>&1 || rc=2
+	if dm_lun 8 /dev/mapper/sglong write-through; then
+		dm_log "write-through took it"
+		rc=1
+		dm_dellun 8
+	fi
+	grep -q "lun 8: /dev/mapper/sglong: it stands on device-mapper zero (dm " \
+		"$log" || { dm_log "tgtd.log gives no reason"; rc=1; }
+	dm_say long "$rc"
 
 	"$tp" stop "$d/t" >>"$out/log" 2>&1
 	cp "$log" "$out/" 2>/dev/null

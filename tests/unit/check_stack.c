@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include <linux/dm-ioctl.h>
 
 #include "core.h"
 #include "internal.h"
@@ -51,15 +52,21 @@ static void sh(const char *fmt, const char *a, const char *b)
 /* the device-mapper tables of the made-up devices: 253:0 a linear
  * target over 253:1, which is thin; 253:2 linear only; 253:3 cache;
  * 253:4-6 linear (over a loop device, a zvol, a zram device); 253:7's
- * cannot be read; 253:8 integrity */
+ * cannot be read; 253:8 integrity; 253:9 linear and zero; 253:10 flakey
+ * dropping writes; 253:11 a transient snapshot; 253:12's is longer than
+ * the reader takes */
 static int fake_dm_targets(dev_t dev, char *types, size_t len)
 {
 	static const char *const t[] = { "linear", "thin", "linear", "cache",
 					 "linear", "linear", "linear", NULL,
-					 "integrity" };
+					 "integrity", "linear zero",
+					 "flakey:drop_writes",
+					 "snapshot:transient" };
 
-	if (major(dev) != 253 || minor(dev) > 8)
+	if (major(dev) != 253 || minor(dev) > 12)
 		return -ENXIO;
+	if (minor(dev) == 12)
+		return -ENOBUFS;
 	if (!t[minor(dev)])
 		return -EACCES;
 	snprintf(types, len, "%s", t[minor(dev)]);
@@ -75,15 +82,19 @@ static void make_sysfs(void)
 {
 	sh("cd '%s' && mkdir -p sys/dev/block sys/devices && cd sys && "
 	   "for d in 253:0=dm-0 253:1=dm-1 253:2=dm-2 253:3=dm-3 253:4=dm-4 "
-	   "253:5=dm-5 253:6=dm-6 253:7=dm-7 253:8=dm-8 8:0=sda 252:0=bcache0 "
+	   "253:5=dm-5 253:6=dm-6 253:7=dm-7 253:8=dm-8 253:9=dm-9 "
+	   "253:10=dm-10 253:11=dm-11 253:12=dm-12 8:0=sda 252:0=bcache0 "
+	   "250:0=nullb0 "
 	   "7:0=loop0 7:1=loop1 230:0=zd0 251:0=zram0 9:0=md0; do "
 	   "n=${d#*=}; d=${d%%=*}; mkdir devices/$n; echo $d >devices/$n/dev; "
 	   "ln -s ../../devices/$n dev/block/$d; done && "
-	   "for d in 0 1 2 3 4 5 6 7 8; do mkdir devices/dm-$d/dm; done && "
+	   "for d in 0 1 2 3 4 5 6 7 8 9 10 11 12; do mkdir devices/dm-$d/dm; "
+	   "done && "
 	   "mkdir -p devices/bcache0/bcache && "
 	   "for s in dm-0:dm-1:253:1 dm-2:sda:8:0 bcache0:sda:8:0 "
 	   "dm-4:loop0:7:0 dm-5:zd0:230:0 dm-6:zram0:251:0 md0:loop1:7:1 "
-	   "dm-7:sda:8:0 dm-8:sda:8:0; do "
+	   "dm-7:sda:8:0 dm-8:sda:8:0 dm-9:sda:8:0 dm-10:sda:8:0 "
+	   "dm-11:sda:8:0 dm-12:sda:8:0; do "
 	   "up=${s%%%%:*}; r=${s#*:}; lo=${r%%%%:*}; "
 	   "mkdir -p devices/$up/slaves/$lo && "
 	   "echo ${r#*:} >devices/$up/slaves/$lo/dev; done && "
@@ -118,7 +129,7 @@ START_TEST(test_stack_ram_metadata_layers)
 	ck_assert_int_eq(syncguard_layer_refused(&l, makedev(253, 7), true,
 						 what, sizeof(what)),
 			 SYNCGUARD_LAYER_RAM);
-	ck_assert_ptr_nonnull(strstr(what, "whose targets cannot be read "
+	ck_assert_ptr_nonnull(strstr(what, "whose table cannot be read "
 				     "(Permission denied)"));
 	ck_assert_int_eq(syncguard_layer_refused(&l, makedev(253, 2), true,
 						 what, sizeof(what)), 0);
@@ -147,9 +158,10 @@ START_TEST(test_stack_ram_metadata_layers)
 END_TEST
 
 /* In every mode: a loop device or a zvol under device-mapper or md,
- * whose backing file or dataset no check follows through that layer,
- * and a RAM block device, under a layer or not, where nothing survives
- * a power cut.  Right under the LUN (depth 0) loop devices and zvols are
+ * whose backing file or dataset no check follows through that layer; a
+ * RAM block device, under a layer or not, where nothing survives a
+ * power cut (null_blk too); device-mapper zero, flakey dropping writes, a
+ * transient snapshot, and a table too long to read.  Right under the LUN (depth 0) loop devices and zvols are
  * core/loopdev.c's and the zvol check's. */
 START_TEST(test_stack_layers_unsafe_in_every_mode)
 {
@@ -165,6 +177,13 @@ START_TEST(test_stack_layers_unsafe_in_every_mode)
 		{ 9, 0, "the loop device loop1 under md0" },
 		{ 259, 0, "the loop device loop1 under md0" },	/* md0p1 */
 		{ 251, 0, "a RAM block device (zram0)" },
+		{ 253, 9, "device-mapper zero (dm 253:9), which throws every "
+			  "write away" },
+		{ 253, 10, "device-mapper flakey with drop_writes (dm 253:10)" },
+		{ 253, 11, "device-mapper snapshot, transient (dm 253:11)" },
+		{ 253, 12, "device-mapper dm-12 (dm 253:12), whose table cannot "
+			   "be read whole (No buffer space available)" },
+		{ 250, 0, "a RAM block device (nullb0)" },
 	};
 
 	make_sysfs();
@@ -188,7 +207,8 @@ END_TEST
  * syncguard_lun_layers_lost): on dm-2, linear over sda at open.  A table
  * that cannot be read put under it is refused at open for plp, but is no
  * loss for a live LUN; a thin volume under it is lost for plp and not
- * for write-back; a zram device under it, in every mode.  The LUN stands
+ * for write-back; dm-zero under it, for write-back, but not a table too
+ * long to read; a zram device under it, in every mode.  The LUN stands
  * on sda too, listed first. */
 START_TEST(test_stack_layers_changed_live)
 {
@@ -221,6 +241,14 @@ START_TEST(test_stack_layers_changed_live)
 	ck_assert(!syncguard_lun_layers_lost(lun, &l, why, sizeof(why)));
 
 	sh("rm -r '%s/dm-1'%s", dm2, "");
+	sh("mkdir '%s/dm-9' && echo 253:9 >'%s/dm-9/dev'", dm2, dm2);
+	ck_assert(syncguard_lun_layers_lost(lun, &l, why, sizeof(why)));
+	ck_assert_msg(strstr(why, "it now stands on device-mapper zero (dm "
+			     "253:9)"), "%s", why);
+	sh("rm -r '%s/dm-9'%s", dm2, "");
+	sh("mkdir '%s/dm-12' && echo 253:12 >'%s/dm-12/dev'", dm2, dm2);
+	ck_assert(!syncguard_lun_layers_lost(lun, &l, why, sizeof(why)));
+	sh("rm -r '%s/dm-12'%s", dm2, "");
 	sh("mkdir '%s/zram0' && echo 251:0 >'%s/zram0/dev'", dm2, dm2);
 	for (int m = 0; m < 2; m++) {
 		lun->opts.mode = m ? SYNCGUARD_MODE_PLP :
@@ -231,6 +259,116 @@ START_TEST(test_stack_layers_changed_live)
 			      "%s", why);
 	}
 	free(lun);
+}
+END_TEST
+
+/* A DM_TABLE_STATUS answer, built as the kernel lays it out: each
+ * target's spec and NUL-ended table line, 8-byte aligned, its next the
+ * offset of the one after from data_start. */
+struct dm_answer {
+	union {
+		struct dm_ioctl io;
+		char buf[65536];
+	} u;
+	size_t at;	/* where the next spec goes, from data_start */
+};
+
+static void answer_add(struct dm_answer *a, const char *type,
+		       const char *params)
+{
+	struct dm_target_spec *t = (void *)(a->u.buf + a->u.io.data_start +
+					    a->at);
+	size_t l = strlen(params) + 1;
+
+	ck_assert_uint_lt(a->u.io.data_start + a->at + sizeof(*t) + l + 8,
+			  sizeof(a->u));
+	snprintf(t->target_type, sizeof(t->target_type), "%s", type);
+	memcpy(t + 1, params, l);
+	a->u.io.data_size = (uint32_t)(a->u.io.data_start + a->at +
+				       sizeof(*t) + l);
+	a->at = (a->at + sizeof(*t) + l + 7) & ~(size_t)7;
+	t->next = (uint32_t)a->at;
+	a->u.io.target_count++;
+}
+
+static const char *kinds_of(struct dm_answer *a, const char *type,
+			    const char *params)
+{
+	static char kinds[256];
+
+	memset(&a->u.io, 0, sizeof(a->u.io));
+	a->u.io.data_start = sizeof(a->u.io);
+	a->at = 0;
+	answer_add(a, type, params);
+	ck_assert_int_eq(syncguard_dm_table_kinds(&a->u.io, sizeof(a->u),
+						  kinds, sizeof(kinds)), 0);
+	return kinds;
+}
+
+/* Reading a device-mapper table (syncguard_dm_table_kinds): a table of
+ * 400 linear segments and then a thin one, longer than the 256 bytes of
+ * the kinds' list, gives each kind once, so the thin one is seen; flakey
+ * and a snapshot by how their table lines make them lose writes; an
+ * answer the kernel could not fit, a list with no room, an answer whose
+ * specs run past it, past its buffer or back, and a target with no type
+ * are errors, never a shorter list. */
+START_TEST(test_stack_dm_table_kinds)
+{
+	struct dm_answer *a = calloc(1, sizeof(*a));
+	char kinds[256], p[64];
+	static const struct {
+		const char *type, *params, *kind;
+	} line[] = {
+		{ "flakey", "8:0 0 0 3600 1 drop_writes", "flakey:drop_writes" },
+		{ "flakey", "8:0 0 0 3600 1 error_writes", "flakey" },
+		{ "flakey", "8:0 0 5 5 5 corrupt_bio_byte 32 w 1 0",
+		  "flakey:corrupt_writes" },
+		{ "flakey", "8:0 0 5 5 5 corrupt_bio_byte 32 r 1 0", "flakey" },
+		{ "flakey", "8:0 0 5 5 2 random_write_corrupt 500000000",
+		  "flakey:corrupt_writes" },
+		{ "snapshot", "253:1 253:2 N 16", "snapshot:transient" },
+		{ "snapshot", "253:1 253:2 P 16", "snapshot" },
+		{ "snapshot", "253:1 253:2 PO 16", "snapshot" },
+		{ "linear", "8:0 2048", "linear" },
+	};
+
+	ck_assert_ptr_nonnull(a);
+	for (size_t i = 0; i < sizeof(line) / sizeof(line[0]); i++)
+		ck_assert_str_eq(kinds_of(a, line[i].type, line[i].params),
+				 line[i].kind);
+
+	kinds_of(a, "linear", "8:0 0");
+	for (int i = 1; i < 400; i++) {
+		snprintf(p, sizeof(p), "8:0 %d", 8 * i);
+		answer_add(a, "linear", p);
+	}
+	answer_add(a, "thin", "253:3 1");
+	ck_assert_int_eq(syncguard_dm_table_kinds(&a->u.io, sizeof(a->u),
+						  kinds, sizeof(kinds)), 0);
+	ck_assert_str_eq(kinds, "linear thin");
+	ck_assert_int_eq(syncguard_dm_table_kinds(&a->u.io, sizeof(a->u),
+						  kinds, 8), -ENOSPC);
+	/* an answer said longer than the buffer it is in */
+	ck_assert_int_eq(syncguard_dm_table_kinds(&a->u.io, 4096, kinds,
+						  sizeof(kinds)), -EIO);
+
+	a->u.io.flags |= DM_BUFFER_FULL_FLAG;
+	ck_assert_int_eq(syncguard_dm_table_kinds(&a->u.io, sizeof(a->u),
+						  kinds, sizeof(kinds)), -ENOBUFS);
+	a->u.io.flags &= ~DM_BUFFER_FULL_FLAG;
+	a->u.io.target_count++;		/* one more than the answer holds */
+	ck_assert_int_eq(syncguard_dm_table_kinds(&a->u.io, sizeof(a->u),
+						  kinds, sizeof(kinds)), -EIO);
+	kinds_of(a, "linear", "8:0 0");
+	answer_add(a, "zero", "");
+	((struct dm_target_spec *)(a->u.buf + a->u.io.data_start))->next = 0;
+	ck_assert_int_eq(syncguard_dm_table_kinds(&a->u.io, sizeof(a->u),
+						  kinds, sizeof(kinds)), -EIO);
+	kinds_of(a, "linear", "8:0 0");
+	answer_add(a, "", "");		/* a target with no type */
+	ck_assert_int_eq(syncguard_dm_table_kinds(&a->u.io, sizeof(a->u),
+						  kinds, sizeof(kinds)), -EIO);
+	free(a);
 }
 END_TEST
 
@@ -408,6 +546,7 @@ Suite *stack_suite(void)
 	tcase_add_test(tc, test_stack_ram_metadata_layers);
 	tcase_add_test(tc, test_stack_layers_unsafe_in_every_mode);
 	tcase_add_test(tc, test_stack_layers_changed_live);
+	tcase_add_test(tc, test_stack_dm_table_kinds);
 	if (geteuid() == 0) {	/* mknod of a block device node */
 		tcase_add_test(tc, test_stack_zvol_dataset);
 		tcase_add_test(tc, test_poison_zvol_identity);
