@@ -300,10 +300,12 @@ int syncguard_store_id(int fd, char *id, size_t len);
 int syncguard_store_ids(int fd, char *id, size_t len, char *former,
 			size_t former_len);
 
-/* A block device's identity, as syncguard_store_ids gives it, its zvol
- * links looked for under @zvol_root ("/dev/zvol"; tests give their own). */
-int syncguard_block_store_id(const char *zvol_root, dev_t rdev, char *id,
-			     size_t len, char *former, size_t former_len);
+/* A block device's identity, as syncguard_store_ids gives it, its sysfs
+ * read under @sysfs ("/sys") and its zvol links looked for under
+ * @zvol_root ("/dev/zvol"; tests give their own).  0, or -errno. */
+int syncguard_block_store_id(const char *sysfs, const char *zvol_root,
+			     dev_t rdev, char *id, size_t len, char *former,
+			     size_t former_len);
 
 /* Record that store @id (at @path, for the administrator) latched @err:
  * written, synced and renamed into @dir/latched/@id.  0 or -errno. */

@@ -13,20 +13,22 @@
  * has neither (FUSE: its device number is handed out afresh at every
  * mount, and another FUSE file system may get this one's) the file's
  * path (path_id); a block device is its device-mapper UUID, its WWID or
- * serial (a partition: its disk's, and its number), a loop device its
+ * serial (a partition: its disk's, and its number), an md array its
+ * UUID (the same for a partition of it), a loop device its
  * backing file's identity (the file and the loops over it are one
  * store, as core/loopdev.c takes them), and only where none is known
  * its device number; a ZFS zvol, which has none of those names and
  * whose device number ZFS hands out afresh at every import, its
  * /dev/zvol name (its dataset).  tests/unit check_exec.c,
  * test_poison_store_id, test_poison_fuse_identity, test_poison_path_ids,
- * test_poison_zvol_identity.
+ * test_poison_zvol_identity, test_poison_md_identity.
  *
  * An identity earlier builds or kernels gave the same store (Linux
  * before 6.9 has no FS_IOC_GETFSUUID, so a file system's id changes
- * form when the kernel is upgraded; earlier builds named a zvol by its
- * device number) is its "former" one: a record found under it is the
- * store's (syncguard_poison_adopt, test_poison_former_identity).
+ * form when the kernel is upgraded; earlier builds named a zvol and an
+ * md array by its device number) is its "former" one: a record found
+ * under it is the store's (syncguard_poison_adopt,
+ * test_poison_former_identity).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -179,14 +181,16 @@ static int file_id(int fd, const struct stat *st, char *id, size_t len,
 	return 0;
 }
 
-static int block_id(const char *zvol_root, dev_t rdev, char *id, size_t len,
-		    char *former, size_t former_len, int depth);
+static int block_id(const char *sysfs, const char *zvol_root, dev_t rdev,
+		    char *id, size_t len, char *former, size_t former_len,
+		    int depth);
 
 /* A loop device's identity: its backing file's (or the device's behind
  * it), as core/loopdev.c takes them for one store; -1 if @sys is no
  * attached loop device. */
-static int loop_id(const char *zvol_root, const char *sys, char *id,
-		   size_t len, char *former, size_t former_len, int depth)
+static int loop_id(const char *sysfs, const char *zvol_root,
+		   const char *sys, char *id, size_t len, char *former,
+		   size_t former_len, int depth)
 {
 	char p[PATH_MAX], back[PATH_MAX];
 	struct stat st;
@@ -204,7 +208,7 @@ static int loop_id(const char *zvol_root, const char *sys, char *id,
 		return -1;
 	if (!fstat(fd, &st))	/* one store under two names */
 		ret = S_ISBLK(st.st_mode) ?
-		      block_id(zvol_root, st.st_rdev, id, len, former,
+		      block_id(sysfs, zvol_root, st.st_rdev, id, len, former,
 			       former_len, depth + 1) :
 		      file_id(fd, &st, id, len, former, former_len);
 	close(fd);
@@ -224,17 +228,30 @@ static int disk_word(const char *sys, char *word, size_t len)
 	return -1;
 }
 
-static int block_id(const char *zvol_root, dev_t rdev, char *id, size_t len,
-		    char *former, size_t former_len, int depth)
+/* An md array's UUID (sysfs @sys/md/uuid) into @word (@len bytes): 0,
+ * or -1 for none (no md array, or the zeros of one without a
+ * superblock, which names nothing). */
+static int md_word(const char *sys, char *word, size_t len)
 {
-	char sys[96], word[200], part[16], ds[256];
+	if (sysfs_word(sys, "md/uuid", word, len))
+		return -1;
+	return word[strspn(word, "0-")] ? 0 : -1;
+}
+
+static int block_id(const char *sysfs, const char *zvol_root, dev_t rdev,
+		    char *id, size_t len, char *former, size_t former_len,
+		    int depth)
+{
+	char sys[320], word[200], part[16], ds[256];	/* @sysfs: 256 at most */
 	int n = 0;
 
 	former[0] = '\0';
-	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(rdev),
+	if (strlen(sysfs) > 256)
+		return -ENAMETOOLONG;
+	snprintf(sys, sizeof(sys), "%s/dev/block/%u:%u", sysfs, major(rdev),
 		 minor(rdev));
-	if (depth < 4 && !loop_id(zvol_root, sys, id, len, former, former_len,
-				       depth))
+	if (depth < 4 && !loop_id(sysfs, zvol_root, sys, id, len, former,
+				  former_len, depth))
 		return 0;
 	if (!sysfs_word(sys, "dm/uuid", word, sizeof(word))) {
 		snprintf(id, len, "dm-%s", word);
@@ -247,6 +264,14 @@ static int block_id(const char *zvol_root, dev_t rdev, char *id, size_t len,
 	}
 	if (n >= 0 && (size_t)n < len && !disk_word(sys, word, sizeof(word))) {
 		snprintf(id + n, len - (size_t)n, "disk-%s", word);
+		return 0;
+	}
+	if (n >= 0 && (size_t)n < len && !md_word(sys, word, sizeof(word))) {
+		/* md hands out its numbers by name or at assembly: earlier
+		 * builds named an array by its device number */
+		snprintf(id + n, len - (size_t)n, "md-%s", word);
+		snprintf(former, former_len, "blk-%u.%u", major(rdev),
+			 minor(rdev));
 		return 0;
 	}
 	if (syncguard_zvol_name(zvol_root, rdev, ds, sizeof(ds))) {
@@ -266,8 +291,8 @@ int syncguard_store_ids(int fd, char *id, size_t len, char *former,
 	if (fstat(fd, &st))
 		return -errno;
 	if (S_ISBLK(st.st_mode))
-		return block_id("/dev/zvol", st.st_rdev, id, len, former,
-				former_len, 0);
+		return block_id("/sys", "/dev/zvol", st.st_rdev, id, len,
+				former, former_len, 0);
 	return file_id(fd, &st, id, len, former, former_len);
 }
 
@@ -278,8 +303,10 @@ int syncguard_store_id(int fd, char *id, size_t len)
 	return syncguard_store_ids(fd, id, len, former, sizeof(former));
 }
 
-int syncguard_block_store_id(const char *zvol_root, dev_t rdev, char *id,
-			     size_t len, char *former, size_t former_len)
+int syncguard_block_store_id(const char *sysfs, const char *zvol_root,
+			     dev_t rdev, char *id, size_t len, char *former,
+			     size_t former_len)
 {
-	return block_id(zvol_root, rdev, id, len, former, former_len, 0);
+	return block_id(sysfs, zvol_root, rdev, id, len, former, former_len,
+			0);
 }

@@ -405,8 +405,9 @@ END_TEST
 static void zvol_id(const char *zroot, unsigned int minor, char *id,
 		    char *former)
 {
-	ck_assert_int_eq(syncguard_block_store_id(zroot, makedev(230, minor), id,
-						  256, former, 256), 0);
+	ck_assert_int_eq(syncguard_block_store_id("/sys", zroot,
+						  makedev(230, minor), id, 256,
+						  former, 256), 0);
 }
 
 /* A zvol's store identity is its /dev/zvol name, not its device number,
@@ -445,6 +446,55 @@ START_TEST(test_poison_zvol_identity)
 	/* a device no link names keeps its device number */
 	zvol_id(zroot, 48, c, former);
 	ck_assert_str_eq(c, "blk-230.48");
+	ck_assert_str_eq(former, "");
+}
+END_TEST
+
+/* An md array's store identity is its UUID (sysfs md/uuid), not its
+ * device number, which md hands out by name or at assembly: the same
+ * array as md127 is the same store, and a partition of it is named by
+ * it and its number.  An array without a superblock (a UUID of zeros)
+ * keeps its device number.  The device number is the former identity
+ * (earlier builds named an array by it). */
+START_TEST(test_poison_md_identity)
+{
+	const char *u = "3c1b4a7e-52c6-4f1d-9a0e-6f2b8d9c0a11";
+	char sys[300], id[256], former[256], want[300];
+
+	sh("cd '%s' && mkdir -p sys/dev/block sys/devices/md0/md "
+	   "sys/devices/md127/md sys/devices/md1/md sys/devices/md0/md0p1 && "
+	   "cd sys && ln -s ../../devices/md0 dev/block/9:0 && "
+	   "ln -s ../../devices/md127 dev/block/9:127 && "
+	   "ln -s ../../devices/md1 dev/block/9:1 && "
+	   "ln -s ../../devices/md0/md0p1 dev/block/259:0 && "
+	   "echo 1 >devices/md0/md0p1/partition && "
+	   "echo 00000000-0000-0000-0000-000000000000 >devices/md1/md/uuid && "
+	   "echo %s >devices/md0/md/uuid", root, u);
+	sh("echo %s >'%s/sys/devices/md127/md/uuid'", u, root);
+	snprintf(sys, sizeof(sys), "%s/sys", root);
+	snprintf(want, sizeof(want), "md-%s", u);
+	ck_assert_int_eq(syncguard_block_store_id(sys, "/nonexistent",
+						  makedev(9, 0), id, sizeof(id),
+						  former, sizeof(former)), 0);
+	ck_assert_str_eq(id, want);
+	ck_assert_str_eq(former, "blk-9.0");
+	ck_assert_int_eq(syncguard_block_store_id(sys, "/nonexistent",
+						  makedev(9, 127), id,
+						  sizeof(id), former,
+						  sizeof(former)), 0);
+	ck_assert_str_eq(id, want);
+	ck_assert_str_eq(former, "blk-9.127");
+	snprintf(want, sizeof(want), "part1-md-%s", u);
+	ck_assert_int_eq(syncguard_block_store_id(sys, "/nonexistent",
+						  makedev(259, 0), id,
+						  sizeof(id), former,
+						  sizeof(former)), 0);
+	ck_assert_str_eq(id, want);
+	ck_assert_str_eq(former, "blk-259.0");
+	ck_assert_int_eq(syncguard_block_store_id(sys, "/nonexistent",
+						  makedev(9, 1), id, sizeof(id),
+						  former, sizeof(former)), 0);
+	ck_assert_str_eq(id, "blk-9.1");
 	ck_assert_str_eq(former, "");
 }
 END_TEST
@@ -556,6 +606,7 @@ Suite *stack_suite(void)
 		test_left_out("test_poison_zvol_identity", false,
 			      "mknod needs root");
 	}
+	tcase_add_test(tc, test_poison_md_identity);
 	tcase_add_test(tc, test_stack_zvol_policy);
 	tcase_add_test(tc, test_stack_zfs_file_dataset);
 	tcase_add_test(tc, test_stack_mountinfo_unreadable);
