@@ -186,7 +186,7 @@ stall_check() {
 # Each step's own commands and their output are in out/NAME/log; rc 2 is
 # a step whose setting up failed.
 dm_check() {
-	local name=$1 out=$2 d=/tmp/dm rc=0 iqn url="" url1="" lo mode dev i
+	local name=$1 out=$2 d=/tmp/dm rc=0 iqn url="" url1="" lo i
 	local tp=$REPO/scripts/tgtd-private st=$REPO/tools/syncguard-stat
 	local n=131072 expire	# sectors: 64 MiB
 	local log=$d/t/tgtd.log
@@ -226,6 +226,19 @@ dm_check() {
 	}
 	# lines of tgtd.log with TEXT
 	dm_count() { grep -c -- "$1" "$log"; }
+	# each DEVICE refused as LUN 9 in every mode: 0 when so
+	dm_refused() {
+		local m v r=0
+		for m in write-through write-back plp; do
+			for v in "$@"; do
+				dm_lun 9 "$v" "$m" || continue
+				dm_log "taken: $v, mode=$m"
+				r=1
+				dm_dellun 9
+			done
+		done
+		return "$r"
+	}
 	# DISK's write_cache set to "write through": 5 s later every FUA
 	# write to URL (LUN N's) fails, tgtd.log saying why; then "write
 	# back" again.  0 when so, 1 when not, 2 when it could not be set
@@ -270,15 +283,8 @@ dm_check() {
 	fi
 
 	dm_log "refuse"
-	for mode in write-through write-back plp; do
-		for dev in /dev/mapper/sgram /dev/mapper/sgloop /dev/ram1 \
-			   /dev/nullb0; do
-			dm_lun 9 "$dev" "$mode" || continue
-			dm_log "taken: $dev, mode=$mode"
-			rc=1
-			dm_dellun 9
-		done
-	done
+	dm_refused /dev/mapper/sgram /dev/mapper/sgloop /dev/ram1 /dev/nullb0 ||
+		rc=1
 	[ "$(dm_count "sgram: it stands on a RAM block device (ram0 under dm-")" = 3 ] &&
 		[ "$(dm_count "sgloop: it stands on the loop device ${lo#/dev/} under dm-")" = 3 ] &&
 		[ "$(dm_count "/dev/ram1: on a RAM block device (ram1)")" = 3 ] &&
@@ -427,14 +433,7 @@ dm_check() {
 		dms create sgdrop2 -u SYNCGUARD-TEST-DROP \
 			--table "0 32768 linear /dev/vda $((4 * n + 81920))" &&
 		udevadm settle -t 30; } >>"$out/log" 2>&1 || rc=2
-	for mode in write-through write-back plp; do
-		for dev in /dev/mapper/sgzero /dev/mapper/sgdrop; do
-			dm_lun 9 "$dev" "$mode" || continue
-			dm_log "taken: $dev, mode=$mode"
-			rc=1
-			dm_dellun 9
-		done
-	done
+	dm_refused /dev/mapper/sgzero /dev/mapper/sgdrop || rc=1
 	[ "$(dm_count "sgzero: it stands on device-mapper zero (dm ")" = 3 ] &&
 		[ "$(dm_count "sgdrop: it stands on device-mapper flakey with drop_writes (dm ")" = 3 ] ||
 		{ dm_log "tgtd.log does not give each refusal its reason"; rc=1; }

@@ -450,6 +450,16 @@ START_TEST(test_poison_zvol_identity)
 }
 END_TEST
 
+/* The store identity of block device @ma:@mi, its sysfs under @sys,
+ * into @id, its former one into @former (256 bytes each) */
+static void md_id(const char *sys, unsigned int ma, unsigned int mi,
+		  char *id, char *former)
+{
+	ck_assert_int_eq(syncguard_block_store_id(sys, "/nonexistent",
+						  makedev(ma, mi), id, 256,
+						  former, 256), 0);
+}
+
 /* An md array's store identity is its UUID (sysfs md/uuid), not its
  * device number, which md hands out by name or at assembly: the same
  * array as md127 is the same store, and a partition of it is named by
@@ -473,27 +483,17 @@ START_TEST(test_poison_md_identity)
 	sh("echo %s >'%s/sys/devices/md127/md/uuid'", u, root);
 	snprintf(sys, sizeof(sys), "%s/sys", root);
 	snprintf(want, sizeof(want), "md-%s", u);
-	ck_assert_int_eq(syncguard_block_store_id(sys, "/nonexistent",
-						  makedev(9, 0), id, sizeof(id),
-						  former, sizeof(former)), 0);
+	md_id(sys, 9, 0, id, former);
 	ck_assert_str_eq(id, want);
 	ck_assert_str_eq(former, "blk-9.0");
-	ck_assert_int_eq(syncguard_block_store_id(sys, "/nonexistent",
-						  makedev(9, 127), id,
-						  sizeof(id), former,
-						  sizeof(former)), 0);
+	md_id(sys, 9, 127, id, former);
 	ck_assert_str_eq(id, want);
 	ck_assert_str_eq(former, "blk-9.127");
 	snprintf(want, sizeof(want), "part1-md-%s", u);
-	ck_assert_int_eq(syncguard_block_store_id(sys, "/nonexistent",
-						  makedev(259, 0), id,
-						  sizeof(id), former,
-						  sizeof(former)), 0);
+	md_id(sys, 259, 0, id, former);
 	ck_assert_str_eq(id, want);
 	ck_assert_str_eq(former, "blk-259.0");
-	ck_assert_int_eq(syncguard_block_store_id(sys, "/nonexistent",
-						  makedev(9, 1), id, sizeof(id),
-						  former, sizeof(former)), 0);
+	md_id(sys, 9, 1, id, former);
 	ck_assert_str_eq(id, "blk-9.1");
 	ck_assert_str_eq(former, "");
 }
