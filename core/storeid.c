@@ -229,11 +229,18 @@ static int disk_word(const char *sys, char *word, size_t len)
 }
 
 /* An md array's UUID (sysfs @sys/md/uuid) into @word (@len bytes): 0,
- * or -1 for none (no md array, or the zeros of one without a
- * superblock, which names nothing). */
+ * or -1 for none.  Only an array whose superblock holds its UUID
+ * (md/metadata_version 0.90 or 1.x) has one that lasts: the kernel makes
+ * one up at random for an array without a superblock ("none", mdadm
+ * --build), and leaves it zeros for external metadata (IMSM, DDF:
+ * "external:..."), which mdadm alone knows. */
 static int md_word(const char *sys, char *word, size_t len)
 {
-	if (sysfs_word(sys, "md/uuid", word, len))
+	char v[64];
+
+	if (sysfs_word(sys, "md/metadata_version", v, sizeof(v)) ||
+	    (strcmp(v, "0.90") && strncmp(v, "1.", 2)) ||
+	    sysfs_word(sys, "md/uuid", word, len))
 		return -1;
 	return word[strspn(word, "0-")] ? 0 : -1;
 }

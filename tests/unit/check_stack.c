@@ -463,8 +463,10 @@ static void md_id(const char *sys, unsigned int ma, unsigned int mi,
 /* An md array's store identity is its UUID (sysfs md/uuid), not its
  * device number, which md hands out by name or at assembly: the same
  * array as md127 is the same store, and a partition of it is named by
- * it and its number.  An array without a superblock (a UUID of zeros)
- * keeps its device number.  The device number is the former identity
+ * it and its number.  An array whose UUID says nothing lasting keeps
+ * its device number: one of zeros, one without a superblock (whose UUID
+ * Linux makes up at each mdadm --build) and one with external metadata
+ * (IMSM; here given a UUID, to show it is not read).  The device number is the former identity
  * (earlier builds named an array by it). */
 START_TEST(test_poison_md_identity)
 {
@@ -479,8 +481,18 @@ START_TEST(test_poison_md_identity)
 	   "ln -s ../../devices/md0/md0p1 dev/block/259:0 && "
 	   "echo 1 >devices/md0/md0p1/partition && "
 	   "echo 00000000-0000-0000-0000-000000000000 >devices/md1/md/uuid && "
+	   "echo 1.2 >devices/md0/md/metadata_version && "
+	   "echo 0.90 >devices/md127/md/metadata_version && "
+	   "echo 1.2 >devices/md1/md/metadata_version && "
+	   "mkdir -p devices/md2/md devices/md3/md && "
+	   "ln -s ../../devices/md2 dev/block/9:2 && "
+	   "ln -s ../../devices/md3 dev/block/9:3 && "
+	   "echo none >devices/md2/md/metadata_version && "
+	   "echo external:imsm >devices/md3/md/metadata_version && "
 	   "echo %s >devices/md0/md/uuid", root, u);
 	sh("echo %s >'%s/sys/devices/md127/md/uuid'", u, root);
+	sh("cd '%s/sys/devices' && echo 5f0e2d4c-1b3a-4e59-8c7d-2a1b0c9d8e7f "
+	   ">md2/md/uuid && echo %s >md3/md/uuid", root, u);
 	snprintf(sys, sizeof(sys), "%s/sys", root);
 	snprintf(want, sizeof(want), "md-%s", u);
 	md_id(sys, 9, 0, id, former);
@@ -493,9 +505,13 @@ START_TEST(test_poison_md_identity)
 	md_id(sys, 259, 0, id, former);
 	ck_assert_str_eq(id, want);
 	ck_assert_str_eq(former, "blk-259.0");
-	md_id(sys, 9, 1, id, former);
-	ck_assert_str_eq(id, "blk-9.1");
-	ck_assert_str_eq(former, "");
+	/* zeros; random, without a superblock; external metadata */
+	for (unsigned int mi = 1; mi <= 3; mi++) {
+		snprintf(want, sizeof(want), "blk-9.%u", mi);
+		md_id(sys, 9, mi, id, former);
+		ck_assert_str_eq(id, want);
+		ck_assert_str_eq(former, "");
+	}
 }
 END_TEST
 
