@@ -294,24 +294,29 @@ static void target_kind(const char *type, const char *params, char *kind,
 			size_t len)
 {
 	char line[512], *save = NULL, *word[8] = { 0 };
+	bool flakey = !strcmp(type, "flakey");
 	const char *how = NULL;
 	int n = 0;
 
+	/* only these two types say in their table line how they lose
+	 * writes: a table's many linear segments are not taken apart */
+	if (!flakey && strcmp(type, "snapshot")) {
+		snprintf(kind, len, "%s", type);
+		return;
+	}
 	snprintf(line, sizeof(line), "%s", params);
 	for (char *t = strtok_r(line, " ", &save); t;
 	     t = strtok_r(NULL, " ", &save)) {
 		word[n++ % 8] = t;	/* the last 8, for corrupt_bio_byte */
-		if (!strcmp(type, "flakey") && !strcmp(t, "drop_writes"))
+		if (!flakey)		/* snapshot <origin> <cow> <N|P|PO> */
+			how = n == 3 && !strcmp(t, "N") ? "transient" : how;
+		else if (!strcmp(t, "drop_writes"))
 			how = "drop_writes";
-		else if (!strcmp(type, "flakey") &&
-			 !strcmp(t, "random_write_corrupt"))
-			how = how ? how : "corrupt_writes";
-		else if (!strcmp(type, "flakey") && n >= 3 &&
-			 !strcmp(word[(n - 3) % 8], "corrupt_bio_byte") &&
-			 !strcmp(t, "w"))	/* <Nth_byte> <direction> */
-			how = how ? how : "corrupt_writes";
-		else if (!strcmp(type, "snapshot") && n == 3 && !strcmp(t, "N"))
-			how = "transient";
+		else if (!how && (!strcmp(t, "random_write_corrupt") ||
+				  (n >= 3 && !strcmp(t, "w") &&	/* <Nth> <dir> */
+				   !strcmp(word[(n - 3) % 8],
+					   "corrupt_bio_byte"))))
+			how = "corrupt_writes";
 	}
 	snprintf(kind, len, "%s%s%s", type, how ? ":" : "", how ? how : "");
 }
@@ -558,16 +563,17 @@ static int dm_rules(struct layer_walk *w, dev_t dev, const char *name)
 	int ret;
 
 	if ((ret = w->l->dm_targets(dev, kinds, sizeof(kinds))) != 0) {
-		if (w->found_only || (!w->plp && !dm_answer_unread(ret)))
+		bool unread = dm_answer_unread(ret);
+
+		if (w->found_only || (!w->plp && !unread))
 			return 0;
 		snprintf(w->what, w->len, "device-mapper %s (dm %u:%u), whose "
 			 "table cannot be read%s (%s), so whether it %s cannot "
 			 "be told", name, major(dev), minor(dev),
-			 dm_answer_unread(ret) ? " whole" : "", strerror(-ret),
+			 unread ? " whole" : "", strerror(-ret),
 			 w->plp ? "keeps writes in host RAM or loses them" :
 			 "loses writes");
-		return dm_answer_unread(ret) ? SYNCGUARD_LAYER_UNSAFE :
-		       SYNCGUARD_LAYER_RAM;
+		return unread ? SYNCGUARD_LAYER_UNSAFE : SYNCGUARD_LAYER_RAM;
 	}
 	for (size_t i = 0; i < sizeof(lossy_targets) /
 			       sizeof(lossy_targets[0]); i++) {

@@ -1922,9 +1922,9 @@ END_TEST
  * beyond the LUN's 4 workers (workers=4), which start before the
  * LUN opens (rather than exported unwatched); a plp LUN, which needs no
  * watch on a file system that is not on device-mapper, md or bcache (as
- * the test directory's here), is taken; one with more workers than tgtd may start is refused
- * with a line saying so; and the write-back one once the watch can
- * run. */
+ * the test directory's here), is taken; one with more workers than tgtd
+ * may start is refused with a line saying so; and the write-back one
+ * once the watch can run. */
 START_TEST(test_blockdev_unwatched_lun_refused)
 {
 	const char *file = proto_file("unwatched.img", 4u << 20, false);
