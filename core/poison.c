@@ -59,21 +59,51 @@ static int record_path(const char *dir, const char *id, bool tmp, char *buf,
 	       -ENAMETOOLONG : 0;
 }
 
-/* mkdir -p of @dir/latched (mode 0700). */
+/* The directory @p synced (its entries made durable): 0 or -errno */
+static int sync_dir(const char *p)
+{
+	int fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = syncguard_fsync(fd);
+	close(fd);
+	return ret;
+}
+
+/* mkdir of @p (mode @mode), and if it made it, its parent synced, so
+ * that the new directory survives a power cut with what goes into it:
+ * 0 or -errno */
+static int make_dir(char *p, mode_t mode)
+{
+	char *slash = strrchr(p, '/');
+	int ret;
+
+	if (mkdir(p, mode))
+		return errno == EEXIST ? 0 : -errno;
+	if (!slash || slash == p)
+		return sync_dir(slash ? "/" : ".");
+	*slash = '\0';
+	ret = sync_dir(p);
+	*slash = '/';
+	return ret;
+}
+
+/* mkdir -p of @dir/latched (mode 0700), each directory made durable */
 static int make_dirs(const char *dir)
 {
 	char p[PATH_MAX];
+	int ret = 0;
 
 	snprintf(p, sizeof(p), "%s/latched", dir);
-	for (char *s = p + 1; *s; s++) {
+	for (char *s = p + 1; !ret && *s; s++) {
 		if (*s != '/')
 			continue;
 		*s = '\0';
-		if (mkdir(p, 0755) && errno != EEXIST)
-			return -errno;
+		ret = make_dir(p, 0755);
 		*s = '/';
 	}
-	return mkdir(p, 0700) && errno != EEXIST ? -errno : 0;
+	return ret ? ret : make_dir(p, 0700);
 }
 
 static void remember_record(const char *id, const char *dir);
@@ -136,10 +166,7 @@ int syncguard_poison_write(const char *dir, const char *id, const char *path,
 	}
 	if (!ret) {
 		snprintf(tmp, sizeof(tmp), "%s/latched", dir);
-		if ((fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-			ret = syncguard_fsync(fd);
-			close(fd);
-		}
+		ret = sync_dir(tmp);	/* the rename made durable */
 	} else {
 		unlink(tmp);
 	}
