@@ -30,7 +30,8 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer \
 	    -fno-sanitize-recover=undefined
 
 DEB_PACKAGES := tgt libiscsi-dev libiscsi-bin check pkg-config dpkg-dev \
-	gcc make util-linux mount iproute2 e2fsprogs sdparm libfuse3-dev fuse3 \
+	gcc make util-linux mount iproute2 e2fsprogs btrfs-progs sdparm \
+	libfuse3-dev fuse3 \
 	liburing-dev gnuplot-nox jq binutils procps libjson-c-dev \
 	nbdkit libnbd-bin groff-base man-db fio \
 	$(GUEST_PACKAGES)

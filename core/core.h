@@ -350,8 +350,9 @@ struct syncguard_flusher {
  */
 #define SYNCGUARD_MIX_SLOTS 1024
 
-/* Devices under a LUN whose write cache setting the watch follows */
-#define SYNCGUARD_CACHED_DEVS 8
+/* Devices under a LUN whose write cache setting the watch follows; a
+ * LUN over more is refused, and latches when more come under it */
+#define SYNCGUARD_CACHED_DEVS 64
 
 /* ZFS datasets a LUN's store may stand on (core/stack.c) */
 #define SYNCGUARD_ZFS_DEPTH 4
@@ -359,6 +360,11 @@ struct syncguard_flusher {
 /* Loop devices followed under a LUN's store (a loop over a file in a
  * file system on another loop ...); a deeper stack is refused. */
 #define SYNCGUARD_LOOP_DEPTH 4
+
+/* Block devices whose layers are checked under a LUN's store: its own
+ * or its file system's (a btrfs's several), each loop's backing file's;
+ * more are refused. */
+#define SYNCGUARD_LAYER_DEVS 16
 
 enum syncguard_mix_kind {
 	SYNCGUARD_MIX_NONE,		/* holds nothing */
@@ -394,16 +400,13 @@ struct syncguard_lun {
 	char zfs_sync[SYNCGUARD_ZFS_DEPTH][16];
 	char zfs_logbias[SYNCGUARD_ZFS_DEPTH][16];
 	dev_t zfs_dev[SYNCGUARD_ZFS_DEPTH];
-	dev_t data_dev;			/* the block device that holds its
-					 * data (its own, or its file
-					 * system's) */
 	/* it and the devices under it (sysfs slaves) whose write cache
 	 * Linux sends flushes to ("write back") at open, for the watch */
 	dev_t cached_dev[SYNCGUARD_CACHED_DEVS];
 	unsigned int n_cached_dev;
 	/* the devices whose layers were checked at open (its own or its
 	 * file system's, each loop's backing file's), for the watch */
-	dev_t layer_dev[2 + SYNCGUARD_LOOP_DEPTH];
+	dev_t layer_dev[SYNCGUARD_LAYER_DEVS];
 	unsigned int n_layer_dev;
 	bool stacked;	/* on device-mapper, md or bcache: a layer under
 			 * it can change while it lives */

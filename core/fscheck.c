@@ -21,11 +21,15 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
+#include <dirent.h>
+#include <linux/btrfs.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
 
 #include "core.h"
 #include "internal.h"
+
+#define BTRFS_MAGIC 0x9123683e	/* statfs f_type */
 
 /* File systems on which plp cannot hold for a regular file: copy-on-write
  * or log-structured ones allocate new blocks (metadata) on overwrite, and
@@ -34,12 +38,32 @@ static const struct {
 	unsigned long magic;
 	const char *name;
 } plp_unsafe_fs[] = {
-	{ 0x9123683e, "btrfs (copy-on-write)" },
+	{ BTRFS_MAGIC, "btrfs (copy-on-write)" },
 	{ 0x2fc12fc1, "zfs (copy-on-write; export a zvol instead)" },
 	{ 0xca451a4e, "bcachefs (copy-on-write)" },
 	{ 0xf2f52010, "f2fs (log-structured)" },
 	{ 0x3434, "nilfs2 (log-structured)" },
 };
+
+/* File systems whose fdatasync writes the data out but sends the device
+ * no cache flush: JFS writes its log without one, HFS ends with a
+ * sync_blockdev.  write-through and write-back stand on that flush. */
+static const struct {
+	unsigned long magic;
+	const char *name;
+} flushless_fs[] = {
+	{ 0x3153464a, "JFS" },
+	{ 0x4244, "HFS" },
+};
+
+const char *syncguard_fs_flushless(unsigned long magic)
+{
+	for (size_t i = 0; i < sizeof(flushless_fs) / sizeof(flushless_fs[0]);
+	     i++)
+		if (flushless_fs[i].magic == magic)
+			return flushless_fs[i].name;
+	return NULL;
+}
 
 /* RAM-backed: nothing written there survives a power cut. */
 static const unsigned long ram_fs[] = { 0x01021994 /* tmpfs */,
@@ -84,6 +108,81 @@ int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen)
 static int check_fs_at(int fd, const char *table, const char *path,
 		       bool plp, char *err, size_t errlen, int depth);
 
+/* The devices of the btrfs file system of @fd into @devs (room for
+ * @max), from sysfs's list under its UUID: how many, or -errno */
+static int btrfs_devs(int fd, dev_t *devs, int max)
+{
+	struct btrfs_ioctl_fs_info_args fi;
+	char dir[96], p[PATH_MAX], num[32];
+	const uint8_t *u = fi.fsid;
+	unsigned int ma, mi;
+	struct dirent *e;
+	int n = 0;
+	FILE *f;
+	DIR *d;
+
+	memset(&fi, 0, sizeof(fi));
+	if (ioctl(fd, BTRFS_IOC_FS_INFO, &fi))
+		return -errno;
+	snprintf(dir, sizeof(dir), "/sys/fs/btrfs/%02x%02x%02x%02x-%02x%02x-"
+		 "%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x/devices", u[0],
+		 u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10],
+		 u[11], u[12], u[13], u[14], u[15]);
+	if (!(d = opendir(dir)))
+		return -errno;
+	while (n >= 0 && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s/dev", dir, e->d_name);
+		if (!(f = fopen(p, "re"))) {
+			n = -errno;
+			break;
+		}
+		if (!fgets(num, sizeof(num), f) ||
+		    sscanf(num, "%u:%u", &ma, &mi) != 2)
+			n = -EIO;
+		else if (n >= max)
+			n = -ENOBUFS;
+		else
+			devs[n++] = makedev(ma, mi);
+		fclose(f);
+	}
+	closedir(d);
+	return n ? n : -ENODEV;
+}
+
+static int data_devs_at(int fd, const char *table, dev_t *devs, int max,
+			int depth)
+{
+	char upper[PATH_MAX];
+	struct statfs sfs;
+	struct stat st;
+	int dfd, ret;
+
+	if (fstat(fd, &st) || fstatfs(fd, &sfs))
+		return -errno;
+	if (S_ISBLK(st.st_mode) ||
+	    ((unsigned long)sfs.f_type != OVERLAYFS_MAGIC &&
+	     ((unsigned long)sfs.f_type != BTRFS_MAGIC || major(st.st_dev)))) {
+		devs[0] = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
+		return 1;
+	}
+	if ((unsigned long)sfs.f_type == BTRFS_MAGIC)
+		return btrfs_devs(fd, devs, max);
+	if (depth >= 4 || !table ||
+	    (dfd = syncguard_overlay_upper_open(fd, table, upper,
+						sizeof(upper))) < 0)
+		return -ENOENT;
+	ret = data_devs_at(dfd, table, devs, max, depth + 1);
+	close(dfd);
+	return ret;
+}
+
+int syncguard_data_devs(int fd, const char *table, dev_t *devs, int max)
+{
+	return max < 1 ? -ENOBUFS : data_devs_at(fd, table, devs, max, 0);
+}
+
 /* A file on an overlay lives in its upper layer once opened for
  * writing (copied up): check the upper layer's file system as the
  * file's own (a tmpfs upper layer survives nothing).  One that cannot
@@ -99,7 +198,13 @@ static int check_overlay(int fd, const char *table, const char *path,
 
 	if (depth >= 4)
 		return 0;	/* the kernel nests no upper layers anyway */
-	if (syncguard_fs_volatile(fd, table) == 1) {
+	if ((ret = syncguard_fs_volatile(fd, table)) < 0) {
+		syncguard_seterr(err, errlen, "%s: on an overlay whose mount "
+			"options cannot be read (%s), so whether it is volatile "
+			"cannot be told: not exported", path, strerror(-ret));
+		return -EINVAL;
+	}
+	if (ret) {
 		/* else 48 WRITE + SYNCHRONIZE CACHE of 1 MiB on write-back
 		 * are answered GOOD with 48 MiB left dirty:
 		 * test_blockdev_volatile_overlay_refused */
@@ -183,6 +288,7 @@ static int check_fs_at(int fd, const char *table, const char *path,
 		       bool plp, char *err, size_t errlen, int depth)
 {
 	struct statfs sfs;
+	const char *name;
 	int barriers;
 
 	if (fstatfs(fd, &sfs)) {	/* cannot tell: refused, as above */
@@ -217,6 +323,21 @@ static int check_fs_at(int fd, const char *table, const char *path,
 			"%s: its mount is not in tgtd's /proc/self/mountinfo, so "
 			"whether its file system sends flushes cannot be told; "
 			"use a path in tgtd's own mount name space", path);
+		return -EINVAL;
+	}
+	if (barriers < 0) {	/* options too long to read, no statx */
+		syncguard_seterr(err, errlen,
+			"%s: its mount options cannot be read (%s), so whether "
+			"its file system sends flushes cannot be told: not "
+			"exported", path, strerror(-barriers));
+		return -EINVAL;
+	}
+	if (!plp && (name = syncguard_fs_flushless(sfs.f_type))) {
+		syncguard_seterr(err, errlen,
+			"%s: the file system is %s, whose fdatasync sends the "
+			"device no cache flush, so no write could be made "
+			"durable; use mode=plp if that cache is power-loss "
+			"protected, or another file system", path, name);
 		return -EINVAL;
 	}
 	for (size_t i = 0; plp && i < sizeof(plp_unsafe_fs) /

@@ -103,6 +103,25 @@ int syncguard_dev_write_cache(dev_t dev, char *name, size_t namelen);
 
 #define OVERLAYFS_MAGIC 0x794c7630	/* statfs f_type */
 
+/* The name of the file system with statfs f_type @magic if its
+ * fdatasync sends the device no cache flush (JFS, HFS), else NULL:
+ * refused for write-through and write-back (syncguard_check_fs).
+ * tests/unit check_stack.c, test_stack_flushless_fs. */
+const char *syncguard_fs_flushless(unsigned long magic);
+
+/* The block devices that hold the data of @fd (a file or a block device)
+ * into @devs (room for @max): a block device's own number; a file's file
+ * system's device, through an overlay to its upper layer's file system
+ * (where a file opened for writing lives), 4 deep, the overlays read
+ * from the mount table @table; on btrfs, whose files carry a device
+ * number of its own (0:N) that no block device has, every device of the
+ * file system (/sys/fs/btrfs/FSID/devices).  Returns how many (1 or
+ * more), -ENOBUFS (more than @max), -ENOENT (an overlay whose upper
+ * layer cannot be found; syncguard_check_fs refuses it) or -errno (the
+ * btrfs devices could not be listed).  tests/proto check_blockdev.c,
+ * test_blockdev_ram_device_under_btrfs_and_overlay. */
+int syncguard_data_devs(int fd, const char *table, dev_t *devs, int max);
+
 /* The sysfs name ("vda", "loop3", "dm-0") of the block device with
  * number @dev into @name: 0, or -errno (no such block device). */
 int syncguard_dev_name(dev_t dev, char *name, size_t namelen);
@@ -252,14 +271,16 @@ enum { SYNCGUARD_LAYER_UNSAFE = 1, SYNCGUARD_LAYER_RAM = 2 };
 int syncguard_layer_refused(const struct syncguard_layers *l, dev_t dev,
 			    bool plp, char *what, size_t len);
 
-/* The open-time checks of what lies beneath @lun (its stat @st): a zvol's
- * sync property (syncguard_policy_zvol; its volblocksize becomes the
- * physical block), and for plp the layers under every device it stands
- * on (syncguard_policy_ram_metadata_ok).  0, or -EINVAL with the reason
- * in @err. */
-struct stat;
+/* The open-time checks of what lies beneath @lun, from the block devices
+ * its data is on (syncguard_data_devs: its own or its file system's, a
+ * btrfs's every one, an overlay's upper layer's, each loop's backing
+ * file's): a zvol's sync property (syncguard_policy_zvol; its
+ * volblocksize becomes the physical block), the layers under each
+ * (syncguard_layer_refused: RAM devices and targets that lose writes in
+ * every mode, metadata held in RAM for plp), and the write caches the
+ * watch follows.  0, or -EINVAL with the reason in @err. */
 int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
-			    const struct stat *st, char *err, size_t errlen);
+			    char *err, size_t errlen);
 
 /* While the LUN lives (the mount watch): has the device it stands on
  * stopped honouring its flushes?  Its write cache, or that of a device

@@ -227,62 +227,49 @@ static bool is_blk(int fd)
 	return !fstat(fd, &st) && S_ISBLK(st.st_mode);
 }
 
-/*
- * The device that holds the data of @fd, where the next loop device
- * down would be: a block device's own number (a loop over a disk or
- * over another loop), a file's file system's, or for a file on an
- * overlay its upper layer's (a LUN opened read-write has its file
- * copied up there: a plp file on an overlay over an ext4 on a loop
- * with direct I/O off would otherwise be taken, with 50 MiB left dirty:
- * test_blockdev_plp_overlay_over_buffered_loop), following
- * stacked overlays as check_fs_at does.  0 or -errno; *@untold when
- * the mount table could not be read (@err says so for @path).
- */
-static int data_dev(int fd, dev_t *dev, int depth, const char *path,
-		    bool *untold, char *err, size_t errlen)
-{
-	char upper[PATH_MAX], *table;
-	struct statfs sfs;
-	struct stat st;
-	int dfd, ret;
-
-	if (fstat(fd, &st) || fstatfs(fd, &sfs))
-		return -errno;
-	*dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
-	if (S_ISBLK(st.st_mode) ||
-	    (unsigned long)sfs.f_type != OVERLAYFS_MAGIC)
-		return 0;
-	if (depth >= 4)
-		return -ENOENT;
-	if (!(table = syncguard_mounts_read_for(path, err, errlen))) {
-		*untold = true;
-		return -EIO;
-	}
-	dfd = syncguard_overlay_upper_open(fd, table, upper, sizeof(upper));
-	free(table);
-	if (dfd < 0)
-		return dfd;
-	ret = data_dev(dfd, dev, depth + 1, path, untold, err, errlen);
-	close(dfd);
-	return ret;
-}
-
 /* The loop devices under the file @fd (the LUN's file, or the backing
  * of a loop device above, named @path), from level @level down:
- * loop_layer's checks for each.  0 or -errno. */
+ * loop_layer's checks for each.  The device the next loop down would be
+ * is the one that holds @fd's data (syncguard_data_devs): its file
+ * system's, or for a file on an overlay its upper layer's (a LUN opened
+ * read-write has its file copied up there: a plp file on an overlay
+ * over an ext4 on a loop with direct I/O off would otherwise be taken,
+ * with 50 MiB left dirty: test_blockdev_plp_overlay_over_buffered_loop),
+ * or a btrfs's.  A btrfs over several devices, one of them a loop, is
+ * refused: one chain of loops is followed, not several.  0 or -errno.
+ */
 static int check_below(struct syncguard_lun *lun, int fd, const char *path,
 		       bool plp, int level, char *err, size_t errlen)
 {
-	bool untold = false;
-	dev_t dev;
-	int ret = data_dev(fd, &dev, 0, path, &untold, err, errlen);
+	char *table = syncguard_mounts_read_for(path, err, errlen);
+	dev_t devs[SYNCGUARD_LAYER_DEVS];
+	char sys[64], bpath[PATH_MAX];
+	bool part;
+	int n;
 
-	if (untold)
+	if (!table)
 		return -EINVAL;	/* no table, nothing below known */
-	if (ret)
-		return 0;	/* an overlay without an upper layer to find:
-				 * syncguard_check_fs refused it already */
-	return loop_layer(lun, dev, path, plp, level, err, errlen);
+	n = syncguard_data_devs(fd, table, devs, SYNCGUARD_LAYER_DEVS);
+	free(table);
+	if (n < 0)
+		return 0;	/* an overlay without an upper layer to find
+				 * (syncguard_check_fs refused it already),
+				 * or devices not listed (syncguard_check_beneath
+				 * refuses the LUN) */
+	if (n == 1)
+		return loop_layer(lun, devs[0], path, plp, level, err, errlen);
+	for (int i = 0; i < n; i++) {
+		snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u",
+			 major(devs[i]), minor(devs[i]));
+		if (backing_path(sys, bpath, sizeof(bpath), &part))
+			continue;
+		syncguard_seterr(err, errlen, "%s: on a file system over %d "
+			"devices, one of them a loop device (over %s), whose "
+			"backing file these checks do not follow there: not "
+			"exported", path, n, bpath);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 /* The checks of a loop device's backing @bfd (named @label in the

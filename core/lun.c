@@ -446,7 +446,7 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		ret = syncguard_loop_backing(lun, path, st.st_rdev, plp, err,
 					     errlen);
 	if (!ret)
-		ret = syncguard_check_beneath(lun, path, &st, err, errlen);
+		ret = syncguard_check_beneath(lun, path, err, errlen);
 	if (!ret && plp && !lun->blockdev) {
 		ret = syncguard_check_plp_file(lun, lun->fd, path,
 					       lun->opts.alloc_check, err, errlen);

@@ -784,17 +784,6 @@ static int check_zfs_file(struct syncguard_lun *lun, const char *path, int fd,
 	return check_dataset(lun, path, ds, 0, false, err, errlen);
 }
 
-/* The device @fd's data is on: a block device's own, a file's file
- * system's. */
-static dev_t data_dev_of(int fd)
-{
-	struct stat st;
-
-	if (fstat(fd, &st))
-		return 0;
-	return S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
-}
-
 /* Every ZFS dataset under @lun: its own zvol, the zvols its data devices
  * are (the file system's, a loop's backing), the ZFS file systems its
  * files are on (its own, a loop's backing files).  0 or -EINVAL. */
@@ -854,12 +843,15 @@ static int layered(void *arg, dev_t dev, const char *sys, const char *name,
  * lun->cached_dev, at open and when the watch finds it under the LUN
  * later (a pvmove onto it).  One kept so that says "write through" now
  * was set so by hand, and Linux drops every flush to it: 1, the reason
- * in why (the watch; at open why is NULL).  A device no longer under the
- * LUN (a pvmove off it) is not visited, so not counted. */
+ * in why (the watch; at open why is NULL).  So is one that "write back"
+ * would make one more than lun->cached_dev holds (w->full: refused at
+ * open).  A device no longer under the LUN (a pvmove off it) is not
+ * visited, so not counted. */
 struct cache_walk {
 	struct syncguard_lun *lun;
 	char *why;
 	size_t len;
+	bool full;	/* one more than lun->cached_dev holds */
 };
 
 static int cache_rules(void *arg, dev_t dev, const char *sys,
@@ -879,7 +871,17 @@ static int cache_rules(void *arg, dev_t dev, const char *sys,
 		return 0;
 	while (i < lun->n_cached_dev && lun->cached_dev[i] != dev)
 		i++;
-	if (wc == 1 && i == lun->n_cached_dev && i < SYNCGUARD_CACHED_DEVS)
+	if (wc == 1 && i == SYNCGUARD_CACHED_DEVS) {
+		/* a device whose setting would not be followed */
+		w->full = true;
+		if (w->why)
+			snprintf(w->why, w->len, "more than %d devices with a "
+				 "write cache are under it now (%s among them): "
+				 "a change of their settings would not be seen",
+				 SYNCGUARD_CACHED_DEVS, dev_name);
+		return 1;
+	}
+	if (wc == 1 && i == lun->n_cached_dev)
 		lun->cached_dev[lun->n_cached_dev++] = dev;
 	if (wc == 1 || i == lun->n_cached_dev || !w->why)
 		return 0;
@@ -889,21 +891,55 @@ static int cache_rules(void *arg, dev_t dev, const char *sys,
 	return 1;
 }
 
-int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
-			    const struct stat *st, char *err, size_t errlen)
+/* The devices under @lun into @devs (room for SYNCGUARD_LAYER_DEVS):
+ * those of its own device or file system, then of each loop's backing
+ * file below (syncguard_data_devs).  How many, or -EINVAL with the reason
+ * in @err. */
+static int lun_data_devs(struct syncguard_lun *lun, const char *path,
+			 dev_t *devs, char *err, size_t errlen)
 {
-	dev_t devs[2 + SYNCGUARD_LOOP_DEPTH] = { 0 };
-	char what[384];
-	int ret, n = 0;
-	bool plp;
+	int fds[2 + SYNCGUARD_LOOP_DEPTH], nf = 0, n = 0, ret = 0;
+	char *table = NULL;
 
-	lun->data_dev = lun->blockdev ? st->st_rdev : st->st_dev;
-	devs[n++] = lun->data_dev;	/* and every loop's backing below */
+	fds[nf++] = lun->fd;
 	if (lun->loop_fd >= 0)
-		devs[n++] = data_dev_of(lun->loop_fd);
+		fds[nf++] = lun->loop_fd;
 	for (int i = 0; i < SYNCGUARD_LOOP_DEPTH; i++)
 		if (lun->under_fd[i] >= 0)
-			devs[n++] = data_dev_of(lun->under_fd[i]);
+			fds[nf++] = lun->under_fd[i];
+	if ((!lun->blockdev || nf > 1) &&
+	    !(table = syncguard_mounts_read_for(path, err, errlen)))
+		return -EINVAL;
+	for (int i = 0; ret >= 0 && i < nf; i++) {
+		ret = syncguard_data_devs(fds[i], table, devs + n,
+					  SYNCGUARD_LAYER_DEVS - n);
+		n += ret > 0 ? ret : 0;
+	}
+	free(table);
+	if (ret == -ENOBUFS)
+		syncguard_seterr(err, errlen, "%s: more than %d block devices "
+			"under it (its file system's, a btrfs's, loops'): what "
+			"it survives is not checked that wide, so it is not "
+			"exported", path, SYNCGUARD_LAYER_DEVS);
+	else if (ret < 0 && ret != -ENOENT)
+		syncguard_seterr(err, errlen, "%s: the block devices under its "
+			"file system cannot be listed (%s), so what it survives "
+			"cannot be checked: not exported", path, strerror(-ret));
+	/* an overlay whose upper layer cannot be found (-ENOENT) was
+	 * refused by syncguard_check_fs already */
+	return ret < 0 && ret != -ENOENT ? -EINVAL : n;
+}
+
+int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
+			    char *err, size_t errlen)
+{
+	dev_t devs[SYNCGUARD_LAYER_DEVS] = { 0 };
+	char what[384];
+	int ret, n;
+	bool plp;
+
+	if ((n = lun_data_devs(lun, path, devs, err, errlen)) < 0)
+		return n;
 	if ((ret = check_zfs(lun, path, devs, n, err, errlen)) != 0)
 		return ret;
 	lun->n_layer_dev = 0;
@@ -916,11 +952,18 @@ int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
 			lun->stacked = true;
 	}
 	if (lun->opts.mode != SYNCGUARD_MODE_PLP) {	/* plp sends none */
-		struct cache_walk w = { lun, NULL, 0 };
+		struct cache_walk w = { lun, NULL, 0, false };
 
-		for (int i = 0; i < n; i++)	/* and under each loop */
+		for (int i = 0; !w.full && i < n; i++)	/* under each loop */
 			walk_layers("/sys", devs[i], "", "", 0, cache_rules,
 				    &w);
+		if (w.full) {
+			syncguard_seterr(err, errlen, "%s: more than %d devices "
+				"with a write cache under it: a change of their "
+				"settings would not be seen, so it is not "
+				"exported", path, SYNCGUARD_CACHED_DEVS);
+			return -EINVAL;
+		}
 	}
 	plp = !syncguard_policy_ram_metadata_ok(lun->opts.mode);
 	for (int i = 0; i < n; i++) {
@@ -965,7 +1008,7 @@ bool syncguard_lun_layers_lost(const struct syncguard_lun *lun,
 bool syncguard_lun_beneath_lost(struct syncguard_lun *lun, char *why,
 				size_t len)
 {
-	struct cache_walk w = { lun, why, len };
+	struct cache_walk w = { lun, why, len, false };
 
 	/* Linux drops every flush to a device whose write_cache says
 	 * "write through"; one under the LUN that said "write back" (at

@@ -16,7 +16,8 @@
  * serial (a partition: its disk's, and its number), an md array its
  * UUID (the same for a partition of it), a loop device its
  * backing file's identity (the file and the loops over it are one
- * store, as core/loopdev.c takes them), and only where none is known
+ * store, as core/loopdev.c takes them; a partition of it, that and its
+ * number), and only where none is known
  * its device number; a ZFS zvol, which has none of those names and
  * whose device number ZFS hands out afresh at every import, its
  * /dev/zvol name (its dataset).  tests/unit check_exec.c,
@@ -268,6 +269,17 @@ static int block_id(const char *sysfs, const char *zvol_root, dev_t rdev,
 		/* a partition: its disk's identity, and its number */
 		strncat(sys, "/..", sizeof(sys) - strlen(sys) - 1);
 		n = snprintf(id, len, "part%s-", part);
+		/* a loop device's: its backing file's (the partitions are
+		 * as much that file's as the loop is); earlier builds
+		 * named it by its device number, which loop hands out
+		 * anew at each losetup -P */
+		if (n >= 0 && (size_t)n < len && depth < 4 &&
+		    !loop_id(sysfs, zvol_root, sys, id + n, len - (size_t)n,
+			     former, former_len, depth)) {
+			snprintf(former, former_len, "blk-%u.%u", major(rdev),
+				 minor(rdev));
+			return 0;
+		}
 	}
 	if (n >= 0 && (size_t)n < len && !disk_word(sys, word, sizeof(word))) {
 		snprintf(id + n, len - (size_t)n, "disk-%s", word);

@@ -851,6 +851,50 @@ START_TEST(test_blockdev_ram_device_refused)
 }
 END_TEST
 
+static int overlay_in_tgtd(const char *base, const char *opts,
+			   const char *ov);
+
+/* A RAM block device under a file system whose files carry a device
+ * number no block device has: btrfs (0:N; its devices are listed in
+ * sysfs under its UUID), and an overlay (its upper layer's file system
+ * holds the data).  A LUN on a file there is refused in every mode, as
+ * on the zram itself; taken, its FUA writes and SYNCHRONIZE CACHEs
+ * would be answered GOOD into RAM.  Loop 0: btrfs on zram0; 1: an
+ * overlay whose layers are on an ext4 on zram0 (set to 128 MiB for the
+ * test, as mkfs.btrfs needs, and reset after). */
+START_TEST(test_blockdev_ram_device_under_btrfs_and_overlay)
+{
+	static const char *const modes[] = { "mode=write-through",
+		"mode=write-back", "mode=plp" };
+	const char *why = "a RAM block device (zram0)";
+	char mnt[800], ov[800], file[900];
+	int before = proto_log_count(why), refused = 0, failed;
+
+	snprintf(mnt, sizeof(mnt), "%s/zram-mnt", proto_dir());
+	snprintf(ov, sizeof(ov), "%s/zram-ov", proto_dir());
+	ck_assert_int_eq(proto_sh("echo 128M >/sys/block/zram0/disksize"), 0);
+	failed = proto_sh_in_tgtd("mkfs.%s -q /dev/zram0 >/dev/null && "
+		"mkdir -p '%s' && mount /dev/zram0 '%s'",
+		_i ? "ext4" : "btrfs", mnt, mnt);
+	if (!failed && _i)
+		failed = overlay_in_tgtd(mnt, "", ov);
+	snprintf(file, sizeof(file), "%s/lun.img", _i ? ov : mnt);
+	if (!failed)
+		failed = proto_sh_in_tgtd("dd if=/dev/zero of='%s' bs=1M count=4 "
+					"conv=fsync status=none", file);
+	for (int i = 0; !failed && i < 3; i++) {
+		refused += proto_add_lun(9, file, modes[i], 0) != 0;
+		proto_del_lun(9);
+	}
+	proto_sh_in_tgtd("umount '%s' 2>/dev/null; umount '%s'", ov, mnt);
+	proto_sh("echo 1 >/sys/block/zram0/reset");
+	ck_assert_int_eq(failed, 0);
+	ck_assert_int_eq(refused, 3);
+	/* btrfs in plp is refused first as copy-on-write */
+	ck_assert_int_eq(proto_log_count(why), before + (_i ? 3 : 2));
+}
+END_TEST
+
 /* tgtd.log says what Linux believes of the device's write cache, and
  * warns where it sends no flushes (queue/write_cache "write through") */
 START_TEST(test_blockdev_device_cache_logged)
@@ -2035,11 +2079,16 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_remount_beside_closing_connection);
 	tcase_add_test(tc, test_blockdev_remount_out_of_descriptors);
 	tcase_add_test(tc, test_blockdev_remount_elsewhere_latches);
-	if (zram_unused())
+	if (zram_unused()) {
 		tcase_add_test(tc, test_blockdev_ram_device_refused);
-	else
+		tcase_add_loop_test(tc,
+			test_blockdev_ram_device_under_btrfs_and_overlay, 0, 2);
+	} else {
 		test_left_out("test_blockdev_ram_device_refused", false,
 			      "no unused zram0");
+		test_left_out("test_blockdev_ram_device_under_btrfs_and_overlay",
+			      false, "no unused zram0");
+	}
 	tcase_add_test(tc, test_blockdev_write_back_page_cache);
 	tcase_add_loop_test(tc, test_blockdev_read_after_write, 0, 4);
 	tcase_add_loop_test(tc, test_blockdev_full_fs_recovers, 0, 3);

@@ -515,6 +515,50 @@ START_TEST(test_poison_md_identity)
 }
 END_TEST
 
+/* A partition of a loop device is named by the loop's backing file
+ * and its number, as the loop device itself is by that file: loop hands
+ * out the partitions' device numbers (259:N) anew at each losetup -P,
+ * so a number would miss the record, or find another's.  That number
+ * is the former identity (earlier builds named it so). */
+START_TEST(test_poison_loop_partition_identity)
+{
+	char sys[300], file[300], id[256], former[256], want[300];
+	int fd;
+
+	snprintf(file, sizeof(file), "%s/backing.img", root);
+	fd = open(file, O_RDWR | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(syncguard_store_id(fd, want + 6, sizeof(want) - 6), 0);
+	close(fd);
+	memcpy(want, "part2-", 6);
+	sh("cd '%s' && mkdir -p sys/dev/block sys/devices/loop0/loop "
+	   "sys/devices/loop0/loop0p2 && cd sys && "
+	   "ln -s ../../devices/loop0 dev/block/7:0 && "
+	   "ln -s ../../devices/loop0/loop0p2 dev/block/259:3 && "
+	   "echo 2 >devices/loop0/loop0p2/partition && "
+	   "echo '%s' >devices/loop0/loop/backing_file", root, file);
+	snprintf(sys, sizeof(sys), "%s/sys", root);
+	md_id(sys, 7, 0, id, former);
+	ck_assert_str_eq(id, want + 6);
+	md_id(sys, 259, 3, id, former);
+	ck_assert_str_eq(id, want);
+	ck_assert_str_eq(former, "blk-259.3");
+}
+END_TEST
+
+/* JFS and HFS, whose fdatasync sends no device flush, are named (and
+ * so refused for write-through and write-back); ext4, XFS and HFS+,
+ * which send one, are not.  No kernel here has JFS or HFS to mount. */
+START_TEST(test_stack_flushless_fs)
+{
+	ck_assert_str_eq(syncguard_fs_flushless(0x3153464a), "JFS");
+	ck_assert_str_eq(syncguard_fs_flushless(0x4244), "HFS");
+	ck_assert_ptr_null(syncguard_fs_flushless(0xef53));
+	ck_assert_ptr_null(syncguard_fs_flushless(0x58465342));
+	ck_assert_ptr_null(syncguard_fs_flushless(0x482b));
+}
+END_TEST
+
 /* The policy's answer for each sync value and mode */
 START_TEST(test_stack_zvol_policy)
 {
@@ -582,7 +626,7 @@ START_TEST(test_stack_mountinfo_unreadable)
 		lun.under_fd[i] = -1;
 	ck_assert_msg(!syncguard_check_fs(fd, path, false, err, sizeof(err)),
 		      "a file on the build's own file system refused: %s", err);
-	ck_assert_int_eq(syncguard_check_beneath(&lun, path, &st, err,
+	ck_assert_int_eq(syncguard_check_beneath(&lun, path, err,
 						 sizeof(err)), 0);
 	lowest = dup(0);
 	ck_assert_int_ge(lowest, 0);
@@ -595,7 +639,7 @@ START_TEST(test_stack_mountinfo_unreadable)
 			 -EINVAL);
 	ck_assert_msg(strstr(err, "mountinfo could not be read"), "%s", err);
 	err[0] = '\0';
-	ck_assert_int_eq(syncguard_check_beneath(&lun, path, &st, err,
+	ck_assert_int_eq(syncguard_check_beneath(&lun, path, err,
 						 sizeof(err)), -EINVAL);
 	ck_assert_msg(strstr(err, "mountinfo could not be read"), "%s", err);
 	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
@@ -623,6 +667,8 @@ Suite *stack_suite(void)
 			      "mknod needs root");
 	}
 	tcase_add_test(tc, test_poison_md_identity);
+	tcase_add_test(tc, test_poison_loop_partition_identity);
+	tcase_add_test(tc, test_stack_flushless_fs);
 	tcase_add_test(tc, test_stack_zvol_policy);
 	tcase_add_test(tc, test_stack_zfs_file_dataset);
 	tcase_add_test(tc, test_stack_mountinfo_unreadable);
