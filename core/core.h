@@ -477,6 +477,9 @@ struct syncguard_lun {
 					 * (see "sync descriptors", lun.c) */
 	int loop_fd;			/* a loop device's backing file,
 					 * flocked; -1 otherwise (core/loopdev.c) */
+	int real_fd;			/* a file on an overlay: the same
+					 * file in its upper layer, flocked;
+					 * -1 otherwise (core/lun.c) */
 	bool on_loop;			/* a loop device (over a file) */
 	bool synced_at_open;		/* the open fsynced the file (plp's
 					 * allocation check) */

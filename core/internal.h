@@ -77,6 +77,16 @@ int syncguard_overlay_upper(int fd, const char *table, char *dir,
 int syncguard_overlay_upper_open(int fd, const char *table, char *dir,
 				 size_t len);
 
+/* The file @fd names on an overlay, in that overlay's upper layer (where
+ * a file opened for writing lives, under its path in the overlay),
+ * opened read-only, through stacked overlays (@depth 0 for the first, 3
+ * deep): its descriptor, or -errno: -ENOTTY (@fd is on no overlay),
+ * -ENOENT (no upper layer, or no such file there), -ESTALE (the file
+ * there is another: its size or times differ).  One store under two
+ * names is locked and identified by this file (core/lun.c,
+ * test_blockdev_overlay_and_upper_one_store). */
+int syncguard_overlay_file_open(int fd, const char *table, int depth);
+
 /* Has the file system under @lun (its file, a loop device's backing
  * file, an overlay's upper layer, the backing file of the loop device
  * under its file system) been remounted nobarrier since the LUN

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -299,6 +300,64 @@ static bool under(const char *path, const char *mp)
 	if (!strcmp(mp, "/"))
 		return true;
 	return !strncmp(path, mp, n) && (path[n] == '/' || path[n] == '\0');
+}
+
+/* Do the stats @a (a file through its overlay) and @b (a file in that
+ * overlay's upper layer) describe one file?  An overlay shows its upper
+ * file's size and times (its device and inode number are its own). */
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return S_ISREG(b->st_mode) && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+int syncguard_overlay_file_open(int fd, const char *table, int depth)
+{
+	char upper[PATH_MAX], mp[PATH_MAX], root[PATH_MAX], path[PATH_MAX];
+	char real[3 * PATH_MAX + 8], link[32];
+	const char *l, *rest;
+	struct statfs sfs;
+	struct stat a, b;
+	int err, rfd, dfd;
+	ssize_t n;
+
+	if (fstatfs(fd, &sfs))
+		return -errno;
+	if ((unsigned long)sfs.f_type != OVERLAYFS_MAGIC)
+		return -ENOTTY;
+	if ((err = syncguard_overlay_upper(fd, table, upper, sizeof(upper))))
+		return err == -EINVAL ? -ENOENT : err;
+	if (!(l = mount_line(fd, table, false, &err)))
+		return err;
+	if (path_field(l, 3, root, sizeof(root)) ||
+	    path_field(l, 4, mp, sizeof(mp)))
+		return -EINVAL;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	if ((n = readlink(link, path, sizeof(path) - 1)) <= 0)
+		return n < 0 ? -errno : -ENOENT;
+	path[n] = '\0';
+	if (!under(path, mp))
+		return -ENOENT;
+	rest = strcmp(mp, "/") ? path + strlen(mp) : path;
+	snprintf(real, sizeof(real), "%s%s%s", upper,
+		 strcmp(root, "/") ? root : "", rest);
+	rfd = open(real, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	if (rfd < 0)
+		return -errno;
+	if (fstat(fd, &a) || fstat(rfd, &b) || !same_file(&a, &b)) {
+		close(rfd);
+		return -ESTALE;
+	}
+	/* an upper layer on an overlay of its own: that one's file */
+	if (depth < 3 && (dfd = syncguard_overlay_file_open(rfd, table,
+							   depth + 1)) != -ENOTTY) {
+		close(rfd);
+		return dfd;
+	}
+	return rfd;
 }
 
 int syncguard_mounts_fs_path(const char *table, const char *path,

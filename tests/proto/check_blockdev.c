@@ -1774,6 +1774,40 @@ START_TEST(test_blockdev_plp_overlay_over_buffered_loop)
 }
 END_TEST
 
+/* A file on an overlay and the same file in the overlay's upper layer
+ * are one store: while a LUN stands on either name, one on the other is
+ * refused (taken, two LUNs would keep two caches for the same blocks);
+ * once it is deleted, the other name is taken. */
+START_TEST(test_blockdev_overlay_and_upper_one_store)
+{
+	const char *why = "(under its name in the overlay's upper layer)";
+	char base[800], ov[800], file[900], up[900];
+	int first, second, third, fourth, before = proto_log_count(why);
+
+	snprintf(base, sizeof(base), "%s/one", proto_dir());
+	snprintf(ov, sizeof(ov), "%s/one-ov", proto_dir());
+	snprintf(file, sizeof(file), "%s/lun.img", ov);
+	snprintf(up, sizeof(up), "%s/up/lun.img", base);
+	ck_assert_int_eq(overlay_in_tgtd(base, "", ov), 0);
+	ck_assert_int_eq(proto_sh_in_tgtd("dd if=/dev/zero of='%s' bs=1M "
+		"count=4 conv=fsync status=none", file), 0);
+	first = proto_add_lun(9, file, "mode=write-back", 0);
+	second = proto_add_lun(10, up, "mode=write-back", 0);
+	proto_del_lun(10);
+	proto_del_lun(9);
+	third = proto_add_lun(10, up, "mode=write-back", 0);
+	fourth = proto_add_lun(9, file, "mode=write-back", 0);
+	proto_del_lun(9);
+	proto_del_lun(10);
+	proto_sh_in_tgtd("umount '%s'", ov);
+	ck_assert_int_eq(first, 0);
+	ck_assert_int_ne(second, 0);
+	ck_assert_int_eq(third, 0);
+	ck_assert_int_ne(fourth, 0);
+	ck_assert_int_eq(proto_log_count(why), before + 1);
+}
+END_TEST
+
 /* An overlay mounted volatile ignores fsync and drops O_DSYNC:
  * refused in every mode (write-back and write-through too: there,
  * WRITEs and SYNCHRONIZE CACHEs answered GOOD would leave all their
@@ -2065,6 +2099,7 @@ Suite *blockdev_suite(void)
 	tcase_add_test(tc, test_blockdev_plp_overlay_over_buffered_loop);
 	tcase_add_test(tc, test_blockdev_loop_over_deleted_file_refused);
 	tcase_add_test(tc, test_blockdev_volatile_overlay_refused);
+	tcase_add_test(tc, test_blockdev_overlay_and_upper_one_store);
 	tcase_add_test(tc, test_blockdev_remount_under_overlay_in_stack);
 	tcase_add_test(tc, test_blockdev_loop_over_block_device);
 	tcase_add_test(tc, test_blockdev_loop_and_its_file);
