@@ -89,7 +89,10 @@ static int make_dir(char *p, mode_t mode)
 	return ret;
 }
 
-/* mkdir -p of @dir/latched (mode 0700), each directory made durable */
+/* mkdir -p of @dir/latched (mode 0700), each directory made durable.
+ * @dir is synced whether or not this call made latched/: a thread that
+ * finds it made (EEXIST) while its maker's sync still runs, or after
+ * that sync failed, must not count on it. */
 static int make_dirs(const char *dir)
 {
 	char p[PATH_MAX];
@@ -103,7 +106,9 @@ static int make_dirs(const char *dir)
 		ret = make_dir(p, 0755);
 		*s = '/';
 	}
-	return ret ? ret : make_dir(p, 0700);
+	if (!ret)
+		ret = make_dir(p, 0700);
+	return ret ? ret : sync_dir(dir);
 }
 
 static void remember_record(const char *id, const char *dir);
