@@ -350,8 +350,9 @@ struct syncguard_flusher {
  */
 #define SYNCGUARD_MIX_SLOTS 1024
 
-/* Devices under a LUN whose write cache setting the watch follows; a
- * LUN over more is refused, and latches when more come under it */
+/* Devices under a LUN whose write cache setting the watch follows (64
+ * at most: a bit each, core/stack.c); a LUN over more is refused, and
+ * one under which more stand at once later latches */
 #define SYNCGUARD_CACHED_DEVS 64
 
 /* ZFS datasets a LUN's store may stand on (core/stack.c) */

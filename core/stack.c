@@ -843,15 +843,19 @@ static int layered(void *arg, dev_t dev, const char *sys, const char *name,
  * lun->cached_dev, at open and when the watch finds it under the LUN
  * later (a pvmove onto it).  One kept so that says "write through" now
  * was set so by hand, and Linux drops every flush to it: 1, the reason
- * in why (the watch; at open why is NULL).  So is one that "write back"
- * would make one more than lun->cached_dev holds (w->full: refused at
- * open).  A device no longer under the LUN (a pvmove off it) is not
- * visited, so not counted. */
+ * in why (the watch; at open why is NULL).  A "write back" one that
+ * finds lun->cached_dev full sets w->full; each one met is marked in
+ * w->seen, and those not met in a whole walk (no longer under the LUN:
+ * a pvmove off them, a path that came back as another sdX) are
+ * dropped after it (cache_prune). */
+_Static_assert(SYNCGUARD_CACHED_DEVS <= 64, "cache_walk.seen: a bit each");
+
 struct cache_walk {
 	struct syncguard_lun *lun;
 	char *why;
 	size_t len;
-	bool full;	/* one more than lun->cached_dev holds */
+	bool full;		/* a device found no room */
+	uint64_t seen;		/* bit i: lun->cached_dev[i] met */
 };
 
 static int cache_rules(void *arg, dev_t dev, const char *sys,
@@ -866,29 +870,41 @@ static int cache_rules(void *arg, dev_t dev, const char *sys,
 	(void)sys;
 	(void)name;
 	(void)above;
-	if (depth > 8 ||
-	    (wc = syncguard_dev_write_cache(dev, dev_name, sizeof(dev_name))) < 0)
+	if (depth > 8)
 		return 0;
 	while (i < lun->n_cached_dev && lun->cached_dev[i] != dev)
 		i++;
-	if (wc == 1 && i == SYNCGUARD_CACHED_DEVS) {
-		/* a device whose setting would not be followed */
+	if (i < lun->n_cached_dev)	/* still under it, if unreadable now */
+		w->seen |= 1ull << i;
+	if ((wc = syncguard_dev_write_cache(dev, dev_name,
+					    sizeof(dev_name))) < 0)
+		return 0;
+	if (wc == 1 && i == SYNCGUARD_CACHED_DEVS)
 		w->full = true;
-		if (w->why)
-			snprintf(w->why, w->len, "more than %d devices with a "
-				 "write cache are under it now (%s among them): "
-				 "a change of their settings would not be seen",
-				 SYNCGUARD_CACHED_DEVS, dev_name);
-		return 1;
-	}
-	if (wc == 1 && i == lun->n_cached_dev)
+	else if (wc == 1 && i == lun->n_cached_dev) {
 		lun->cached_dev[lun->n_cached_dev++] = dev;
+		w->seen |= 1ull << i;
+	}
 	if (wc == 1 || i == lun->n_cached_dev || !w->why)
 		return 0;
 	snprintf(w->why, w->len, "the write cache of %s was set to \"write "
 		 "through\": Linux now drops every flush it would get",
 		 dev_name);
 	return 1;
+}
+
+/* After a whole walk @w: the devices it did not meet dropped from
+ * lun->cached_dev.  Is it still too full for one it met (w->full)? */
+static bool cache_prune(struct cache_walk *w)
+{
+	struct syncguard_lun *lun = w->lun;
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < lun->n_cached_dev; i++)
+		if (w->seen & (1ull << i))
+			lun->cached_dev[n++] = lun->cached_dev[i];
+	lun->n_cached_dev = n;
+	return w->full && n == SYNCGUARD_CACHED_DEVS;
 }
 
 /* The devices under @lun into @devs (room for SYNCGUARD_LAYER_DEVS):
@@ -952,12 +968,12 @@ int syncguard_check_beneath(struct syncguard_lun *lun, const char *path,
 			lun->stacked = true;
 	}
 	if (lun->opts.mode != SYNCGUARD_MODE_PLP) {	/* plp sends none */
-		struct cache_walk w = { lun, NULL, 0, false };
+		struct cache_walk w = { lun, NULL, 0, false, 0 };
 
-		for (int i = 0; !w.full && i < n; i++)	/* under each loop */
+		for (int i = 0; i < n; i++)	/* and under each loop */
 			walk_layers("/sys", devs[i], "", "", 0, cache_rules,
 				    &w);
-		if (w.full) {
+		if (cache_prune(&w)) {
 			syncguard_seterr(err, errlen, "%s: more than %d devices "
 				"with a write cache under it: a change of their "
 				"settings would not be seen, so it is not "
@@ -1008,16 +1024,22 @@ bool syncguard_lun_layers_lost(const struct syncguard_lun *lun,
 bool syncguard_lun_beneath_lost(struct syncguard_lun *lun, char *why,
 				size_t len)
 {
-	struct cache_walk w = { lun, why, len, false };
+	struct cache_walk w = { lun, why, len, false, 0 };
+	bool plp = lun->opts.mode == SYNCGUARD_MODE_PLP;
 
 	/* Linux drops every flush to a device whose write_cache says
 	 * "write through"; one under the LUN that said "write back" (at
 	 * open, or in an earlier round) was set so by hand since */
-	for (unsigned int i = 0; lun->opts.mode != SYNCGUARD_MODE_PLP &&
-	     i < lun->n_layer_dev; i++)
+	for (unsigned int i = 0; !plp && i < lun->n_layer_dev; i++)
 		if (walk_layers("/sys", lun->layer_dev[i], "", "", 0,
 				cache_rules, &w))
 			return true;
+	if (!plp && cache_prune(&w)) {
+		snprintf(why, len, "more than %d devices with a write cache "
+			 "are under it now: a change of their settings would "
+			 "not be seen", SYNCGUARD_CACHED_DEVS);
+		return true;
+	}
 	return syncguard_lun_layers_lost(lun, &syncguard_host_layers, why,
 					 len);
 }
