@@ -270,14 +270,19 @@ static int block_id(const char *sysfs, const char *zvol_root, dev_t rdev,
 		strncat(sys, "/..", sizeof(sys) - strlen(sys) - 1);
 		n = snprintf(id, len, "part%s-", part);
 		/* a loop device's: its backing file's (the partitions are
-		 * as much that file's as the loop is); earlier builds
-		 * named it by its device number, which loop hands out
-		 * anew at each losetup -P */
+		 * as much that file's as the loop is); its former identity
+		 * the file's former one with its number (a kernel before
+		 * 6.9), else the device number earlier builds named it by,
+		 * which loop hands out anew at each losetup -P */
 		if (n >= 0 && (size_t)n < len && depth < 4 &&
 		    !loop_id(sysfs, zvol_root, sys, id + n, len - (size_t)n,
-			     former, former_len, depth)) {
-			snprintf(former, former_len, "blk-%u.%u", major(rdev),
-				 minor(rdev));
+			     ds, sizeof(ds), depth)) {
+			if (ds[0])
+				snprintf(former, former_len, "part%s-%s", part,
+					 ds);
+			else
+				snprintf(former, former_len, "blk-%u.%u",
+					 major(rdev), minor(rdev));
 			return 0;
 		}
 	}

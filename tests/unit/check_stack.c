@@ -518,19 +518,29 @@ END_TEST
 /* A partition of a loop device is named by the loop's backing file
  * and its number, as the loop device itself is by that file: loop hands
  * out the partitions' device numbers (259:N) anew at each losetup -P,
- * so a number would miss the record, or find another's.  That number
- * is the former identity (earlier builds named it so). */
+ * so a number would miss the record, or find another's.  Its former
+ * identity is the file's former one with its number (a kernel before
+ * 6.9 names the file system otherwise), else that device number
+ * (earlier builds named it so). */
 START_TEST(test_poison_loop_partition_identity)
 {
 	char sys[300], file[300], id[256], former[256], want[300];
+	char file_former[256], want_former[300];
 	int fd;
 
 	snprintf(file, sizeof(file), "%s/backing.img", root);
 	fd = open(file, O_RDWR | O_CREAT, 0600);
 	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(syncguard_store_id(fd, want + 6, sizeof(want) - 6), 0);
+	ck_assert_int_eq(syncguard_store_ids(fd, want + 6, sizeof(want) - 6,
+					     file_former, sizeof(file_former)),
+			 0);
 	close(fd);
 	memcpy(want, "part2-", 6);
+	if (file_former[0])
+		snprintf(want_former, sizeof(want_former), "part2-%s",
+			 file_former);
+	else
+		snprintf(want_former, sizeof(want_former), "blk-259.3");
 	sh("cd '%s' && mkdir -p sys/dev/block sys/devices/loop0/loop "
 	   "sys/devices/loop0/loop0p2 && cd sys && "
 	   "ln -s ../../devices/loop0 dev/block/7:0 && "
@@ -542,7 +552,7 @@ START_TEST(test_poison_loop_partition_identity)
 	ck_assert_str_eq(id, want + 6);
 	md_id(sys, 259, 3, id, former);
 	ck_assert_str_eq(id, want);
-	ck_assert_str_eq(former, "blk-259.3");
+	ck_assert_str_eq(former, want_former);
 }
 END_TEST
 
