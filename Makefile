@@ -260,6 +260,7 @@ tools/iscsi-crashtest: tools/iscsi-crashtest.c tools/toolutil.h
 	$(CC) $(BASE) $(CFLAGS) $< -o $@ $(ISCSI_LIBS)
 
 STAT_CORE := core/sys.c core/opts.c core/poison.c core/storeid.c core/latch.c \
+	     core/mounts.c \
 	     core/policy.c core/zvolname.c
 tools/syncguard-stat: tools/syncguard-stat.c tools/statsfile.c tools/roff.h \
 		      tools/statsfile.h tools/prometheus.c tools/prometheus.h \

@@ -478,9 +478,11 @@ struct syncguard_lun {
 					 * (see "sync descriptors", lun.c) */
 	int loop_fd;			/* a loop device's backing file,
 					 * flocked; -1 otherwise (core/loopdev.c) */
-	int real_fd;			/* a file on an overlay: the same
-					 * file in its upper layer, flocked;
-					 * -1 otherwise (core/lun.c) */
+	int real_fd;			/* its file, or its loop device's
+					 * backing file, on an overlay: the
+					 * same file in the upper layer,
+					 * flocked; -1 otherwise
+					 * (syncguard_overlay_hold) */
 	bool on_loop;			/* a loop device (over a file) */
 	bool synced_at_open;		/* the open fsynced the file (plp's
 					 * allocation check) */

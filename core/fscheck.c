@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -181,6 +182,37 @@ static int data_devs_at(int fd, const char *table, dev_t *devs, int max,
 int syncguard_data_devs(int fd, const char *table, dev_t *devs, int max)
 {
 	return max < 1 ? -ENOBUFS : data_devs_at(fd, table, devs, max, 0);
+}
+
+int syncguard_overlay_hold(struct syncguard_lun *lun, int fd, int lock,
+			   const char *path, char *err, size_t errlen)
+{
+	struct statfs sfs;
+	char *table;
+	int rfd;
+
+	if (fstatfs(fd, &sfs) ||
+	    (unsigned long)sfs.f_type != OVERLAYFS_MAGIC)
+		return 0;	/* fstatfs failing: syncguard_check_fs refuses */
+	if (!(table = syncguard_mounts_read_for(path, err, errlen)))
+		return -EINVAL;
+	rfd = syncguard_overlay_file_open(fd, table, 0);
+	free(table);
+	if (rfd < 0) {
+		syncguard_seterr(err, errlen, "%s: on an overlay, but its file "
+			"in the upper layer cannot be found (%s), so its other "
+			"name cannot be told: not exported", path,
+			strerror(-rfd));
+		return -EINVAL;
+	}
+	lun->real_fd = rfd;
+	if (flock(rfd, lock | LOCK_NB) && errno == EWOULDBLOCK) {
+		syncguard_seterr(err, errlen, "%s: already exported by another "
+			"syncguard LUN (under its name in the overlay's upper "
+			"layer)", path);
+		return -EBUSY;
+	}
+	return 0;
 }
 
 /* A file on an overlay lives in its upper layer once opened for

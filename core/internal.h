@@ -77,14 +77,33 @@ int syncguard_overlay_upper(int fd, const char *table, char *dir,
 int syncguard_overlay_upper_open(int fd, const char *table, char *dir,
 				 size_t len);
 
+/*
+ * A file on an overlay is a file of its upper layer under a second name
+ * (opened for writing, it was copied up there): a LUN on either name, or
+ * on a loop device over either, is one store.  So for @fd (the LUN's
+ * file, or its loop device's backing file, named @path) on an overlay,
+ * the upper file is kept open in lun->real_fd and flocked (@lock:
+ * LOCK_EX, or LOCK_SH as a loop's partitions share their file), as @fd
+ * is; its store identity is that file's (syncguard_store_ids).
+ * Otherwise a LUN on each name would keep two caches for the same
+ * blocks, and a latch recorded under one name would be missed under the
+ * other (test_blockdev_overlay_and_upper_one_store).  An overlay file
+ * whose upper file cannot be found is refused: what other name it has
+ * cannot be told.  0 (also: not on an overlay), -EINVAL or -EBUSY with
+ * the reason in @err.
+ */
+int syncguard_overlay_hold(struct syncguard_lun *lun, int fd, int lock,
+			   const char *path, char *err, size_t errlen);
+
 /* The file @fd names on an overlay, in that overlay's upper layer (where
  * a file opened for writing lives, under its path in the overlay),
  * opened read-only, through stacked overlays (@depth 0 for the first, 3
  * deep): its descriptor, or -errno: -ENOTTY (@fd is on no overlay),
  * -ENOENT (no upper layer, or no such file there), -ESTALE (the file
- * there is another: its size or times differ).  One store under two
- * names is locked and identified by this file (core/lun.c,
- * test_blockdev_overlay_and_upper_one_store). */
+ * there is another: its size or times differ), or open's and fstat's
+ * own.  One store under two
+ * names is locked and identified by this file (syncguard_overlay_hold,
+ * syncguard_store_ids). */
 int syncguard_overlay_file_open(int fd, const char *table, int depth);
 
 /* Has the file system under @lun (its file, a loop device's backing

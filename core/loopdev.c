@@ -344,6 +344,9 @@ int syncguard_loop_backing(struct syncguard_lun *lun, const char *dev,
 			"another syncguard LUN", label);
 		ret = -EBUSY;
 	}
+	if (!ret)	/* and its copy in an overlay's upper layer */
+		ret = syncguard_overlay_hold(lun, lun->loop_fd, part ? LOCK_SH :
+					     LOCK_EX, label, err, errlen);
 	if (!ret)
 		ret = check_below(lun, lun->loop_fd, path, plp, 0, err,
 				  errlen);

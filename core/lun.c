@@ -160,46 +160,6 @@ static unsigned long fs_magic(struct syncguard_lun *lun)
 }
 
 /*
- * A file on an overlay is a file of its upper layer under a second name
- * (opened for writing, it was copied up there): a LUN on either name is
- * one store.  So the upper file is locked as lun->fd is, and names the
- * store (its identity is that file's).  Otherwise a LUN on each name
- * would keep two caches for the same blocks, and a latch recorded under
- * one name would be missed under the other
- * (test_blockdev_overlay_and_upper_one_store).  An overlay file whose
- * upper file cannot be found is refused: it cannot be told what other
- * name it has.  0, -EINVAL or -EBUSY with the reason in @err.
- */
-static int hold_overlay_file(struct syncguard_lun *lun, const char *path,
-			     char *err, size_t errlen)
-{
-	char *table;
-	int rfd;
-
-	if (fs_magic(lun) != OVERLAYFS_MAGIC)
-		return 0;
-	if (!(table = syncguard_mounts_read_for(path, err, errlen)))
-		return -EINVAL;
-	rfd = syncguard_overlay_file_open(lun->fd, table, 0);
-	free(table);
-	if (rfd < 0) {
-		syncguard_seterr(err, errlen, "%s: on an overlay, but its file "
-			"in the upper layer cannot be found (%s), so its other "
-			"name cannot be told: not exported", path,
-			strerror(-rfd));
-		return -EINVAL;
-	}
-	lun->real_fd = rfd;
-	if (flock(rfd, LOCK_EX | LOCK_NB) && errno == EWOULDBLOCK) {
-		syncguard_seterr(err, errlen, "%s: already exported by another "
-			"syncguard LUN (under its name in the overlay's upper "
-			"layer)", path);
-		return -EBUSY;
-	}
-	return 0;
-}
-
-/*
  * The O_DIRECT descriptor, if the LUN's writes (or its RWF_DSYNC writes,
  * mix_wanted) use it, with the alignment syncguard_dio_align gives.
  * The LUN's logical block must be a multiple of it, or a write of one
@@ -462,12 +422,7 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		ret = open_path(lun, path, &st, err, errlen);
 	if (ret)
 		return ret;
-	if ((ret = hold_overlay_file(lun, path, err, errlen))) {
-		close_fds(lun);
-		return ret;
-	}
-	if ((ret = syncguard_store_ids(lun->real_fd >= 0 ? lun->real_fd :
-				       lun->fd, lun->store_id,
+	if ((ret = syncguard_store_ids(lun->fd, lun->store_id,
 				       sizeof(lun->store_id), former,
 				       sizeof(former)))) {
 		lun->store_id[0] = '\0';	/* nothing to record it by */
@@ -485,6 +440,9 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 						 errlen);
 	if (!ret && !lun->blockdev)
 		ret = syncguard_check_fs(lun->fd, path, plp, err, errlen);
+	if (!ret && !lun->blockdev)
+		ret = syncguard_overlay_hold(lun, lun->fd, LOCK_EX, path, err,
+					     errlen);
 	if (!ret && !lun->blockdev)
 		ret = syncguard_loop_users(lun->fd, path, err, errlen);
 	if (!ret && !lun->blockdev)

@@ -344,12 +344,20 @@ int syncguard_overlay_file_open(int fd, const char *table, int depth)
 	rest = strcmp(mp, "/") ? path + strlen(mp) : path;
 	snprintf(real, sizeof(real), "%s%s%s", upper,
 		 strcmp(root, "/") ? root : "", rest);
-	rfd = open(real, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	rfd = open(real, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK |
+		   O_CLOEXEC);	/* a FIFO there must not block */
 	if (rfd < 0)
 		return -errno;
-	if (fstat(fd, &a) || fstat(rfd, &b) || !same_file(&a, &b)) {
+	/* a write between the two fstats changes the times: asked again */
+	for (int tries = 0; tries < 3; tries++) {
+		err = fstat(fd, &a) || fstat(rfd, &b) ? -errno :
+		      same_file(&a, &b) ? 0 : -ESTALE;
+		if (err != -ESTALE)
+			break;
+	}
+	if (err) {
 		close(rfd);
-		return -ESTALE;
+		return err;
 	}
 	/* an upper layer on an overlay of its own: that one's file */
 	if (depth < 3 && (dfd = syncguard_overlay_file_open(rfd, table,

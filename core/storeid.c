@@ -2,8 +2,9 @@
  * A store's identity, by which its latch records are kept
  * (core/poison.c).
  *
- * Layer: a leaf of the core (it uses only core/zvolname.c); core/lun.c calls
- * it at open, and syncguard-stat to find a store's record.
+ * Layer: near the leaves of the core (it uses core/zvolname.c, and
+ * core/mounts.c for overlays); core/lun.c calls it at open, and
+ * syncguard-stat to find a store's record.
  *
  * The identity survives re-creation and reboots but not the store's
  * reuse: a regular file is its file system (the superblock's UUID,
@@ -12,7 +13,8 @@
  * for every inode a file system hands out again); on a file system that
  * has neither (FUSE: its device number is handed out afresh at every
  * mount, and another FUSE file system may get this one's) the file's
- * path (path_id); a block device is its device-mapper UUID, its WWID or
+ * path (path_id); a file on an overlay, its copy in the upper layer
+ * (overlay_id); a block device is its device-mapper UUID, its WWID or
  * serial (a partition: its disk's, and its number), an md array its
  * UUID (the same for a partition of it), a loop device its
  * backing file's identity (the file and the loops over it are one
@@ -37,6 +39,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -162,8 +165,8 @@ static int path_id(int fd, char *id, size_t len)
 /* "file-" the file system's identity, the inode's number and
  * generation; the same with the file system's former identity into
  * @former, or "" */
-static int file_id(int fd, const struct stat *st, char *id, size_t len,
-		   char *former, size_t former_len)
+static int inode_id(int fd, const struct stat *st, char *id, size_t len,
+		    char *former, size_t former_len)
 {
 	char fs[48], old[48], tail[64] = "";
 	int gen = 0;
@@ -180,6 +183,43 @@ static int file_id(int fd, const struct stat *st, char *id, size_t len,
 		snprintf(former, former_len, "file-%s-ino%llu%s", old,
 			 (unsigned long long)st->st_ino, tail);
 	return 0;
+}
+
+/* A file on an overlay is named by its copy in the upper layer (one
+ * store under two names, as syncguard_overlay_hold locks it), its former
+ * identity the overlay's own (what earlier builds named it by): 0, or -1
+ * if @fd is on no overlay or that copy cannot be found (then the
+ * overlay's own names it; a LUN refuses such a file) */
+static int overlay_id(int fd, const struct stat *st, char *id, size_t len,
+		      char *former, size_t former_len)
+{
+	char *table, scratch[256];
+	struct statfs sfs;
+	struct stat rst;
+	int rfd, ret = -1;
+
+	if (fstatfs(fd, &sfs) || (unsigned long)sfs.f_type != OVERLAYFS_MAGIC ||
+	    !(table = syncguard_mounts_read("/proc/self/mountinfo")))
+		return -1;
+	rfd = syncguard_overlay_file_open(fd, table, 0);
+	free(table);
+	if (rfd < 0)
+		return -1;
+	if (!fstat(rfd, &rst))
+		ret = inode_id(rfd, &rst, id, len, scratch, sizeof(scratch));
+	close(rfd);
+	if (!ret && inode_id(fd, st, former, former_len, scratch,
+			     sizeof(scratch)))
+		former[0] = '\0';
+	return ret;
+}
+
+/* A regular file's identity (inode_id, or overlay_id on an overlay) */
+static int file_id(int fd, const struct stat *st, char *id, size_t len,
+		   char *former, size_t former_len)
+{
+	return overlay_id(fd, st, id, len, former, former_len) ?
+	       inode_id(fd, st, id, len, former, former_len) : 0;
 }
 
 static int block_id(const char *sysfs, const char *zvol_root, dev_t rdev,

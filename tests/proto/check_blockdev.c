@@ -1777,12 +1777,14 @@ END_TEST
 /* A file on an overlay and the same file in the overlay's upper layer
  * are one store: while a LUN stands on either name, one on the other is
  * refused (taken, two LUNs would keep two caches for the same blocks);
- * once it is deleted, the other name is taken. */
+ * once it is deleted, the other name is taken.  Both names have one
+ * store identity, so a latch recorded under one is found under the
+ * other (syncguard-stat --clear-latch names the store it looked for). */
 START_TEST(test_blockdev_overlay_and_upper_one_store)
 {
 	const char *why = "(under its name in the overlay's upper layer)";
 	char base[800], ov[800], file[900], up[900];
-	int first, second, third, fourth, before = proto_log_count(why);
+	int first, second, third, fourth, same, before = proto_log_count(why);
 
 	snprintf(base, sizeof(base), "%s/one", proto_dir());
 	snprintf(ov, sizeof(ov), "%s/one-ov", proto_dir());
@@ -1799,7 +1801,14 @@ START_TEST(test_blockdev_overlay_and_upper_one_store)
 	fourth = proto_add_lun(9, file, "mode=write-back", 0);
 	proto_del_lun(9);
 	proto_del_lun(10);
+	same = proto_sh_in_tgtd("sid() { '%s/tools/syncguard-stat' --clear-latch "
+		"\"$1\" --state-dir '%s' 2>&1 | sed -n 's/.*(store \\(.*\\))$/"
+		"\\1/p'; }; a=$(sid '%s'); b=$(sid '%s'); echo \"$a\"; "
+		"[ -n \"$a\" ] && [ \"$a\" = \"$b\" ]",
+		getenv("SYNCGUARD_TOP") ? getenv("SYNCGUARD_TOP") : ".",
+		proto_state_dir(), file, up);
 	proto_sh_in_tgtd("umount '%s'", ov);
+	ck_assert_int_eq(same, 0);
 	ck_assert_int_eq(first, 0);
 	ck_assert_int_ne(second, 0);
 	ck_assert_int_eq(third, 0);
