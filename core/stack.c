@@ -845,9 +845,9 @@ static int layered(void *arg, dev_t dev, const char *sys, const char *name,
  * was set so by hand, and Linux drops every flush to it: 1, the reason
  * in why (the watch; at open why is NULL).  A "write back" one that
  * finds lun->cached_dev full sets w->full; each one met is marked in
- * w->seen, and those not met in a whole walk (no longer under the LUN:
- * a pvmove off them, a path that came back as another sdX) are
- * dropped after it (cache_prune). */
+ * w->seen, and then those not met in the whole walk (no longer under
+ * the LUN: a pvmove off them, a path that came back as another sdX)
+ * are dropped (cache_prune). */
 _Static_assert(SYNCGUARD_CACHED_DEVS <= 64, "cache_walk.seen: a bit each");
 
 struct cache_walk {
@@ -893,13 +893,18 @@ static int cache_rules(void *arg, dev_t dev, const char *sys,
 	return 1;
 }
 
-/* After a whole walk @w: the devices it did not meet dropped from
- * lun->cached_dev.  Is it still too full for one it met (w->full)? */
+/* After a whole walk @w that found lun->cached_dev full (w->full): the
+ * devices it did not meet dropped.  Is it still too full?  Only then:
+ * a walk that could not read a slaves/ directory meets less than is
+ * under the LUN, and a device dropped so, set to "write through" before
+ * the next round, would not be followed. */
 static bool cache_prune(struct cache_walk *w)
 {
 	struct syncguard_lun *lun = w->lun;
 	unsigned int n = 0;
 
+	if (!w->full)
+		return false;
 	for (unsigned int i = 0; i < lun->n_cached_dev; i++)
 		if (w->seen & (1ull << i))
 			lun->cached_dev[n++] = lun->cached_dev[i];
