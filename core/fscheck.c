@@ -184,6 +184,19 @@ int syncguard_data_devs(int fd, const char *table, dev_t *devs, int max)
 	return max < 1 ? -ENOBUFS : data_devs_at(fd, table, devs, max, 0);
 }
 
+/* Does the store identity @id end with that of the file @fd (a loop
+ * partition's is its file's with "partN-" before it)? */
+static bool named_by(const char *id, int fd)
+{
+	char own[256];
+	size_t n = strlen(id), k;
+
+	if (syncguard_store_id(fd, own, sizeof(own)))
+		return false;
+	k = strlen(own);
+	return k <= n && !strcmp(id + n - k, own);
+}
+
 int syncguard_overlay_hold(struct syncguard_lun *lun, int fd, int lock,
 			   const char *path, char *err, size_t errlen)
 {
@@ -211,6 +224,16 @@ int syncguard_overlay_hold(struct syncguard_lun *lun, int fd, int lock,
 			"syncguard LUN (under its name in the overlay's upper "
 			"layer)", path);
 		return -EBUSY;
+	}
+	/* the store was named before (syncguard_store_ids, which finds this
+	 * file on its own): by this file, unless that lookup failed then
+	 * (a write between its fstats, no descriptor left), and a record
+	 * kept under the overlay's name would be missed under this one */
+	if (lun->store_id[0] && !named_by(lun->store_id, rfd)) {
+		syncguard_seterr(err, errlen, "%s: its store was not named by "
+			"its copy in the overlay's upper layer (that copy was "
+			"not found then): try again", path);
+		return -EAGAIN;
 	}
 	return 0;
 }

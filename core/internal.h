@@ -89,8 +89,9 @@ int syncguard_overlay_upper_open(int fd, const char *table, char *dir,
  * blocks, and a latch recorded under one name would be missed under the
  * other (test_blockdev_overlay_and_upper_one_store).  An overlay file
  * whose upper file cannot be found is refused: what other name it has
- * cannot be told.  0 (also: not on an overlay), -EINVAL or -EBUSY with
- * the reason in @err.
+ * cannot be told; so is one whose store lun->store_id does not name by
+ * that file.  0 (also: not on an overlay), -EINVAL, -EBUSY or -EAGAIN
+ * with the reason in @err.
  */
 int syncguard_overlay_hold(struct syncguard_lun *lun, int fd, int lock,
 			   const char *path, char *err, size_t errlen);
