@@ -1273,6 +1273,47 @@ END_TEST
 
 /* ---- latches that outlive the LUN (core/poison.c) ---- */
 
+static ino_t state_dir_ino;
+static int state_dir_synced;
+
+/* fsync, counting the syncs of the directory whose inode is
+ * state_dir_ino */
+static int counting_fsync(int fd)
+{
+	struct stat st;
+
+	if (!fstat(fd, &st) && S_ISDIR(st.st_mode) &&
+	    st.st_ino == state_dir_ino)
+		state_dir_synced++;
+	return fsync(fd);
+}
+
+/* A record is made durable with the directories it is in: the state
+ * directory is synced too when latched/ is there already (a thread
+ * that finds it made may not count on the sync of the one that made
+ * it), and the record's write reports a failure of either. */
+START_TEST(test_poison_record_dirs_synced)
+{
+	char state[300], latched[320];
+	struct stat st;
+
+	snprintf(state, sizeof(state), "%s/state", dir);
+	snprintf(latched, sizeof(latched), "%s/latched", state);
+	ck_assert_int_eq(mkdir(state, 0700), 0);
+	ck_assert_int_eq(mkdir(latched, 0700), 0);
+	ck_assert_int_eq(stat(state, &st), 0);
+	state_dir_ino = st.st_ino;
+	syncguard_sys.fsync = counting_fsync;
+	ck_assert_int_eq(syncguard_poison_write(state, "store-a", "/x", EIO),
+			 0);
+	syncguard_sys.fsync = fsync;
+	ck_assert_int_ge(state_dir_synced, 1);
+	ck_assert_int_eq(syncguard_poison_clear(state, "store-a"), 0);
+	rmdir(latched);
+	rmdir(state);
+}
+END_TEST
+
 /* The store's identity survives a reopen, not its reuse: another file,
  * or the same name for a new inode, is another store */
 START_TEST(test_poison_store_id)
@@ -2419,6 +2460,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_exec_eintr_and_short_writes_complete);
 	tcase_add_test(faults, test_exec_dsync_eopnotsupp_latches);
 	tcase_add_test(faults, test_poison_store_id);
+	tcase_add_test(faults, test_poison_record_dirs_synced);
 	tcase_add_test(faults, test_poison_latch_recorded);
 	tcase_add_test(faults, test_poison_final_flush_recorded);
 	tcase_add_test(faults, test_poison_state_dir);
