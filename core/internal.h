@@ -345,9 +345,13 @@ const char *syncguard_state_dir(const struct syncguard_opts *opts);
  * @id (@len bytes): 0 or -errno.  core/storeid.c */
 int syncguard_store_id(int fd, char *id, size_t len);
 
-/* The same, and into @former the identity earlier builds or kernels
- * gave the store where it differs (else ""): a record under it is the
- * store's (syncguard_poison_adopt). */
+/* Room for a store's former identities (syncguard_store_ids) */
+#define SYNCGUARD_FORMER_LEN 1024
+
+/* The same, and into @former (SYNCGUARD_FORMER_LEN bytes) the identities
+ * earlier builds or kernels gave the store where they differ, one per
+ * line ('\n' between them; "" for none): a record under any is the
+ * store's (syncguard_poison_adopt takes the list). */
 int syncguard_store_ids(int fd, char *id, size_t len, char *former,
 			size_t former_len);
 
@@ -369,11 +373,12 @@ int syncguard_poison_write(const char *dir, const char *id, const char *path,
 int syncguard_poison_read(const char *dir, const char *id, char *text,
 			  size_t len);
 
-/* A record of store @from (finished or not) in @dir made store @to's:
- * renamed, or removed where @to has its own, and the directory synced.
- * For a store's former identity (syncguard_store_ids), so that a latch
- * survives a change of how stores are named.  0 (also when @from has
- * none) or -errno. */
+/* The records of the stores @from (finished or not; one name per line,
+ * syncguard_store_ids' former identities) in @dir made store @to's:
+ * renamed, or removed where @to has its own, and the directory synced;
+ * a name that is @to's own is passed over.  So a latch survives a change
+ * of how stores are named.  0 (also when @from has none) or the first
+ * -errno. */
 int syncguard_poison_adopt(const char *dir, const char *from, const char *to);
 
 /* Remove store @id's record, finished or not, from @dir: 0 or -errno

@@ -350,15 +350,19 @@ static void adopt_former(struct syncguard_lun *lun, const char *former)
 {
 	int ret = syncguard_poison_adopt(syncguard_state_dir(&lun->opts),
 					 former, lun->store_id);
+	char names[SYNCGUARD_FORMER_LEN];
 
 	if (!ret)
 		return;
+	snprintf(names, sizeof(names), "%s", former);	/* one line */
+	for (char *c = names; *c; c++)
+		*c = *c == '\n' ? ' ' : *c;
 	/* tgtd.log names the record under this directory */
 	snprintf(lun->poison_dir, sizeof(lun->poison_dir), "%s",
 		 syncguard_state_dir(&lun->opts));
 	snprintf(lun->poison, sizeof(lun->poison), "unreadable: what was "
-		 "recorded under the store's former identity %s could not be "
-		 "taken over: %s", former, strerror(-ret));
+		 "recorded under the store's former identity (%.300s) could not "
+		 "be taken over: %s", names, strerror(-ret));
 }
 
 /* bsopts state_dir must name a directory that exists: a misspelt one
@@ -398,7 +402,7 @@ int syncguard_lun_open(struct syncguard_lun *lun, const char *path,
 		       char *err, size_t errlen)
 {
 	bool plp = opts->mode == SYNCGUARD_MODE_PLP;
-	char former[256];
+	char former[SYNCGUARD_FORMER_LEN];
 	struct stat st;
 	int ret;
 

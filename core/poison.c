@@ -542,7 +542,8 @@ static int adopt_entry(int dfd, const char *name, const char *from,
 	return unlinkat(dfd, name, 0) && errno != ENOENT ? -errno : 1;
 }
 
-int syncguard_poison_adopt(const char *dir, const char *from, const char *to)
+/* syncguard_poison_adopt for one name @from */
+static int adopt_one(const char *dir, const char *from, const char *to)
 {
 	char p[PATH_MAX];
 	int moved = 0, err = 0, ret;
@@ -573,6 +574,26 @@ int syncguard_poison_adopt(const char *dir, const char *from, const char *to)
 	if (moved)
 		syncguard_logf("syncguard: store %s: %d entries of its former "
 			"identity %s in %s taken over\n", to, moved, from, p);
+	return err;
+}
+
+int syncguard_poison_adopt(const char *dir, const char *from, const char *to)
+{
+	char one[NAME_MAX + 1];
+	int err = 0, ret;
+
+	for (const char *p = from; *p; p += strcspn(p, "\n"),
+	     p += *p == '\n') {
+		size_t k = strcspn(p, "\n");
+
+		if (!k || k >= sizeof(one))
+			continue;	/* no record has such a name */
+		memcpy(one, p, k);
+		one[k] = '\0';
+		/* renamed onto itself, a record would be removed */
+		if (strcmp(one, to) && (ret = adopt_one(dir, one, to)) && !err)
+			err = ret;
+	}
 	return err;
 }
 

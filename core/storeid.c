@@ -61,6 +61,47 @@ static void name_chars(char *s)
 			*c = '_';
 }
 
+/* Is @name one of the '\n'-separated names of @list? */
+static bool listed(const char *list, const char *name)
+{
+	size_t k = strlen(name);
+
+	for (const char *p = list; *p; p += strcspn(p, "\n"), p += *p == '\n')
+		if (!strncmp(p, name, k) && (p[k] == '\n' || !p[k]))
+			return true;
+	return false;
+}
+
+/* @name (a former identity, @plen bytes of it when it stands in a list)
+ * added to the '\n'-separated list @former (@len bytes, at least
+ * SYNCGUARD_FORMER_LEN): an empty name, one listed already or one with
+ * no room left is not */
+static void add_former(char *former, size_t len, const char *prefix,
+		       const char *name, size_t plen)
+{
+	char one[300];
+	size_t n = strlen(former), k;
+
+	if (!plen || snprintf(one, sizeof(one), "%s%.*s", prefix, (int)plen,
+			      name) >= (int)sizeof(one))
+		return;
+	k = strlen(one);
+	if (listed(former, one) || n + k + 2 > len)
+		return;
+	if (n)
+		former[n++] = '\n';
+	memcpy(former + n, one, k + 1);
+}
+
+/* Every name of the list @names added to @former, @prefix before each */
+static void add_formers(char *former, size_t len, const char *prefix,
+			const char *names)
+{
+	for (const char *p = names; *p; p += strcspn(p, "\n"),
+	     p += *p == '\n')
+		add_former(former, len, prefix, p, strcspn(p, "\n"));
+}
+
 /* The first line of sysfs file @dir/@name into @buf (@len bytes), with
  * every character that is not [A-Za-z0-9._-] made '_': 0, or -1. */
 static int sysfs_word(const char *dir, const char *name, char *buf,
@@ -187,13 +228,14 @@ static int inode_id(int fd, const struct stat *st, char *id, size_t len,
 
 /* A file on an overlay is named by its copy in the upper layer (one
  * store under two names, as syncguard_overlay_hold locks it), its former
- * identity the overlay's own (what earlier builds named it by): 0, or -1
+ * identities that file's and the overlay's own (what earlier builds
+ * named it by): 0, or -1
  * if @fd is on no overlay or that copy cannot be found (then the
  * overlay's own names it; a LUN refuses such a file) */
 static int overlay_id(int fd, const struct stat *st, char *id, size_t len,
 		      char *former, size_t former_len)
 {
-	char *table, scratch[256];
+	char *table, own[256], upper_old[256], own_old[256];
 	struct statfs sfs;
 	struct stat rst;
 	int rfd, ret = -1;
@@ -206,12 +248,20 @@ static int overlay_id(int fd, const struct stat *st, char *id, size_t len,
 	if (rfd < 0)
 		return -1;
 	if (!fstat(rfd, &rst))
-		ret = inode_id(rfd, &rst, id, len, scratch, sizeof(scratch));
+		ret = inode_id(rfd, &rst, id, len, upper_old,
+			       sizeof(upper_old));
 	close(rfd);
-	if (!ret && inode_id(fd, st, former, former_len, scratch,
-			     sizeof(scratch)))
-		former[0] = '\0';
-	return ret;
+	if (ret)
+		return ret;
+	/* the upper file's own former name (a kernel before 6.9), then
+	 * the overlay inode's names, current and former */
+	former[0] = '\0';
+	add_formers(former, former_len, "", upper_old);
+	if (!inode_id(fd, st, own, sizeof(own), own_old, sizeof(own_old))) {
+		add_formers(former, former_len, "", own);
+		add_formers(former, former_len, "", own_old);
+	}
+	return 0;
 }
 
 /* A regular file's identity (inode_id, or overlay_id on an overlay) */
@@ -291,6 +341,7 @@ static int block_id(const char *sysfs, const char *zvol_root, dev_t rdev,
 		    int depth)
 {
 	char sys[320], word[200], part[16], ds[256];	/* @sysfs: 256 at most */
+	char old[SYNCGUARD_FORMER_LEN];
 	int n = 0;
 
 	former[0] = '\0';
@@ -310,19 +361,18 @@ static int block_id(const char *sysfs, const char *zvol_root, dev_t rdev,
 		strncat(sys, "/..", sizeof(sys) - strlen(sys) - 1);
 		n = snprintf(id, len, "part%s-", part);
 		/* a loop device's: its backing file's (the partitions are
-		 * as much that file's as the loop is); its former identity
-		 * the file's former one with its number (a kernel before
-		 * 6.9), else the device number earlier builds named it by,
+		 * as much that file's as the loop is); its former
+		 * identities the file's with its number (a kernel before
+		 * 6.9), and the device number earlier builds named it by,
 		 * which loop hands out anew at each losetup -P */
 		if (n >= 0 && (size_t)n < len && depth < 4 &&
 		    !loop_id(sysfs, zvol_root, sys, id + n, len - (size_t)n,
-			     ds, sizeof(ds), depth)) {
-			if (ds[0])
-				snprintf(former, former_len, "part%s-%s", part,
-					 ds);
-			else
-				snprintf(former, former_len, "blk-%u.%u",
-					 major(rdev), minor(rdev));
+			     old, sizeof(old), depth)) {
+			snprintf(word, sizeof(word), "part%s-", part);
+			add_formers(former, former_len, word, old);
+			snprintf(ds, sizeof(ds), "blk-%u.%u", major(rdev),
+				 minor(rdev));
+			add_formers(former, former_len, "", ds);
 			return 0;
 		}
 	}
@@ -362,7 +412,7 @@ int syncguard_store_ids(int fd, char *id, size_t len, char *former,
 
 int syncguard_store_id(int fd, char *id, size_t len)
 {
-	char former[256];
+	char former[SYNCGUARD_FORMER_LEN];
 
 	return syncguard_store_ids(fd, id, len, former, sizeof(former));
 }

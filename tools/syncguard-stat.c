@@ -537,7 +537,7 @@ static int list_latched(const char *dir)
 /* Remove the record of the store @path in @dir. */
 static int clear_latch(const char *path, const char *dir)
 {
-	char id[256], former[256], text[512];
+	char id[256], former[SYNCGUARD_FORMER_LEN], text[512];
 	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;
 
 	if (fd < 0 || (ret = syncguard_store_ids(fd, id, sizeof(id), former,
@@ -549,10 +549,12 @@ static int clear_latch(const char *path, const char *dir)
 		return 1;
 	}
 	close(fd);
-	/* one recorded under the store's former identity is its own */
+	/* one recorded under a former identity of the store is its own */
 	if (former[0] && (ret = syncguard_poison_adopt(dir, former, id))) {
+		for (char *c = former; *c; c++)
+			*c = *c == '\n' ? ' ' : *c;
 		fprintf(stderr, "syncguard-stat: %s: what %s/latched holds "
-			"under its store's former identity %s could not be "
+			"under its store's former identity (%s) could not be "
 			"taken over (%s): move it to %s by hand\n", path, dir,
 			former, strerror(-ret), id);
 		return 1;

@@ -1878,6 +1878,23 @@ START_TEST(test_poison_adopt)
 	adopt_old(other);
 	ck_assert_int_eq(syncguard_poison_adopt(other, "test-none", "test-new"),
 			 0);
+	/* a list of former names: each taken over; the store's own name
+	 * in it is passed over (renamed onto itself, it would be removed) */
+	ck_assert_int_eq(syncguard_poison_write(other, "test-b", "/x", EIO),
+			 0);
+	ck_assert_int_eq(syncguard_poison_adopt(other, "test-a\ntest-b\n"
+						"test-new", "test-new"), 0);
+	ck_assert_int_eq(syncguard_poison_read(other, "test-new", p,
+					       sizeof(p)), EIO);
+	ck_assert_int_eq(syncguard_poison_read(other, "test-b", p, sizeof(p)),
+			 0);
+	ck_assert_int_eq(syncguard_poison_clear(other, "test-new"), 0);
+	ck_assert_int_eq(syncguard_poison_write(other, "test-b", "/x", EIO),
+			 0);
+	ck_assert_int_eq(syncguard_poison_adopt(other, "test-a\ntest-b",
+						"test-new"), 0);
+	ck_assert_int_eq(syncguard_poison_read(other, "test-new", p,
+					       sizeof(p)), EIO);
 	snprintf(p, sizeof(p), "rm -rf '%s'", other);
 	ck_assert_int_eq(system(p), 0);
 }
@@ -2339,7 +2356,8 @@ END_TEST
 START_TEST(test_poison_former_identity)
 {
 	const char *dir_state = syncguard_state_dir(NULL);
-	char sh[1024], file[96], id[256], former[256] = "", text[256];
+	char sh[1024], file[96], id[256], former[SYNCGUARD_FORMER_LEN] = "";
+	char text[256];
 	char why[512] = "";
 	int set_up, fd, latched = -1, left = -1, moved = -1, unmoved = -1;
 	struct syncguard_opts o;

@@ -417,7 +417,8 @@ static void zvol_id(const char *zroot, unsigned int minor, char *id,
  * builds named a zvol by it), whose records it takes over. */
 START_TEST(test_poison_zvol_identity)
 {
-	char zroot[300], a[256], b[256], c[256], former[256];
+	char zroot[300], a[256], b[256], c[256];
+	char former[SYNCGUARD_FORMER_LEN];
 
 	snprintf(zroot, sizeof(zroot), "%s/zvol", root);
 	sh("mkdir -p '%s/tank/sub' && mknod '%s/tank/sub/vol1' b 230 16",
@@ -451,13 +452,15 @@ START_TEST(test_poison_zvol_identity)
 END_TEST
 
 /* The store identity of block device @ma:@mi, its sysfs under @sys,
- * into @id, its former one into @former (256 bytes each) */
+ * into @id (256 bytes), its former ones into @former
+ * (SYNCGUARD_FORMER_LEN) */
 static void md_id(const char *sys, unsigned int ma, unsigned int mi,
 		  char *id, char *former)
 {
 	ck_assert_int_eq(syncguard_block_store_id(sys, "/nonexistent",
 						  makedev(ma, mi), id, 256,
-						  former, 256), 0);
+						  former, SYNCGUARD_FORMER_LEN),
+			 0);
 }
 
 /* An md array's store identity is its UUID (sysfs md/uuid), not its
@@ -471,7 +474,7 @@ static void md_id(const char *sys, unsigned int ma, unsigned int mi,
 START_TEST(test_poison_md_identity)
 {
 	const char *u = "3c1b4a7e-52c6-4f1d-9a0e-6f2b8d9c0a11";
-	char sys[300], id[256], former[256], want[300];
+	char sys[300], id[256], former[SYNCGUARD_FORMER_LEN], want[300];
 
 	sh("cd '%s' && mkdir -p sys/dev/block sys/devices/md0/md "
 	   "sys/devices/md127/md sys/devices/md1/md sys/devices/md0/md0p1 && "
@@ -524,8 +527,9 @@ END_TEST
  * (earlier builds named it so). */
 START_TEST(test_poison_loop_partition_identity)
 {
-	char sys[300], file[300], id[256], former[256], want[300];
-	char file_former[256], want_former[300];
+	char sys[300], file[300], id[256], want[300];
+	char former[SYNCGUARD_FORMER_LEN];
+	char file_former[SYNCGUARD_FORMER_LEN], want_former[1400];
 	int fd;
 
 	snprintf(file, sizeof(file), "%s/backing.img", root);
@@ -537,8 +541,8 @@ START_TEST(test_poison_loop_partition_identity)
 	close(fd);
 	memcpy(want, "part2-", 6);
 	if (file_former[0])
-		snprintf(want_former, sizeof(want_former), "part2-%s",
-			 file_former);
+		snprintf(want_former, sizeof(want_former), "part2-%s\n"
+			 "blk-259.3", file_former);
 	else
 		snprintf(want_former, sizeof(want_former), "blk-259.3");
 	sh("cd '%s' && mkdir -p sys/dev/block sys/devices/loop0/loop "
