@@ -845,9 +845,9 @@ static int layered(void *arg, dev_t dev, const char *sys, const char *name,
  * was set so by hand, and Linux drops every flush to it: 1, the reason
  * in why (the watch; at open why is NULL).  A "write back" one that
  * finds lun->cached_dev full sets w->full; each one met is marked in
- * w->seen, and then those not met in the whole walk (no longer under
- * the LUN: a pvmove off them, a path that came back as another sdX)
- * are dropped (cache_prune). */
+ * w->seen, and then, the table being full, those not met in the whole
+ * walk (no longer under the LUN: a pvmove off them, a path that came
+ * back as another sdX) are dropped (cache_prune). */
 _Static_assert(SYNCGUARD_CACHED_DEVS <= 64, "cache_walk.seen: a bit each");
 
 struct cache_walk {
@@ -909,7 +909,7 @@ static bool cache_prune(struct cache_walk *w)
 		if (w->seen & (1ull << i))
 			lun->cached_dev[n++] = lun->cached_dev[i];
 	lun->n_cached_dev = n;
-	return w->full && n == SYNCGUARD_CACHED_DEVS;
+	return n == SYNCGUARD_CACHED_DEVS;
 }
 
 /* The devices under @lun into @devs (room for SYNCGUARD_LAYER_DEVS):

@@ -540,11 +540,11 @@ START_TEST(test_poison_loop_partition_identity)
 			 0);
 	close(fd);
 	memcpy(want, "part2-", 6);
-	if (file_former[0])
-		snprintf(want_former, sizeof(want_former), "part2-%s\n"
-			 "blk-259.3", file_former);
-	else
-		snprintf(want_former, sizeof(want_former), "blk-259.3");
+	want_former[0] = '\0';
+	for (char *l = strtok(file_former, "\n"); l; l = strtok(NULL, "\n"))
+		snprintf(want_former + strlen(want_former), sizeof(want_former) -
+			 strlen(want_former), "part2-%s\n", l);
+	strcat(want_former, "blk-259.3");
 	sh("cd '%s' && mkdir -p sys/dev/block sys/devices/loop0/loop "
 	   "sys/devices/loop0/loop0p2 && cd sys && "
 	   "ln -s ../../devices/loop0 dev/block/7:0 && "
