@@ -376,10 +376,22 @@ int syncguard_poison_read(const char *dir, const char *id, char *text,
 /* The records of the stores @from (finished or not; one name per line,
  * syncguard_store_ids' former identities) in @dir made store @to's:
  * renamed, or removed where @to has its own, and the directory synced;
- * a name that is @to's own is passed over.  So a latch survives a change
- * of how stores are named.  0 (also when @from has none) or the first
- * -errno. */
-int syncguard_poison_adopt(const char *dir, const char *from, const char *to);
+ * a name that is @to's own is passed over, and so, unless @numbers, is
+ * a device number's (blk-M.m), which another store may have had when
+ * it was recorded (syncguard_poison_held).  So a latch survives a
+ * change of how stores are named.  0 (also when @from has none) or the
+ * first -errno. */
+int syncguard_poison_adopt(const char *dir, const char *from, const char *to,
+			   bool numbers);
+
+/* Does @dir hold a record under a device number's name (blk-M.m) among
+ * the former identities @from?  It may be the store's, or another's
+ * that had the number then: left in place, it latches the store's LUN
+ * until the administrator clears it (syncguard-stat --clear-latch,
+ * which takes it over first).  1 with the first such name in @name
+ * (@len bytes), 0, or -errno when that record cannot be read. */
+int syncguard_poison_held(const char *dir, const char *from, char *name,
+			  size_t len);
 
 /* Remove store @id's record, finished or not, from @dir: 0 or -errno
  * (-ENOENT: none). */

@@ -341,25 +341,37 @@ static void open_dirty(struct syncguard_lun *lun)
 	__atomic_store_n(&lun->flusher.dirty, 1, __ATOMIC_SEQ_CST);
 }
 
-/* What was recorded under the store's former identity
+/* What was recorded under the store's former identities
  * (syncguard_store_ids: a record, a final flush's marker) is its own:
  * taken over under the identity it has now.  Where that fails, part of
  * it may have moved and part not, so the LUN starts latched (EIO), as
- * for a record it cannot read. */
+ * for a record it cannot read.  A record under a device number
+ * (blk-M.m) is left where it is, and latches the LUN all the same: the
+ * number may have been another store's when it was recorded (a loop
+ * partition's, an md array's, a zvol's, handed out anew), and taken
+ * over here that store's latch would be lost
+ * (test_poison_device_number_held). */
 static void adopt_former(struct syncguard_lun *lun, const char *former)
 {
-	int ret = syncguard_poison_adopt(syncguard_state_dir(&lun->opts),
-					 former, lun->store_id);
-	char names[SYNCGUARD_FORMER_LEN];
+	const char *dir = syncguard_state_dir(&lun->opts);
+	int ret = syncguard_poison_adopt(dir, former, lun->store_id, false);
+	char names[SYNCGUARD_FORMER_LEN], held[NAME_MAX + 1];
 
-	if (!ret)
+	if (!ret && !(ret = syncguard_poison_held(dir, former, held,
+						  sizeof(held))))
 		return;
+	/* tgtd.log names the record under this directory */
+	snprintf(lun->poison_dir, sizeof(lun->poison_dir), "%s", dir);
+	if (ret > 0) {
+		snprintf(lun->poison, sizeof(lun->poison), "recorded under the "
+			 "device number %.60s, which this store or another had "
+			 "then: check its data, then clear it with "
+			 "syncguard-stat --clear-latch", held);
+		return;
+	}
 	snprintf(names, sizeof(names), "%s", former);	/* one line */
 	for (char *c = names; *c; c++)
 		*c = *c == '\n' ? ' ' : *c;
-	/* tgtd.log names the record under this directory */
-	snprintf(lun->poison_dir, sizeof(lun->poison_dir), "%s",
-		 syncguard_state_dir(&lun->opts));
 	snprintf(lun->poison, sizeof(lun->poison), "unreadable: what was "
 		 "recorded under the store's former identity (%.300s) could not "
 		 "be taken over: %s", names, strerror(-ret));

@@ -577,24 +577,64 @@ static int adopt_one(const char *dir, const char *from, const char *to)
 	return err;
 }
 
-int syncguard_poison_adopt(const char *dir, const char *from, const char *to)
+/* Is @name a device number's (blk-M.m: the number may be another
+ * store's by now)? */
+static bool number_name(const char *name)
+{
+	return !strncmp(name, "blk-", 4);
+}
+
+/* The next name of the list at *@p into @one (NAME_MAX + 1 bytes), *@p
+ * moved past it: false at the list's end.  A name too long for a
+ * record's comes out "". */
+static bool next_name(const char **p, char *one)
+{
+	size_t k = strcspn(*p, "\n");
+
+	if (!**p)
+		return false;
+	one[0] = '\0';
+	if (k <= NAME_MAX) {
+		memcpy(one, *p, k);
+		one[k] = '\0';
+	}
+	*p += k + ((*p)[k] == '\n');
+	return true;
+}
+
+int syncguard_poison_adopt(const char *dir, const char *from, const char *to,
+			   bool numbers)
 {
 	char one[NAME_MAX + 1];
 	int err = 0, ret;
 
-	for (const char *p = from; *p; p += strcspn(p, "\n"),
-	     p += *p == '\n') {
-		size_t k = strcspn(p, "\n");
-
-		if (!k || k >= sizeof(one))
-			continue;	/* no record has such a name */
-		memcpy(one, p, k);
-		one[k] = '\0';
+	while (next_name(&from, one)) {
 		/* renamed onto itself, a record would be removed */
-		if (strcmp(one, to) && (ret = adopt_one(dir, one, to)) && !err)
+		if (!one[0] || !strcmp(one, to) ||
+		    (!numbers && number_name(one)))
+			continue;
+		if ((ret = adopt_one(dir, one, to)) && !err)
 			err = ret;
 	}
 	return err;
+}
+
+int syncguard_poison_held(const char *dir, const char *from, char *name,
+			  size_t len)
+{
+	char one[NAME_MAX + 1], text[64];
+	int ret;
+
+	while (next_name(&from, one)) {
+		if (!one[0] || !number_name(one))
+			continue;
+		ret = syncguard_poison_read(dir, one, text, sizeof(text));
+		if (ret) {
+			snprintf(name, len, "%s", one);
+			return ret < 0 ? ret : 1;
+		}
+	}
+	return 0;
 }
 
 /* When this machine booted (/proc/stat btime, seconds since the epoch),

@@ -28,10 +28,14 @@
  *
  * An identity earlier builds or kernels gave the same store (Linux
  * before 6.9 has no FS_IOC_GETFSUUID, so a file system's id changes
- * form when the kernel is upgraded; earlier builds named a zvol and an
- * md array by its device number) is its "former" one: a record found
- * under it is the store's (syncguard_poison_adopt,
- * test_poison_former_identity).
+ * form when the kernel is upgraded; earlier builds named a zvol, an md
+ * array and a loop partition by its device number, and an overlay file
+ * by the overlay's inode) is a "former" one, and a store may have
+ * several: a record found under one is the store's
+ * (syncguard_poison_adopt, test_poison_former_identity), except under
+ * a device number, which may have been another store's then: that one
+ * latches the LUN where it lies (syncguard_poison_held,
+ * test_poison_device_number_held).
  */
 #include <errno.h>
 #include <fcntl.h>

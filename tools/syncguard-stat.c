@@ -550,7 +550,8 @@ static int clear_latch(const char *path, const char *dir)
 	}
 	close(fd);
 	/* one recorded under a former identity of the store is its own */
-	if (former[0] && (ret = syncguard_poison_adopt(dir, former, id))) {
+	if (former[0] && (ret = syncguard_poison_adopt(dir, former, id,
+							 true))) {
 		for (char *c = former; *c; c++)
 			*c = *c == '\n' ? ' ' : *c;
 		fprintf(stderr, "syncguard-stat: %s: what %s/latched holds "

@@ -1830,7 +1830,8 @@ static void adopt_old(const char *dir)
 {
 	char text[512];
 
-	ck_assert_int_eq(syncguard_poison_adopt(dir, "test-old", "test-new"),
+	ck_assert_int_eq(syncguard_poison_adopt(dir, "test-old", "test-new",
+						false),
 			 0);
 	ck_assert_int_eq(syncguard_poison_read(dir, "test-new", text,
 					       sizeof(text)), EIO);
@@ -1876,14 +1877,16 @@ START_TEST(test_poison_adopt)
 	ck_assert_int_eq(syncguard_poison_write(other, "test-old", "/x",
 						ENOSPC), 0);
 	adopt_old(other);
-	ck_assert_int_eq(syncguard_poison_adopt(other, "test-none", "test-new"),
+	ck_assert_int_eq(syncguard_poison_adopt(other, "test-none", "test-new",
+						false),
 			 0);
 	/* a list of former names: each taken over; the store's own name
 	 * in it is passed over (renamed onto itself, it would be removed) */
 	ck_assert_int_eq(syncguard_poison_write(other, "test-b", "/x", EIO),
 			 0);
 	ck_assert_int_eq(syncguard_poison_adopt(other, "test-a\ntest-b\n"
-						"test-new", "test-new"), 0);
+						"test-new", "test-new", false),
+			 0);
 	ck_assert_int_eq(syncguard_poison_read(other, "test-new", p,
 					       sizeof(p)), EIO);
 	ck_assert_int_eq(syncguard_poison_read(other, "test-b", p, sizeof(p)),
@@ -1892,11 +1895,44 @@ START_TEST(test_poison_adopt)
 	ck_assert_int_eq(syncguard_poison_write(other, "test-b", "/x", EIO),
 			 0);
 	ck_assert_int_eq(syncguard_poison_adopt(other, "test-a\ntest-b",
-						"test-new"), 0);
+						"test-new", false), 0);
 	ck_assert_int_eq(syncguard_poison_read(other, "test-new", p,
 					       sizeof(p)), EIO);
 	snprintf(p, sizeof(p), "rm -rf '%s'", other);
 	ck_assert_int_eq(system(p), 0);
+}
+END_TEST
+
+/* A record under a device number (blk-M.m) among a store's former
+ * identities is not taken over at open (the number may have been
+ * another store's then, whose latch would be lost), but found: it
+ * latches the LUN where it lies.  syncguard-stat --clear-latch takes it
+ * over (numbers too), and clears it. */
+START_TEST(test_poison_device_number_held)
+{
+	const char *formers = "test-x\nblk-259.3";
+	char held[300], name[64] = "", text[400];
+
+	snprintf(held, sizeof(held), "%s/held", dir);
+	ck_assert_int_eq(syncguard_poison_write(held, "blk-259.3", "/x", EIO),
+			 0);
+	ck_assert_int_eq(syncguard_poison_adopt(held, formers, "part2-f",
+						false), 0);
+	ck_assert_int_eq(syncguard_poison_read(held, "blk-259.3", text,
+					       sizeof(text)), EIO);
+	ck_assert_int_eq(syncguard_poison_read(held, "part2-f", text,
+					       sizeof(text)), 0);
+	ck_assert_int_eq(syncguard_poison_held(held, formers, name,
+					       sizeof(name)), 1);
+	ck_assert_str_eq(name, "blk-259.3");
+	ck_assert_int_eq(syncguard_poison_adopt(held, formers, "part2-f",
+						true), 0);
+	ck_assert_int_eq(syncguard_poison_read(held, "part2-f", text,
+					       sizeof(text)), EIO);
+	ck_assert_int_eq(syncguard_poison_held(held, formers, name,
+					       sizeof(name)), 0);
+	snprintf(text, sizeof(text), "rm -rf '%s'", held);
+	ck_assert_int_eq(system(text), 0);
 }
 END_TEST
 
@@ -2479,6 +2515,7 @@ Suite *exec_suite(void)
 	tcase_add_test(faults, test_exec_dsync_eopnotsupp_latches);
 	tcase_add_test(faults, test_poison_store_id);
 	tcase_add_test(faults, test_poison_record_dirs_synced);
+	tcase_add_test(faults, test_poison_device_number_held);
 	tcase_add_test(faults, test_poison_latch_recorded);
 	tcase_add_test(faults, test_poison_final_flush_recorded);
 	tcase_add_test(faults, test_poison_state_dir);
