@@ -201,6 +201,14 @@ static void log_poisoned(struct scsi_lu *lu, const char *path)
 			"clear it with 'syncguard-stat --clear-latch %s "
 			"--state-dir %s' and re-create the LUN\n", lu->lun, text,
 			path, lun->poison_dir);
+	else if (!strncmp(text, "under the device number", 23))
+		eprintf("syncguard: lun %" PRIu64 ": starts latched: a latch "
+			"record in %s/latched %s, which this store or another "
+			"had when it was recorded, and acknowledged writes may "
+			"be lost: check the data of each, then clear it with "
+			"'syncguard-stat --clear-latch %s --state-dir %s' and "
+			"re-create the LUN\n", lu->lun, lun->poison_dir, text,
+			path, lun->poison_dir);
 	else if (!strncmp(text, "unrecorded", 10))	/* the same */
 		eprintf("syncguard: lun %" PRIu64 ": starts latched: an earlier "
 			"LUN on this store latched an error in this tgtd (%s), "

@@ -384,14 +384,16 @@ int syncguard_poison_read(const char *dir, const char *id, char *text,
 int syncguard_poison_adopt(const char *dir, const char *from, const char *to,
 			   bool numbers);
 
-/* Does @dir hold a record under a device number's name (blk-M.m) among
- * the former identities @from?  It may be the store's, or another's
- * that had the number then: left in place, it latches the store's LUN
- * until the administrator clears it (syncguard-stat --clear-latch,
- * which takes it over first).  1 with the first such name in @name
- * (@len bytes), 0, or -errno when that record cannot be read. */
+/* Does @dir hold a record, or a final flush's marker, under a device
+ * number's name (blk-M.m, partN-blk-M.m) among the former identities
+ * @from (syncguard_store_record's look)?  It may be the store's, or
+ * another's that had the number then: left in place, it latches the
+ * store's LUN until the administrator clears it (syncguard-stat
+ * --clear-latch, which takes it over first).  1 with the first such
+ * name in @name (@len bytes) and what it says in @text (@text_len), 0,
+ * or -errno when it cannot be read (@name set too). */
 int syncguard_poison_held(const char *dir, const char *from, char *name,
-			  size_t len);
+			  size_t len, char *text, size_t text_len);
 
 /* Remove store @id's record, finished or not, from @dir: 0 or -errno
  * (-ENOENT: none). */

@@ -355,18 +355,24 @@ static void adopt_former(struct syncguard_lun *lun, const char *former)
 {
 	const char *dir = syncguard_state_dir(&lun->opts);
 	int ret = syncguard_poison_adopt(dir, former, lun->store_id, false);
-	char names[SYNCGUARD_FORMER_LEN], held[NAME_MAX + 1];
+	char names[SYNCGUARD_FORMER_LEN], held[NAME_MAX + 1] = "";
+	char text[300];
 
 	if (!ret && !(ret = syncguard_poison_held(dir, former, held,
-						  sizeof(held))))
+						  sizeof(held), text,
+						  sizeof(text))))
 		return;
-	/* tgtd.log names the record under this directory */
+	/* tgtd.log names the record under this directory
+	 * (bs_syncguard.c, log_poisoned) */
 	snprintf(lun->poison_dir, sizeof(lun->poison_dir), "%s", dir);
-	if (ret > 0) {
-		snprintf(lun->poison, sizeof(lun->poison), "recorded under the "
-			 "device number %.60s, which this store or another had "
-			 "then: check its data, then clear it with "
-			 "syncguard-stat --clear-latch", held);
+	if (held[0] && ret > 0) {
+		snprintf(lun->poison, sizeof(lun->poison), "under the device "
+			 "number %.60s (%s)", held, text);
+		return;
+	}
+	if (held[0]) {
+		snprintf(lun->poison, sizeof(lun->poison), "under the device "
+			 "number %.60s (unreadable: %s)", held, strerror(-ret));
 		return;
 	}
 	snprintf(names, sizeof(names), "%s", former);	/* one line */

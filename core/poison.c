@@ -577,10 +577,15 @@ static int adopt_one(const char *dir, const char *from, const char *to)
 	return err;
 }
 
-/* Is @name a device number's (blk-M.m: the number may be another
- * store's by now)? */
+/* Is @name a device number's (blk-M.m, or a partition's partN-blk-M.m:
+ * the number may be another store's by now)? */
 static bool number_name(const char *name)
 {
+	if (!strncmp(name, "part", 4)) {
+		name += 4 + strspn(name + 4, "0123456789");
+		if (*name++ != '-')
+			return false;
+	}
 	return !strncmp(name, "blk-", 4);
 }
 
@@ -620,15 +625,17 @@ int syncguard_poison_adopt(const char *dir, const char *from, const char *to,
 }
 
 int syncguard_poison_held(const char *dir, const char *from, char *name,
-			  size_t len)
+			  size_t len, char *text, size_t text_len)
 {
-	char one[NAME_MAX + 1], text[64];
+	char one[NAME_MAX + 1];
 	int ret;
 
 	while (next_name(&from, one)) {
 		if (!one[0] || !number_name(one))
 			continue;
-		ret = syncguard_poison_read(dir, one, text, sizeof(text));
+		/* the record, or a final flush's marker: one that failed, or
+		 * whose process stopped or still runs */
+		ret = syncguard_store_record(dir, one, text, text_len, NULL, 0);
 		if (ret) {
 			snprintf(name, len, "%s", one);
 			return ret < 0 ? ret : 1;

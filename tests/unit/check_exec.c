@@ -1905,13 +1905,16 @@ END_TEST
 
 /* A record under a device number (blk-M.m) among a store's former
  * identities is not taken over at open (the number may have been
- * another store's then, whose latch would be lost), but found: it
- * latches the LUN where it lies.  syncguard-stat --clear-latch takes it
- * over (numbers too), and clears it. */
+ * another store's then, whose latch would be lost), but found, with
+ * what it says: it latches the LUN where it lies.  So is a final
+ * flush's marker alone, and a partition's (partN-blk-M.m).
+ * syncguard-stat --clear-latch takes it over (numbers too), and clears
+ * it. */
 START_TEST(test_poison_device_number_held)
 {
 	const char *formers = "test-x\nblk-259.3";
 	char held[300], name[64] = "", text[400];
+	int fd;
 
 	snprintf(held, sizeof(held), "%s/held", dir);
 	ck_assert_int_eq(syncguard_poison_write(held, "blk-259.3", "/x", EIO),
@@ -1923,14 +1926,29 @@ START_TEST(test_poison_device_number_held)
 	ck_assert_int_eq(syncguard_poison_read(held, "part2-f", text,
 					       sizeof(text)), 0);
 	ck_assert_int_eq(syncguard_poison_held(held, formers, name,
-					       sizeof(name)), 1);
+					       sizeof(name), text,
+					       sizeof(text)), 1);
 	ck_assert_str_eq(name, "blk-259.3");
+	ck_assert_msg(strstr(text, "path /x"), "%s", text);
 	ck_assert_int_eq(syncguard_poison_adopt(held, formers, "part2-f",
 						true), 0);
 	ck_assert_int_eq(syncguard_poison_read(held, "part2-f", text,
 					       sizeof(text)), EIO);
 	ck_assert_int_eq(syncguard_poison_held(held, formers, name,
-					       sizeof(name)), 0);
+					       sizeof(name), text,
+					       sizeof(text)), 0);
+	/* a failed final flush's marker alone, under a partition's number
+	 * name: held too, and not taken over */
+	snprintf(text, sizeof(text), "%s/latched/.part1-blk-9.0.failed-1-2-3",
+		 held);
+	ck_assert_int_ge(fd = open(text, O_WRONLY | O_CREAT, 0600), 0);
+	close(fd);
+	ck_assert_int_eq(syncguard_poison_adopt(held, "part1-blk-9.0",
+						"part1-g", false), 0);
+	ck_assert_int_eq(syncguard_poison_held(held, "part1-blk-9.0", name,
+					       sizeof(name), text,
+					       sizeof(text)), 1);
+	ck_assert_str_eq(name, "part1-blk-9.0");
 	snprintf(text, sizeof(text), "rm -rf '%s'", held);
 	ck_assert_int_eq(system(text), 0);
 }

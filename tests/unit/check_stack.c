@@ -414,7 +414,8 @@ static void zvol_id(const char *zroot, unsigned int minor, char *id,
  * which ZFS hands out afresh at every import: the same dataset at
  * another minor is the same store, another dataset at the same minor
  * another store.  The device number is its former identity (earlier
- * builds named a zvol by it), whose records it takes over. */
+ * builds named a zvol by it), whose records latch it where they lie
+ * (test_poison_device_number_held). */
 START_TEST(test_poison_zvol_identity)
 {
 	char zroot[300], a[256], b[256], c[256];
